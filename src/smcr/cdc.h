@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * CDC (Connection Data Control) messages: the 44-byte SENDs that move the
+ * producer and consumer cursors of one connection (RFC 7609 A.4; Linux
+ * net/smc/smc_cdc.h).  smcr_cdc_encode()/smcr_cdc_decode() are the only places
+ * where a CDC changes between host and wire form, and smcr_cdc_curs_check() is
+ * the gate every cursor from a peer passes before the engine uses it.
+ */
+#ifndef SMCR_CDC_H
+#define SMCR_CDC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "smcr/ring.h"
+#include "smcr/wire.h"
+
+#define SMCR_CDC_MSG_TYPE 0xFE
+#define SMCR_CDC_MSG_LEN 44
+
+/* Wire offsets (the _Static_asserts in cdc.c pin the layout). */
+#define SMCR_CDC_OFF_SEQNO 2
+#define SMCR_CDC_OFF_TOKEN 4
+#define SMCR_CDC_OFF_PROD 8
+#define SMCR_CDC_OFF_CONS 16
+#define SMCR_CDC_OFF_PROD_FLAGS 24
+#define SMCR_CDC_OFF_CONN_FLAGS 25
+#define SMCR_CDC_CURS_LEN 8 /* 2 reserved, 2 wrap, 4 count */
+
+/* Producer flags (byte 24). */
+#define SMCR_CDC_PROD_WRITE_BLOCKED 0x80 /* sender has more data than we had room for */
+#define SMCR_CDC_PROD_URG_PENDING 0x40
+#define SMCR_CDC_PROD_URG_PRESENT 0x20
+#define SMCR_CDC_PROD_CONS_UPD_REQ 0x10 /* please send a consumer-cursor update */
+#define SMCR_CDC_PROD_FAILOVER 0x08     /* failover validation: no cursor content */
+
+/* Connection-state flags (byte 25); sticky once sent. */
+#define SMCR_CDC_CONN_DONE_WRITING 0x80 /* peer did shutdown(SHUT_WR) */
+#define SMCR_CDC_CONN_CLOSED 0x40
+#define SMCR_CDC_CONN_ABORT 0x20
+
+/* One CDC message in host form. */
+struct smcr_cdc_msg {
+	uint16_t seqno;        /* per connection and direction, first = 1, wraps */
+	uint32_t token;        /* the receiver's alert token, never 0 */
+	struct smcr_curs prod; /* sender's producer cursor in the receiver's RMBE */
+	struct smcr_curs cons; /* sender's consumer cursor of its own RMBE */
+	uint8_t prod_flags;    /* SMCR_CDC_PROD_* */
+	uint8_t conn_flags;    /* SMCR_CDC_CONN_* */
+};
+
+enum smcr_cdc_err {
+	SMCR_CDC_ERR_NONE = 0,
+	SMCR_CDC_ERR_SHORT,         /* fewer than 44 bytes */
+	SMCR_CDC_ERR_TYPE,          /* byte 0 is not 0xFE */
+	SMCR_CDC_ERR_LENGTH,        /* byte 1 is not 44 */
+	SMCR_CDC_ERR_TOKEN,         /* alert token 0 */
+	SMCR_CDC_ERR_CURS_RANGE,    /* cursor offset outside the ring */
+	SMCR_CDC_ERR_CURS_BACKWARD, /* cursor behind the previous one */
+	SMCR_CDC_ERR_CURS_AHEAD,    /* cursor beyond what the ring allows */
+	SMCR_CDC_ERR_COUNT_
+};
+
+/* Short human-readable reason, never NULL. */
+const char *smcr_cdc_err_str(enum smcr_cdc_err err);
+
+/* Host to wire: writes exactly SMCR_CDC_MSG_LEN bytes, reserved bytes zero. */
+void smcr_cdc_encode(const struct smcr_cdc_msg *msg, uint8_t out[SMCR_CDC_MSG_LEN]);
+
+/*
+ * Wire to host.  `len` is the received message size (the completion length);
+ * bytes beyond 44 are ignored, as Linux does.  Returns SMCR_WIRE_OK or
+ * SMCR_WIRE_INVALID with *err set; never reads more than min(len, 44) bytes.
+ * Cursor plausibility needs connection state: see smcr_cdc_curs_check().
+ */
+enum smcr_wire_status smcr_cdc_decode(const void *buf, size_t len,
+				      struct smcr_cdc_msg *msg, enum smcr_cdc_err *err);
+
+/*
+ * Validate a cursor received from the peer against the ring it refers to.
+ * `next` must lie inside the ring, must not be behind `prev` (the last cursor
+ * accepted for the same field) and must not be beyond `limit`, where `limit` is
+ * at most one full ring ahead of `prev`:
+ *  - producer cursor into our RMBE: limit = our consumer cursor advanced by
+ *    the ring size (the peer cannot have written over unread data);
+ *  - consumer cursor of the peer's RMBE: limit = our own producer cursor
+ *    (the peer cannot have consumed what we did not write).
+ * Returns SMCR_CDC_ERR_NONE if plausible.
+ */
+enum smcr_cdc_err smcr_cdc_curs_check(struct smcr_curs prev, struct smcr_curs next,
+				      struct smcr_curs limit, uint32_t ring_size);
+
+/* The same check with no tighter limit than "one ring ahead of prev". */
+enum smcr_cdc_err smcr_cdc_curs_check_ring(struct smcr_curs prev, struct smcr_curs next,
+					   uint32_t ring_size);
+
+/* Sequence numbers: true if `a` is older than `b` (16-bit serial arithmetic). */
+static inline bool smcr_cdc_seq_before(uint16_t a, uint16_t b)
+{
+	return (int16_t)(uint16_t)(a - b) < 0;
+}
+
+#endif /* SMCR_CDC_H */
