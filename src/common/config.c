@@ -1,0 +1,221 @@
+/* SPDX-License-Identifier: MIT */
+/* Configuration parsing (see config.h). */
+#include "common/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/compiler.h"
+#include "common/log.h"
+
+void smcr_config_defaults(struct smcr_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->log_level = SMCR_LOG_WARN;
+}
+
+/* Digits only, no sign, no spaces; 0 on success. */
+static int parse_u64(const char *text, const char **end, uint64_t *out)
+{
+	uint64_t value = 0;
+	const char *p = text;
+
+	if (!isdigit((unsigned char)*p))
+		return -1;
+	for (; isdigit((unsigned char)*p); p++) {
+		unsigned digit = (unsigned)(*p - '0');
+
+		if (value > (UINT64_MAX - digit) / 10)
+			return -1;
+		value = value * 10 + digit;
+	}
+	*end = p;
+	*out = value;
+	return 0;
+}
+
+int smcr_config_parse_size(const char *text, size_t *out)
+{
+	uint64_t value, unit = 1;
+	const char *end;
+
+	if (!text || parse_u64(text, &end, &value) < 0)
+		return -1;
+	switch (*end) {
+	case '\0':
+		break;
+	case 'k': case 'K':
+		unit = 1024;
+		end++;
+		break;
+	case 'm': case 'M':
+		unit = 1024 * 1024;
+		end++;
+		break;
+	case 'g': case 'G':
+		unit = 1024 * 1024 * 1024;
+		end++;
+		break;
+	default:
+		return -1;
+	}
+	if (*end != '\0' || value > SIZE_MAX / unit)
+		return -1;
+	*out = (size_t)(value * unit);
+	return 0;
+}
+
+int smcr_config_parse_uint(const char *text, unsigned *out)
+{
+	uint64_t value;
+	const char *end;
+
+	if (!text || parse_u64(text, &end, &value) < 0 || *end != '\0' || value > UINT_MAX)
+		return -1;
+	*out = (unsigned)value;
+	return 0;
+}
+
+int smcr_config_parse_level(const char *text, int *out)
+{
+	static const struct {
+		const char *name;
+		int level;
+	} names[] = {
+		{ "0", SMCR_LOG_WARN },    { "1", SMCR_LOG_DEBUG },  { "2", SMCR_LOG_TRACE },
+		{ "error", SMCR_LOG_ERROR }, { "warn", SMCR_LOG_WARN }, { "warning", SMCR_LOG_WARN },
+		{ "info", SMCR_LOG_INFO },   { "debug", SMCR_LOG_DEBUG }, { "trace", SMCR_LOG_TRACE },
+	};
+
+	if (!text)
+		return -1;
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		if (strcasecmp(text, names[i].name) == 0) {
+			*out = names[i].level;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+int smcr_config_parse_bool(const char *text, bool *out)
+{
+	static const char *const yes[] = { "1", "yes", "true", "on" };
+	static const char *const no[] = { "0", "no", "false", "off" };
+
+	if (!text)
+		return -1;
+	for (size_t i = 0; i < ARRAY_SIZE(yes); i++) {
+		if (strcasecmp(text, yes[i]) == 0) {
+			*out = true;
+			return 0;
+		}
+		if (strcasecmp(text, no[i]) == 0) {
+			*out = false;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static void SMCR_PRINTF(2, 3) add_problem(struct smcr_config *cfg, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (cfg->n_problems >= SMCR_CONFIG_MAX_PROBLEMS)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(cfg->problems[cfg->n_problems++], SMCR_CONFIG_PROBLEM_LEN, fmt, ap);
+	va_end(ap);
+}
+
+/* The value of name, or NULL when unset or empty (empty means "default"). */
+static const char *lookup(smcr_config_getenv_fn *get, void *ctx, const char *name)
+{
+	const char *value = get(name, ctx);
+
+	return value && *value ? value : NULL;
+}
+
+static void parse_buffer_size(struct smcr_config *cfg, smcr_config_getenv_fn *get, void *ctx,
+			      const char *name, size_t *out)
+{
+	const char *text = lookup(get, ctx, name);
+	size_t size;
+
+	if (!text)
+		return;
+	if (smcr_config_parse_size(text, &size) < 0)
+		add_problem(cfg, "%s=%.40s: not a size (bytes, or a number with k/m/g); ignored",
+			    name, text);
+	else if (size < SMCR_CONFIG_BUF_MIN || size > SMCR_CONFIG_BUF_MAX)
+		add_problem(cfg, "%s=%.40s: outside %uk..%um; ignored", name, text,
+			    SMCR_CONFIG_BUF_MIN / 1024, SMCR_CONFIG_BUF_MAX / (1024 * 1024));
+	else
+		*out = size;
+}
+
+void smcr_config_parse(struct smcr_config *cfg, smcr_config_getenv_fn *get, void *ctx)
+{
+	const char *text;
+
+	smcr_config_defaults(cfg);
+
+	text = lookup(get, ctx, "SMC_DEBUG");
+	if (text && smcr_config_parse_level(text, &cfg->log_level) < 0)
+		add_problem(cfg, "SMC_DEBUG=%.40s: expected 0, 1, 2 or error|warn|info|debug|trace;"
+			    " ignored", text);
+
+	parse_buffer_size(cfg, get, ctx, "SMC_SNDBUF", &cfg->sndbuf);
+	parse_buffer_size(cfg, get, ctx, "SMC_RCVBUF", &cfg->rcvbuf);
+
+	text = lookup(get, ctx, "SMCR_LOG_FILE");
+	if (text && strlen(text) >= sizeof(cfg->log_file))
+		add_problem(cfg, "SMCR_LOG_FILE: path longer than %zu bytes; logging to stderr",
+			    sizeof(cfg->log_file) - 1);
+	else if (text)
+		memcpy(cfg->log_file, text, strlen(text) + 1);
+
+	text = lookup(get, ctx, "SMCR_MAX_FDS");
+	if (text) {
+		unsigned max_fds;
+
+		if (smcr_config_parse_uint(text, &max_fds) < 0 ||
+		    max_fds < SMCR_CONFIG_MAX_FDS_MIN || max_fds > SMCR_CONFIG_MAX_FDS_LIMIT)
+			add_problem(cfg, "SMCR_MAX_FDS=%.40s: expected %u..%u; ignored", text,
+				    SMCR_CONFIG_MAX_FDS_MIN, SMCR_CONFIG_MAX_FDS_LIMIT);
+		else
+			cfg->max_fds = max_fds;
+	}
+
+	text = lookup(get, ctx, "SMCR_DISABLE");
+	if (text && smcr_config_parse_bool(text, &cfg->disabled) < 0)
+		add_problem(cfg, "SMCR_DISABLE=%.40s: expected 0 or 1; ignored", text);
+}
+
+static const char *environ_getenv(const char *name, void *ctx)
+{
+	return getenv(name);
+}
+
+static struct smcr_config process_config;
+static pthread_once_t process_config_once = PTHREAD_ONCE_INIT;
+
+static void parse_process_config(void)
+{
+	smcr_config_parse(&process_config, environ_getenv, NULL);
+}
+
+const struct smcr_config *smcr_config_get(void)
+{
+	pthread_once(&process_config_once, parse_process_config);
+	return &process_config;
+}

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Run-time configuration, parsed once from the environment into an
+ * immutable struct. smc-tools' names where they overlap (SMC_DEBUG,
+ * SMC_SNDBUF, SMC_RCVBUF), SMCR_* for ours:
+ *
+ *   SMC_DEBUG      0/1/2, or error|warn|info|debug|trace   (default: warn)
+ *   SMC_SNDBUF     send buffer size, bytes, k/m/g suffix   (default: 0 = kernel's)
+ *   SMC_RCVBUF     receive buffer size, same syntax        (default: 0)
+ *   SMCR_LOG_FILE  append log lines to this file           (default: stderr)
+ *   SMCR_MAX_FDS   fds tracked: 0..N-1; larger fds pass through (default: hard
+ *                  RLIMIT_NOFILE, at most SMCR_CONFIG_MAX_FDS_LIMIT)
+ *   SMCR_DISABLE   1 = load but stay pure pass-through     (default: 0)
+ *
+ * A bad value is never fatal: the variable keeps its default and the
+ * problem is recorded (problems[]) so the library can report it once.
+ */
+#ifndef SMCR_COMMON_CONFIG_H
+#define SMCR_COMMON_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define SMCR_CONFIG_MAX_PROBLEMS 8
+#define SMCR_CONFIG_PROBLEM_LEN 160
+/* SMC buffer sizes are 16 KiB << n with a 4-bit n (RFC 7609). */
+#define SMCR_CONFIG_BUF_MIN (16u * 1024)
+#define SMCR_CONFIG_BUF_MAX (512u * 1024 * 1024)
+#define SMCR_CONFIG_MAX_FDS_MIN 64u
+#define SMCR_CONFIG_MAX_FDS_LIMIT (1u << 24)
+
+struct smcr_config {
+	int log_level;     /* enum smcr_log_level */
+	size_t sndbuf;     /* 0 = not set */
+	size_t rcvbuf;     /* 0 = not set */
+	char log_file[256]; /* "" = stderr */
+	unsigned max_fds;  /* 0 = decide from RLIMIT_NOFILE */
+	bool disabled;
+	unsigned n_problems;
+	char problems[SMCR_CONFIG_MAX_PROBLEMS][SMCR_CONFIG_PROBLEM_LEN];
+};
+
+/* Looks up one variable; NULL when unset. */
+typedef const char *smcr_config_getenv_fn(const char *name, void *ctx);
+
+/* Fills cfg with the defaults. */
+void smcr_config_defaults(struct smcr_config *cfg);
+
+/* Defaults, then every variable found through get (testable without environ). */
+void smcr_config_parse(struct smcr_config *cfg, smcr_config_getenv_fn *get, void *ctx);
+
+/* Parse helpers, exposed for tests. Return 0, or -1 on a bad value. */
+int smcr_config_parse_size(const char *text, size_t *out);
+int smcr_config_parse_level(const char *text, int *out);
+int smcr_config_parse_bool(const char *text, bool *out);
+int smcr_config_parse_uint(const char *text, unsigned *out);
+
+/*
+ * The process-wide configuration: parsed from the environment on the
+ * first call (thread-safe), the same pointer and contents afterwards.
+ */
+const struct smcr_config *smcr_config_get(void);
+
+#endif /* SMCR_COMMON_CONFIG_H */

@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fd table: what the library knows about each fd number.
+ *
+ * A dense array indexed by fd holds a pointer to a refcounted entry; the
+ * fds that share one open socket (dup, dup2, dup3, F_DUPFD) point to the
+ * same entry. fds at or above the table size are never tracked: they pass
+ * through untouched (programs that close every fd up to a huge limit stay
+ * cheap).
+ *
+ * Concurrency, without locks on any path a wrapper takes:
+ * - lookups are one acquire load of the slot (smcr_fdtab_peek);
+ * - slot updates are atomic exchanges, entry lifetimes atomic refcounts;
+ * - entries live in a pool that is never unmapped (type-stable memory), so
+ *   a racing reader that loaded a pointer just before the entry was
+ *   released reads stale but valid memory, never freed memory. Code that
+ *   keeps an entry beyond one read takes a reference (smcr_fdtab_get).
+ * The only lock guards the pool's growth (one mmap per
+ * SMCR_FDTAB_CHUNK entries); it is taken with signals blocked and listed
+ * in the fork handlers.
+ *
+ * Because every path is a single atomic step on one slot, a fork() at any
+ * moment leaves the child with a consistent table (at worst one entry is
+ * leaked in the child).
+ */
+#ifndef SMCR_PRELOAD_FDTAB_H
+#define SMCR_PRELOAD_FDTAB_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/compiler.h"
+
+/* What the library does with the socket; values match smc_preload.h. */
+enum smcr_fd_mode {
+	SMCR_FD_PASSTHROUGH = 1, /* tracked, but the library leaves it alone */
+	SMCR_FD_CANDIDATE = 2,   /* TCP stream socket that may move to SMC */
+	SMCR_FD_SMC = 3,         /* data path diverted to the engine */
+	SMCR_FD_FALLBACK = 4,    /* tried SMC, stays plain TCP for good */
+};
+
+/* Entry flags. */
+#define SMCR_FD_F_LISTENING (1u << 0) /* listen() succeeded */
+#define SMCR_FD_F_ACCEPTED (1u << 1)  /* came out of accept() */
+#define SMCR_FD_F_CONNECTING (1u << 2) /* connect() was called */
+
+struct smcr_fd_entry {
+	atomic_uint refcnt;        /* fds pointing here + temporary references */
+	_Atomic unsigned char mode; /* enum smcr_fd_mode */
+	atomic_uint flags;         /* SMCR_FD_F_* */
+	int domain;                /* AF_INET or AF_INET6 */
+	_Atomic(void *) sock;      /* the engine's socket, once it has one */
+	/* pool bookkeeping */
+	uint32_t index;
+	_Atomic uint32_t next_free; /* index + 1 of the next free entry, 0 = end */
+};
+
+#define SMCR_FDTAB_CHUNK 256u
+
+/* Published by smcr_fdtab_init() before any wrapper can look (see init.c). */
+extern _Atomic(struct smcr_fd_entry *) *smcr_fdtab_slots;
+extern unsigned smcr_fdtab_nslots;
+
+/* Maps nslots slots. Returns 0 or -errno. errno is preserved. */
+int smcr_fdtab_init(unsigned nslots);
+/* Releases everything (tests; the library lets process exit do it). */
+void smcr_fdtab_fini(void);
+
+/* Hot path: the entry for fd, or NULL. No reference taken. */
+static inline struct smcr_fd_entry *smcr_fdtab_peek(int fd)
+{
+	if (unlikely((unsigned)fd >= smcr_fdtab_nslots))
+		return NULL;
+	return atomic_load_explicit(&smcr_fdtab_slots[fd], memory_order_acquire);
+}
+
+/* Hot path: is fd a socket whose data goes to the engine? Almost always no. */
+static inline bool smcr_fdtab_is_smc(int fd)
+{
+	struct smcr_fd_entry *entry = smcr_fdtab_peek(fd);
+
+	return unlikely(entry != NULL) &&
+	       atomic_load_explicit(&entry->mode, memory_order_relaxed) == SMCR_FD_SMC;
+}
+
+/*
+ * A fresh entry for a socket the kernel just handed out as fd, replacing
+ * whatever stale entry that number had. NULL when fd is out of range or
+ * memory ran out (the fd then passes through). The table holds the
+ * reference; the pointer is valid until the fd is forgotten.
+ */
+struct smcr_fd_entry *smcr_fdtab_track(int fd, int domain, enum smcr_fd_mode mode,
+				       unsigned flags);
+
+/* The kernel closed fd, or handed its number out for something untracked. */
+void smcr_fdtab_forget(int fd);
+
+/* Forget every fd in [first, last] (close_range, closefrom). */
+void smcr_fdtab_forget_range(unsigned first, unsigned last);
+
+/* newfd now refers to the same open socket as oldfd (dup family). */
+void smcr_fdtab_dup(int oldfd, int newfd);
+
+/* The entry for fd with a reference taken, or NULL. Pair with _put. */
+struct smcr_fd_entry *smcr_fdtab_get(int fd);
+void smcr_fdtab_put(struct smcr_fd_entry *entry);
+
+/* Number of entries in use (tests, stats). */
+unsigned smcr_fdtab_entries_in_use(void);
+
+/* Fork handlers (called from init.c's lock list). */
+void smcr_fdtab_lock(void);
+void smcr_fdtab_unlock(void);
+void smcr_fdtab_reinit_child(void);
+
+#endif /* SMCR_PRELOAD_FDTAB_H */

@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Library start-up, fork handlers and the smc_preload_* API.
+ *
+ * Initialisation runs once, on whichever comes first: a wrapper call (an
+ * earlier library's constructor may create sockets before our constructor
+ * runs) or our constructor. It binds libc (dlsym only; no dlopen inside a
+ * constructor), parses the configuration, decides whether to act at all,
+ * maps the fd table and registers the fork handlers.
+ */
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/auxv.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#define SMC_PRELOAD_WEAK /* we define them: strong symbols */
+#include "smc_preload.h"
+
+#include "common/config.h"
+#include "common/log.h"
+#include "preload/preload.h"
+
+atomic_bool smcr_preload_ready;
+bool smcr_preload_active;
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+/*
+ * Every global lock of the library, in acquisition order. If you add a
+ * lock anywhere in src/preload, src/smcr or src/common, add it to all
+ * three lists, or fork() in a multi-threaded program can leave the child
+ * with a lock held by a thread that does not exist there.
+ */
+#define SMCR_LOCK_ALL()                \
+	do {                           \
+		smcr_fdtab_lock();     \
+	} while (0)
+#define SMCR_UNLOCK_ALL()              \
+	do {                           \
+		smcr_fdtab_unlock();   \
+	} while (0)
+#define SMCR_REINIT_ALL()              \
+	do {                           \
+		smcr_fdtab_reinit_child(); \
+	} while (0)
+
+static void atfork_prepare(void)
+{
+	/* Bind first: binding takes locks of its own (dlsym, pthread_once). */
+	smcr_real_bind();
+	SMCR_LOCK_ALL();
+}
+
+static void atfork_parent(void)
+{
+	SMCR_UNLOCK_ALL();
+}
+
+static void atfork_child(void)
+{
+	SMCR_REINIT_ALL();
+}
+
+/* Table size: the fds the process may ever open, unless configured. */
+static unsigned fdtab_size(const struct smcr_config *cfg)
+{
+	struct rlimit lim;
+
+	if (cfg->max_fds)
+		return cfg->max_fds;
+	if (getrlimit(RLIMIT_NOFILE, &lim) < 0 || lim.rlim_max == RLIM_INFINITY ||
+	    lim.rlim_max > SMCR_CONFIG_MAX_FDS_LIMIT)
+		return SMCR_CONFIG_MAX_FDS_LIMIT;
+	if (lim.rlim_max < SMCR_CONFIG_MAX_FDS_MIN)
+		return SMCR_CONFIG_MAX_FDS_MIN;
+	return (unsigned)lim.rlim_max;
+}
+
+/* Decides whether to act, and says why not (once, at info level). */
+static bool decide_active(const struct smcr_config *cfg, bool secure)
+{
+	int ret;
+
+	if (secure) {
+		smcr_info("not active: secure-execution (setuid/setgid/capabilities) process;"
+			  " every call passes through");
+		return false;
+	}
+	if (cfg->disabled) {
+		smcr_info("not active: SMCR_DISABLE is set; every call passes through");
+		return false;
+	}
+	ret = smcr_fdtab_init(fdtab_size(cfg));
+	if (ret < 0) {
+		smcr_warn("not active: cannot map the fd table (errno %d); every call passes through",
+			  -ret);
+		return false;
+	}
+	return true;
+}
+
+static void init_all(void)
+{
+	int saved_errno = errno;
+	const struct smcr_config *cfg;
+	bool secure = getauxval(AT_SECURE) != 0;
+
+	smcr_guard_enter();
+	smcr_real_bind();
+	cfg = smcr_config_get();
+	/* A setuid program must not append to a file its caller names. */
+	smcr_log_setup(cfg->log_level, secure ? NULL : cfg->log_file);
+	for (unsigned i = 0; i < cfg->n_problems; i++)
+		smcr_warn("%s", cfg->problems[i]);
+
+	smcr_preload_active = decide_active(cfg, secure);
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	if (smcr_preload_active && smcr_log_enabled(SMCR_LOG_INFO))
+		smcr_log_line("smcr: active in %s (pid %d), version %s", smcr_log_progname(),
+			      (int)getpid(), SMCR_VERSION);
+	if (smcr_preload_active)
+		smcr_dbg("fd table: %u slots", smcr_fdtab_nslots);
+
+	atomic_store_explicit(&smcr_preload_ready, true, memory_order_release);
+	smcr_guard_leave();
+	errno = saved_errno;
+}
+
+void smcr_preload_init(void)
+{
+	/*
+	 * Re-entered from our own initialisation on this thread (a libc or
+	 * malloc call inside init_all reached a wrapper): libc is all the
+	 * wrapper needs; the table is not mapped yet, so it tracks nothing.
+	 */
+	if (smcr_guard_inside()) {
+		smcr_real_bind();
+		return;
+	}
+	pthread_once(&init_once, init_all);
+}
+
+__attribute__((constructor)) static void smcr_preload_constructor(void)
+{
+	smcr_preload_enter();
+}
+
+SMCR_EXPORT const char *smc_preload_version(void)
+{
+	return SMCR_VERSION;
+}
+
+SMCR_EXPORT int smc_preload_active(void)
+{
+	smcr_preload_enter();
+	return smcr_preload_active;
+}
+
+SMCR_EXPORT int smc_preload_fd_mode(int fd)
+{
+	struct smcr_fd_entry *entry;
+
+	smcr_preload_enter();
+	entry = smcr_fdtab_peek(fd);
+	if (!entry)
+		return SMC_PRELOAD_FD_UNTRACKED;
+	return atomic_load_explicit(&entry->mode, memory_order_relaxed);
+}
+
+SMCR_EXPORT pid_t fork(void)
+{
+	pid_t pid;
+
+	smcr_preload_enter();
+	/*
+	 * libc's fork runs the atfork handlers above; the child inherits the
+	 * fd table as it was (see fdtab.h). Engine state that cannot cross
+	 * fork (RDMA resources) is re-initialised here in later issues.
+	 */
+	pid = smcr_real.fork();
+	if (pid == 0)
+		smcr_dbg("forked child of %d", (int)getppid());
+	return pid;
+}

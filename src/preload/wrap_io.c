@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The data path: read/readv/write/writev, send/sendto/sendmsg/sendmmsg,
+ * recv/recvfrom/recvmsg/recvmmsg, sendfile, and glibc's _FORTIFY_SOURCE
+ * variants (__read_chk, __recv_chk, __recvfrom_chk).
+ *
+ * Every wrapper has the same shape, and this is the whole cost the
+ * library adds to plain TCP: the ready flag (one load, predicted), one
+ * acquire load of the fd's slot, a branch that is almost never taken, and
+ * an indirect call to libc. No lock, no allocation, no system call.
+ *
+ * The taken branch funnels every call into divert_recvmsg() or
+ * divert_sendmsg(), the two places where the engine's SMC data path
+ * plugs in. No fd reaches SMC mode in this issue,
+ * so they carry the call to the kernel socket with recvmsg/sendmsg, which
+ * is what read/write/send/recv mean on a stream socket.
+ */
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "preload/preload.h"
+
+/* glibc's fortify entry points; declared only under _FORTIFY_SOURCE. */
+ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen);
+ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags);
+ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags,
+		       struct sockaddr *addr, socklen_t *addrlen);
+void __chk_fail(void) __attribute__((noreturn));
+
+/* The engine's receive entry point (see above). */
+static SMCR_COLD __attribute__((noinline)) ssize_t divert_recvmsg(int fd, struct msghdr *msg,
+								   int flags)
+{
+	return smcr_real.recvmsg(fd, msg, flags);
+}
+
+/* The engine's send entry point (see above). */
+static SMCR_COLD __attribute__((noinline)) ssize_t divert_sendmsg(int fd, const struct msghdr *msg,
+								   int flags)
+{
+	return smcr_real.sendmsg(fd, msg, flags);
+}
+
+static ssize_t divert_recv(int fd, const struct iovec *iov, int iovcnt, int flags,
+			   struct sockaddr *addr, socklen_t *addrlen)
+{
+	struct msghdr msg = {
+		.msg_name = addr,
+		.msg_namelen = addrlen ? *addrlen : 0,
+		.msg_iov = (struct iovec *)iov,
+		.msg_iovlen = (size_t)iovcnt,
+	};
+	ssize_t ret = divert_recvmsg(fd, &msg, flags);
+
+	if (ret >= 0 && addrlen)
+		*addrlen = msg.msg_namelen;
+	return ret;
+}
+
+static ssize_t divert_send(int fd, const struct iovec *iov, int iovcnt, int flags,
+			   const struct sockaddr *addr, socklen_t addrlen)
+{
+	struct msghdr msg = {
+		.msg_name = (struct sockaddr *)addr,
+		.msg_namelen = addrlen,
+		.msg_iov = (struct iovec *)iov,
+		.msg_iovlen = (size_t)iovcnt,
+	};
+
+	return divert_sendmsg(fd, &msg, flags);
+}
+
+/* ---- receive ---------------------------------------------------------- */
+
+SMCR_EXPORT ssize_t read(int fd, void *buf, size_t len)
+{
+	smcr_preload_enter();
+	if (smcr_preload_divert(fd))
+		return divert_recv(fd, &(struct iovec){ buf, len }, 1, 0, NULL, NULL);
+	return smcr_real.read(fd, buf, len);
+}
+
+SMCR_EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
+{
+	smcr_preload_enter();
+	if (smcr_preload_divert(fd)) {
+		if (len > buflen)
+			__chk_fail();
+		return divert_recv(fd, &(struct iovec){ buf, len }, 1, 0, NULL, NULL);
+	}
+	SMCR_REAL_OR_ENOSYS(__read_chk);
+	return smcr_real.__read_chk(fd, buf, len, buflen);
+}
+
+SMCR_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
+{
+	smcr_preload_enter();
+	if (smcr_preload_divert(fd))
+		return divert_recv(fd, iov, iovcnt, 0, NULL, NULL);
+	return smcr_real.readv(fd, iov, iovcnt);
+}
+
+SMCR_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+	smcr_preload_enter();
+	if (smcr_preload_divert(fd))
+		return divert_recv(fd, &(struct iovec){ buf, len }, 1, flags, NULL, NULL);
+	return smcr_real.recv(fd, buf, len, flags);
+}
+
+SMCR_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags)
+{
+	smcr_preload_enter();
+	if (smcr_preload_divert(fd)) {
+		if (len > buflen)
+			__chk_fail();
+		return divert_recv(fd, &(struct iovec){ buf, len }, 1, flags, NULL, NULL);
+	}
+	SMCR_REAL_OR_ENOSYS(__recv_chk);
+	return smcr_real.__recv_chk(fd, buf, len, buflen, flags);
+}
+
+SMCR_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *addr,
+			     socklen_t *addrlen)
+{
+	smcr_preload_enter();
+	if (smcr_preload_divert(fd))
+		return divert_recv(fd, &(struct iovec){ buf, len }, 1, flags, addr, addrlen);
+	return smcr_real.recvfrom(fd, buf, len, flags, addr, addrlen);
+}
+
+SMCR_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags,
+				   struct sockaddr *addr, socklen_t *addrlen)
+{
+	smcr_preload_enter();
+	if (smcr_preload_divert(fd)) {
+		if (len > buflen)
+			__chk_fail();
+		return divert_recv(fd, &(struct iovec){ buf, len }, 1, flags, addr, addrlen);
+	}
+	SMCR_REAL_OR_ENOSYS(__recvfrom_chk);
+	return smcr_real.__recvfrom_chk(fd, buf, len, buflen, flags, addr, addrlen);
+}
+
+SMCR_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	smcr_preload_enter();
+	if (smcr_preload_divert(fd))
+		return divert_recvmsg(fd, msg, flags);
+	return smcr_real.recvmsg(fd, msg, flags);
+}
+
+SMCR_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
+			 struct timespec *timeout)
+{
+	smcr_preload_enter();
+	SMCR_REAL_OR_ENOSYS(recvmmsg);
+	return smcr_real.recvmmsg(fd, vec, vlen, flags, timeout);
+}
+
+/* ---- send ------------------------------------------------------------- */
+
+SMCR_EXPORT ssize_t write(int fd, const void *buf, size_t len)
+{
+	smcr_preload_enter();
+	if (smcr_preload_divert(fd))
+		return divert_send(fd, &(struct iovec){ (void *)buf, len }, 1, 0, NULL, 0);
+	return smcr_real.write(fd, buf, len);
+}
+
+SMCR_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
+{
+	smcr_preload_enter();
+	if (smcr_preload_divert(fd))
+		return divert_send(fd, iov, iovcnt, 0, NULL, 0);
+	return smcr_real.writev(fd, iov, iovcnt);
+}
+
+SMCR_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+	smcr_preload_enter();
+	if (smcr_preload_divert(fd))
+		return divert_send(fd, &(struct iovec){ (void *)buf, len }, 1, flags, NULL, 0);
+	return smcr_real.send(fd, buf, len, flags);
+}
+
+SMCR_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
+			   const struct sockaddr *addr, socklen_t addrlen)
+{
+	smcr_preload_enter();
+	if (smcr_preload_divert(fd))
+		return divert_send(fd, &(struct iovec){ (void *)buf, len }, 1, flags, addr,
+				   addrlen);
+	return smcr_real.sendto(fd, buf, len, flags, addr, addrlen);
+}
+
+SMCR_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	smcr_preload_enter();
+	if (smcr_preload_divert(fd))
+		return divert_sendmsg(fd, msg, flags);
+	return smcr_real.sendmsg(fd, msg, flags);
+}
+
+SMCR_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
+{
+	smcr_preload_enter();
+	SMCR_REAL_OR_ENOSYS(sendmmsg);
+	return smcr_real.sendmmsg(fd, vec, vlen, flags);
+}
+
+/*
+ * sendfile into an SMC socket will need a copy loop (the kernel cannot
+ * splice into our ring); until then it is the kernel's.
+ */
+SMCR_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
+{
+	smcr_preload_enter();
+	return smcr_real.sendfile(out_fd, in_fd, offset, count);
+}
+
+SMCR_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset, size_t count)
+{
+	smcr_preload_enter();
+	SMCR_REAL_OR_ENOSYS(sendfile64);
+	return smcr_real.sendfile64(out_fd, in_fd, offset, count);
+}

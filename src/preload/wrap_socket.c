@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Socket life cycle: socket, socketpair, bind, listen, connect, accept,
+ * accept4, shutdown, get/setsockopt, getsockname, getpeername.
+ *
+ * Only TCP stream sockets (AF_INET/AF_INET6, SOCK_STREAM, protocol 0 or
+ * IPPROTO_TCP) enter the fd table; every other socket passes through and
+ * merely clears a stale entry its number may have had. In this issue every
+ * call then goes to libc unchanged; the SMC handshake hooks into connect
+ * and accept later.
+ */
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "common/log.h"
+#include "preload/preload.h"
+
+static bool is_tcp_stream(int domain, int type, int protocol)
+{
+	return (domain == AF_INET || domain == AF_INET6) &&
+	       (type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) == SOCK_STREAM &&
+	       (protocol == 0 || protocol == IPPROTO_TCP);
+}
+
+static const char *domain_name(int domain)
+{
+	return domain == AF_INET6 ? "AF_INET6" : "AF_INET";
+}
+
+SMCR_EXPORT int socket(int domain, int type, int protocol)
+{
+	int fd;
+
+	smcr_preload_enter();
+	fd = smcr_real.socket(domain, type, protocol);
+	if (fd < 0)
+		return fd;
+	if (smcr_preload_tracking() && is_tcp_stream(domain, type, protocol)) {
+		if (smcr_fdtab_track(fd, domain, SMCR_FD_CANDIDATE, 0))
+			smcr_dbg("fd %d: %s TCP socket tracked", fd, domain_name(domain));
+		else
+			smcr_dbg("fd %d: %s TCP socket not tracked (beyond table or no memory)",
+				 fd, domain_name(domain));
+	} else {
+		smcr_fdtab_forget(fd);
+	}
+	return fd;
+}
+
+SMCR_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
+{
+	int ret;
+
+	smcr_preload_enter();
+	ret = smcr_real.socketpair(domain, type, protocol, sv);
+	if (ret == 0) {
+		smcr_fdtab_forget(sv[0]);
+		smcr_fdtab_forget(sv[1]);
+	}
+	return ret;
+}
+
+SMCR_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	smcr_preload_enter();
+	return smcr_real.bind(fd, addr, len);
+}
+
+static void add_flags(int fd, unsigned flags)
+{
+	struct smcr_fd_entry *entry = smcr_fdtab_peek(fd);
+
+	if (entry)
+		atomic_fetch_or_explicit(&entry->flags, flags, memory_order_relaxed);
+}
+
+SMCR_EXPORT int listen(int fd, int backlog)
+{
+	int ret;
+
+	smcr_preload_enter();
+	ret = smcr_real.listen(fd, backlog);
+	if (ret == 0 && !smcr_guard_inside())
+		add_flags(fd, SMCR_FD_F_LISTENING);
+	return ret;
+}
+
+SMCR_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	smcr_preload_enter();
+	if (!smcr_guard_inside())
+		add_flags(fd, SMCR_FD_F_CONNECTING);
+	return smcr_real.connect(fd, addr, len);
+}
+
+/* An accepted connection of a tracked listener is a tracked TCP socket. */
+static int after_accept(int listen_fd, int fd)
+{
+	struct smcr_fd_entry *listener;
+
+	if (fd < 0)
+		return fd;
+	listener = smcr_preload_tracking() ? smcr_fdtab_peek(listen_fd) : NULL;
+	if (listener) {
+		int domain = listener->domain;
+
+		if (smcr_fdtab_track(fd, domain, SMCR_FD_CANDIDATE, SMCR_FD_F_ACCEPTED))
+			smcr_dbg("fd %d: accepted on fd %d, %s TCP socket tracked", fd, listen_fd,
+				 domain_name(domain));
+	} else {
+		smcr_fdtab_forget(fd);
+	}
+	return fd;
+}
+
+SMCR_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	smcr_preload_enter();
+	return after_accept(fd, smcr_real.accept(fd, addr, len));
+}
+
+SMCR_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	smcr_preload_enter();
+	return after_accept(fd, smcr_real.accept4(fd, addr, len, flags));
+}
+
+SMCR_EXPORT int shutdown(int fd, int how)
+{
+	smcr_preload_enter();
+	return smcr_real.shutdown(fd, how);
+}
+
+SMCR_EXPORT int getsockopt(int fd, int level, int name, void *value, socklen_t *len)
+{
+	smcr_preload_enter();
+	return smcr_real.getsockopt(fd, level, name, value, len);
+}
+
+SMCR_EXPORT int setsockopt(int fd, int level, int name, const void *value, socklen_t len)
+{
+	smcr_preload_enter();
+	return smcr_real.setsockopt(fd, level, name, value, len);
+}
+
+SMCR_EXPORT int getsockname(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	smcr_preload_enter();
+	return smcr_real.getsockname(fd, addr, len);
+}
+
+SMCR_EXPORT int getpeername(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	smcr_preload_enter();
+	return smcr_real.getpeername(fd, addr, len);
+}
