@@ -36,7 +36,9 @@ def preload_state():
 
 
 def report(role):
-    print(f"{role} pid {os.getpid()} preload={preload_state()}", file=sys.stderr, flush=True)
+    # One write(2), so the lines of concurrent children never interleave.
+    sys.stderr.flush()
+    os.write(2, f"{role} pid {os.getpid()} preload={preload_state()}\n".encode())
 
 
 def payload(conn_index, nbytes):

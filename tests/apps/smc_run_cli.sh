@@ -162,7 +162,13 @@ if [[ -n ${SMC_RUN_CONFIGURED:-} && -n ${SMCR_BUILD_DIR:-} ]]; then
         [[ -f $work/dest$SMCR_INSTALLED_LIBRARY ]] ||
             fail "meson install did not put libsmcr.so at $SMCR_INSTALLED_LIBRARY"
         found=$(env -u SMCR_LIB "$installed_run" -v | sed -n 's/^library: //p')
-        expect "installed copy looks at the installed path" "$SMCR_INSTALLED_LIBRARY" "$found"
+        expect "installed copy finds the library installed beside it" \
+            "$(realpath "$work/dest$SMCR_INSTALLED_LIBRARY")" "$(realpath "$found")"
+        # Without that library, it names the configured installed path.
+        rm "$work/dest$SMCR_INSTALLED_LIBRARY"
+        env -u SMCR_LIB "$installed_run" -v >"$work/o"
+        grep -qxF "installed library expected at $SMCR_INSTALLED_LIBRARY" "$work/o" ||
+            fail "installed copy without a library: $(cat "$work/o")"
         [[ -n $(find "$work/dest" -name smc_run.8) ]] || fail "the man page was not installed"
     else
         cat "$work/install.log" >&2
