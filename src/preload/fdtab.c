@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -31,6 +32,12 @@ static _Atomic uint64_t pool_free_head;
 
 /* Serialises pool growth only. Listed in init.c's fork lock list. */
 static pthread_mutex_t pool_grow_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/*
+ * One more than the highest fd that ever held an entry: bulk forgets
+ * (closefrom(3) with a table of a million slots) stop there.
+ */
+static atomic_uint fdtab_high;
 
 static struct smcr_fd_entry *entry_at(uint32_t index)
 {
@@ -122,10 +129,17 @@ static struct smcr_fd_entry *entry_alloc(void)
 
 void smcr_fdtab_put(struct smcr_fd_entry *entry)
 {
+	unsigned before;
+
 	if (!entry)
 		return;
-	if (atomic_fetch_sub_explicit(&entry->refcnt, 1, memory_order_acq_rel) != 1)
+	before = atomic_fetch_sub_explicit(&entry->refcnt, 1, memory_order_acq_rel);
+	if (before != 1) {
+		/* An underflow means a double release: memory would be reused live. */
+		if (unlikely(before == 0))
+			abort();
 		return;
+	}
 	atomic_store_explicit(&entry->sock, NULL, memory_order_relaxed);
 	atomic_store_explicit(&entry->mode, 0, memory_order_relaxed);
 	atomic_store_explicit(&entry->flags, 0, memory_order_relaxed);
@@ -136,9 +150,18 @@ void smcr_fdtab_put(struct smcr_fd_entry *entry)
 /* Puts entry into slot fd and releases whatever the slot held before. */
 static void slot_replace(int fd, struct smcr_fd_entry *entry)
 {
-	struct smcr_fd_entry *old =
-		atomic_exchange_explicit(&smcr_fdtab_slots[fd], entry, memory_order_acq_rel);
+	struct smcr_fd_entry *old;
+	unsigned high;
 
+	if (entry) {
+		high = atomic_load_explicit(&fdtab_high, memory_order_relaxed);
+		while (high <= (unsigned)fd &&
+		       !atomic_compare_exchange_weak_explicit(&fdtab_high, &high, (unsigned)fd + 1,
+							      memory_order_relaxed,
+							      memory_order_relaxed))
+			;
+	}
+	old = atomic_exchange_explicit(&smcr_fdtab_slots[fd], entry, memory_order_acq_rel);
 	smcr_fdtab_put(old);
 }
 
@@ -181,10 +204,12 @@ void smcr_fdtab_forget(int fd)
 
 void smcr_fdtab_forget_range(unsigned first, unsigned last)
 {
-	if (first >= smcr_fdtab_nslots)
+	unsigned high = atomic_load_explicit(&fdtab_high, memory_order_relaxed);
+
+	if (first >= high)
 		return;
-	if (last >= smcr_fdtab_nslots)
-		last = smcr_fdtab_nslots - 1;
+	if (last >= high)
+		last = high - 1;
 	for (unsigned fd = first; fd <= last; fd++)
 		smcr_fdtab_forget((int)fd);
 }
@@ -274,6 +299,7 @@ void smcr_fdtab_fini(void)
 	atomic_store(&pool_nchunks, 0);
 	atomic_store(&pool_free_head, 0);
 	atomic_store(&pool_in_use, 0);
+	atomic_store(&fdtab_high, 0);
 }
 
 void smcr_fdtab_lock(void)

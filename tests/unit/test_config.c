@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Configuration parsing: defaults, every variable, size suffixes, bad and
+ * empty values (reported, never fatal, default kept), and the process-wide
+ * struct being parsed exactly once.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/config.h"
+#include "common/log.h"
+
+/* A fake environment: NULL-terminated name, value pairs. */
+static const char *fake_getenv(const char *name, void *ctx)
+{
+	const char *const *env = ctx;
+
+	for (; env[0]; env += 2) {
+		if (strcmp(env[0], name) == 0)
+			return env[1];
+	}
+	return NULL;
+}
+
+static struct smcr_config parse(const char *const *env)
+{
+	struct smcr_config cfg;
+
+	smcr_config_parse(&cfg, fake_getenv, (void *)env);
+	return cfg;
+}
+
+static void assert_defaults(const struct smcr_config *cfg)
+{
+	assert_int_equal(cfg->log_level, SMCR_LOG_WARN);
+	assert_int_equal(cfg->sndbuf, 0);
+	assert_int_equal(cfg->rcvbuf, 0);
+	assert_string_equal(cfg->log_file, "");
+	assert_int_equal(cfg->max_fds, 0);
+	assert_false(cfg->disabled);
+}
+
+static void test_defaults(void **state)
+{
+	const char *env[] = { NULL };
+	struct smcr_config cfg = parse(env);
+
+	assert_defaults(&cfg);
+	assert_int_equal(cfg.n_problems, 0);
+}
+
+static void test_empty_values_mean_default(void **state)
+{
+	const char *env[] = { "SMC_DEBUG", "", "SMC_SNDBUF", "", "SMC_RCVBUF", "",
+			      "SMCR_LOG_FILE", "", "SMCR_MAX_FDS", "", "SMCR_DISABLE", "", NULL };
+	struct smcr_config cfg = parse(env);
+
+	assert_defaults(&cfg);
+	assert_int_equal(cfg.n_problems, 0);
+}
+
+static void test_every_variable(void **state)
+{
+	const char *env[] = { "SMC_DEBUG", "1", "SMC_SNDBUF", "256k", "SMC_RCVBUF", "1m",
+			      "SMCR_LOG_FILE", "/tmp/smcr.log", "SMCR_MAX_FDS", "4096",
+			      "SMCR_DISABLE", "yes", NULL };
+	struct smcr_config cfg = parse(env);
+
+	assert_int_equal(cfg.n_problems, 0);
+	assert_int_equal(cfg.log_level, SMCR_LOG_DEBUG);
+	assert_int_equal(cfg.sndbuf, 256 * 1024);
+	assert_int_equal(cfg.rcvbuf, 1024 * 1024);
+	assert_string_equal(cfg.log_file, "/tmp/smcr.log");
+	assert_int_equal(cfg.max_fds, 4096);
+	assert_true(cfg.disabled);
+}
+
+static void test_debug_levels(void **state)
+{
+	static const struct {
+		const char *text;
+		int level;
+	} cases[] = {
+		{ "0", SMCR_LOG_WARN },     { "1", SMCR_LOG_DEBUG },    { "2", SMCR_LOG_TRACE },
+		{ "error", SMCR_LOG_ERROR }, { "WARN", SMCR_LOG_WARN },  { "warning", SMCR_LOG_WARN },
+		{ "Info", SMCR_LOG_INFO },   { "debug", SMCR_LOG_DEBUG }, { "trace", SMCR_LOG_TRACE },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *env[] = { "SMC_DEBUG", cases[i].text, NULL };
+		struct smcr_config cfg = parse(env);
+
+		assert_int_equal(cfg.n_problems, 0);
+		assert_int_equal(cfg.log_level, cases[i].level);
+	}
+}
+
+static void test_size_suffixes(void **state)
+{
+	size_t size;
+
+	assert_int_equal(smcr_config_parse_size("0", &size), 0);
+	assert_int_equal(size, 0);
+	assert_int_equal(smcr_config_parse_size("65536", &size), 0);
+	assert_int_equal(size, 65536);
+	assert_int_equal(smcr_config_parse_size("64k", &size), 0);
+	assert_int_equal(size, 64 * 1024);
+	assert_int_equal(smcr_config_parse_size("64K", &size), 0);
+	assert_int_equal(size, 64 * 1024);
+	assert_int_equal(smcr_config_parse_size("3m", &size), 0);
+	assert_int_equal(size, 3 * 1024 * 1024);
+	assert_int_equal(smcr_config_parse_size("2M", &size), 0);
+	assert_int_equal(size, 2 * 1024 * 1024);
+	assert_int_equal(smcr_config_parse_size("1g", &size), 0);
+	assert_int_equal(size, 1024 * 1024 * 1024);
+}
+
+static void test_bad_sizes(void **state)
+{
+	static const char *const bad[] = {
+		"", "k", "abc", "-1", "+5", " 1", "1 ", "1x", "1kk", "1.5m", "0x10", "12kb",
+		"99999999999999999999", "18446744073709551615k",
+	};
+	size_t size = 77;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(smcr_config_parse_size(bad[i], &size), -1);
+		assert_int_equal(size, 77); /* untouched on error */
+	}
+	assert_int_equal(smcr_config_parse_size(NULL, &size), -1);
+}
+
+static void test_bad_values_keep_defaults_and_are_reported(void **state)
+{
+	const char *env[] = { "SMC_DEBUG", "loud", "SMC_SNDBUF", "lots", "SMC_RCVBUF", "1x",
+			      "SMCR_MAX_FDS", "-3", "SMCR_DISABLE", "maybe", NULL };
+	struct smcr_config cfg = parse(env);
+
+	assert_defaults(&cfg);
+	assert_int_equal(cfg.n_problems, 5);
+	assert_non_null(strstr(cfg.problems[0], "SMC_DEBUG=loud"));
+	assert_non_null(strstr(cfg.problems[1], "SMC_SNDBUF=lots"));
+	assert_non_null(strstr(cfg.problems[2], "SMC_RCVBUF=1x"));
+	assert_non_null(strstr(cfg.problems[3], "SMCR_MAX_FDS=-3"));
+	assert_non_null(strstr(cfg.problems[4], "SMCR_DISABLE=maybe"));
+}
+
+static void test_buffer_size_range(void **state)
+{
+	const char *small[] = { "SMC_SNDBUF", "15k", "SMC_RCVBUF", "0", NULL };
+	const char *edges[] = { "SMC_SNDBUF", "16k", "SMC_RCVBUF", "512m", NULL };
+	const char *large[] = { "SMC_SNDBUF", "513m", "SMC_RCVBUF", "1g", NULL };
+	struct smcr_config cfg;
+
+	cfg = parse(small);
+	assert_int_equal(cfg.n_problems, 2);
+	assert_int_equal(cfg.sndbuf, 0);
+	assert_int_equal(cfg.rcvbuf, 0);
+	cfg = parse(edges);
+	assert_int_equal(cfg.n_problems, 0);
+	assert_int_equal(cfg.sndbuf, 16 * 1024);
+	assert_int_equal(cfg.rcvbuf, 512u * 1024 * 1024);
+	cfg = parse(large);
+	assert_int_equal(cfg.n_problems, 2);
+	assert_int_equal(cfg.sndbuf, 0);
+	assert_int_equal(cfg.rcvbuf, 0);
+}
+
+static void test_max_fds_range_and_log_file_length(void **state)
+{
+	char long_path[400];
+	const char *env[] = { "SMCR_MAX_FDS", "10", "SMCR_LOG_FILE", long_path, NULL };
+	const char *huge[] = { "SMCR_MAX_FDS", "4294967296", NULL };
+	struct smcr_config cfg;
+
+	memset(long_path, 'a', sizeof(long_path) - 1);
+	long_path[sizeof(long_path) - 1] = '\0';
+	cfg = parse(env);
+	assert_int_equal(cfg.n_problems, 2);
+	assert_int_equal(cfg.max_fds, 0);
+	assert_string_equal(cfg.log_file, "");
+	cfg = parse(huge);
+	assert_int_equal(cfg.n_problems, 1);
+	assert_int_equal(cfg.max_fds, 0);
+}
+
+static void test_bools(void **state)
+{
+	static const char *const yes[] = { "1", "yes", "TRUE", "on" };
+	static const char *const no[] = { "0", "no", "false", "OFF" };
+	bool value;
+
+	for (size_t i = 0; i < 4; i++) {
+		assert_int_equal(smcr_config_parse_bool(yes[i], &value), 0);
+		assert_true(value);
+		assert_int_equal(smcr_config_parse_bool(no[i], &value), 0);
+		assert_false(value);
+	}
+	assert_int_equal(smcr_config_parse_bool("2", &value), -1);
+	assert_int_equal(smcr_config_parse_bool("", &value), -1);
+}
+
+static void test_problem_list_is_bounded(void **state)
+{
+	/* The same bad variable looked up many times must not overflow problems[]. */
+	struct smcr_config cfg;
+	const char *env[] = { "SMC_SNDBUF", "bad", NULL };
+
+	smcr_config_parse(&cfg, fake_getenv, (void *)env);
+	for (int i = 0; i < 3 * SMCR_CONFIG_MAX_PROBLEMS; i++)
+		smcr_config_parse(&cfg, fake_getenv, (void *)env);
+	assert_int_equal(cfg.n_problems, 1); /* parse starts from defaults each time */
+}
+
+static void test_process_config_parsed_once(void **state)
+{
+	const struct smcr_config *first, *second;
+
+	setenv("SMC_DEBUG", "trace", 1);
+	setenv("SMC_SNDBUF", "32k", 1);
+	first = smcr_config_get();
+	assert_int_equal(first->log_level, SMCR_LOG_TRACE);
+	assert_int_equal(first->sndbuf, 32 * 1024);
+	setenv("SMC_SNDBUF", "64k", 1);
+	second = smcr_config_get();
+	assert_ptr_equal(first, second);
+	assert_int_equal(second->sndbuf, 32 * 1024);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_empty_values_mean_default),
+		cmocka_unit_test(test_every_variable),
+		cmocka_unit_test(test_debug_levels),
+		cmocka_unit_test(test_size_suffixes),
+		cmocka_unit_test(test_bad_sizes),
+		cmocka_unit_test(test_bad_values_keep_defaults_and_are_reported),
+		cmocka_unit_test(test_buffer_size_range),
+		cmocka_unit_test(test_max_fds_range_and_log_file_length),
+		cmocka_unit_test(test_bools),
+		cmocka_unit_test(test_problem_list_is_bounded),
+		cmocka_unit_test(test_process_config_parsed_once),
+	};
+
+	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
+}
