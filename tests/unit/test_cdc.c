@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: MIT
+/*
+ * CDC: kernel-captured messages decode to the right cursors and flags, and
+ * encoding those fields gives back the kernel's exact bytes; round trips;
+ * malformed messages rejected; the cursor validator checked against an
+ * independent model for every cursor combination of small rings.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "smcr/cdc.h"
+
+static size_t load_bin(const char *name, uint8_t *buf, size_t cap)
+{
+	char path[512];
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "%s/%s", SMCR_TESTDATA_DIR, name);
+	f = fopen(path, "rb");
+	if (!f)
+		fail_msg("cannot open %s", path);
+	n = fread(buf, 1, cap, f);
+	fclose(f);
+	return n;
+}
+
+static enum smcr_wire_status decode_exact(const uint8_t *bytes, size_t n,
+					  struct smcr_cdc_msg *m, enum smcr_cdc_err *err)
+{
+	uint8_t *copy = malloc(n ? n : 1);
+	enum smcr_wire_status st;
+
+	assert_non_null(copy);
+	memcpy(copy, bytes, n);
+	st = smcr_cdc_decode(copy, n, m, err);
+	free(copy);
+	return st;
+}
+
+struct kernel_cdc {
+	const char *file;
+	struct smcr_cdc_msg want;
+};
+
+/* Fields as listed in testdata/kernel-smcr/README.md, capture a. */
+static const struct kernel_cdc kernel_cdcs[] = {
+	{ "cdc-data-wblk.bin", { 1, 1, { 1, 0 }, { 0, 0 }, SMCR_CDC_PROD_WRITE_BLOCKED, 0 } },
+	{ "cdc-cons-update.bin", { 1, 2, { 0, 0 }, { 1, 0 }, 0, 0 } },
+	{ "cdc-data.bin", { 2, 1, { 1, 34464 }, { 0, 0 }, 0, 0 } },
+	{ "cdc-close.bin", { 3, 1, { 1, 34464 }, { 0, 10 }, 0, SMCR_CDC_CONN_CLOSED } },
+};
+
+static void kernel_messages(void **state)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(kernel_cdcs) / sizeof(kernel_cdcs[0]); i++) {
+		const struct smcr_cdc_msg *w = &kernel_cdcs[i].want;
+		uint8_t b[64], out[SMCR_CDC_MSG_LEN];
+		size_t n = load_bin(kernel_cdcs[i].file, b, sizeof(b));
+		struct smcr_cdc_msg m;
+		enum smcr_cdc_err err;
+
+		assert_int_equal(n, 44);
+		assert_int_equal(decode_exact(b, n, &m, &err), SMCR_WIRE_OK);
+		assert_int_equal(m.seqno, w->seqno);
+		assert_int_equal(m.token, w->token);
+		assert_int_equal(m.prod.wrap, w->prod.wrap);
+		assert_int_equal(m.prod.count, w->prod.count);
+		assert_int_equal(m.cons.wrap, w->cons.wrap);
+		assert_int_equal(m.cons.count, w->cons.count);
+		assert_int_equal(m.prod_flags, w->prod_flags);
+		assert_int_equal(m.conn_flags, w->conn_flags);
+		/* Host -> wire from the expected fields gives the kernel's bytes. */
+		smcr_cdc_encode(w, out);
+		assert_memory_equal(out, b, 44);
+	}
+	(void)state;
+}
+
+static void round_trip(void **state)
+{
+	static const uint32_t counts[] = { 0, 1, 0x7fffffff, 0xffffffff };
+	static const uint16_t wraps[] = { 0, 1, 0x8000, 0xffff };
+	size_t i, j;
+
+	for (i = 0; i < 4; i++)
+		for (j = 0; j < 4; j++) {
+			struct smcr_cdc_msg in = {
+				.seqno = wraps[j], .token = counts[i] | 1,
+				.prod = { wraps[i], counts[j] }, .cons = { wraps[j], counts[i] },
+				.prod_flags = (uint8_t)(0xf8 >> i), .conn_flags = (uint8_t)(0xe0 >> j),
+			}, out;
+			uint8_t b[SMCR_CDC_MSG_LEN + 4];
+			enum smcr_cdc_err err;
+
+			smcr_cdc_encode(&in, b);
+			assert_int_equal(b[0], 0xfe);
+			assert_int_equal(b[1], 44);
+			/* Extra bytes after the 44 (a larger receive buffer) are ignored. */
+			memset(b + 44, 0xee, 4);
+			assert_int_equal(decode_exact(b, sizeof(b), &out, &err), SMCR_WIRE_OK);
+			assert_int_equal(in.prod.wrap, out.prod.wrap);
+			assert_int_equal(in.prod.count, out.prod.count);
+			assert_int_equal(in.seqno, out.seqno);
+			assert_int_equal(in.token, out.token);
+			assert_int_equal(in.cons.wrap, out.cons.wrap);
+			assert_int_equal(in.cons.count, out.cons.count);
+			assert_int_equal(in.prod_flags, out.prod_flags);
+			assert_int_equal(in.conn_flags, out.conn_flags);
+		}
+	(void)state;
+}
+
+static void rejects(void **state)
+{
+	uint8_t b[64], c[64];
+	size_t n = load_bin("cdc-data.bin", b, sizeof(b)), k;
+	struct smcr_cdc_msg m;
+	enum smcr_cdc_err err;
+
+	for (k = 0; k < 44; k++) {
+		assert_int_equal(decode_exact(b, k, &m, &err), SMCR_WIRE_INVALID);
+		assert_int_equal(err, SMCR_CDC_ERR_SHORT);
+	}
+	memcpy(c, b, n);
+	c[0] = 0x01;
+	assert_int_equal(decode_exact(c, n, &m, &err), SMCR_WIRE_INVALID);
+	assert_int_equal(err, SMCR_CDC_ERR_TYPE);
+	memcpy(c, b, n);
+	c[1] = 45;
+	assert_int_equal(decode_exact(c, n, &m, &err), SMCR_WIRE_INVALID);
+	assert_int_equal(err, SMCR_CDC_ERR_LENGTH);
+	memcpy(c, b, n);
+	memset(c + 4, 0, 4);
+	assert_int_equal(decode_exact(c, n, &m, &err), SMCR_WIRE_INVALID);
+	assert_int_equal(err, SMCR_CDC_ERR_TOKEN);
+	/* The reserved cursor bytes are ignored, as the RFC says. */
+	memcpy(c, b, n);
+	c[8] = 0xff;
+	assert_int_equal(decode_exact(c, n, &m, &err), SMCR_WIRE_OK);
+	for (k = 0; k <= SMCR_CDC_ERR_COUNT_; k++)
+		assert_non_null(smcr_cdc_err_str((enum smcr_cdc_err)k));
+	(void)state;
+}
+
+/* Independent model: cursors as positions on a line of 65536 * size bytes. */
+static uint64_t abs_pos(struct smcr_curs c, uint32_t size)
+{
+	return (uint64_t)c.wrap * size + c.count;
+}
+
+static uint64_t ahead(struct smcr_curs from, struct smcr_curs to, uint32_t size)
+{
+	uint64_t span = 65536ull * size;
+
+	return (abs_pos(to, size) + span - abs_pos(from, size)) % span;
+}
+
+static void cursor_validator_exhaustive(void **state)
+{
+	static const uint16_t wraps[] = { 0xfffe, 0xffff, 0, 1 };
+	uint32_t size;
+	unsigned long checked = 0;
+
+	for (size = 1; size <= 6; size++) {
+		uint32_t pc, nc, lc;
+		size_t pw, nw, lw;
+
+		for (pw = 0; pw < 4; pw++)
+			for (pc = 0; pc < size; pc++)
+				for (nw = 0; nw < 4; nw++)
+					for (nc = 0; nc <= size; nc++)
+						for (lw = 0; lw < 4; lw++)
+							for (lc = 0; lc < size; lc++) {
+								struct smcr_curs prev = { wraps[pw], pc };
+								struct smcr_curs next = { wraps[nw], nc };
+								struct smcr_curs lim = { wraps[lw], lc };
+								enum smcr_cdc_err got = smcr_cdc_curs_check(prev, next, lim, size);
+								bool ok;
+
+								if (nc >= size) {
+									assert_int_equal(got, SMCR_CDC_ERR_CURS_RANGE);
+									continue;
+								}
+								/* Valid iff prev <= next <= lim and lim <= prev + size. */
+								ok = ahead(prev, lim, size) <= size &&
+								     ahead(prev, next, size) <= ahead(prev, lim, size);
+								if (ok)
+									assert_int_equal(got, SMCR_CDC_ERR_NONE);
+								else
+									assert_int_not_equal(got, SMCR_CDC_ERR_NONE);
+								checked++;
+							}
+	}
+	assert_true(checked > 10000);
+	(void)state;
+}
+
+static void cursor_validator_ring_form(void **state)
+{
+	struct smcr_curs prev = { 7, 100 };
+	const uint32_t size = 65536;
+
+	/* Same place, forward, exactly one ring (RMB written full, as in capture a). */
+	assert_int_equal(smcr_cdc_curs_check_ring(prev, prev, size), SMCR_CDC_ERR_NONE);
+	assert_int_equal(smcr_cdc_curs_check_ring(prev, (struct smcr_curs){ 7, 65535 }, size),
+			 SMCR_CDC_ERR_NONE);
+	assert_int_equal(smcr_cdc_curs_check_ring(prev, (struct smcr_curs){ 8, 100 }, size),
+			 SMCR_CDC_ERR_NONE);
+	assert_int_equal(smcr_cdc_curs_check_ring((struct smcr_curs){ 0, 0 },
+						  (struct smcr_curs){ 1, 0 }, size),
+			 SMCR_CDC_ERR_NONE);
+	/* Impossible: beyond one ring, behind, outside the ring. */
+	assert_int_equal(smcr_cdc_curs_check_ring(prev, (struct smcr_curs){ 8, 101 }, size),
+			 SMCR_CDC_ERR_CURS_AHEAD);
+	assert_int_equal(smcr_cdc_curs_check_ring(prev, (struct smcr_curs){ 9, 0 }, size),
+			 SMCR_CDC_ERR_CURS_AHEAD);
+	assert_int_equal(smcr_cdc_curs_check_ring(prev, (struct smcr_curs){ 7, 99 }, size),
+			 SMCR_CDC_ERR_CURS_BACKWARD);
+	assert_int_equal(smcr_cdc_curs_check_ring(prev, (struct smcr_curs){ 6, 65535 }, size),
+			 SMCR_CDC_ERR_CURS_BACKWARD);
+	assert_int_equal(smcr_cdc_curs_check_ring(prev, (struct smcr_curs){ 7, 65536 }, size),
+			 SMCR_CDC_ERR_CURS_RANGE);
+	assert_int_equal(smcr_cdc_curs_check_ring(prev, (struct smcr_curs){ 7, 0xffffffff }, size),
+			 SMCR_CDC_ERR_CURS_RANGE);
+	assert_int_equal(smcr_cdc_curs_check_ring(prev, prev, 0), SMCR_CDC_ERR_CURS_RANGE);
+	/* Wrap counter wraps too. */
+	assert_int_equal(smcr_cdc_curs_check_ring((struct smcr_curs){ 0xffff, 10 },
+						  (struct smcr_curs){ 0, 5 }, 16),
+			 SMCR_CDC_ERR_NONE);
+	(void)state;
+}
+
+static void sequence_numbers(void **state)
+{
+	assert_true(smcr_cdc_seq_before(1, 2));
+	assert_false(smcr_cdc_seq_before(2, 2));
+	assert_false(smcr_cdc_seq_before(2, 1));
+	assert_true(smcr_cdc_seq_before(0xffff, 0));
+	assert_false(smcr_cdc_seq_before(0, 0xffff));
+	assert_true(smcr_cdc_seq_before(0x8001, 1));
+	(void)state;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(kernel_messages),
+		cmocka_unit_test(round_trip),
+		cmocka_unit_test(rejects),
+		cmocka_unit_test(cursor_validator_exhaustive),
+		cmocka_unit_test(cursor_validator_ring_form),
+		cmocka_unit_test(sequence_numbers),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
