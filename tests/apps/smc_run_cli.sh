@@ -64,6 +64,11 @@ smc "$work/o" "$work/e" -h
 expect "-h" 0 "$rc"
 grep -q '^Usage: smc_run' "$work/o" || fail "-h: no usage text"
 
+# A relative SMCR_LIB becomes absolute: the program may change directory.
+ln -s "$lib" "$work/link-libsmcr.so"
+expect "relative SMCR_LIB made absolute" "$work/link-libsmcr.so" \
+    "$(cd "$work" && SMCR_LIB=link-libsmcr.so "$SMC_RUN" printenv LD_PRELOAD)"
+
 log "-v prints the version and the library"
 smc "$work/o" "$work/e" -v
 expect "-v exit" 0 "$rc"
@@ -88,6 +93,9 @@ log "what smc_run cannot help with is refused with a reason"
 smc "$work/o" "$work/e" no-such-command-smcr
 expect "not found" 127 "$rc"
 grep -q 'no-such-command-smcr: command not found' "$work/e" || fail "not found: no message"
+
+smc "$work/o" "$work/e" "$work"
+expect "a directory" 126 "$rc"
 
 printf 'plain text\n' >"$work/not-executable"
 smc "$work/o" "$work/e" "$work/not-executable"
