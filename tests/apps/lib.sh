@@ -21,6 +21,9 @@ if [[ -z $SMCR_LIB || ! -f $SMCR_LIB ]]; then
 fi
 export SMCR_LIB
 
+# nginx lives in /usr/sbin, which a normal user's PATH lacks on Debian.
+case :$PATH: in *:/usr/sbin:*) ;; *) PATH=$PATH:/usr/sbin:/sbin ;; esac
+
 # The plain runs must really be plain, whatever the caller's environment has.
 unset LD_PRELOAD SMC_DEBUG SMC_SNDBUF SMC_RCVBUF
 # Proxies from the environment must not capture loopback HTTP.
