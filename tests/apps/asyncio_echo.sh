@@ -31,3 +31,5 @@ workload() {
 }
 
 run_both workload
+! grep -v ' exit 0: asyncio: 100 connections x 20000 bytes echoed' "$work/result.smcr" ||
+    fail "not every client run echoed all its data"

@@ -27,3 +27,5 @@ workload() {
 }
 
 run_both workload
+grep -q '^client exit 0: asyncio: 30 connections x 50000 bytes echoed' "$work/result.smcr" ||
+    fail "the client did not get every echo"
