@@ -358,7 +358,7 @@ static void fill_proposal(struct smcr_clc_msg *m, uint8_t version, uint8_t typev
 	p->ipv4_prefix = n6 ? 0 : 0x7f000000;
 	p->ipv4_prefix_len = 8;
 	p->ipv6_prefix_cnt = n6;
-	for (i = 0; i < n6; i++) {
+	for (i = 0; i < n6 && i < SMCR_CLC_MAX_IPV6_PREFIXES; i++) {
 		memset(p->ipv6_prefix[i].prefix, (int)(0xa0 + i), 16);
 		p->ipv6_prefix[i].prefix_len = (uint8_t)(64 + i);
 	}
