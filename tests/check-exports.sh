@@ -1,0 +1,68 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# The interposer's two structural rules, checked on the built objects:
+#  1. libsmcr.so exports exactly the names in preload.map (the wrapped libc
+#     names and smc_preload_*), nothing more and nothing less;
+#  2. nothing inside calls a wrapped name directly: libsmcr.so has no
+#     relocation against one (a PLT/GOT reference would reach our own
+#     wrapper or libc behind the fd table's back), and the static
+#     libraries (src/common, src/smcr, the preload core) have no undefined
+#     reference to one. The only way in is smcr_real, bound by name with
+#     dlsym in src/common/real.c.
+#
+# usage: check-exports.sh LIBSMCR_SO PRELOAD_MAP STATIC_LIB...
+set -eu
+
+so=$1
+map=$2
+shift 2
+
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# Names in the map's global section (one "name;" per line, comments aside).
+sed -e 's:/\*.*\*/::' "$map" |
+	awk '/global:/ { g = 1; next } /local:/ { g = 0 } g && /^[ \t]*[A-Za-z_][A-Za-z0-9_]*;/ {
+		gsub(/[ \t;]/, ""); print }' | sort -u >"$tmp/map"
+grep -v '^smc_preload_' "$tmp/map" >"$tmp/wrapped"
+
+if [ "$(wc -l <"$tmp/wrapped")" -lt 40 ]; then
+	echo "check-exports: could not read the wrapped names from $map" >&2
+	exit 1
+fi
+
+# 1. Exports.
+nm -D --defined-only "$so" | awk '{ print $NF }' | sed 's/@.*//' | sort -u >"$tmp/exported"
+if ! cmp -s "$tmp/map" "$tmp/exported"; then
+	echo "check-exports: $so exports differ from $map (< map only, > library only):" >&2
+	diff "$tmp/map" "$tmp/exported" | grep '^[<>]' >&2 || true
+	fail=1
+fi
+
+# 2a. No relocation of the library refers to a wrapped name.
+readelf -rW "$so" | awk 'NF >= 5 && $1 ~ /^[0-9a-f]+$/ { print $5 }' | sed 's/@.*//' |
+	sort -u >"$tmp/relocs"
+if comm -12 "$tmp/wrapped" "$tmp/relocs" | grep . >"$tmp/bad"; then
+	echo "check-exports: $so calls wrapped names through the PLT/GOT (use smcr_real):" >&2
+	sed 's/^/  /' "$tmp/bad" >&2
+	fail=1
+fi
+
+# 2b. No static library has an undefined reference to a wrapped name.
+for lib in "$@"; do
+	nm -u "$lib" 2>/dev/null | awk 'NF == 2 && $1 == "U" { print $2 } NF == 1 { print $1 }' |
+		sed 's/@.*//' | sort -u >"$tmp/undef"
+	if comm -12 "$tmp/wrapped" "$tmp/undef" | grep . >"$tmp/bad"; then
+		echo "check-exports: $lib calls wrapped libc names directly (use smcr_real):" >&2
+		sed 's/^/  /' "$tmp/bad" >&2
+		fail=1
+	fi
+done
+
+if [ "$fail" -eq 0 ]; then
+	echo "check-exports: $(wc -l <"$tmp/exported") exports match the map;" \
+		"no direct calls to $(wc -l <"$tmp/wrapped") wrapped names in $# static libraries"
+fi
+exit "$fail"

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Logging as a user sees it: with SMC_DEBUG=1 and SMCR_LOG_FILE set, the
+ * library writes its start-up line "smcr: active in PROG (pid N), version
+ * V" (how tests prove it was loaded) and a debug line per tracked socket
+ * into that file, with the "smcr[prog pid]" prefix. Bad values are
+ * reported once, and never crash. Without SMC_DEBUG nothing is written.
+ *
+ * The program re-executes itself with a fresh log file for each case
+ * (the library reads the environment once, at start).
+ */
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/wait.h>
+
+#include "preload_test.h"
+
+static char *read_file(const char *path)
+{
+	static char buf[16384];
+	int fd = open(path, O_RDONLY);
+	ssize_t n;
+
+	buf[0] = '\0';
+	if (fd < 0)
+		return buf;
+	n = read(fd, buf, sizeof(buf) - 1);
+	buf[n > 0 ? n : 0] = '\0';
+	close(fd);
+	return buf;
+}
+
+static int count(const char *haystack, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = haystack; (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
+/* Runs "self --child" with the given environment additions; returns the log. */
+static const char *run_child(const char *self, const char *debug, const char *extra_name,
+			     const char *extra_value)
+{
+	static char path[] = "/tmp/smcr-log-XXXXXX";
+	char copy[sizeof(path)];
+	int fd, status;
+	pid_t pid;
+
+	memcpy(copy, path, sizeof(path));
+	fd = mkstemp(copy);
+	close(fd);
+	pid = fork();
+	if (pid == 0) {
+		if (debug)
+			setenv("SMC_DEBUG", debug, 1);
+		else
+			unsetenv("SMC_DEBUG");
+		setenv("SMCR_LOG_FILE", copy, 1);
+		if (extra_name)
+			setenv(extra_name, extra_value, 1);
+		execl(self, self, "--child", (char *)NULL);
+		_exit(127);
+	}
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	const char *log = read_file(copy);
+	unlink(copy);
+	return log;
+}
+
+/* The child: makes one TCP and one UDP socket, prints its pid into the log's terms. */
+static int child(void)
+{
+	int tcp = socket(AF_INET, SOCK_STREAM, 0);
+	int udp = socket(AF_INET, SOCK_DGRAM, 0);
+	char line[128];
+
+	snprintf(line, sizeof(line), "%d\n", (int)getpid());
+	close(tcp);
+	close(udp);
+	return tcp >= 0 && udp >= 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+	char expect[256];
+	const char *log;
+
+	if (argc == 2 && strcmp(argv[1], "--child") == 0)
+		return child();
+	t_watchdog(60);
+
+	/* The start-up line and socket tracking, at debug level. */
+	log = run_child(argv[0], "1", NULL, NULL);
+	snprintf(expect, sizeof(expect), "smcr: active in test_log (pid ");
+	CHECK(count(log, expect) == 1);
+	snprintf(expect, sizeof(expect), "), version %s\n", SMCR_EXPECTED_VERSION);
+	CHECK(strstr(log, expect) != NULL);
+	CHECK(strstr(log, "smcr[test_log ") != NULL);
+	CHECK(count(log, "AF_INET TCP socket tracked") == 1);
+	if (t_failures)
+		fprintf(stderr, "log was:\n%s\n", log);
+
+	/* Level names work; info shows the start-up line, not the debug lines. */
+	log = run_child(argv[0], "info", NULL, NULL);
+	CHECK(count(log, "smcr: active in test_log") == 1);
+	CHECK(strstr(log, "TCP socket tracked") == NULL);
+
+	/* Default level: silent. */
+	log = run_child(argv[0], NULL, NULL, NULL);
+	CHECK(log[0] == '\0');
+
+	/* A bad value is reported once, at the default level, and the program runs. */
+	log = run_child(argv[0], NULL, "SMC_SNDBUF", "12q");
+	CHECK(count(log, "SMC_SNDBUF=12q") == 1);
+	log = run_child(argv[0], "verbose", NULL, NULL);
+	CHECK(count(log, "SMC_DEBUG=verbose") == 1);
+	return t_result();
+}
