@@ -14,8 +14,9 @@ cp "$kernel_dir"/"$kind"-*.bin "$work/corpus/"
 "$gen_seeds" "$kind" "$work/corpus"
 echo "fuzz_$kind: $(ls "$work/corpus" | wc -l) seeds, ${seconds}s"
 
+# libFuzzer's default error exit code is 77, which meson would count as "skipped".
 rc=0
-"$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+"$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -error_exitcode=1 \
 	-print_final_stats=1 -artifact_prefix="$work/artifacts/" \
 	"$work/corpus" >"$work/log" 2>&1 || rc=$?
 execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log")
