@@ -63,6 +63,23 @@ _Static_assert(F_MAX_CONNS == SMCR_CLC_FCE_V20_SMCD_LEN, "v2.0 FCE ends before m
 _Static_assert(DC_DIAG_V2 + SMCR_CLC_TRL_LEN == SMCR_CLC_DECL_V1_LEN, "Decline v1: 28");
 _Static_assert(DC_DIAG_V2 + 16 + SMCR_CLC_TRL_LEN == SMCR_CLC_DECL_V2_LEN, "Decline v2: 44");
 _Static_assert(SMCR_CLC_ACC_MAX_LEN == 196, "largest Accept/Confirm");
+/* Key offsets, as listed in smc-r-protocol.md §2 and Linux smc_clc.h. */
+_Static_assert(HDR_TYPE == 4 && HDR_LEN == 5 && HDR_VER == 7, "header: type, length, version");
+_Static_assert(P_PEER_ID == 8 && P_GID == 16 && P_MAC == 32, "Proposal: peer id, GID, MAC");
+_Static_assert(P_SMCD + PD_V2_EXT_OFF == 50, "Proposal: v2_ext_offset at 50");
+_Static_assert(V2_ROCE_GID == 8 && V2_MAX_CONNS == 24 && V2_FEATURES == 26,
+	       "v2 extension: RoCEv2 GID, max_conns, feature mask");
+_Static_assert(A_QPN == 38 && A_RKEY == 41 && A_RMBE_IDX == 45 && A_TOKEN == 46,
+	       "SMC-R Accept: QPN, rkey, RMBE index, alert token");
+_Static_assert(A_SIZE_MTU == 50 && A_DMA_ADDR == 52 && A_PSN == 61,
+	       "SMC-R Accept: size/MTU, RMB address, PSN");
+_Static_assert(A_EID == 64 && A_FCE == 104 && A_GID_LIST == 156, "SMC-R Accept v2 parts");
+_Static_assert(AD_TOKEN == 16 && AD_LINK_ID == 28 && AD_CHID == 32 && AD_EID == 34 &&
+		       AD_GID_EXT == 66,
+	       "SMC-D Accept: DMB token, link id, CHID, EID, GID extension");
+_Static_assert(F_HOSTNAME == 4 && F_MAX_CONNS == 36 && F_FEATURES == 38 && F_VENDOR == 40,
+	       "first-contact extension fields");
+_Static_assert(DC_DIAG == 16 && DC_OS == 20, "Decline: diagnosis, OS type");
 
 static const char *const clc_err_names[SMCR_CLC_ERR_COUNT_] = {
 	[SMCR_CLC_ERR_NONE] = "ok",
