@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Check that tshark (an independent SMC decoder) reads CLC messages right.
+"""Check that tshark (an independent SMC decoder) reads our messages right.
 
   check-tshark.py ours CLC_PCAP_PROGRAM
-      Generate a pcap of our encoded CLC messages plus a manifest of expected
+      Generate a pcap of our encoded CLC (TCP) and LLC/CDC (RoCEv2) messages
+      plus a manifest of expected
       fields (clc_pcap.c), dissect it with tshark and compare field by field.
       Fails on any mismatch, on any TCP payload not decoded as SMC, and on any
       malformed/error mark (except frames the manifest lists as a known
@@ -75,13 +76,17 @@ def check_ours(generator):
         for frame, f in sorted(payload.items()):
             if not f["smc.clc_msg"]:
                 errors.append(f"frame {frame}: TCP payload not decoded as SMC CLC")
+        roce = fields(pcap, ["smc.llc_msg"], "udp.port == 4791")
+        for frame, f in sorted(roce.items()):
+            if not f["smc.llc_msg"]:
+                errors.append(f"frame {frame}: RoCE SEND not decoded as SMC LLC/CDC")
         for frame in sorted(bad_frames(pcap)):
             if frame in allowed_bad:
                 print(f"frame {frame}: malformed as expected ({allowed_bad[frame]})")
             else:
                 errors.append(f"frame {frame}: tshark reports malformed/error")
-        msgs = len(payload)
-        print(f"{msgs} CLC messages, {len(expected)} field checks, {len(errors)} errors")
+        print(f"{len(payload)} CLC and {len(roce)} LLC/CDC messages, {len(expected)} field "
+              f"checks, {len(errors)} errors")
     return errors
 
 

@@ -2,8 +2,9 @@
 /*
  * Writes our encoded CLC messages into a pcap as TCP conversations on
  * 127.0.0.1 (SYN/SYN-ACK with the SMC TCP option, then the CLC exchange with
- * consistent sequence numbers), plus a manifest of what an independent
- * decoder must find in each frame: "frame<TAB>tshark-field<TAB>value".
+ * consistent sequence numbers), then LLC and CDC messages as RoCEv2 SENDs,
+ * plus a manifest of what an independent decoder must find in each frame:
+ * "frame<TAB>tshark-field<TAB>value".
  * tests/wire/check-tshark.py compares the manifest with tshark's decoding.
  *
  * usage: clc_pcap OUT.pcap OUT.manifest
@@ -14,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "smcr/cdc.h"
 #include "smcr/clc.h"
+#include "smcr/llc.h"
 
 #define SERVER_PORT 12345
 
@@ -47,6 +50,16 @@ static void write_le32(uint32_t v)
 	uint8_t b[4] = { (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24) };
 
 	fwrite(b, 1, 4, pcap);
+}
+
+static void write_record(const uint8_t *f, size_t total)
+{
+	frame_no++;
+	write_le32(1700000000u + frame_no); /* seconds */
+	write_le32(0);
+	write_le32((uint32_t)total);
+	write_le32((uint32_t)total);
+	fwrite(f, 1, total, pcap);
 }
 
 /* One Ethernet/IPv4/TCP frame, 127.0.0.1 <-> 127.0.0.1. */
@@ -93,6 +106,39 @@ static void tcp_frame(uint16_t sport, uint16_t dport, uint32_t seq, uint32_t ack
 	write_le32((uint32_t)total);
 	write_le32((uint32_t)total);
 	fwrite(f, 1, total, pcap);
+}
+
+/*
+ * One RoCEv2 RC SEND-only packet (UDP 4791, InfiniBand BTH, payload, ICRC
+ * left zero) carrying an LLC or CDC message, as on soft-RoCE.
+ */
+static void roce_send(uint32_t dest_qp, uint32_t psn, const uint8_t *payload, size_t len)
+{
+	uint8_t f[14 + 20 + 8 + 12 + 128 + 4] = { 0 };
+	uint8_t *ip = f + 14, *udp = ip + 20, *bth = udp + 8;
+	size_t udplen = 8 + 12 + len + 4, total = 14 + 20 + udplen;
+
+	if (len > 128)
+		abort();
+	f[12] = 0x08;
+	ip[0] = 0x45;
+	put16(ip + 2, (uint16_t)(20 + udplen));
+	put16(ip + 6, 0x4000);
+	ip[8] = 64;
+	ip[9] = 17;
+	put32(ip + 12, INADDR_LOOPBACK);
+	put32(ip + 16, INADDR_LOOPBACK);
+	put16(ip + 10, csum(ip, 20, 0));
+	put16(udp, 49152);
+	put16(udp + 2, 4791);
+	put16(udp + 4, (uint16_t)udplen);
+	bth[0] = 0x04;          /* RC SEND Only */
+	bth[1] = 0x40;          /* migration state set, no padding, version 0 */
+	put16(bth + 2, 0xffff); /* default partition key */
+	put32(bth + 4, dest_qp & 0xffffff);
+	put32(bth + 8, 0x80000000u | (psn & 0xffffff)); /* ack requested */
+	memcpy(bth + 12, payload, len);
+	write_record(f, total);
 }
 
 static struct flow open_flow(uint16_t cport)
@@ -263,6 +309,135 @@ static void decline(struct flow *fl, bool from_client, uint8_t version, uint32_t
 		expect("smc.decline.os.type", "%u", SMCR_CLC_OS_LINUX);
 }
 
+/* ---- LLC and CDC on a RoCEv2 link ---------------------------------------- */
+
+static uint32_t roce_psn = 0x100;
+
+static void send_llc(const struct smcr_llc_msg *m)
+{
+	uint8_t b[SMCR_LLC_V2_MAX_LEN];
+	enum smcr_llc_err err;
+	size_t n = smcr_llc_encode(m, b, sizeof(b), &err);
+
+	if (n == 0 || n > 128) {
+		fprintf(stderr, "LLC encode failed: %s\n", smcr_llc_err_str(err));
+		exit(1);
+	}
+	roce_send(0x11, roce_psn++, b, n);
+	expect("smc.llc_msg", "0x%02x", (m->hdr.version == 2 ? 0x20u : 0u) | m->hdr.type);
+}
+
+static void llc_init(struct smcr_llc_msg *m, uint8_t type, uint8_t version, uint8_t flags)
+{
+	memset(m, 0, sizeof(*m));
+	m->hdr.type = type;
+	m->hdr.version = version;
+	m->hdr.flags = flags;
+	/* tshark reads the v2 length big-endian; x86 Linux writes it little-endian. */
+	m->hdr.length_be = true;
+}
+
+static void link_messages(void)
+{
+	static struct smcr_llc_msg m;
+	uint8_t cdc[SMCR_CDC_MSG_LEN];
+	struct smcr_cdc_msg c;
+
+	llc_init(&m, SMCR_LLC_CONFIRM_LINK, 1, SMCR_LLC_FLAG_NO_RMBE_EYEC);
+	memcpy(m.confirm_link.mac, "\x02\x11\x22\x33\x44\x55", 6);
+	memcpy(m.confirm_link.gid, gid_s, 16);
+	m.confirm_link.qpn = 0x000011;
+	m.confirm_link.link_num = 1;
+	m.confirm_link.link_uid = 0x00000101;
+	m.confirm_link.max_links = 2;
+	send_llc(&m);
+	expect("smc.confirm.link.sender.qp.number", "0x000011");
+	expect("smc.confirm.link.number", "0x01");
+	expect("smc.confirm.link.max.links", "0x02");
+	expect("smc.confirm.link.response", "0");
+	m.hdr.flags |= SMCR_LLC_FLAG_RESP;
+	send_llc(&m);
+	expect("smc.confirm.link.response", "1");
+
+	llc_init(&m, SMCR_LLC_ADD_LINK, 1, SMCR_LLC_FLAG_RESP | SMCR_LLC_FLAG_ADD_LINK_REJ);
+	m.hdr.add_link_rej_rsn = SMCR_LLC_REJ_RSN_NO_ALT_PATH;
+	m.add_link.qpn = 0x000012;
+	m.add_link.link_num = 2;
+	m.add_link.qp_mtu = 3;
+	m.add_link.psn = 0x6632f8;
+	send_llc(&m);
+	expect("smc.add.link.sender.qp.number", "0x000012");
+	expect("smc.add.link.link.number", "0x02");
+	expect("smc.add.link.initial.psn", "0x6632f8");
+	expect("smc.add.link.response.rejected", "1");
+	/* tshark 4.0 does not show the v1 reject reason (byte 2). */
+
+	llc_init(&m, SMCR_LLC_ADD_LINK, 2, 0);
+	m.add_link.qpn = 0x000012;
+	m.add_link.link_num = 2;
+	m.add_link.qp_mtu = 3;
+	m.add_link.has_v2_ext = true;
+	m.add_link.v2_direct = true;
+	memcpy(m.add_link.target_gid, gid_s, 16);
+	m.add_link.num_rkeys = 1;
+	m.add_link.rkeys[0] = (struct smcr_llc_rkey_triple){ 0x34d, 0x569, 0xffff888008190000ull };
+	send_llc(&m);
+	expect("smc.add.link.rkey_count", "1");
+	expect("smc.add.link.rmb.RTok.Rkey1", "0x0000034d");
+	expect("smc.add.link.rmb.RTok.Rkey2", "0x00000569");
+
+	llc_init(&m, SMCR_LLC_DELETE_LINK, 1, SMCR_LLC_FLAG_DEL_LINK_ALL | SMCR_LLC_FLAG_DEL_LINK_ORDERLY);
+	m.delete_link.reason = SMCR_LLC_DEL_PROG_INIT_TERM;
+	send_llc(&m);
+	expect("smc.delete.link.all", "1");
+	expect("smc.delete.link.orderly", "1");
+	expect("smc.delete.link.reason.code", "0x00030000");
+
+	llc_init(&m, SMCR_LLC_CONFIRM_RKEY, 1, 0);
+	m.confirm_rkey.rkey = 0x34d;
+	m.confirm_rkey.vaddr = 0xffff888008190000ull;
+	send_llc(&m);
+	expect("smc.confirm.rkey.number.qp", "0");
+	expect("smc.confirm.rkey.new.rkey", "0x0000034d");
+	expect("smc.confirm.rkey.new.virt", "0xffff888008190000");
+
+	llc_init(&m, SMCR_LLC_DELETE_RKEY, 1, 0);
+	m.delete_rkey.num_rkeys = 2;
+	m.delete_rkey.rkeys[0] = 0x323;
+	m.delete_rkey.rkeys[1] = 0x34d;
+	send_llc(&m);
+	expect("smc.delete.rkey.count", "2");
+	expect("smc.delete.rkey.deleted", "0x00000323,0x0000034d");
+
+	llc_init(&m, SMCR_LLC_DELETE_RKEY, 2, SMCR_LLC_FLAG_RESP);
+	m.delete_rkey.num_rkeys = 1;
+	send_llc(&m);
+	expect("smc.delete.rkey.response", "1");
+
+	llc_init(&m, SMCR_LLC_TEST_LINK, 2, SMCR_LLC_FLAG_RESP);
+	send_llc(&m);
+	expect("smc.test.link.response", "1");
+
+	/* CDC: the 64 KiB RMB written full, then a close (capture a, frames 82 and 130). */
+	c = (struct smcr_cdc_msg){ .seqno = 1, .token = 1, .prod = { 1, 0 },
+				   .prod_flags = SMCR_CDC_PROD_WRITE_BLOCKED };
+	smcr_cdc_encode(&c, cdc);
+	roce_send(0x11, roce_psn++, cdc, sizeof(cdc));
+	expect("smc.llc_msg", "0xfe");
+	expect("smc.rmbe.ctrl.seqno", "0x0001");
+	expect("smc.rmbe.ctrl.alert.token", "0x00000001");
+	/* tshark names producer and consumer fields alike: two values each. */
+	expect("smc.rmbe.ctrl.prod.wrap.seq", "0x0001,0x0000");
+	expect("smc.rmbe.ctrl.write.blocked", "1");
+	c = (struct smcr_cdc_msg){ .seqno = 3, .token = 1, .prod = { 1, 34464 }, .cons = { 0, 10 },
+				   .conn_flags = SMCR_CDC_CONN_CLOSED };
+	smcr_cdc_encode(&c, cdc);
+	roce_send(0x11, roce_psn++, cdc, sizeof(cdc));
+	expect("smc.rmbe.ctrl.seqno", "0x0003");
+	expect("smc.rmbe.ctrl.peer.prod.curs", "0x000086a0,0x0000000a");
+	expect("smc.rmbe.ctrl.peer.closed.conn", "1");
+}
+
 int main(int argc, char **argv)
 {
 	static const uint8_t pcap_hdr[24] = { 0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0,
@@ -378,6 +553,8 @@ int main(int argc, char **argv)
 	expect("smc.proposal.smcdv2_ext_offset", "0x0040");
 	expect("smc.proposal.ismv2_gid_count", "2");
 	decline(&fl, false, 2, SMCR_CLC_DECL_NOUEID, false);
+
+	link_messages();
 
 	if (fclose(pcap) != 0 || fclose(manifest) != 0) {
 		perror("fclose");
