@@ -93,7 +93,8 @@ static void test_unix(void)
 	CHECK(memcmp(r1, "abc", 3) == 0 && memcmp(r2, "de", 2) == 0);
 	CHECK_OK_ERRNO_KEPT(shutdown(sv[0], SHUT_WR));
 	CHECK(read(sv[1], buf, sizeof(buf)) == 0);
-	CHECK_FAILS(getpeername(-1, NULL, NULL), EBADF);
+	struct sockaddr_storage ss;
+	CHECK_FAILS(getpeername(-1, (struct sockaddr *)&ss, &(socklen_t){ sizeof(ss) }), EBADF);
 	close(sv[0]);
 	close(sv[1]);
 
@@ -131,7 +132,10 @@ static void test_files_and_pipes(void)
 	CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0640);
 	CHECK_FAILS(open("/nonexistent/smcr", O_RDONLY), ENOENT);
 	CHECK_FAILS(openat(AT_FDCWD, "/nonexistent/smcr", O_RDONLY | O_CREAT, 0600), ENOENT);
-	CHECK_FAILS(getsockname(0 + open(path, O_RDONLY), NULL, &(socklen_t){ 0 }), ENOTSOCK);
+	int notsock = open(path, O_RDONLY);
+	CHECK_FAILS(getsockname(notsock, (struct sockaddr *)&(struct sockaddr_storage){ 0 },
+				 &(socklen_t){ sizeof(struct sockaddr_storage) }), ENOTSOCK);
+	close(notsock);
 
 	CHECK_OK_ERRNO_KEPT(pipe2(pfd, O_CLOEXEC));
 	CHECK(fcntl(pfd[0], F_GETFD) == FD_CLOEXEC);

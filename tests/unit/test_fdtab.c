@@ -317,6 +317,68 @@ static void test_concurrent_readers_and_writers(void **state)
 	(void)referenced;
 }
 
+/*
+ * get() must never hand out an entry that belongs to another fd: a reader
+ * that loaded a slot just before the entry was released and reused must
+ * notice. Here each entry's domain field names its fd, and no dup mixes
+ * them, so a reader can tell.
+ */
+#define EXACT_FDS 8
+#define EXACT_OPS 600000
+
+static void *exact_writer(void *arg)
+{
+	uint32_t seed = (uint32_t)(uintptr_t)arg;
+
+	for (int i = 0; i < EXACT_OPS; i++) {
+		int fd = (int)(next_random(&seed) % EXACT_FDS);
+
+		if (next_random(&seed) & 1)
+			smcr_fdtab_track(fd, 1000 + fd, SMCR_FD_CANDIDATE, 0);
+		else
+			smcr_fdtab_forget(fd);
+	}
+	return NULL;
+}
+
+static void *exact_reader(void *arg)
+{
+	unsigned fd = 0;
+
+	while (!atomic_load(&race_stop)) {
+		int want = (int)(fd++ % EXACT_FDS);
+		struct smcr_fd_entry *entry = smcr_fdtab_get(want);
+
+		if (!entry)
+			continue;
+		if (entry->domain != 1000 + want)
+			atomic_fetch_add(&race_bad_reads, 1);
+		smcr_fdtab_put(entry);
+	}
+	return NULL;
+}
+
+static void test_concurrent_get_returns_own_entry(void **state)
+{
+	pthread_t writers[2], readers[2];
+
+	atomic_store(&race_stop, false);
+	atomic_store(&race_bad_reads, 0);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&readers[i], NULL, exact_reader, NULL), 0);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&writers[i], NULL, exact_writer,
+						(void *)(uintptr_t)(i * 104729 + 3)), 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(writers[i], NULL);
+	atomic_store(&race_stop, true);
+	for (int i = 0; i < 2; i++)
+		pthread_join(readers[i], NULL);
+	assert_int_equal(atomic_load(&race_bad_reads), 0);
+	smcr_fdtab_forget_range(0, EXACT_FDS);
+	assert_int_equal(smcr_fdtab_entries_in_use(), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -333,6 +395,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pool_grows_and_recycles, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_errno_untouched, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_readers_and_writers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_get_returns_own_entry, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests_name("fdtab", tests, NULL, NULL);
