@@ -25,6 +25,16 @@ enum {
 	D2_SEID = 0, D2_GID_CHID = 48,
 };
 
+/*
+ * Largest offsets Linux accepts (smc_get_clc_v2_ext, smc_get_clc_smcd_v2_ext):
+ * the v2 extension may follow at most a full prefix area, the SMC-Dv2
+ * extension at most the full UEID list.
+ */
+#define V2_EXT_OFF_MAX                                                                        \
+	(80 - P_V2_EXT_BASE + SMCR_CLC_PROP_PREFIX_LEN +                                       \
+	 SMCR_CLC_MAX_IPV6_PREFIXES * SMCR_CLC_IPV6_PREFIX_LEN)
+#define SMCD_V2_EXT_OFF_MAX (V2_EIDS - V2_SMCD_BASE + SMCR_CLC_MAX_EIDS * SMCR_CLC_EID_LEN)
+
 /* Accept / Confirm. */
 enum {
 	A_PEER_ID = 8, A_GID = 16, A_MAC = 32, A_QPN = 38, A_RKEY = 41, A_RMBE_IDX = 45,
@@ -80,6 +90,8 @@ _Static_assert(AD_TOKEN == 16 && AD_LINK_ID == 28 && AD_CHID == 32 && AD_EID == 
 _Static_assert(F_HOSTNAME == 4 && F_MAX_CONNS == 36 && F_FEATURES == 38 && F_VENDOR == 40,
 	       "first-contact extension fields");
 _Static_assert(DC_DIAG == 16 && DC_OS == 20, "Decline: diagnosis, OS type");
+_Static_assert(V2_EXT_OFF_MAX == 172 && SMCD_V2_EXT_OFF_MAX == 288,
+	       "Linux's offset limits for the v2 and SMC-Dv2 extensions");
 
 static const char *const clc_err_names[SMCR_CLC_ERR_COUNT_] = {
 	[SMCR_CLC_ERR_NONE] = "ok",
@@ -643,8 +655,12 @@ static enum smcr_clc_err decode_v2_ext(const struct cursor_area *m, const struct
 {
 	size_t pos = P_V2_EXT_BASE + (size_t)smcr_get_be16(m->b + P_SMCD + PD_V2_EXT_OFF);
 	const uint8_t *v = m->b + pos;
+	size_t off;
 	unsigned i;
 
+	/* Linux: 0 means "no extension"; it cannot lie past the largest prefix area. */
+	if (pos == P_V2_EXT_BASE || pos > P_V2_EXT_BASE + V2_EXT_OFF_MAX)
+		return SMCR_CLC_ERR_OFFSET;
 	if (!fits(m, pos, SMCR_CLC_V2_EXT_LEN))
 		return SMCR_CLC_ERR_OFFSET;
 	p->eid_cnt = v[V2_EID_CNT];
@@ -665,8 +681,10 @@ static enum smcr_clc_err decode_v2_ext(const struct cursor_area *m, const struct
 		p->ism_gid_cnt = 0; /* not meaningful without an SMC-Dv2 offer */
 		return SMCR_CLC_ERR_NONE;
 	}
-	return decode_smcd_v2_ext(
-		m, pos + V2_SMCD_BASE + (size_t)smcr_get_be16(v + V2_SMCD_OFF), p);
+	off = smcr_get_be16(v + V2_SMCD_OFF);
+	if (off == 0 || off > SMCD_V2_EXT_OFF_MAX)
+		return SMCR_CLC_ERR_OFFSET;
+	return decode_smcd_v2_ext(m, pos + V2_SMCD_BASE + off, p);
 }
 
 static enum smcr_clc_err decode_proposal(const struct cursor_area *m,
@@ -689,7 +707,14 @@ static enum smcr_clc_err decode_proposal(const struct cursor_area *m,
 			return SMCR_CLC_ERR_OFFSET;
 		p->smcd_area = iparea == SMCR_CLC_PROP_SMCD_AREA_LEN;
 	} else {
+		/*
+		 * Linux checks iparea_offset <= 40 whatever is offered, and its v2
+		 * length formula places the prefix area right after the 40-byte
+		 * area, so an SMC-Rv1/SMC-Dv1 offer needs exactly 40.
+		 */
 		p->smcd_area = true;
+		if (iparea > SMCR_CLC_PROP_SMCD_AREA_LEN)
+			return SMCR_CLC_ERR_OFFSET;
 		if (h->typev1 != SMCR_CLC_PATH_NONE && iparea != SMCR_CLC_PROP_SMCD_AREA_LEN)
 			return SMCR_CLC_ERR_OFFSET;
 	}

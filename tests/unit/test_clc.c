@@ -603,6 +603,14 @@ static void rejects(void **state)
 	c[80] = 2; /* two EIDs claimed, room for one */
 	expect_invalid(c, n, SMCR_CLC_ERR_OFFSET);
 
+	memcpy(c, b, n);
+	c[50] = 0; /* SMC-Rv2 offered, v2_ext_offset 0 = "no extension" (Linux: EPROTO) */
+	c[51] = 0;
+	expect_invalid(c, n, SMCR_CLC_ERR_OFFSET);
+	memcpy(c, b, n);
+	c[39] = 41; /* iparea_offset > 40 is rejected by Linux even without a v1 offer */
+	expect_invalid(c, n, SMCR_CLC_ERR_OFFSET);
+
 	memcpy(c, linux_v1_only, sizeof(linux_v1_only));
 	c[87] = 9; /* nine IPv6 prefixes */
 	expect_invalid(c, sizeof(linux_v1_only), SMCR_CLC_ERR_COUNT);
@@ -622,6 +630,23 @@ static void rejects(void **state)
 	memcpy(c, rfc_v1_ipv6, sizeof(rfc_v1_ipv6));
 	c[7] = 0x11; /* SMC-D offered without the SMC-D area */
 	expect_invalid(c, sizeof(rfc_v1_ipv6), SMCR_CLC_ERR_OFFSET);
+
+	/* SMC-Dv2 offered with smcd_v2_ext_offset 0 or beyond Linux's limit (288). */
+	{
+		struct smcr_clc_msg m;
+		enum smcr_clc_err err;
+		size_t len;
+
+		fill_proposal(&m, 2, SMCR_CLC_PATH_NONE, SMCR_CLC_PATH_BOTH, 0, 1, 2);
+		len = smcr_clc_encode(&m, c, sizeof(c), &err);
+		assert_int_equal(len, 224);
+		assert_int_equal(c[80 + 7], 64); /* 32 + 32 * eid_cnt */
+		c[80 + 7] = 0;
+		expect_invalid(c, len, SMCR_CLC_ERR_OFFSET);
+		c[80 + 6] = 0x01;
+		c[80 + 7] = 0x21; /* 289 */
+		expect_invalid(c, len, SMCR_CLC_ERR_OFFSET);
+	}
 
 	/* Accept: wrong length, wrong path, too many GIDs, oversized. */
 	memcpy(c, accept_v1, sizeof(accept_v1));
