@@ -183,15 +183,20 @@ size_t smcr_llc_encoded_len(const struct smcr_llc_msg *msg)
 /* Checks that do not depend on the header version's framing. */
 static enum smcr_llc_err check_counts(const struct smcr_llc_msg *msg)
 {
-	if (msg->hdr.type == SMCR_LLC_CONFIRM_RKEY && msg->confirm_rkey.num_rkeys > 2)
-		return SMCR_LLC_ERR_COUNT;
-	if (msg->hdr.type == SMCR_LLC_DELETE_RKEY && msg->hdr.version == 1 &&
-	    msg->delete_rkey.num_rkeys > SMCR_LLC_DEL_RKEY_V1_MAX)
-		return SMCR_LLC_ERR_COUNT;
 	if (msg->hdr.type == SMCR_LLC_ADD_LINK && msg->add_link.has_v2_ext &&
 	    msg->hdr.version != 2)
 		return SMCR_LLC_ERR_TYPE;
 	return SMCR_LLC_ERR_NONE;
+}
+
+/* rkeys a DELETE RKEY carries in its list: v1 has room for 8 whatever the count says. */
+static unsigned del_rkey_listed(const struct smcr_llc_msg *msg)
+{
+	unsigned n = msg->delete_rkey.num_rkeys;
+
+	if (msg->hdr.version == 1 && n > SMCR_LLC_DEL_RKEY_V1_MAX)
+		n = SMCR_LLC_DEL_RKEY_V1_MAX;
+	return n;
 }
 
 static void encode_body(const struct smcr_llc_msg *msg, uint8_t *p)
@@ -262,7 +267,7 @@ static void encode_body(const struct smcr_llc_msg *msg, uint8_t *p)
 	case SMCR_LLC_DELETE_RKEY:
 		p[DR_NUM_RKEYS] = msg->delete_rkey.num_rkeys;
 		p[DR_ERR_MASK] = msg->delete_rkey.err_mask;
-		for (i = 0; i < msg->delete_rkey.num_rkeys; i++)
+		for (i = 0; i < del_rkey_listed(msg); i++)
 			smcr_put_be32(p + DR_RKEYS + i * 4, msg->delete_rkey.rkeys[i]);
 		break;
 	case SMCR_LLC_TEST_LINK:
@@ -443,7 +448,9 @@ static enum smcr_llc_err decode_body(const uint8_t *p, struct smcr_llc_msg *msg)
 		msg->confirm_rkey.vaddr = smcr_get_be64(p + CR_VADDR);
 		for (i = 0; i < 2; i++)
 			get_rtoken(p + CR_RT + i * RTOKEN_LEN, &msg->confirm_rkey.rt[i]);
-		return msg->confirm_rkey.num_rkeys > 2 ? SMCR_LLC_ERR_COUNT : SMCR_LLC_ERR_NONE;
+		/* More than 2 further rtokens cannot be in this message; Linux answers
+		 * such a request negatively (NEG|RETRY), so it is decoded, not dropped. */
+		return SMCR_LLC_ERR_NONE;
 	case SMCR_LLC_CONFIRM_RKEY_CONT:
 		msg->confirm_rkey_cont.num_rkeys = p[CRC_NUM_RKEYS];
 		for (i = 0; i < 3; i++)
@@ -451,14 +458,14 @@ static enum smcr_llc_err decode_body(const uint8_t *p, struct smcr_llc_msg *msg)
 		return SMCR_LLC_ERR_NONE;
 	case SMCR_LLC_DELETE_RKEY: {
 		struct smcr_llc_delete_rkey *m = &msg->delete_rkey;
-		size_t room = msg->hdr.version == 2 ? (msg->hdr.length - DR_RKEYS) / 4
-						    : SMCR_LLC_DEL_RKEY_V1_MAX;
 
 		m->num_rkeys = p[DR_NUM_RKEYS];
 		m->err_mask = p[DR_ERR_MASK];
-		if (m->num_rkeys > room)
+		/* v1: Linux uses at most 8 whatever the count; v2: the list must fit. */
+		if (msg->hdr.version == 2 &&
+		    m->num_rkeys > (msg->hdr.length - DR_RKEYS) / 4)
 			return SMCR_LLC_ERR_COUNT;
-		for (i = 0; i < m->num_rkeys; i++)
+		for (i = 0; i < del_rkey_listed(msg); i++)
 			m->rkeys[i] = smcr_get_be32(p + DR_RKEYS + i * 4);
 		return SMCR_LLC_ERR_NONE;
 	}

@@ -127,7 +127,7 @@ struct smcr_llc_rtoken {
 };
 
 struct smcr_llc_confirm_rkey {
-	uint8_t num_rkeys;  /* additional rtokens, 0..2 */
+	uint8_t num_rkeys;  /* additional rtokens, 0..2; > 2: answer NEG|RETRY as Linux does */
 	uint32_t rkey;      /* on the link carrying the message */
 	uint64_t vaddr;
 	struct smcr_llc_rtoken rt[2];
@@ -139,7 +139,7 @@ struct smcr_llc_confirm_rkey_cont {
 };
 
 struct smcr_llc_delete_rkey {
-	uint8_t num_rkeys;
+	uint8_t num_rkeys;  /* v1: only the first 8 are in the message (Linux clamps too) */
 	uint8_t err_mask;   /* v1: bit (7-i) = rkey i unknown; v2: number unknown */
 	uint32_t rkeys[SMCR_LLC_DEL_RKEY_V2_MAX];
 };
