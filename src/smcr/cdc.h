@@ -70,7 +70,8 @@ void smcr_cdc_encode(const struct smcr_cdc_msg *msg, uint8_t out[SMCR_CDC_MSG_LE
 
 /*
  * Wire to host.  `len` is the received message size (the completion length);
- * bytes beyond 44 are ignored, as Linux does.  Returns SMCR_WIRE_OK or
+ * bytes beyond 44 are ignored, as Linux does (Linux also takes completions of
+ * 26..43 bytes; every sender sends 44, so shorter ones are INVALID here).  Returns SMCR_WIRE_OK or
  * SMCR_WIRE_INVALID with *err set; never reads more than min(len, 44) bytes.
  * Cursor plausibility needs connection state: see smcr_cdc_curs_check().
  */

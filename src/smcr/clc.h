@@ -9,6 +9,13 @@
  * answers NEED_MORE (with the total length once the header is known), OK (one
  * message of *len bytes; the caller consumes exactly that much) or INVALID (with
  * a reason).  It never reads beyond `avail`.
+ *
+ * The checks are Linux's (smc_clc_msg_hdr_valid and friends) with two
+ * deliberate tightenings, both of which every Linux sender satisfies: a
+ * Decline's trailer is checked (Linux skips it), and a v2 Accept/Confirm must
+ * have exactly the length its flags imply (Linux only wants a minimum).
+ * Oversized messages are INVALID rather than drained: the caller then treats
+ * the connection as failed (Linux: EPROTO, no fallback).
  */
 #ifndef SMCR_CLC_H
 #define SMCR_CLC_H
