@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Soft-RoCE checks, run INSIDE scripts/rxe-vm (-n pair) by the meson suite 'rxe':
+#   scripts/rxe-vm -- tests/rxe/selftest.sh BUILD/tests/rxe/mr_access_probe
+# Proves the two-"host" setup the RDMA tests rely on: rxe0/rxe1 with RoCEv2 GIDs for their
+# IPv4 and IPv6 addresses, verbs traffic rxe0 -> rxe1 that really crosses veth0 (UDP 4791),
+# rdma_cm over IPv4 and IPv6, and that the device enforces a memory region's access rights.
+# Prints one line per check and "N passed, N failed"; exit 0 only if all passed.
+set -u
+probe=${1:?usage: selftest.sh PATH/TO/mr_access_probe}
+
+[[ ${RXE_VM:-} == 1 && ${RXE_VM_NET:-} == pair ]] || {
+    echo "selftest.sh: run me inside 'scripts/rxe-vm -n pair'" >&2
+    exit 2
+}
+
+passed=0 failed=0
+pass() { echo "PASS: $*"; passed=$((passed + 1)); }
+fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
+check() { # NAME COMMAND...: pass if COMMAND succeeds
+    local name=$1; shift
+    if "$@"; then pass "$name"; else fail "$name"; fi
+}
+logs=$(mktemp -d)
+show_log() { sed "s/^/    $2| /" "$logs/$1" | tail -n "${3:-8}"; }
+
+# ---------------------------------------------------------------- devices and GIDs ----
+gid_of() { # ADDRESS -> the GID sysfs spells for it (IPv4 as ::ffff:a.b.c.d)
+    case $1 in
+        10.77.0.*) printf '0000:0000:0000:0000:0000:ffff:0a4d:%04x\n' "${1##*.}" ;;
+        fd77::*) printf 'fd77:0000:0000:0000:0000:0000:0000:%04x\n' "0x${1##*:}" ;;
+    esac
+}
+gid_index() { # DEV ADDRESS -> index of its RoCE v2 GID, or nothing
+    local want dir=/sys/class/infiniband/$1/ports/1 f i gid type
+    want=$(gid_of "$2")
+    for f in "$dir"/gids/*; do
+        i=${f##*/}
+        read -r gid < "$f" 2>/dev/null || continue
+        [[ $gid == "$want" ]] || continue
+        read -r type < "$dir/gid_attrs/types/$i" 2>/dev/null || continue
+        [[ $type == "RoCE v2" ]] && { echo "$i"; return; }
+    done
+}
+
+echo "== kernel $RXE_VM_KERNEL, $(rdma link show | tr -s ' ' | cut -d' ' -f2,4,8 | paste -sd,)"
+for dev in rxe0 rxe1; do
+    check "$dev exists and its port is ACTIVE" \
+        grep -q ACTIVE "/sys/class/infiniband/$dev/ports/1/state"
+done
+declare -A gid_idx
+for pair in rxe0:10.77.0.1 rxe0:fd77::1 rxe1:10.77.0.2 rxe1:fd77::2; do
+    dev=${pair%%:*} addr=${pair#*:}
+    gid_idx[$pair]=$(gid_index "$dev" "$addr")
+    if [[ -n ${gid_idx[$pair]} ]]; then
+        pass "$dev has a RoCE v2 GID for $addr (index ${gid_idx[$pair]})"
+    else
+        fail "$dev has no RoCE v2 GID for $addr"
+    fi
+done
+
+# --------------------------------------------- RoCE packet counters on the "wire" ----
+# tc counts RoCEv2 packets (UDP destination port 4791) leaving and entering veth0, so a
+# check can tell traffic that crossed the veth pair from traffic the kernel short-cut.
+tc qdisc add dev veth0 clsact
+for dir in egress ingress; do
+    tc filter add dev veth0 "$dir" pref 4 protocol ip flower ip_proto udp dst_port 4791 action pass
+    tc filter add dev veth0 "$dir" pref 6 protocol ipv6 flower ip_proto udp dst_port 4791 action pass
+done
+roce_packets() { # egress|ingress 4|6 -> packets counted so far
+    tc -s filter show dev veth0 "$1" pref "$2" |
+        awk '/Sent [0-9]+ bytes [0-9]+ pkt/ { for (i = 1; i < NF; i++) if ($(i + 1) == "pkt") print $i; exit }'
+}
+snapshot() { echo "$(roce_packets egress "$1") $(roce_packets ingress "$1")"; }
+crossed() { # NAME FAMILY "EGRESS INGRESS" MIN: veth0 saw >= MIN more packets each way
+    local name=$1 min=$4 out0 in0 out1 in1
+    read -r out0 in0 <<< "$3"
+    read -r out1 in1 <<< "$(snapshot "$2")"
+    local d_out=$((out1 - out0)) d_in=$((in1 - in0))
+    if [[ $d_out -ge $min && $d_in -ge $min ]]; then
+        pass "$name: RoCEv2 packets crossed veth0 ($d_out out, $d_in in)"
+    else
+        fail "$name: too few RoCEv2 packets on veth0 ($d_out out, $d_in in; want >= $min each way)"
+    fi
+}
+
+# ------------------------------------------------------------ server/client runner ----
+# run_pair NAME SERVER_CMD CLIENT_CMD: server in the background, client after it is up;
+# both bounded; the check passes when both exit 0.
+wait_listening() { # TCP_PORT: until a socket listens on it (max ~5 s)
+    local hex i
+    hex=$(printf '%04X' "$1")
+    for ((i = 0; i < 50; i++)); do
+        grep -q ":$hex 00000000:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
+}
+wait_line() { # FILE TEXT: until FILE contains TEXT (max ~5 s)
+    local i
+    for ((i = 0; i < 50; i++)); do
+        grep -q "$2" "$1" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
+}
+run_pair() {
+    local name=$1 server=$2 client=$3 ready=$4 spid crc src
+    timeout 40 bash -c "$server" > "$logs/server" 2>&1 & spid=$!
+    eval "$ready" || echo "    (server not ready in time)"
+    timeout 30 bash -c "$client" > "$logs/client" 2>&1
+    crc=$?
+    wait "$spid"
+    src=$?
+    if [[ $crc == 0 && $src == 0 ]]; then
+        pass "$name"
+    else
+        fail "$name (client exit $crc, server exit $src)"
+        show_log server srv
+    fi
+    show_log client cli 4
+}
+
+# --------------------------------------------------------------------- verbs: RC ----
+g0=${gid_idx[rxe0:10.77.0.1]:-1} g1=${gid_idx[rxe1:10.77.0.2]:-1}
+before=$(snapshot 4)
+run_pair "ibv_rc_pingpong rxe0 (10.77.0.1) -> rxe1 (10.77.0.2), 100 round trips" \
+    "ibv_rc_pingpong -d rxe1 -g $g1 -n 100" \
+    "ibv_rc_pingpong -d rxe0 -g $g0 -n 100 10.77.0.2" \
+    "wait_listening 18515"
+crossed "ibv_rc_pingpong" 4 "$before" 100
+
+# -------------------------------------------------------------------- rdma_cm: rping ----
+before=$(snapshot 4)
+run_pair "rping (rdma_cm) 10.77.0.1 -> 10.77.0.2" \
+    "rping -s -a 10.77.0.2 -C 10" \
+    "rping -c -a 10.77.0.2 -I 10.77.0.1 -C 10 -v" \
+    "sleep 1"
+crossed "rping IPv4" 4 "$before" 10
+before=$(snapshot 6)
+run_pair "rping (rdma_cm) fd77::1 -> fd77::2" \
+    "rping -s -a fd77::2 -C 10" \
+    "rping -c -a fd77::2 -I fd77::1 -C 10 -v" \
+    "sleep 1"
+crossed "rping IPv6" 6 "$before" 10
+
+# ------------------------------------------------ memory region access enforcement ----
+run_pair "mr_access_probe: REMOTE_WRITE-only region refuses READ and out-of-bounds WRITE" \
+    "'$probe' server 10.77.0.2 7471" \
+    "'$probe' client 10.77.0.2 7471 10.77.0.1" \
+    "wait_line '$logs/server' listening"
+show_log server srv 3
+
+# ------------------------------------------------------------------- kernel SMC-R ----
+if [[ ${RXE_VM_SMC:-0} == 1 ]]; then
+    smc_configured() {
+        rxe-vm-smc show > "$logs/smc" 2>&1 &&
+            grep -q '^ueid RXE-VM' "$logs/smc" &&
+            grep -q '^pnet RXEA netdev n/a ibdev rxe0 port 1' "$logs/smc" &&
+            grep -q '^pnet RXEB netdev n/a ibdev rxe1 port 1' "$logs/smc"
+    }
+    check "kernel SMC-R configured (user EID, PNET ids veth0/rxe0 and veth1/rxe1)" smc_configured
+fi
+
+rm -rf "$logs"
+echo "$passed passed, $failed failed"
+[[ $failed == 0 ]]
