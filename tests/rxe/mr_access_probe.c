@@ -33,6 +33,13 @@
 #include <rdma/rdma_cma.h>
 
 #define PAGE 4096u
+/*
+ * rdma_resolve_addr() to a peer without a valid neighbour entry may complete only when its
+ * timeout expires: on a veth pair the ARP reply can arrive before the kernel queues the
+ * request, so the neighbour-update wakeup is lost and the retry waits for the deadline.
+ * Keep that timeout short (rping uses 2 s) and always wait longer than it for the event.
+ */
+#define RESOLVE_TIMEOUT_MS 2000
 #define CM_TIMEOUT_MS 5000
 #define FIRST_CONNECT_TIMEOUT_MS 20000
 #define COMPLETION_TIMEOUT_MS 5000
@@ -249,10 +256,10 @@ static int client_connect(struct client_conn *cc, const struct sockaddr_storage 
 	if (rdma_create_id(cc->ch, &cc->c.id, NULL, RDMA_PS_TCP))
 		return fail("rdma_create_id");
 	if (rdma_resolve_addr(cc->c.id, (struct sockaddr *)local, (struct sockaddr *)server,
-			      CM_TIMEOUT_MS) ||
-	    expect_event(cc->ch, RDMA_CM_EVENT_ADDR_RESOLVED, CM_TIMEOUT_MS) ||
-	    rdma_resolve_route(cc->c.id, CM_TIMEOUT_MS) ||
-	    expect_event(cc->ch, RDMA_CM_EVENT_ROUTE_RESOLVED, CM_TIMEOUT_MS))
+			      RESOLVE_TIMEOUT_MS) ||
+	    expect_event(cc->ch, RDMA_CM_EVENT_ADDR_RESOLVED, RESOLVE_TIMEOUT_MS + CM_TIMEOUT_MS) ||
+	    rdma_resolve_route(cc->c.id, RESOLVE_TIMEOUT_MS) ||
+	    expect_event(cc->ch, RDMA_CM_EVENT_ROUTE_RESOLVED, RESOLVE_TIMEOUT_MS + CM_TIMEOUT_MS))
 		return -1;
 	cc->pd = ibv_alloc_pd(cc->c.id->verbs);
 	if (!cc->pd)
