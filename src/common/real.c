@@ -13,9 +13,11 @@
 #include "common/real.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -40,8 +42,13 @@ static const struct real_symbol real_symbols[] = {
 
 static pthread_once_t bind_once = PTHREAD_ONCE_INIT;
 static atomic_bool bound;
-/* Set while this thread runs dlsym(): re-entry there cannot be served. */
-static __thread bool binding_in_progress __attribute__((tls_model("initial-exec")));
+/*
+ * Non-zero while this thread is binding. Something dlsym calls (a
+ * sanitizer runtime, a malloc) may reach one of our wrappers, which needs
+ * the table: it is then filled again, directly, on this thread.
+ */
+static __thread unsigned binding_depth __attribute__((tls_model("initial-exec")));
+#define BINDING_MAX_NESTING 3
 
 /*
  * Fatal problems before the table exists: write(2) cannot be used yet, so
@@ -56,18 +63,43 @@ static SMCR_NORETURN SMCR_COLD void die(const char *what, const char *name)
 	abort();
 }
 
+/*
+ * The address range of the object this code is linked into, from its own
+ * program headers (the linker defines __ehdr_start in every object). Far
+ * cheaper than dladdr(), which scans a symbol table per call and made the
+ * start-up of every process ~7 million instructions slower.
+ */
+extern const char __ehdr_start[] __attribute__((visibility("hidden")));
+
 bool smcr_real_is_own_symbol(const void *addr)
 {
-	Dl_info mine, theirs;
+	/* Declared as bytes: the header is followed by the program headers. */
+	const ElfW(Ehdr) *ehdr = (const ElfW(Ehdr) *)__ehdr_start;
+	const ElfW(Phdr) *phdr = (const ElfW(Phdr) *)(__ehdr_start + ehdr->e_phoff);
+	uintptr_t low = UINTPTR_MAX, high = 0, bias = 0, where = (uintptr_t)addr;
+	bool have_bias = false;
 
-	if (!dladdr((const void *)smcr_real_is_own_symbol, &mine) || !dladdr(addr, &theirs))
+	for (unsigned i = 0; i < ehdr->e_phnum; i++) {
+		if (phdr[i].p_type != PT_LOAD)
+			continue;
+		if (phdr[i].p_vaddr < low)
+			low = phdr[i].p_vaddr;
+		if (phdr[i].p_vaddr + phdr[i].p_memsz > high)
+			high = phdr[i].p_vaddr + phdr[i].p_memsz;
+		/* The segment mapping file offset 0 holds the ELF header. */
+		if (phdr[i].p_offset == 0) {
+			bias = (uintptr_t)ehdr - phdr[i].p_vaddr;
+			have_bias = true;
+		}
+	}
+	if (!have_bias)
 		return false;
-	return mine.dli_fbase == theirs.dli_fbase;
+	return where >= bias + low && where < bias + high;
 }
 
-static void bind_all(void)
+static void bind_symbols(void)
 {
-	binding_in_progress = true;
+	binding_depth++;
 	for (size_t i = 0; i < ARRAY_SIZE(real_symbols); i++) {
 		const struct real_symbol *sym = &real_symbols[i];
 		void *addr = dlsym(RTLD_NEXT, sym->name);
@@ -78,7 +110,12 @@ static void bind_all(void)
 			die("dlsym(RTLD_NEXT) returned our own wrapper for", sym->name);
 		memcpy((char *)&smcr_real + sym->offset, &addr, sizeof(addr));
 	}
-	binding_in_progress = false;
+	binding_depth--;
+}
+
+static void bind_all(void)
+{
+	bind_symbols();
 	atomic_store_explicit(&bound, true, memory_order_release);
 }
 
@@ -91,7 +128,12 @@ void smcr_real_bind(void)
 {
 	if (likely(smcr_real_is_bound()))
 		return;
-	if (binding_in_progress)
-		die("libc symbol lookup re-entered the library while binding", "dlsym");
+	if (binding_depth > 0) {
+		/* Re-entered from inside dlsym on this thread: pthread_once would deadlock. */
+		if (binding_depth >= BINDING_MAX_NESTING)
+			die("libc symbol lookup keeps re-entering the library", "dlsym");
+		bind_symbols();
+		return;
+	}
 	pthread_once(&bind_once, bind_all);
 }

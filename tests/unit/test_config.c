@@ -15,6 +15,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "common/real.h"
 
 /* A fake environment: NULL-terminated name, value pairs. */
 static const char *fake_getenv(const char *name, void *ctx)
@@ -233,6 +234,28 @@ static void test_process_config_parsed_once(void **state)
 	assert_int_equal(second->sndbuf, 32 * 1024);
 }
 
+/*
+ * Also src/common: real.c's guard against binding our own wrapper. The
+ * test program plays the library: its own functions are "own", libc's and
+ * the bound table's are not.
+ */
+static void test_real_table_and_self_check(void **state)
+{
+	static int own_data;
+
+	assert_true(smcr_real_is_own_symbol((const void *)test_defaults));
+	assert_true(smcr_real_is_own_symbol((const void *)smcr_config_parse));
+	assert_true(smcr_real_is_own_symbol(&own_data));
+	assert_false(smcr_real_is_own_symbol((const void *)strlen));
+	assert_false(smcr_real_is_own_symbol(NULL));
+	smcr_real_bind();
+	assert_true(smcr_real_is_bound());
+	assert_non_null(smcr_real.read);
+	assert_non_null(smcr_real.socket);
+	assert_false(smcr_real_is_own_symbol((const void *)smcr_real.read));
+	assert_int_equal(smcr_real.close(-1), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -248,6 +271,7 @@ int main(void)
 		cmocka_unit_test(test_bools),
 		cmocka_unit_test(test_problem_list_is_bounded),
 		cmocka_unit_test(test_process_config_parsed_once),
+		cmocka_unit_test(test_real_table_and_self_check),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
