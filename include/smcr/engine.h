@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The engine seam: a socket-like API on an opaque SMC connection handle.
+ *
+ * The interposer (src/preload) calls only what is declared here; no wire,
+ * CLC, CDC or transport type crosses this header.  The application's fd stays
+ * the real TCP socket (design §3): the engine borrows it for the CLC handshake
+ * and for teardown (FIN, or RST on abort), never closes it, and never looks at
+ * its O_NONBLOCK flag: the caller says "do not block" with MSG_DONTWAIT.
+ *
+ * Return conventions (as net/smc's smc_connect_decline_fallback()):
+ *   0        SMC mode established, *out holds the connection;
+ *   > 0      fall back to TCP; the value is the SMC decline reason
+ *            (SMCR_CLC_DECL_*, e.g. 0x03010000 "peer has no SMC"), and the
+ *            TCP stream is clean: no CLC byte is left for the application;
+ *   < 0      -errno, a hard error: the TCP stream state is unknown and the
+ *            caller must fail (reset) the connection.
+ * Data calls return bytes or -errno (never set errno themselves).
+ *
+ * Threads: every call on one struct smcr_sock may run concurrently with any
+ * other call on it (per-connection lock), except smcr_sock_destroy().
+ *
+ * Readiness (design §5): smcr_sock_ready_fd() is a kernel-visible fd, owned by
+ * the engine, that polls readable whenever the connection may have become
+ * readable, writable (for an interest announced with smcr_sock_set_interest())
+ * or closed/reset, including peer death with no goodbye.  It can go into the
+ * application's epoll/poll/select set in place of the TCP fd with EPOLLIN;
+ * after a wake-up call smcr_sock_poll() for the real event mask.  Wake-ups may
+ * be spurious; smcr_sock_poll() also re-arms the fd, so level-triggered and
+ * edge-triggered use both work.
+ */
+#ifndef SMCR_ENGINE_H
+#define SMCR_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct smcr_sock;
+struct smcr_listener;
+
+/* Per-connection choices; zero-initialise for the defaults. */
+struct smcr_sock_opts {
+	uint32_t rcvbuf;    /* own RMB size wish (rounded up to 16 KiB << n); 0 = default */
+	uint32_t sndbuf;    /* reserved for transports with a send buffer; 0 = default */
+	int handshake_ms;   /* CLC wait per message; 0 = 2000 (Linux's SMC_CLC_WAIT_TIME) */
+};
+
+/* ---- server side ---------------------------------------------------------- */
+
+/*
+ * Announce in the host-local registry that `listen_fd` (a listening TCP socket)
+ * runs smcr, so local clients will propose SMC to it (design §4).  The entry
+ * lives until smcr_listener_unregister() or until every process holding it has
+ * exited (it is an abstract UNIX socket, close-on-exec).  0 or -errno.
+ */
+int smcr_listener_register(int listen_fd, struct smcr_listener **out);
+void smcr_listener_unregister(struct smcr_listener *l);
+
+enum smcr_classify {
+	SMCR_CLASSIFY_TCP = 0,       /* first bytes are not a CLC Proposal: plain TCP */
+	SMCR_CLASSIFY_NEED_MORE = 1, /* a valid Proposal prefix so far, or nothing yet */
+	SMCR_CLASSIFY_PROPOSAL = 2,  /* an exact, complete Proposal: run smcr_sock_accept() */
+	SMCR_CLASSIFY_EOF = 3,       /* peer closed before sending anything */
+};
+
+/*
+ * Peek (never consume) the first bytes of an accepted connection.  Never
+ * blocks.  Returns enum smcr_classify, or -errno for a socket error.
+ */
+int smcr_sock_classify(int tcp_fd);
+
+/*
+ * Server handshake after SMCR_CLASSIFY_PROPOSAL: consume the Proposal, answer
+ * Accept or Decline, wait for Confirm.  Blocks up to a few CLC round trips.
+ */
+int smcr_sock_accept(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_sock **out);
+
+/*
+ * For a connection already classified TCP (e.g. the server wrote first): if a
+ * complete CLC Proposal is at the head of the stream, consume it and send a
+ * Decline so the application never sees it.  Returns 1 if one was declined,
+ * 0 if none is there, -errno on error.  Never blocks.
+ */
+int smcr_sock_decline_late_proposal(int tcp_fd, uint32_t reason);
+
+/* ---- client side ---------------------------------------------------------- */
+
+/*
+ * Does the peer of a connected TCP socket run smcr on this host (registered
+ * listener, local address)?  Only then may smcr_sock_connect() propose.
+ */
+bool smcr_peer_is_registered(int tcp_fd);
+
+/*
+ * Client handshake on a connected TCP socket: Proposal, Accept, Confirm.
+ * Call only if smcr_peer_is_registered() (otherwise returns the positive
+ * reason SMCR_CLC_DECL_PEERNOSMC without sending anything).
+ */
+int smcr_sock_connect(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_sock **out);
+
+/* ---- data ------------------------------------------------------------------ */
+
+/*
+ * Send: flags MSG_DONTWAIT (partial result or -EAGAIN) and MSG_NOSIGNAL are
+ * honoured; without MSG_DONTWAIT the call completes fully or fails (a short
+ * count only if it was interrupted after some bytes by a reset).  -EPIPE after
+ * shutdown(SHUT_WR)/close by us, -ECONNRESET after a reset; the caller raises
+ * SIGPIPE unless MSG_NOSIGNAL.
+ */
+ssize_t smcr_sock_send(struct smcr_sock *s, const void *buf, size_t len, int flags);
+ssize_t smcr_sock_sendv(struct smcr_sock *s, const struct iovec *iov, int iovcnt, int flags);
+
+/*
+ * Receive: MSG_PEEK, MSG_WAITALL, MSG_DONTWAIT.  0 at EOF (peer shut down
+ * writing and everything was read), -EAGAIN when nothing is there and the
+ * caller must not block, -ECONNRESET after an abort.  MSG_OOB: -EINVAL.
+ */
+ssize_t smcr_sock_recv(struct smcr_sock *s, void *buf, size_t len, int flags);
+ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt, int flags);
+
+/* ---- readiness and state --------------------------------------------------- */
+
+int smcr_sock_ready_fd(const struct smcr_sock *s);
+
+/* Events (POLLIN/POLLOUT) some waiter outside the engine waits for. */
+void smcr_sock_set_interest(struct smcr_sock *s, unsigned events);
+
+/*
+ * Process pending control messages and return the current poll mask:
+ * POLLIN (data or EOF), POLLOUT, POLLRDHUP (peer done writing), POLLHUP (both
+ * directions shut), POLLERR (reset).  Never blocks.
+ */
+unsigned smcr_sock_poll(struct smcr_sock *s);
+
+/* SO_ERROR: the pending error (positive errno) and clear it; 0 if none. */
+int smcr_sock_take_error(struct smcr_sock *s);
+
+/* FIONREAD / SIOCOUTQ: bytes readable now / bytes sent but not yet consumed. */
+size_t smcr_sock_readable_bytes(struct smcr_sock *s);
+size_t smcr_sock_unacked_bytes(struct smcr_sock *s);
+
+/* SO_RCVBUF / SO_SNDBUF: own receive ring and the peer's ring we write into. */
+uint32_t smcr_sock_rcvbuf(const struct smcr_sock *s);
+uint32_t smcr_sock_sndbuf(const struct smcr_sock *s);
+
+/* ---- teardown ---------------------------------------------------------------- */
+
+/* SHUT_RD, SHUT_WR or SHUT_RDWR (smc-r-protocol.md §7).  0 or -errno. */
+int smcr_sock_shutdown(struct smcr_sock *s, int how);
+
+/*
+ * The application closed its last reference: orderly SMC close (CDC closed,
+ * or abort if unread data remains), then TCP FIN; frees everything the engine
+ * owns.  Never closes tcp_fd.  `s` is invalid afterwards.
+ */
+void smcr_sock_close(struct smcr_sock *s);
+
+/*
+ * Abortive end (exec, fatal error): CDC abort to the peer and an RST on the
+ * TCP socket (SO_LINGER 0; the RST goes out when the caller closes the fd).
+ * Frees everything; `s` is invalid afterwards.
+ */
+void smcr_sock_abort(struct smcr_sock *s);
+
+/* Name of a fallback reason ("PEERNOSMC"), or "unknown". */
+const char *smcr_fallback_reason_str(int reason);
+
+#endif /* SMCR_ENGINE_H */

@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Close and abort (smc-r-protocol.md §7): the sticky connection-state flags
+ * peer_done_writing, conn_closed and abort in CDC byte 25, the states Linux
+ * walks through, and what happens to the TCP socket: FIN after our CDC on an
+ * orderly close, RST on an abort.
+ *
+ * There is no background progress in this engine, so close() does not linger
+ * in PEERCLOSEWAIT: it sends its CDC and releases everything at once.  Our
+ * ring is pooled for reuse only if the peer had already closed (it will never
+ * write into it again); otherwise it is discarded.
+ */
+#include <errno.h>
+#include <sys/socket.h>
+
+#include "common/log.h"
+#include "common/real.h"
+#include "smcr/conn.h"
+#include "smcr/engine.h"
+
+bool smcr_conn_peer_done(const struct smcr_sock *s)
+{
+	return (s->peer_conn_flags &
+		(SMCR_CDC_CONN_DONE_WRITING | SMCR_CDC_CONN_CLOSED | SMCR_CDC_CONN_ABORT)) != 0;
+}
+
+/* SO_LINGER {on, 0}: the caller's close() of the TCP fd sends an RST. */
+static void tcp_reset_on_close(int fd)
+{
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+
+	smcr_real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+}
+
+void smcr_close_abort_locked(struct smcr_sock *s, int err)
+{
+	if (s->state == SMCR_CONN_ABORTED)
+		return;
+	if (!(s->peer_conn_flags & SMCR_CDC_CONN_ABORT) &&
+	    !(s->conn_flags_sent & SMCR_CDC_CONN_ABORT)) {
+		s->conn_flags_sent |= SMCR_CDC_CONN_ABORT;
+		smcr_conn_send_cdc(s, 0);
+	}
+	s->state = SMCR_CONN_ABORTED;
+	s->so_error = err;
+	tcp_reset_on_close(s->tcp_fd);
+}
+
+void smcr_close_peer_flags(struct smcr_sock *s)
+{
+	uint8_t f = s->peer_conn_flags;
+
+	if (f & SMCR_CDC_CONN_ABORT) {
+		/* PROCESSABORT: reads and writes fail with ECONNRESET from now on. */
+		if (s->state != SMCR_CONN_ABORTED) {
+			s->state = SMCR_CONN_ABORTED;
+			s->so_error = ECONNRESET;
+		}
+		return;
+	}
+	switch (s->state) {
+	case SMCR_CONN_ACTIVE:
+		s->state = SMCR_CONN_APPCLOSEWAIT1;
+		break;
+	case SMCR_CONN_PEERCLOSEWAIT1:
+		s->state = SMCR_CONN_PEERCLOSEWAIT2;
+		break;
+	default:
+		break;
+	}
+	if ((f & SMCR_CDC_CONN_CLOSED) && (s->conn_flags_sent & SMCR_CDC_CONN_CLOSED))
+		s->state = SMCR_CONN_CLOSED;
+}
+
+static int shutdown_write_locked(struct smcr_sock *s)
+{
+	if (s->shut_wr)
+		return 0;
+	s->shut_wr = true;
+	if (s->state == SMCR_CONN_ABORTED)
+		return 0;
+	s->conn_flags_sent |= SMCR_CDC_CONN_DONE_WRITING;
+	smcr_conn_send_cdc(s, 0);
+	s->state = smcr_conn_peer_done(s) ? SMCR_CONN_APPCLOSEWAIT2 : SMCR_CONN_PEERCLOSEWAIT1;
+	/* The kernel's half-close also half-closes the TCP connection (§7.2). */
+	smcr_real.shutdown(s->tcp_fd, SHUT_WR);
+	return 0;
+}
+
+int smcr_sock_shutdown(struct smcr_sock *s, int how)
+{
+	int rc = 0;
+
+	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	smcr_conn_progress(s);
+	if (how == SHUT_RD || how == SHUT_RDWR)
+		s->shut_rd = true;
+	if (how == SHUT_WR || how == SHUT_RDWR)
+		rc = shutdown_write_locked(s);
+	smcr_conn_progress(s); /* wake our own waiters: they must see the shutdown */
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+void smcr_sock_close(struct smcr_sock *s)
+{
+	bool clean;
+
+	pthread_mutex_lock(&s->lock);
+	smcr_conn_progress(s);
+	if (s->state != SMCR_CONN_ABORTED) {
+		if (smcr_rx_readable(s) > 0 && !s->shut_rd) {
+			/* Unread data: Linux aborts (§7.1) and TCP resets. */
+			smcr_close_abort_locked(s, ECONNRESET);
+		} else {
+			if (!(s->conn_flags_sent & SMCR_CDC_CONN_CLOSED)) {
+				s->conn_flags_sent |= SMCR_CDC_CONN_CLOSED | SMCR_CDC_CONN_DONE_WRITING;
+				smcr_conn_send_cdc(s, 0);
+			}
+			/* CDC first, then FIN (§7.4). */
+			smcr_real.shutdown(s->tcp_fd, SHUT_RDWR);
+		}
+	}
+	clean = s->state != SMCR_CONN_ABORTED && (s->peer_conn_flags & SMCR_CDC_CONN_CLOSED);
+	pthread_mutex_unlock(&s->lock);
+	smcr_conn_free(s, clean);
+}
+
+void smcr_sock_abort(struct smcr_sock *s)
+{
+	pthread_mutex_lock(&s->lock);
+	smcr_close_abort_locked(s, ECONNRESET);
+	pthread_mutex_unlock(&s->lock);
+	smcr_conn_free(s, false);
+}

@@ -1,0 +1,626 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Connection life: the CLC handshake over the TCP socket (client and server),
+ * creation and release of struct smcr_sock, progress (taking control
+ * messages), readiness and blocking waits.
+ *
+ * Handshake (smc-r-protocol.md §3, SMC-Dv2 form as loopback-ism uses):
+ *   client: Proposal ->            server: classify (peek), consume Proposal
+ *           <- Accept | Decline            transport attaches (shm: rendezvous)
+ *           Confirm | Decline ->           active | fallback
+ * A Decline at any step leaves both sides on TCP with nothing of CLC left in
+ * the stream; a timeout or a malformed CLC message leaves the stream in an
+ * unknown state and is a hard error.
+ */
+#include "smcr/conn.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "common/log.h"
+#include "common/real.h"
+#include "smcr/clc.h"
+#include "smcr/shm.h"
+#include "smcr/sys.h"
+#include "smcr/stats.h"
+#include "smcr/engine.h"
+
+#define CLC_WAIT_MS 2000          /* Linux SMC_CLC_WAIT_TIME */
+#define CLC_FIRST_REPLY_MS 10000  /* the server answers at its first I/O, maybe later */
+#define DEFAULT_RMB_SIZE (256u * 1024)
+#define MAX_RMB_SIZE (512u * 1024 * 1024)
+
+/* ---- CLC over the TCP socket -------------------------------------------------- */
+
+static int clc_send(int fd, const struct smcr_clc_msg *msg, int64_t deadline)
+{
+	uint8_t buf[SMCR_CLC_MAX_LEN];
+	enum smcr_clc_err err;
+	size_t len = smcr_clc_encode(msg, buf, sizeof(buf), &err), off = 0;
+
+	if (len == 0) {
+		smcr_err("cannot encode CLC %s: %s", smcr_clc_type_str(msg->hdr.type),
+			 smcr_clc_err_str(err));
+		return -EINVAL;
+	}
+	while (off < len) {
+		ssize_t n = smcr_real.send(fd, buf + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n > 0) {
+			off += (size_t)n;
+		} else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			int w = smcr_sys_wait_fd(fd, POLLOUT, deadline);
+
+			if (w <= 0)
+				return w == 0 ? -ETIMEDOUT : w;
+		} else if (n < 0 && errno != EINTR) {
+			return -errno;
+		}
+	}
+	return 0;
+}
+
+/* Read exactly `len` bytes (never more: what follows belongs to someone else). */
+static int read_exact(int fd, uint8_t *buf, size_t len, int64_t deadline)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = smcr_real.recv(fd, buf + got, len - got, MSG_DONTWAIT);
+
+		if (n > 0) {
+			got += (size_t)n;
+		} else if (n == 0) {
+			return -ECONNRESET;
+		} else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+			int w = smcr_sys_wait_fd(fd, POLLIN, deadline);
+
+			if (w <= 0)
+				return w == 0 ? -ETIMEDOUT : w;
+		} else if (errno != EINTR) {
+			return -errno;
+		}
+	}
+	return 0;
+}
+
+/* Receive one complete CLC message; anything malformed is a hard error. */
+static int clc_recv(int fd, struct smcr_clc_msg *msg, int64_t deadline)
+{
+	uint8_t buf[SMCR_CLC_MAX_LEN];
+	enum smcr_clc_err err;
+	size_t len = 0;
+	int rc;
+
+	rc = read_exact(fd, buf, SMCR_CLC_HDR_LEN, deadline);
+	if (rc)
+		return rc;
+	if (smcr_clc_frame(buf, SMCR_CLC_HDR_LEN, &len, &err) == SMCR_WIRE_INVALID ||
+	    len > sizeof(buf) || len < SMCR_CLC_HDR_LEN) {
+		smcr_warn("peer sent no valid CLC header: %s", smcr_clc_err_str(err));
+		return -EPROTO;
+	}
+	rc = read_exact(fd, buf + SMCR_CLC_HDR_LEN, len - SMCR_CLC_HDR_LEN, deadline);
+	if (rc)
+		return rc;
+	if (smcr_clc_decode(buf, len, msg, &len, &err) != SMCR_WIRE_OK) {
+		smcr_warn("invalid CLC message: %s", smcr_clc_err_str(err));
+		return -EPROTO;
+	}
+	return 0;
+}
+
+static int clc_send_decline(int fd, uint32_t reason, int64_t deadline)
+{
+	struct smcr_clc_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = SMCR_CLC_DECLINE;
+	m.hdr.version = SMCR_CLC_V2;
+	m.decline.diag = reason;
+	m.decline.os_type = SMCR_CLC_OS_LINUX;
+	return clc_send(fd, &m, deadline);
+}
+
+/* A Decline from the peer: its reason, or "peer declined" if it gave none usable. */
+static int decline_reason(const struct smcr_clc_msg *m)
+{
+	uint32_t d = m->decline.diag;
+
+	return d > 0 && d <= INT32_MAX ? (int)d : SMCR_CLC_DECL_PEERDECL;
+}
+
+/* ---- connection objects ---------------------------------------------------------- */
+
+struct smcr_sock *smcr_conn_new(int tcp_fd, bool server, const struct smcr_transport_ops *ops,
+				struct smcr_xconn *xc, uint32_t peer_size)
+{
+	struct smcr_sock *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	pthread_mutex_init(&s->lock, NULL);
+	s->tcp_fd = tcp_fd;
+	s->server = server;
+	s->ops = ops;
+	s->xc = xc;
+	s->peer_size = peer_size;
+	ops->ring(xc, &s->rmb, &s->rmb_size);
+	ops->tokens(xc, &s->local_token, &s->peer_token);
+	s->state = SMCR_CONN_ACTIVE;
+	smcr_stats_conn_open(s);
+	return s;
+}
+
+void smcr_conn_free(struct smcr_sock *s, bool clean)
+{
+	smcr_stats_conn_close(s);
+	s->ops->destroy(s->xc, clean);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+static uint32_t rmb_size_wish(const struct smcr_sock_opts *opts)
+{
+	uint32_t want = opts && opts->rcvbuf ? opts->rcvbuf : DEFAULT_RMB_SIZE;
+
+	return want > MAX_RMB_SIZE ? MAX_RMB_SIZE : want;
+}
+
+static int clc_wait_ms(const struct smcr_sock_opts *opts)
+{
+	return opts && opts->handshake_ms > 0 ? opts->handshake_ms : CLC_WAIT_MS;
+}
+
+/* ---- client ------------------------------------------------------------------------ */
+
+static bool sockaddr_is_loopback(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)ss;
+
+		return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+	}
+	if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)ss;
+
+		if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr))
+			return true;
+		return IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && in6->sin6_addr.s6_addr[12] == 127;
+	}
+	return false;
+}
+
+static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)(const void *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)(const void *)b)->sin_addr.s_addr;
+	if (a->ss_family == AF_INET6)
+		return memcmp(&((const struct sockaddr_in6 *)(const void *)a)->sin6_addr,
+			      &((const struct sockaddr_in6 *)(const void *)b)->sin6_addr,
+			      sizeof(struct in6_addr)) == 0;
+	return false;
+}
+
+static uint16_t sockaddr_port(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)(const void *)ss)->sin_port);
+	return ntohs(((const struct sockaddr_in6 *)(const void *)ss)->sin6_port);
+}
+
+bool smcr_peer_is_registered(int tcp_fd)
+{
+	struct sockaddr_storage peer, self;
+	socklen_t plen = sizeof(peer), slen = sizeof(self);
+
+	smcr_real_bind();
+	if (smcr_real.getpeername(tcp_fd, (struct sockaddr *)&peer, &plen) < 0 ||
+	    smcr_real.getsockname(tcp_fd, (struct sockaddr *)&self, &slen) < 0)
+		return false;
+	if (peer.ss_family != AF_INET && peer.ss_family != AF_INET6)
+		return false;
+	/* Same host: loopback, or the kernel routed us to one of our own addresses. */
+	if (!sockaddr_is_loopback(&peer) && !same_addr(&peer, &self))
+		return false;
+	return smcr_registry_has(sockaddr_port(&peer));
+}
+
+/* Proposal sent; the reply decides.  Returns 0, > 0 reason or -errno. */
+static int client_handshake(int fd, struct smcr_xconn *xc, const struct smcr_sock_opts *opts,
+			    uint32_t *peer_size)
+{
+	const struct smcr_transport_ops *ops = &smcr_shm_ops;
+	struct smcr_clc_msg prop, reply, conf;
+	int wait = clc_wait_ms(opts);
+	int rc;
+
+	memset(&prop, 0, sizeof(prop));
+	rc = ops->client_propose(xc, &prop);
+	if (rc)
+		return rc;
+	rc = clc_send(fd, &prop, smcr_sys_deadline(wait));
+	if (rc)
+		return rc;
+	rc = clc_recv(fd, &reply, smcr_sys_deadline(wait > CLC_FIRST_REPLY_MS ? wait
+									   : CLC_FIRST_REPLY_MS));
+	if (rc)
+		return rc;
+	if (reply.hdr.type == SMCR_CLC_DECLINE)
+		return decline_reason(&reply);
+	if (reply.hdr.type != SMCR_CLC_ACCEPT)
+		return -EPROTO;
+	memset(&conf, 0, sizeof(conf));
+	rc = ops->client_attach(xc, &reply, &conf, peer_size);
+	if (rc > 0) {
+		int drc = clc_send_decline(fd, (uint32_t)rc, smcr_sys_deadline(wait));
+
+		return drc < 0 ? drc : rc;
+	}
+	if (rc < 0)
+		return rc;
+	return clc_send(fd, &conf, smcr_sys_deadline(wait));
+}
+
+int smcr_sock_connect(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_sock **out)
+{
+	const struct smcr_transport_ops *ops = &smcr_shm_ops;
+	struct smcr_xconn *xc = NULL;
+	uint32_t peer_size = 0;
+	int rc;
+
+	*out = NULL;
+	smcr_real_bind();
+	if (!smcr_peer_is_registered(tcp_fd)) {
+		smcr_stats_fallback(SMCR_CLC_DECL_PEERNOSMC);
+		return SMCR_CLC_DECL_PEERNOSMC;
+	}
+	rc = ops->create(rmb_size_wish(opts), clc_wait_ms(opts), &xc);
+	if (rc == 0)
+		rc = client_handshake(tcp_fd, xc, opts, &peer_size);
+	if (rc == 0) {
+		*out = smcr_conn_new(tcp_fd, false, ops, xc, peer_size);
+		if (*out)
+			return 0;
+		rc = -ENOMEM; /* after Confirm: too late to decline */
+	}
+	if (xc)
+		ops->destroy(xc, false);
+	if (rc > 0)
+		smcr_stats_fallback(rc);
+	smcr_dbg("client handshake on fd %d: %d", tcp_fd, rc);
+	return rc;
+}
+
+/* ---- server ------------------------------------------------------------------------ */
+
+int smcr_sock_classify(int tcp_fd)
+{
+	uint8_t buf[SMCR_CLC_MAX_LEN];
+	struct smcr_clc_msg msg;
+	enum smcr_clc_err err;
+	size_t len;
+	ssize_t n;
+
+	smcr_real_bind();
+	n = smcr_real.recv(tcp_fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+	if (n < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK ? SMCR_CLASSIFY_NEED_MORE : -errno;
+	if (n == 0)
+		return SMCR_CLASSIFY_EOF;
+	switch (smcr_clc_decode(buf, (size_t)n, &msg, &len, &err)) {
+	case SMCR_WIRE_NEED_MORE:
+		return SMCR_CLASSIFY_NEED_MORE;
+	case SMCR_WIRE_OK:
+		return msg.hdr.type == SMCR_CLC_PROPOSAL ? SMCR_CLASSIFY_PROPOSAL
+							 : SMCR_CLASSIFY_TCP;
+	default:
+		return SMCR_CLASSIFY_TCP;
+	}
+}
+
+/* Consume the Proposal (classified already) and run the server side. */
+static int server_handshake(int fd, struct smcr_xconn *xc, const struct smcr_sock_opts *opts,
+			    uint32_t *peer_size)
+{
+	const struct smcr_transport_ops *ops = &smcr_shm_ops;
+	int wait = clc_wait_ms(opts);
+	struct smcr_clc_msg prop, acc, reply;
+	int rc, attach_rc;
+
+	rc = clc_recv(fd, &prop, smcr_sys_deadline(wait));
+	if (rc)
+		return rc;
+	if (prop.hdr.type != SMCR_CLC_PROPOSAL)
+		return -EPROTO;
+	memset(&acc, 0, sizeof(acc));
+	rc = xc ? ops->server_accept(xc, &prop, &acc) : SMCR_CLC_DECL_MEM;
+	if (rc > 0) {
+		int drc = clc_send_decline(fd, (uint32_t)rc, smcr_sys_deadline(wait));
+
+		return drc < 0 ? drc : rc;
+	}
+	if (rc < 0)
+		return rc;
+	rc = clc_send(fd, &acc, smcr_sys_deadline(wait));
+	if (rc)
+		return rc;
+	/* A failed attach is answered by the client's Decline (it got no proof). */
+	attach_rc = ops->server_attach(xc, peer_size);
+	rc = clc_recv(fd, &reply, smcr_sys_deadline(wait));
+	if (rc)
+		return rc;
+	if (reply.hdr.type == SMCR_CLC_DECLINE)
+		return attach_rc > 0 ? attach_rc : decline_reason(&reply);
+	if (reply.hdr.type != SMCR_CLC_CONFIRM || attach_rc != 0)
+		return -EPROTO; /* the client believes in SMC but we are not attached */
+	rc = ops->server_confirm(xc, &reply);
+	return rc > 0 ? -EPROTO : rc; /* after Confirm there is no way back to TCP */
+}
+
+int smcr_sock_accept(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_sock **out)
+{
+	const struct smcr_transport_ops *ops = &smcr_shm_ops;
+	struct smcr_xconn *xc = NULL;
+	uint32_t peer_size = 0;
+	int rc;
+
+	*out = NULL;
+	smcr_real_bind();
+	/* Out of memory here still answers the Proposal (Decline MEM) below. */
+	if (ops->create(rmb_size_wish(opts), clc_wait_ms(opts), &xc) < 0)
+		xc = NULL;
+	rc = server_handshake(tcp_fd, xc, opts, &peer_size);
+	if (rc == 0) {
+		*out = smcr_conn_new(tcp_fd, true, ops, xc, peer_size);
+		if (*out)
+			return 0;
+		rc = -ENOMEM;
+	}
+	if (xc)
+		ops->destroy(xc, false);
+	if (rc > 0)
+		smcr_stats_fallback(rc);
+	smcr_dbg("server handshake on fd %d: %d", tcp_fd, rc);
+	return rc;
+}
+
+int smcr_sock_decline_late_proposal(int tcp_fd, uint32_t reason)
+{
+	struct smcr_clc_msg msg;
+	int c = smcr_sock_classify(tcp_fd), rc;
+
+	if (c < 0)
+		return c;
+	if (c != SMCR_CLASSIFY_PROPOSAL)
+		return 0;
+	rc = clc_recv(tcp_fd, &msg, smcr_sys_deadline(CLC_WAIT_MS));
+	if (rc)
+		return rc;
+	rc = clc_send_decline(tcp_fd, reason, smcr_sys_deadline(CLC_WAIT_MS));
+	if (rc)
+		return rc;
+	smcr_stats_fallback((int)reason);
+	return 1;
+}
+
+/* ---- listener registry --------------------------------------------------------------- */
+
+struct smcr_listener {
+	int reg_fd;
+};
+
+int smcr_listener_register(int listen_fd, struct smcr_listener **out)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct smcr_listener *l;
+	int fd;
+
+	*out = NULL;
+	smcr_real_bind();
+	if (smcr_real.getsockname(listen_fd, (struct sockaddr *)&ss, &len) < 0)
+		return -errno;
+	if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6)
+		return -EAFNOSUPPORT;
+	fd = smcr_registry_add(sockaddr_port(&ss));
+	/* Registered by another process already (prefork, SO_REUSEPORT): fine. */
+	if (fd < 0 && fd != -EADDRINUSE)
+		return fd;
+	l = calloc(1, sizeof(*l));
+	if (!l) {
+		smcr_sys_close(fd);
+		return -ENOMEM;
+	}
+	l->reg_fd = fd;
+	*out = l;
+	return 0;
+}
+
+void smcr_listener_unregister(struct smcr_listener *l)
+{
+	if (!l)
+		return;
+	smcr_sys_close(l->reg_fd);
+	free(l);
+}
+
+/* ---- progress and readiness ------------------------------------------------------------ */
+
+unsigned smcr_conn_mask(const struct smcr_sock *s)
+{
+	unsigned mask = 0;
+	bool reset = s->state == SMCR_CONN_ABORTED;
+	bool peer_done = smcr_conn_peer_done(s);
+
+	if (smcr_rx_readable(s) > 0 || peer_done || reset || s->shut_rd)
+		mask |= POLLIN;
+	if (reset || s->shut_wr || (s->peer_conn_flags & SMCR_CDC_CONN_CLOSED) ||
+	    smcr_tx_space(s) > 0)
+		mask |= POLLOUT;
+	if (peer_done)
+		mask |= POLLRDHUP;
+	if (reset || (peer_done && s->shut_wr))
+		mask |= POLLHUP;
+	if (reset || s->so_error)
+		mask |= POLLERR;
+	return mask;
+}
+
+void smcr_conn_progress(struct smcr_sock *s)
+{
+	uint8_t msg[SMCR_CDC_MSG_LEN];
+	unsigned want, tries;
+
+	if (s->state != SMCR_CONN_ABORTED) {
+		s->ops->arm(s->xc);
+		/* Bounded: a hostile peer must not keep us here. */
+		for (tries = 0; tries < 64 && s->state != SMCR_CONN_ABORTED; tries++) {
+			int rc = s->ops->recv_ctrl(s->xc, msg);
+
+			if (rc == 0)
+				break;
+			if (rc < 0) {
+				/* The peer vanished; after its "closed" that is just the end. */
+				if (!(s->peer_conn_flags & (SMCR_CDC_CONN_CLOSED | SMCR_CDC_CONN_ABORT)))
+					smcr_close_abort_locked(s, ECONNRESET);
+				break;
+			}
+			s->cdc_received++;
+			smcr_rx_ctrl(s, msg);
+		}
+	}
+	/* Level semantics for outside waiters and engine threads: look again. */
+	want = s->interest;
+	if (s->waiters_rd)
+		want |= POLLIN;
+	if (s->waiters_wr)
+		want |= POLLOUT;
+	if (smcr_conn_mask(s) & (want | POLLERR | POLLHUP))
+		s->ops->kick(s->xc);
+}
+
+int smcr_conn_wait(struct smcr_sock *s, unsigned events)
+{
+	int fd = s->ops->ready_fd(s->xc), rc;
+
+	if (events & POLLIN)
+		s->waiters_rd++;
+	else
+		s->waiters_wr++;
+	pthread_mutex_unlock(&s->lock);
+	rc = smcr_sys_wait_fd(fd, POLLIN, -1);
+	pthread_mutex_lock(&s->lock);
+	if (events & POLLIN)
+		s->waiters_rd--;
+	else
+		s->waiters_wr--;
+	return rc < 0 ? rc : 0;
+}
+
+int smcr_conn_send_cdc(struct smcr_sock *s, uint8_t prod_flags)
+{
+	struct smcr_cdc_msg m = {
+		.seqno = ++s->tx_seqno,
+		.token = s->peer_token,
+		.prod = s->tx_prod,
+		.cons = s->rx_cons,
+		.prod_flags = prod_flags,
+		.conn_flags = s->conn_flags_sent,
+	};
+	uint8_t wire[SMCR_CDC_MSG_LEN];
+	int rc;
+
+	smcr_cdc_encode(&m, wire);
+	rc = s->ops->send_ctrl(s->xc, wire);
+	if (rc == 0) {
+		s->rx_cons_sent = s->rx_cons; /* every CDC carries our consumer cursor */
+		s->peer_cons_upd_req = false;
+		s->cdc_sent++;
+	}
+	return rc;
+}
+
+/* ---- small accessors of engine.h ----------------------------------------------------------- */
+
+int smcr_sock_ready_fd(const struct smcr_sock *s)
+{
+	return s->ops->ready_fd(s->xc);
+}
+
+void smcr_sock_set_interest(struct smcr_sock *s, unsigned events)
+{
+	pthread_mutex_lock(&s->lock);
+	s->interest = events & (POLLIN | POLLOUT);
+	smcr_conn_progress(s);
+	pthread_mutex_unlock(&s->lock);
+}
+
+unsigned smcr_sock_poll(struct smcr_sock *s)
+{
+	unsigned mask;
+
+	pthread_mutex_lock(&s->lock);
+	smcr_conn_progress(s);
+	mask = smcr_conn_mask(s);
+	pthread_mutex_unlock(&s->lock);
+	return mask;
+}
+
+int smcr_sock_take_error(struct smcr_sock *s)
+{
+	int err;
+
+	pthread_mutex_lock(&s->lock);
+	smcr_conn_progress(s);
+	err = s->so_error;
+	s->so_error = 0;
+	pthread_mutex_unlock(&s->lock);
+	return err;
+}
+
+size_t smcr_sock_readable_bytes(struct smcr_sock *s)
+{
+	size_t n;
+
+	pthread_mutex_lock(&s->lock);
+	smcr_conn_progress(s);
+	n = smcr_rx_readable(s);
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+size_t smcr_sock_unacked_bytes(struct smcr_sock *s)
+{
+	size_t n;
+
+	pthread_mutex_lock(&s->lock);
+	smcr_conn_progress(s);
+	n = s->peer_size - smcr_tx_space(s);
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+uint32_t smcr_sock_rcvbuf(const struct smcr_sock *s)
+{
+	return s->rmb_size;
+}
+
+uint32_t smcr_sock_sndbuf(const struct smcr_sock *s)
+{
+	return s->peer_size;
+}
+
+const char *smcr_fallback_reason_str(int reason)
+{
+	const char *n = reason > 0 ? smcr_clc_decl_name((uint32_t)reason) : NULL;
+
+	return n ? n : "unknown";
+}

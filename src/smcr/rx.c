@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Receive path: take CDC messages from the peer (the only place a peer's
+ * cursor enters the connection, after validation), copy data out of our RMB,
+ * and return consumer-cursor updates by the kernel's thresholds
+ * (smc-r-protocol.md §6.5).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "common/log.h"
+#include "smcr/conn.h"
+#include "smcr/engine.h"
+
+/* Linux's SOCK_MIN_SNDBUF / 2 on Debian 6.12 x86-64 (smc-r-protocol.md §6.5). */
+#define SMCR_CONS_UPDATE_MIN 2304u
+
+uint32_t smcr_rx_readable(const struct smcr_sock *s)
+{
+	uint32_t n = 0;
+
+	/* Both cursors are validated; a failure here would be our own bug. */
+	if (!smcr_curs_diff(s->rx_cons, s->rx_prod, s->rmb_size, &n))
+		return 0;
+	return n;
+}
+
+static void rx_violation(struct smcr_sock *s, const char *what, const char *why)
+{
+	smcr_warn("fd %d: peer sent %s (%s): aborting the connection", s->tcp_fd, what, why);
+	smcr_close_abort_locked(s, ECONNRESET);
+}
+
+/* Validate both cursors before either is stored. */
+static bool rx_cursors_ok(struct smcr_sock *s, const struct smcr_cdc_msg *m)
+{
+	enum smcr_cdc_err err;
+
+	/* Producer cursor into our RMB: at most one ring ahead of what we consumed. */
+	err = smcr_cdc_curs_check_ring(s->rx_prod, m->prod, s->rmb_size);
+	if (err == SMCR_CDC_ERR_NONE)
+		err = smcr_cdc_curs_check(s->rx_prod, m->prod,
+					  smcr_curs_advance(s->rx_cons, s->rmb_size, s->rmb_size),
+					  s->rmb_size);
+	if (err != SMCR_CDC_ERR_NONE) {
+		rx_violation(s, "an impossible producer cursor", smcr_cdc_err_str(err));
+		return false;
+	}
+	/* Consumer cursor of its RMB: never beyond what we produced there. */
+	err = smcr_cdc_curs_check_ring(s->tx_cons, m->cons, s->peer_size);
+	if (err == SMCR_CDC_ERR_NONE)
+		err = smcr_cdc_curs_check(s->tx_cons, m->cons, s->tx_prod, s->peer_size);
+	if (err != SMCR_CDC_ERR_NONE) {
+		rx_violation(s, "an impossible consumer cursor", smcr_cdc_err_str(err));
+		return false;
+	}
+	return true;
+}
+
+void smcr_rx_ctrl(struct smcr_sock *s, const uint8_t wire[SMCR_CDC_MSG_LEN])
+{
+	struct smcr_cdc_msg m;
+	enum smcr_cdc_err err;
+	uint8_t before = s->peer_conn_flags;
+
+	if (smcr_cdc_decode(wire, SMCR_CDC_MSG_LEN, &m, &err) != SMCR_WIRE_OK) {
+		rx_violation(s, "a malformed CDC", smcr_cdc_err_str(err));
+		return;
+	}
+	if (m.token != s->local_token) {
+		rx_violation(s, "a CDC for another connection", "wrong alert token");
+		return;
+	}
+	/* Older than one already applied: a late duplicate, drop it (as Linux). */
+	if (s->rx_seqno_valid && smcr_cdc_seq_before(m.seqno, s->rx_seqno))
+		return;
+	s->rx_seqno = m.seqno;
+	s->rx_seqno_valid = true;
+
+	if (!(m.prod_flags & SMCR_CDC_PROD_FAILOVER)) {
+		if (!rx_cursors_ok(s, &m))
+			return;
+		s->rx_prod = m.prod;
+		if (smcr_curs_cmp(m.cons, s->tx_cons) != 0)
+			s->tx_blocked_sent = false; /* space freed: a new episode may block */
+		s->tx_cons = m.cons;
+	}
+	s->peer_write_blocked = (m.prod_flags & SMCR_CDC_PROD_WRITE_BLOCKED) != 0;
+	if (m.prod_flags & SMCR_CDC_PROD_CONS_UPD_REQ)
+		s->peer_cons_upd_req = true;
+	s->peer_conn_flags |= m.conn_flags &
+			      (SMCR_CDC_CONN_DONE_WRITING | SMCR_CDC_CONN_CLOSED | SMCR_CDC_CONN_ABORT);
+	if (s->peer_conn_flags != before)
+		smcr_close_peer_flags(s);
+	/* The peer waits for room we may already have: tell it now. */
+	if (s->state != SMCR_CONN_ABORTED && (s->peer_write_blocked || s->peer_cons_upd_req))
+		smcr_rx_maybe_update_cons(s);
+}
+
+void smcr_rx_maybe_update_cons(struct smcr_sock *s)
+{
+	uint32_t to_confirm = 0, outstanding = 0, limit, sender_free;
+
+	if (s->state == SMCR_CONN_ABORTED || (s->conn_flags_sent & SMCR_CDC_CONN_CLOSED))
+		return;
+	smcr_curs_diff(s->rx_cons_sent, s->rx_cons, s->rmb_size, &to_confirm);
+	smcr_curs_diff(s->rx_cons_sent, s->rx_prod, s->rmb_size, &outstanding);
+	limit = s->rmb_size / 10 > SMCR_CONS_UPDATE_MIN ? s->rmb_size / 10 : SMCR_CONS_UPDATE_MIN;
+	sender_free = s->rmb_size - outstanding;
+	if (s->peer_cons_upd_req ||
+	    (to_confirm > limit && (sender_free <= s->rmb_size / 2 || s->peer_write_blocked)) ||
+	    /* A blocked writer facing an empty ring must hear of every byte freed. */
+	    (to_confirm > 0 && s->peer_write_blocked && outstanding == to_confirm))
+		smcr_conn_send_cdc(s, 0);
+}
+
+/* Copy len contiguous bytes into the iovec at byte offset `done` of it. */
+static void copy_to_iov(const struct iovec *iov, int iovcnt, size_t done, const uint8_t *src,
+			size_t len)
+{
+	int i = 0;
+
+	while (i < iovcnt && done >= iov[i].iov_len)
+		done -= iov[i++].iov_len;
+	while (len > 0 && i < iovcnt) {
+		size_t seg = iov[i].iov_len - done;
+
+		if (seg > len)
+			seg = len;
+		memcpy((uint8_t *)iov[i].iov_base + done, src, seg);
+		src += seg;
+		len -= seg;
+		done = 0;
+		i++;
+	}
+}
+
+/* Copy n bytes at cursor `at` of our RMB (two pieces across the wrap). */
+static void rx_copy_out(const struct smcr_sock *s, struct smcr_curs at, const struct iovec *iov,
+			int iovcnt, size_t done, uint32_t n)
+{
+	uint32_t first, second;
+
+	smcr_ring_split(at.count, n, s->rmb_size, &first, &second);
+	copy_to_iov(iov, iovcnt, done, s->rmb + at.count, first);
+	if (second)
+		copy_to_iov(iov, iovcnt, done + first, s->rmb, second);
+}
+
+static size_t iov_total(const struct iovec *iov, int iovcnt)
+{
+	size_t t = 0;
+
+	for (int i = 0; i < iovcnt; i++)
+		t += iov[i].iov_len;
+	return t;
+}
+
+/* Nothing to read now: true to wait, else *ret is the answer. */
+static bool rx_must_wait(const struct smcr_sock *s, size_t got, int flags, ssize_t *ret)
+{
+	*ret = (ssize_t)got;
+	if (s->state == SMCR_CONN_ABORTED) {
+		if (!got)
+			*ret = -ECONNRESET;
+		return false;
+	}
+	if (s->shut_rd || smcr_conn_peer_done(s))
+		return false; /* EOF after the buffered data */
+	if (got > 0 && !(flags & MSG_WAITALL))
+		return false;
+	if (flags & MSG_DONTWAIT) {
+		if (!got)
+			*ret = -EAGAIN;
+		return false;
+	}
+	return true;
+}
+
+ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt, int flags)
+{
+	size_t want = iov_total(iov, iovcnt), got = 0;
+	ssize_t ret;
+
+	if (flags & MSG_OOB)
+		return -EINVAL;
+	if (want == 0)
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		uint32_t avail, n;
+		int rc;
+
+		smcr_conn_progress(s);
+		avail = s->shut_rd ? 0 : smcr_rx_readable(s);
+		if (avail > 0) {
+			n = want - got < avail ? (uint32_t)(want - got) : avail;
+			rx_copy_out(s, s->rx_cons, iov, iovcnt, got, n);
+			if (flags & MSG_PEEK) {
+				ret = (ssize_t)n;
+				break;
+			}
+			s->rx_cons = smcr_curs_advance(s->rx_cons, n, s->rmb_size);
+			s->bytes_received += n;
+			got += n;
+			smcr_rx_maybe_update_cons(s);
+			if (got == want || !(flags & MSG_WAITALL)) {
+				ret = (ssize_t)got;
+				break;
+			}
+			continue;
+		}
+		if (!rx_must_wait(s, got, flags, &ret))
+			break;
+		rc = smcr_conn_wait(s, POLLIN);
+		if (rc < 0) {
+			ret = got ? (ssize_t)got : rc;
+			break;
+		}
+	}
+	/* Readiness reflects what is left for other waiters. */
+	smcr_conn_progress(s);
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+ssize_t smcr_sock_recv(struct smcr_sock *s, void *buf, size_t len, int flags)
+{
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+
+	return smcr_sock_recvv(s, &iov, 1, flags);
+}

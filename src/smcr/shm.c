@@ -1,0 +1,856 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Same-host transport: the user-space counterpart of SMC-D loopback-ism.
+ *
+ * Each side owns one region: a sealed memfd holding a control page and the
+ * RMB (ring data) behind it.  The peer maps the region read-write and writes
+ * ring data and CDC messages into it; we only ever read it.  So "the peer
+ * wrote somewhere" can only mean "somewhere inside our own region", and every
+ * value we take from it (cursors) passes the CDC validator first.
+ *
+ *   +0      struct shm_ctrl: doorbell arm word, CDC mailbox (seqlock)
+ *   +4096   ring data, ring_size bytes (16 KiB << n)
+ *   ...     PROT_NONE guard page in our address space (not in the file):
+ *           a bug that walks off the ring faults instead of reading on.
+ *
+ * CDC delivery: a one-slot mailbox in the receiver's control page.  Every CDC
+ * field is either cumulative (cursors, sticky close flags) or describes the
+ * present moment (write blocked, update requested), so the newest CDC
+ * supersedes every older one and a slot that is simply overwritten loses
+ * nothing; the sender never waits for the receiver to drain a queue.
+ *
+ * Doorbell: an eventfd per side.  The receiver sets `armed` in its control
+ * page when it may go to sleep; the sender rings (eventfd write) only if it
+ * swapped `armed` from 1 to 0, so a busy stream pays no system call per CDC
+ * (perf-samehost.md §2, "Doorbells").  The engine's readiness fd is an epoll
+ * instance holding our eventfd and the UNIX socket to the peer: it turns
+ * readable on a CDC and also when the peer process dies (socket hang-up).
+ *
+ * Who may attach (design §7): the client sends a 128-bit secret Sc inside its
+ * CLC Proposal (SMC-Dv2 ISM GID fields), the server answers with its own Ss
+ * and a rendezvous token in the Accept (DMB token field).  The server binds an
+ * abstract UNIX socket named after the token *before* sending the Accept, so
+ * the name cannot be squatted.  The client connects to it and presents Sc
+ * plus its memfd and eventfd (SCM_RIGHTS); the server checks Sc and that
+ * SO_PEERCRED's pid is the pid announced in the Proposal's peer ID, then sends
+ * Ss plus its own fds.  Only the two ends of the TCP connection know Sc/Ss.
+ * No file is ever created: memfds are anonymous (mode 0600 anyway).
+ *
+ * Buffers come from a per-process pool by size class, pre-faulted.  A region
+ * that was shared goes back to the pool only after a clean close, zeroed, and
+ * is then handed only to the same peer process again (it could still have the
+ * old mapping); all other regions are discarded.
+ */
+#include "smcr/shm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/real.h"
+#include "smcr/sys.h"
+#include "smcr/transport.h"
+
+#define SHM_CTRL_LEN 4096u
+#define SHM_GUARD_LEN 4096u
+#define SHM_MAGIC 0x534d4352u /* "SMCR" */
+#define SHM_PROOF_MAGIC 0x534d5250u
+#define SHM_PROOF_VERSION 1u
+#define SHM_CDC_WORDS (SMCR_CDC_MSG_LEN / 4)
+#define SHM_CHID 0xFFFFu       /* emulated-ISM CHID, as loopback-ism uses */
+#define SHM_MAX_CLASS 15u      /* 512 MiB */
+#define SHM_POOL_PER_CLASS 4u
+#define SHM_ACCEPT_ATTEMPTS 4  /* strangers that may knock before we give up */
+#define SHM_SECRET_LEN 16
+#define SHM_MAILBOX_TRIES 64
+
+_Static_assert(SMCR_CDC_MSG_LEN % 4 == 0, "CDC mailbox copies 32-bit words");
+
+/* The page the peer writes into; every field here is untrusted input. */
+struct shm_ctrl {
+	uint32_t magic;     /* set by the owner, informational */
+	uint32_t ring_size; /* set by the owner, informational */
+	uint8_t pad0[56];
+	_Atomic uint32_t armed; /* owner: 1 = ring me; peer: swaps to 0, then rings */
+	uint8_t pad1[60];
+	_Atomic uint32_t seq;   /* mailbox seqlock: odd while the peer writes */
+	_Atomic uint32_t cdc[SHM_CDC_WORDS];
+};
+_Static_assert(sizeof(struct shm_ctrl) <= SHM_CTRL_LEN, "control area fits its page");
+
+/* What each side presents over the rendezvous socket, with its two fds. */
+struct shm_proof {
+	uint32_t magic;
+	uint32_t version;
+	uint8_t secret[SHM_SECRET_LEN];
+	uint32_t ring_size;
+	uint32_t reserved;
+};
+
+struct shm_region {
+	struct shm_region *next;
+	int fd;
+	uint8_t *base;     /* ctrl page + ring; a guard page follows */
+	size_t map_len;    /* including the guard page */
+	uint32_t ring_size;
+	pid_t tag;         /* 0: never shared; else the peer that had it */
+};
+
+struct smcr_xconn {
+	int timeout_ms;
+	uint32_t want_size;
+	struct shm_region *own;
+	struct shm_ctrl *own_ctrl;
+	/* the peer's region, mapped */
+	uint8_t *peer_base;
+	size_t peer_map_len;
+	uint32_t peer_ring_size;
+	struct shm_ctrl *peer_ctrl;
+	int own_efd;
+	int peer_efd;
+	int ep_fd;   /* readiness: own_efd + unix_fd */
+	int unix_fd; /* connected to the peer for the connection's life */
+	int rv_fd;   /* server: rendezvous listener during the handshake */
+	uint8_t own_secret[SHM_SECRET_LEN];
+	uint8_t peer_secret[SHM_SECRET_LEN];
+	pid_t peer_pid;      /* announced (server) or from SO_PEERCRED (client) */
+	uint64_t token;      /* rendezvous token */
+	uint32_t tx_seq;     /* our mailbox writes into the peer's page */
+	uint32_t rx_seq;     /* last mailbox seq we consumed */
+	bool peer_gone;
+	bool kicked;         /* we made own_efd readable ourselves */
+};
+
+/* The UEID both ends put in their CLC messages: identifies this transport. */
+static const char shm_ueid[SMCR_CLC_EID_LEN + 1] = "SMCR-USERSPACE-SAMEHOST-SHM     ";
+
+/* ---- region pool ------------------------------------------------------------ */
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct shm_region *pool[SHM_MAX_CLASS + 1];
+
+static unsigned size_class(uint32_t size)
+{
+	return smcr_clc_rmbe_compress(size, SHM_MAX_CLASS);
+}
+
+/* Map ctrl+ring of `fd` shared, followed by a guard page that is never mapped. */
+static uint8_t *map_with_guard(int fd, uint32_t ring_size, bool populate, size_t *map_len)
+{
+	size_t data_len = (size_t)SHM_CTRL_LEN + ring_size;
+	size_t len = data_len + SHM_GUARD_LEN;
+	void *reserve, *p;
+
+	reserve = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (reserve == MAP_FAILED)
+		return NULL;
+	p = mmap(reserve, data_len, PROT_READ | PROT_WRITE,
+		 MAP_SHARED | MAP_FIXED | (populate ? MAP_POPULATE : 0), fd, 0);
+	if (p == MAP_FAILED) {
+		munmap(reserve, len);
+		return NULL;
+	}
+	*map_len = len;
+	return p;
+}
+
+static void region_free(struct shm_region *r)
+{
+	if (!r)
+		return;
+	if (r->base)
+		munmap(r->base, r->map_len);
+	smcr_sys_close(r->fd);
+	free(r);
+}
+
+static struct shm_region *region_create(uint32_t ring_size)
+{
+	struct shm_region *r = calloc(1, sizeof(*r));
+	off_t len = (off_t)SHM_CTRL_LEN + ring_size;
+
+	if (!r)
+		return NULL;
+	r->ring_size = ring_size;
+	r->fd = smcr_sys_memfd("smcr-rmb", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (r->fd < 0)
+		goto fail;
+	/* The peer must never be able to shrink it under us (SIGBUS), nor we under it. */
+	if (fchmod(r->fd, 0600) < 0 || ftruncate(r->fd, len) < 0 ||
+	    smcr_real.fcntl(r->fd, F_ADD_SEALS,
+			    F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+		goto fail;
+	r->base = map_with_guard(r->fd, ring_size, true, &r->map_len);
+	if (!r->base)
+		goto fail;
+	return r;
+fail:
+	smcr_warn("cannot create a %u-byte ring: %s", ring_size, strerror(errno));
+	region_free(r);
+	return NULL;
+}
+
+/* A pooled region that is fresh or was last shared with `peer`, else a new one. */
+static struct shm_region *region_get(uint32_t ring_size, pid_t peer)
+{
+	unsigned c = size_class(ring_size);
+	struct shm_region **pp, *r = NULL;
+
+	pthread_mutex_lock(&pool_lock);
+	for (pp = &pool[c]; *pp; pp = &(*pp)->next) {
+		if ((*pp)->tag == 0 || (*pp)->tag == peer) {
+			r = *pp;
+			*pp = r->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&pool_lock);
+	if (!r)
+		r = region_create(smcr_clc_rmbe_size((uint8_t)c));
+	if (!r)
+		return NULL;
+	r->next = NULL;
+	r->tag = peer;
+	return r;
+}
+
+static void region_put(struct shm_region *r, bool reusable)
+{
+	unsigned c, n = 0;
+	struct shm_region *it;
+
+	if (!r)
+		return;
+	c = size_class(r->ring_size);
+	if (!reusable || smcr_clc_rmbe_size((uint8_t)c) != r->ring_size) {
+		region_free(r);
+		return;
+	}
+	/* Zero before reuse: nothing of this connection may reach the next one. */
+	memset(r->base, 0, (size_t)SHM_CTRL_LEN + r->ring_size);
+	pthread_mutex_lock(&pool_lock);
+	for (it = pool[c]; it; it = it->next)
+		n++;
+	if (n < SHM_POOL_PER_CLASS) {
+		r->next = pool[c];
+		pool[c] = r;
+		r = NULL;
+	}
+	pthread_mutex_unlock(&pool_lock);
+	region_free(r);
+}
+
+/* ---- fd plumbing -------------------------------------------------------------- */
+
+/* Is `fd` what the peer says it is ("anon_inode:[eventfd]", "/memfd:...")? */
+static bool fd_is(int fd, const char *prefix)
+{
+	char path[64], target[128];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, target, sizeof(target) - 1);
+	if (n < 0)
+		return false;
+	target[n] = '\0';
+	return strncmp(target, prefix, strlen(prefix)) == 0;
+}
+
+static void rv_name(uint64_t token, struct sockaddr_un *sa, socklen_t *len)
+{
+	int n;
+
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	/* Abstract namespace (leading NUL): no file, gone with the socket. */
+	n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "smcr/rv/%016llx",
+		     (unsigned long long)token);
+	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+static int send_proof(int sock, const uint8_t secret[SHM_SECRET_LEN], uint32_t ring_size,
+		      int memfd, int efd)
+{
+	struct shm_proof proof = {
+		.magic = SHM_PROOF_MAGIC, .version = SHM_PROOF_VERSION, .ring_size = ring_size,
+	};
+	union {
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { .iov_base = &proof, .iov_len = sizeof(proof) };
+	struct msghdr mh = {
+		.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+		.msg_controllen = sizeof(u.buf),
+	};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	int fds[2] = { memfd, efd };
+
+	memcpy(proof.secret, secret, SHM_SECRET_LEN);
+	memset(u.buf, 0, sizeof(u.buf));
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+	if (smcr_real.sendmsg(sock, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof(proof))
+		return -EPROTO;
+	return 0;
+}
+
+/* Receive a proof and exactly two fds (anything else: -EPROTO, fds closed). */
+static int recv_proof(int sock, int64_t deadline, struct shm_proof *proof, int fds[2])
+{
+	union {
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { .iov_base = proof, .iov_len = sizeof(*proof) };
+	struct msghdr mh = {
+		.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+		.msg_controllen = sizeof(u.buf),
+	};
+	struct cmsghdr *cm;
+	int got = 0, rc;
+	ssize_t n;
+
+	fds[0] = fds[1] = -1;
+	rc = smcr_sys_wait_fd(sock, POLLIN, deadline);
+	if (rc <= 0)
+		return rc == 0 ? -ETIMEDOUT : rc;
+	n = smcr_real.recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	if (n < 0)
+		return -errno;
+	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+		size_t k, cnt;
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		cnt = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (k = 0; k < cnt; k++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(cm) + k * sizeof(int), sizeof(int));
+			if (got < 2)
+				fds[got++] = fd;
+			else
+				smcr_sys_close(fd);
+		}
+	}
+	if (n != (ssize_t)sizeof(*proof) || got != 2 || (mh.msg_flags & MSG_CTRUNC) ||
+	    proof->magic != SHM_PROOF_MAGIC || proof->version != SHM_PROOF_VERSION) {
+		smcr_sys_close(fds[0]);
+		smcr_sys_close(fds[1]);
+		fds[0] = fds[1] = -1;
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* Constant time: the comparison must not tell a stranger how close it got. */
+static bool secret_equal(const uint8_t *a, const uint8_t *b)
+{
+	uint8_t d = 0;
+
+	for (int i = 0; i < SHM_SECRET_LEN; i++)
+		d |= (uint8_t)(a[i] ^ b[i]);
+	return d == 0;
+}
+
+/* Take over the peer's memfd and eventfd after checking what they are. */
+static int attach_peer(struct smcr_xconn *xc, int fds[2], uint32_t ring_size)
+{
+	struct stat st;
+	int seals;
+
+	if (!fd_is(fds[0], "/memfd:") || !fd_is(fds[1], "anon_inode:[eventfd]"))
+		goto bad;
+	if (ring_size < smcr_clc_rmbe_size(0) || ring_size > smcr_clc_rmbe_size(SHM_MAX_CLASS) ||
+	    smcr_clc_rmbe_size(size_class(ring_size)) != ring_size)
+		goto bad;
+	/* Sealed against shrinking, and large enough: no SIGBUS while we write. */
+	seals = smcr_real.fcntl(fds[0], F_GET_SEALS);
+	if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(fds[0], &st) < 0 ||
+	    st.st_size < (off_t)SHM_CTRL_LEN + ring_size)
+		goto bad;
+	xc->peer_base = map_with_guard(fds[0], ring_size, true, &xc->peer_map_len);
+	if (!xc->peer_base)
+		goto bad;
+	smcr_sys_close(fds[0]);
+	xc->peer_ctrl = (struct shm_ctrl *)(void *)xc->peer_base;
+	xc->peer_ring_size = ring_size;
+	xc->peer_efd = fds[1];
+	return 0;
+bad:
+	smcr_sys_close(fds[0]);
+	smcr_sys_close(fds[1]);
+	return SMCR_CLC_DECL_INTERR;
+}
+
+/* Readiness fd: our doorbell and the peer link, in one pollable epoll fd. */
+static int make_ready_fd(struct smcr_xconn *xc)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	xc->ep_fd = smcr_real.epoll_create1(EPOLL_CLOEXEC);
+	if (xc->ep_fd < 0)
+		return -errno;
+	ev.data.fd = xc->own_efd;
+	if (smcr_real.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, xc->own_efd, &ev) < 0)
+		return -errno;
+	ev.events = EPOLLIN | EPOLLRDHUP;
+	ev.data.fd = xc->unix_fd;
+	if (smcr_real.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, xc->unix_fd, &ev) < 0)
+		return -errno;
+	return 0;
+}
+
+static int own_region(struct smcr_xconn *xc)
+{
+	xc->own = region_get(xc->want_size, xc->peer_pid);
+	if (!xc->own)
+		return SMCR_CLC_DECL_MEM;
+	xc->own_ctrl = (struct shm_ctrl *)(void *)xc->own->base;
+	xc->own_ctrl->magic = SHM_MAGIC;
+	xc->own_ctrl->ring_size = xc->own->ring_size;
+	return 0;
+}
+
+/* ---- CLC hooks ------------------------------------------------------------------ */
+
+static void put_secret(const uint8_t s[SHM_SECRET_LEN], uint64_t *hi, uint64_t *lo)
+{
+	*hi = smcr_get_be64(s);
+	*lo = smcr_get_be64(s + 8);
+}
+
+static void get_secret(uint8_t s[SHM_SECRET_LEN], uint64_t hi, uint64_t lo)
+{
+	smcr_put_be64(s, hi);
+	smcr_put_be64(s + 8, lo);
+}
+
+static int shm_create(uint32_t size, int timeout_ms, struct smcr_xconn **out)
+{
+	struct smcr_xconn *xc = calloc(1, sizeof(*xc));
+
+	if (!xc)
+		return -ENOMEM;
+	xc->timeout_ms = timeout_ms;
+	xc->want_size = size;
+	xc->own_efd = xc->peer_efd = xc->ep_fd = xc->unix_fd = xc->rv_fd = -1;
+	xc->own_efd = smcr_sys_eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (xc->own_efd < 0 || smcr_sys_random(xc->own_secret, sizeof(xc->own_secret)) < 0) {
+		int err = -errno;
+
+		smcr_shm_ops.destroy(xc, false);
+		return err ? err : -EIO;
+	}
+	*out = xc;
+	return 0;
+}
+
+static void fill_common(struct smcr_clc_msg *m, uint8_t type)
+{
+	m->hdr.type = type;
+	m->hdr.version = SMCR_CLC_V2;
+}
+
+static int shm_client_propose(struct smcr_xconn *xc, struct smcr_clc_msg *prop)
+{
+	struct smcr_clc_proposal *p = &prop->proposal;
+	uint64_t hi, lo;
+
+	fill_common(prop, SMCR_CLC_PROPOSAL);
+	prop->hdr.typev1 = SMCR_CLC_PATH_NONE;
+	prop->hdr.typev2 = SMCR_CLC_PATH_D;
+	/* Peer ID: our pid (checked against SO_PEERCRED), then random instance bytes. */
+	smcr_put_be32(p->peer_id, (uint32_t)getpid());
+	memcpy(p->peer_id + 4, xc->own_secret + 12, 4);
+	put_secret(xc->own_secret, &hi, &lo);
+	p->smcd_area = true;
+	p->ism_gid = hi;
+	p->ism_chid = SHM_CHID;
+	p->release = 1;
+	p->eid_cnt = 1;
+	memcpy(p->eid[0], shm_ueid, SMCR_CLC_EID_LEN);
+	p->ism_gid_cnt = 1;
+	p->ism_gids[0].gid = lo;
+	p->ism_gids[0].chid = SHM_CHID;
+	return 0;
+}
+
+static bool offer_is_ours(const struct smcr_clc_msg *prop)
+{
+	const struct smcr_clc_proposal *p = &prop->proposal;
+
+	return prop->hdr.version >= SMCR_CLC_V2 &&
+	       (prop->hdr.typev2 == SMCR_CLC_PATH_D || prop->hdr.typev2 == SMCR_CLC_PATH_BOTH) &&
+	       p->eid_cnt >= 1 && memcmp(p->eid[0], shm_ueid, SMCR_CLC_EID_LEN) == 0 &&
+	       p->ism_chid == SHM_CHID && p->ism_gid_cnt >= 1 &&
+	       p->ism_gids[0].chid == SHM_CHID;
+}
+
+static int shm_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg *prop,
+			     struct smcr_clc_msg *acc)
+{
+	const struct smcr_clc_proposal *p = &prop->proposal;
+	struct smcr_clc_accept *a = &acc->accept;
+	struct sockaddr_un sa;
+	socklen_t salen;
+	uint64_t hi, lo;
+	int rc;
+
+	if (!offer_is_ours(prop))
+		return SMCR_CLC_DECL_NOSMCD2DEV;
+	get_secret(xc->peer_secret, p->ism_gid, p->ism_gids[0].gid);
+	xc->peer_pid = (pid_t)smcr_get_be32(p->peer_id);
+	if (xc->peer_pid <= 0)
+		return SMCR_CLC_DECL_CNFERR;
+	if (smcr_sys_random(&xc->token, sizeof(xc->token)) < 0)
+		return SMCR_CLC_DECL_INTERR;
+
+	xc->rv_fd = smcr_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (xc->rv_fd < 0)
+		return SMCR_CLC_DECL_INTERR;
+	rv_name(xc->token, &sa, &salen);
+	if (smcr_real.bind(xc->rv_fd, (struct sockaddr *)&sa, salen) < 0 ||
+	    smcr_real.listen(xc->rv_fd, SHM_ACCEPT_ATTEMPTS) < 0)
+		return SMCR_CLC_DECL_INTERR;
+	rc = own_region(xc);
+	if (rc)
+		return rc;
+
+	fill_common(acc, SMCR_CLC_ACCEPT);
+	acc->hdr.typev1 = SMCR_CLC_PATH_D;
+	put_secret(xc->own_secret, &hi, &lo);
+	a->ism_gid = hi;
+	a->gid_ext = lo;
+	a->ism_chid = SHM_CHID;
+	a->dmb_token = xc->token;
+	a->dmbe_idx = 0;
+	a->dmbe_size = (uint8_t)size_class(xc->own->ring_size);
+	memcpy(a->eid, shm_ueid, SMCR_CLC_EID_LEN);
+	return 0;
+}
+
+static bool accept_is_ours(const struct smcr_clc_msg *m)
+{
+	return m->hdr.version >= SMCR_CLC_V2 && m->hdr.typev1 == SMCR_CLC_PATH_D &&
+	       m->accept.ism_chid == SHM_CHID &&
+	       memcmp(m->accept.eid, shm_ueid, SMCR_CLC_EID_LEN) == 0 &&
+	       m->accept.dmbe_size <= SHM_MAX_CLASS;
+}
+
+static int shm_client_attach(struct smcr_xconn *xc, const struct smcr_clc_msg *acc,
+			     struct smcr_clc_msg *conf, uint32_t *peer_ring_size)
+{
+	int64_t deadline = smcr_sys_deadline(xc->timeout_ms);
+	struct smcr_clc_accept *c = &conf->accept;
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
+	struct sockaddr_un sa;
+	socklen_t salen;
+	struct shm_proof proof;
+	uint32_t size;
+	int fds[2], rc;
+	uint64_t hi, lo;
+
+	if (!accept_is_ours(acc))
+		return SMCR_CLC_DECL_MODEUNSUPP;
+	get_secret(xc->peer_secret, acc->accept.ism_gid, acc->accept.gid_ext);
+	xc->token = acc->accept.dmb_token;
+	size = smcr_clc_rmbe_size(acc->accept.dmbe_size);
+
+	xc->unix_fd = smcr_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (xc->unix_fd < 0)
+		return SMCR_CLC_DECL_INTERR;
+	rv_name(acc->accept.dmb_token, &sa, &salen);
+	if (smcr_real.connect(xc->unix_fd, (struct sockaddr *)&sa, salen) < 0)
+		return SMCR_CLC_DECL_NOSMCD2DEV;
+	if (smcr_real.getsockopt(xc->unix_fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0)
+		return SMCR_CLC_DECL_INTERR;
+	xc->peer_pid = cred.pid;
+	rc = own_region(xc);
+	if (rc)
+		return rc;
+	if (send_proof(xc->unix_fd, xc->own_secret, xc->own->ring_size, xc->own->fd,
+		       xc->own_efd) < 0)
+		return SMCR_CLC_DECL_INTERR;
+	/* The server answers only once it has committed to this connection. */
+	rc = recv_proof(xc->unix_fd, deadline, &proof, fds);
+	if (rc < 0)
+		return rc == -ETIMEDOUT ? SMCR_CLC_DECL_TIMEOUT_AL : SMCR_CLC_DECL_PEERDECL;
+	if (!secret_equal(proof.secret, xc->peer_secret) || proof.ring_size != size) {
+		smcr_sys_close(fds[0]);
+		smcr_sys_close(fds[1]);
+		return SMCR_CLC_DECL_CNFERR;
+	}
+	rc = attach_peer(xc, fds, size);
+	if (rc)
+		return rc;
+	rc = make_ready_fd(xc);
+	if (rc)
+		return SMCR_CLC_DECL_INTERR;
+
+	fill_common(conf, SMCR_CLC_CONFIRM);
+	conf->hdr.typev1 = SMCR_CLC_PATH_D;
+	put_secret(xc->own_secret, &hi, &lo);
+	c->ism_gid = hi;
+	c->gid_ext = lo;
+	c->ism_chid = SHM_CHID;
+	c->dmb_token = acc->accept.dmb_token;
+	c->dmbe_size = (uint8_t)size_class(xc->own->ring_size);
+	memcpy(c->eid, shm_ueid, SMCR_CLC_EID_LEN);
+	*peer_ring_size = size;
+	return 0;
+}
+
+/* One knock on the rendezvous socket: 0 attached, > 0 stranger or bad proof. */
+static int server_try_one(struct smcr_xconn *xc, int sock, int64_t deadline)
+{
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
+	struct shm_proof proof;
+	int fds[2], rc;
+
+	if (smcr_real.getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0 ||
+	    cred.pid != xc->peer_pid) {
+		smcr_warn("rendezvous: pid %d is not the proposer %d", (int)cred.pid,
+			  (int)xc->peer_pid);
+		return SMCR_CLC_DECL_CNFERR;
+	}
+	rc = recv_proof(sock, deadline, &proof, fds);
+	if (rc < 0)
+		return SMCR_CLC_DECL_CNFERR;
+	if (!secret_equal(proof.secret, xc->peer_secret)) {
+		smcr_sys_close(fds[0]);
+		smcr_sys_close(fds[1]);
+		smcr_warn("rendezvous: wrong secret from pid %d", (int)cred.pid);
+		return SMCR_CLC_DECL_CNFERR;
+	}
+	rc = attach_peer(xc, fds, proof.ring_size);
+	if (rc)
+		return rc;
+	/* Everything that can fail comes before the answer: the answer commits us. */
+	xc->unix_fd = sock;
+	if (make_ready_fd(xc) < 0 ||
+	    send_proof(sock, xc->own_secret, xc->own->ring_size, xc->own->fd, xc->own_efd) < 0) {
+		xc->unix_fd = -1;
+		return SMCR_CLC_DECL_INTERR;
+	}
+	return 0;
+}
+
+static int shm_server_attach(struct smcr_xconn *xc, uint32_t *peer_ring_size)
+{
+	int64_t deadline = smcr_sys_deadline(xc->timeout_ms);
+	int attempt, rc = SMCR_CLC_DECL_TIMEOUT_CL;
+
+	for (attempt = 0; attempt < SHM_ACCEPT_ATTEMPTS; attempt++) {
+		int sock, w = smcr_sys_wait_fd(xc->rv_fd, POLLIN, deadline);
+
+		if (w <= 0)
+			return SMCR_CLC_DECL_TIMEOUT_CL;
+		sock = smcr_real.accept4(xc->rv_fd, NULL, NULL, SOCK_CLOEXEC);
+		if (sock < 0)
+			continue;
+		rc = server_try_one(xc, sock, deadline);
+		if (rc == 0)
+			break;
+		smcr_sys_close(sock);
+		if (xc->peer_base)
+			break; /* attached but could not answer: give up */
+	}
+	/* The name is needed no longer: nobody else may knock. */
+	smcr_sys_close(xc->rv_fd);
+	xc->rv_fd = -1;
+	if (rc)
+		return rc;
+	*peer_ring_size = xc->peer_ring_size;
+	return 0;
+}
+
+static int shm_server_confirm(struct smcr_xconn *xc, const struct smcr_clc_msg *conf)
+{
+	uint8_t s[SHM_SECRET_LEN];
+
+	if (!accept_is_ours(conf))
+		return SMCR_CLC_DECL_MODEUNSUPP;
+	get_secret(s, conf->accept.ism_gid, conf->accept.gid_ext);
+	if (!secret_equal(s, xc->peer_secret) ||
+	    smcr_clc_rmbe_size(conf->accept.dmbe_size) != xc->peer_ring_size)
+		return SMCR_CLC_DECL_CNFERR;
+	return 0;
+}
+
+/* ---- data path ------------------------------------------------------------------- */
+
+static void shm_ring(struct smcr_xconn *xc, uint8_t **ring, uint32_t *size)
+{
+	*ring = xc->own->base + SHM_CTRL_LEN;
+	*size = xc->own->ring_size;
+}
+
+/* One token for both directions, from the rendezvous token both ends know. */
+static void shm_tokens(const struct smcr_xconn *xc, uint32_t *local, uint32_t *peer)
+{
+	uint32_t t = (uint32_t)(xc->token ^ (xc->token >> 32)) | 1u;
+
+	*local = t;
+	*peer = t;
+}
+
+static int shm_write_peer(struct smcr_xconn *xc, uint32_t offset, const void *src, uint32_t len)
+{
+	if (offset > xc->peer_ring_size || len > xc->peer_ring_size - offset)
+		return -EINVAL;
+	memcpy(xc->peer_base + SHM_CTRL_LEN + offset, src, len);
+	return 0;
+}
+
+static void ring_doorbell(int efd)
+{
+	uint64_t one = 1;
+
+	/* EAGAIN means the counter is already huge: the reader will wake anyway. */
+	(void)!smcr_real.write(efd, &one, sizeof(one));
+}
+
+static int shm_send_ctrl(struct smcr_xconn *xc, const uint8_t msg[SMCR_CDC_MSG_LEN])
+{
+	struct shm_ctrl *pc = xc->peer_ctrl;
+	uint32_t w[SHM_CDC_WORDS];
+
+	memcpy(w, msg, sizeof(w));
+	/* seqlock writer: odd, words, even (release orders the words before it). */
+	xc->tx_seq += 2;
+	atomic_store_explicit(&pc->seq, xc->tx_seq - 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	for (unsigned i = 0; i < SHM_CDC_WORDS; i++)
+		atomic_store_explicit(&pc->cdc[i], w[i], memory_order_relaxed);
+	atomic_store_explicit(&pc->seq, xc->tx_seq, memory_order_release);
+	/* Pairs with shm_arm(): ring only if the peer said it may sleep. */
+	if (atomic_exchange_explicit(&pc->armed, 0, memory_order_seq_cst))
+		ring_doorbell(xc->peer_efd);
+	return 0;
+}
+
+static bool peer_hung_up(struct smcr_xconn *xc)
+{
+	struct pollfd p = { .fd = xc->unix_fd, .events = POLLIN | POLLRDHUP };
+
+	if (xc->peer_gone)
+		return true;
+	/* Nothing is ever sent after the rendezvous: any event means gone (or hostile). */
+	if (smcr_real.poll(&p, 1, 0) > 0 && p.revents)
+		xc->peer_gone = true;
+	return xc->peer_gone;
+}
+
+static int shm_recv_ctrl(struct smcr_xconn *xc, uint8_t msg[SMCR_CDC_MSG_LEN])
+{
+	struct shm_ctrl *oc = xc->own_ctrl;
+	uint32_t w[SHM_CDC_WORDS];
+
+	for (int tries = 0; tries < SHM_MAILBOX_TRIES; tries++) {
+		uint32_t s1 = atomic_load_explicit(&oc->seq, memory_order_acquire), s2;
+
+		if (s1 == xc->rx_seq)
+			return peer_hung_up(xc) ? -ECONNRESET : 0;
+		if (s1 & 1)
+			continue; /* the peer is writing right now */
+		for (unsigned i = 0; i < SHM_CDC_WORDS; i++)
+			w[i] = atomic_load_explicit(&oc->cdc[i], memory_order_relaxed);
+		atomic_thread_fence(memory_order_acquire);
+		s2 = atomic_load_explicit(&oc->seq, memory_order_relaxed);
+		if (s1 != s2)
+			continue;
+		xc->rx_seq = s1;
+		memcpy(msg, w, sizeof(w));
+		return 1;
+	}
+	/* Mid-write for long: the writer rings after it finishes (we are armed). */
+	return 0;
+}
+
+static int shm_ready_fd(const struct smcr_xconn *xc)
+{
+	return xc->ep_fd;
+}
+
+static void shm_arm(struct smcr_xconn *xc)
+{
+	uint64_t v;
+
+	/*
+	 * Still armed and never kicked: the eventfd is 0, nothing to drain (saves
+	 * a system call per engine call on a busy connection).
+	 */
+	if (!xc->kicked && atomic_load_explicit(&xc->own_ctrl->armed, memory_order_acquire))
+		return;
+	(void)!smcr_real.read(xc->own_efd, &v, sizeof(v));
+	xc->kicked = false;
+	atomic_store_explicit(&xc->own_ctrl->armed, 1, memory_order_seq_cst);
+}
+
+static void shm_kick(struct smcr_xconn *xc)
+{
+	xc->kicked = true;
+	ring_doorbell(xc->own_efd);
+}
+
+static void shm_destroy(struct smcr_xconn *xc, bool clean)
+{
+	if (!xc)
+		return;
+	if (xc->peer_base)
+		munmap(xc->peer_base, xc->peer_map_len);
+	smcr_sys_close(xc->peer_efd);
+	smcr_sys_close(xc->ep_fd);
+	smcr_sys_close(xc->unix_fd);
+	smcr_sys_close(xc->rv_fd);
+	smcr_sys_close(xc->own_efd);
+	region_put(xc->own, clean);
+	free(xc);
+}
+
+const struct smcr_transport_ops smcr_shm_ops = {
+	.name = "shm",
+	.create = shm_create,
+	.client_propose = shm_client_propose,
+	.server_accept = shm_server_accept,
+	.client_attach = shm_client_attach,
+	.server_attach = shm_server_attach,
+	.server_confirm = shm_server_confirm,
+	.tokens = shm_tokens,
+	.ring = shm_ring,
+	.write_peer = shm_write_peer,
+	.send_ctrl = shm_send_ctrl,
+	.recv_ctrl = shm_recv_ctrl,
+	.ready_fd = shm_ready_fd,
+	.arm = shm_arm,
+	.kick = shm_kick,
+	.destroy = shm_destroy,
+};
+
+/* ---- test hooks -------------------------------------------------------------------- */
+
+uint8_t *smcr_shm_test_peer_ring(struct smcr_xconn *xc, uint32_t *size)
+{
+	*size = xc->peer_ring_size;
+	return xc->peer_base + SHM_CTRL_LEN;
+}

@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: MIT
+/* System helpers for the engine; see sys.h. */
+#include "smcr/sys.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/real.h"
+
+int smcr_sys_random(void *buf, size_t len)
+{
+	uint8_t *p = buf;
+
+	while (len > 0) {
+		ssize_t n = getrandom(p, len, 0);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int smcr_sys_eventfd(unsigned int initval, int flags)
+{
+	smcr_real_bind();
+	if (smcr_real.eventfd)
+		return smcr_real.eventfd(initval, flags);
+	return (int)syscall(SYS_eventfd2, initval, flags);
+}
+
+int smcr_sys_memfd(const char *name, unsigned int flags)
+{
+	smcr_real_bind();
+	if (smcr_real.memfd_create)
+		return smcr_real.memfd_create(name, flags);
+	return (int)syscall(SYS_memfd_create, name, flags);
+}
+
+void smcr_sys_close(int fd)
+{
+	int saved = errno;
+
+	if (fd >= 0)
+		smcr_real.close(fd);
+	errno = saved;
+}
+
+int64_t smcr_sys_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t smcr_sys_deadline(int ms)
+{
+	return ms < 0 ? -1 : smcr_sys_now_ms() + ms;
+}
+
+int smcr_sys_wait_fd(int fd, short events, int64_t deadline_ms)
+{
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = events };
+		int timeout = -1;
+		int rc;
+
+		if (deadline_ms >= 0) {
+			int64_t left = deadline_ms - smcr_sys_now_ms();
+
+			if (left <= 0)
+				timeout = 0;
+			else
+				timeout = left > 60000 ? 60000 : (int)left;
+		}
+		rc = smcr_real.poll(&p, 1, timeout);
+		if (rc < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (rc > 0)
+			return 1;
+		if (deadline_ms >= 0 && smcr_sys_now_ms() >= deadline_ms)
+			return 0;
+	}
+}

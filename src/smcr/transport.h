@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Transport ops: what the connection engine needs from whatever moves bytes
+ * into the peer's ring.  The shm transport (shm.c, same host) implements it
+ * now; the verbs transport (RDMA WRITE + 44-byte SENDs) will implement the same
+ * table, so conn/tx/rx/close stay unchanged above it.
+ *
+ * One struct smcr_xconn per SMC connection.  The engine serialises all calls
+ * on one xconn under the connection lock, except ready_fd (constant).
+ *
+ * CLC: each transport fills and reads its own fields of the CLC messages
+ * (SMC-R: QPN, rkey, GID; shm: the SMC-D/loopback-ism form) through the four
+ * handshake hooks, so the engine's CLC flow is transport-neutral.  A hook's
+ * positive return is a decline reason (SMCR_CLC_DECL_*), negative is -errno.
+ */
+#ifndef SMCR_TRANSPORT_H
+#define SMCR_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "smcr/cdc.h"
+#include "smcr/clc.h"
+
+struct smcr_xconn;
+
+struct smcr_transport_ops {
+	const char *name;
+
+	/*
+	 * Per-connection transport state.  The local RMB of at least `size` bytes
+	 * (16 KiB << n) is registered during the handshake, once the peer is
+	 * known (buffers are reused per peer); `timeout_ms` bounds each wait.
+	 */
+	int (*create)(uint32_t size, int timeout_ms, struct smcr_xconn **out);
+
+	/* Client: put the transport's offer into the Proposal. */
+	int (*client_propose)(struct smcr_xconn *xc, struct smcr_clc_msg *prop);
+	/* Server: judge the Proposal, fill the Accept (own ring, where to attach). */
+	int (*server_accept)(struct smcr_xconn *xc, const struct smcr_clc_msg *prop,
+			     struct smcr_clc_msg *acc);
+	/*
+	 * Client: attach the peer's ring described by the Accept (proving who we
+	 * are), fill the Confirm.  *peer_ring_size is the ring we write into.
+	 */
+	int (*client_attach)(struct smcr_xconn *xc, const struct smcr_clc_msg *acc,
+			     struct smcr_clc_msg *conf, uint32_t *peer_ring_size);
+	/* Server: complete the attachment the client started. */
+	int (*server_attach)(struct smcr_xconn *xc, uint32_t *peer_ring_size);
+	/* Server: the Confirm arrived; last chance to refuse. */
+	int (*server_confirm)(struct smcr_xconn *xc, const struct smcr_clc_msg *conf);
+
+	/*
+	 * After the handshake: the alert tokens, ours (the peer puts it in every
+	 * CDC it sends us) and the peer's (we put it in ours).  Never 0.
+	 */
+	void (*tokens)(const struct smcr_xconn *xc, uint32_t *local, uint32_t *peer);
+
+	/* After the handshake: the local RMB data area the peer writes into. */
+	void (*ring)(struct smcr_xconn *xc, uint8_t **ring, uint32_t *size);
+
+	/*
+	 * Copy `len` bytes into the peer's ring at `offset` (offset + len <= peer
+	 * ring size; the engine splits at the wrap).  Visible to the peer no later
+	 * than the next send_ctrl.  0 or -errno.
+	 */
+	int (*write_peer)(struct smcr_xconn *xc, uint32_t offset, const void *src, uint32_t len);
+
+	/* Post one 44-byte control message (CDC) to the peer and ring its doorbell. */
+	int (*send_ctrl)(struct smcr_xconn *xc, const uint8_t msg[SMCR_CDC_MSG_LEN]);
+
+	/*
+	 * Take the next control message from the peer into msg: 1 one taken, 0
+	 * none pending, -ECONNRESET peer gone or control area corrupt.
+	 */
+	int (*recv_ctrl)(struct smcr_xconn *xc, uint8_t msg[SMCR_CDC_MSG_LEN]);
+
+	/*
+	 * Doorbell: a pollable fd that turns readable when a control message
+	 * arrives or the peer disappears.  arm() resets it and asks the peer to
+	 * ring again; call it before draining recv_ctrl.  kick() makes it readable
+	 * from our side (waiters in this process must look again).
+	 */
+	int (*ready_fd)(const struct smcr_xconn *xc);
+	void (*arm)(struct smcr_xconn *xc);
+	void (*kick)(struct smcr_xconn *xc);
+
+	/*
+	 * Release everything.  `clean`: the peer finished with our ring (both
+	 * sides sent closed), so the memory may be zeroed and pooled for reuse
+	 * with the same peer; otherwise it is discarded.
+	 */
+	void (*destroy)(struct smcr_xconn *xc, bool clean);
+};
+
+extern const struct smcr_transport_ops smcr_shm_ops;
+
+#endif /* SMCR_TRANSPORT_H */

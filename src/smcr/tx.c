@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Send path (smc-r-protocol.md §6.4): copy straight into the peer's RMB at our
+ * producer cursor (two writes when the free area wraps), then one CDC with the
+ * new producer cursor.  Free space is the peer's ring minus what it has not
+ * consumed yet, so we never write over unread data.  A blocking send completes
+ * fully (a short blocking send broke netperf on the kernel's SMC).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include "smcr/conn.h"
+#include "smcr/engine.h"
+
+uint32_t smcr_tx_space(const struct smcr_sock *s)
+{
+	uint32_t used = 0;
+
+	if (!smcr_curs_diff(s->tx_cons, s->tx_prod, s->peer_size, &used))
+		return 0;
+	return s->peer_size - used;
+}
+
+/* Gather n bytes from the iovec (starting `done` bytes into it) into the peer ring. */
+static int tx_copy_in(struct smcr_sock *s, const struct iovec *iov, int iovcnt, size_t done,
+		      uint32_t n)
+{
+	uint32_t pos = s->tx_prod.count;
+	int i = 0;
+
+	while (i < iovcnt && done >= iov[i].iov_len)
+		done -= iov[i++].iov_len;
+	while (n > 0 && i < iovcnt) {
+		uint32_t first, second, seg = n;
+		size_t room = iov[i].iov_len - done;
+		const uint8_t *src = (const uint8_t *)iov[i].iov_base + done;
+		int rc;
+
+		if (seg > room)
+			seg = (uint32_t)room;
+		/* The free area may wrap: first up to the end, then from offset 0. */
+		smcr_ring_split(pos, seg, s->peer_size, &first, &second);
+		rc = s->ops->write_peer(s->xc, pos, src, first);
+		if (rc == 0 && second)
+			rc = s->ops->write_peer(s->xc, 0, src + first, second);
+		if (rc)
+			return rc;
+		pos = (uint32_t)(((uint64_t)pos + seg) % s->peer_size);
+		n -= seg;
+		done += seg;
+		if (done == iov[i].iov_len) {
+			i++;
+			done = 0;
+		}
+	}
+	return 0;
+}
+
+static size_t iov_total(const struct iovec *iov, int iovcnt)
+{
+	size_t t = 0;
+
+	for (int i = 0; i < iovcnt; i++)
+		t += iov[i].iov_len;
+	return t;
+}
+
+/* Why nothing can be sent at all, or 0 if sending is allowed. */
+static int tx_refusal(const struct smcr_sock *s)
+{
+	if (s->state == SMCR_CONN_ABORTED)
+		return -ECONNRESET;
+	if (s->shut_wr)
+		return -EPIPE;
+	/* The peer closed entirely: TCP would answer with a reset. */
+	if (s->peer_conn_flags & SMCR_CDC_CONN_CLOSED)
+		return -EPIPE;
+	return 0;
+}
+
+ssize_t smcr_sock_sendv(struct smcr_sock *s, const struct iovec *iov, int iovcnt, int flags)
+{
+	size_t want = iov_total(iov, iovcnt), sent = 0;
+	ssize_t ret = 0;
+
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		uint32_t space, n;
+		int rc;
+
+		smcr_conn_progress(s);
+		rc = tx_refusal(s);
+		if (rc) {
+			ret = sent ? (ssize_t)sent : rc;
+			break;
+		}
+		if (sent == want) {
+			ret = (ssize_t)sent;
+			break;
+		}
+		space = smcr_tx_space(s);
+		if (space == 0) {
+			/* Ask for an update when room frees up (once per episode). */
+			if (!s->tx_blocked_sent) {
+				s->tx_blocked_sent = true;
+				smcr_conn_send_cdc(s, SMCR_CDC_PROD_WRITE_BLOCKED);
+			}
+			if (flags & MSG_DONTWAIT) {
+				ret = sent ? (ssize_t)sent : -EAGAIN;
+				break;
+			}
+			rc = smcr_conn_wait(s, POLLOUT);
+			if (rc < 0) {
+				ret = sent ? (ssize_t)sent : rc;
+				break;
+			}
+			continue;
+		}
+		n = want - sent < space ? (uint32_t)(want - sent) : space;
+		rc = tx_copy_in(s, iov, iovcnt, sent, n);
+		if (rc) {
+			ret = sent ? (ssize_t)sent : rc;
+			break;
+		}
+		s->tx_prod = smcr_curs_advance(s->tx_prod, n, s->peer_size);
+		sent += n;
+		s->bytes_sent += n;
+		if (want - sent > 0)
+			s->tx_blocked_sent = true;
+		smcr_conn_send_cdc(s, want - sent > 0 ? SMCR_CDC_PROD_WRITE_BLOCKED : 0);
+	}
+	smcr_conn_progress(s);
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+ssize_t smcr_sock_send(struct smcr_sock *s, const void *buf, size_t len, int flags)
+{
+	struct iovec iov = { .iov_base = (void *)(uintptr_t)buf, .iov_len = len };
+
+	return smcr_sock_sendv(s, &iov, 1, flags);
+}

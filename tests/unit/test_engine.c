@@ -1,0 +1,794 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The connection engine end to end: two engines in this process (client in a
+ * thread, or in a forked child where a process must die) over a real
+ * loopback TCP connection and the shm transport.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "smcr/cdc.h"
+#include "smcr/clc.h"
+#include "smcr/conn.h"
+#include "smcr/engine.h"
+#include "smcr/stats.h"
+
+#define RING_SMALL (16u * 1024)
+
+/* ---- fixtures ---------------------------------------------------------------- */
+
+struct pair {
+	int lfd;
+	struct smcr_listener *reg;
+	uint16_t port;
+	int cfd, sfd;
+	struct smcr_sock *c, *s;
+	int crc, src;
+	uint32_t rcvbuf;
+};
+
+static int tcp_listener(uint16_t *port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(fd, 16), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	*port = ntohs(sa.sin_port);
+	return fd;
+}
+
+static int tcp_connect(uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+static void *client_main(void *arg)
+{
+	struct pair *p = arg;
+	struct smcr_sock_opts o = { .rcvbuf = p->rcvbuf };
+
+	p->crc = smcr_sock_connect(p->cfd, &o, &p->c);
+	return NULL;
+}
+
+/* Wait (bounded) until the accepted connection classifies as something final. */
+static int classify_wait(int fd)
+{
+	for (int i = 0; i < 5000; i++) {
+		int c = smcr_sock_classify(fd);
+
+		if (c != SMCR_CLASSIFY_NEED_MORE)
+			return c;
+		poll(NULL, 0, 1);
+	}
+	return SMCR_CLASSIFY_NEED_MORE;
+}
+
+static void pair_listen(struct pair *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->cfd = p->sfd = -1;
+	p->lfd = tcp_listener(&p->port);
+	assert_int_equal(smcr_listener_register(p->lfd, &p->reg), 0);
+}
+
+static void pair_open(struct pair *p, uint32_t rcvbuf)
+{
+	struct smcr_sock_opts o = { .rcvbuf = rcvbuf };
+	pthread_t t;
+
+	pair_listen(p);
+	p->rcvbuf = rcvbuf;
+	p->cfd = tcp_connect(p->port);
+	assert_true(smcr_peer_is_registered(p->cfd));
+	assert_int_equal(pthread_create(&t, NULL, client_main, p), 0);
+	p->sfd = accept4(p->lfd, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(p->sfd >= 0);
+	assert_int_equal(classify_wait(p->sfd), SMCR_CLASSIFY_PROPOSAL);
+	p->src = smcr_sock_accept(p->sfd, &o, &p->s);
+	pthread_join(t, NULL);
+	assert_int_equal(p->src, 0);
+	assert_int_equal(p->crc, 0);
+	assert_non_null(p->c);
+	assert_non_null(p->s);
+}
+
+static void pair_close(struct pair *p)
+{
+	if (p->c)
+		smcr_sock_close(p->c);
+	if (p->s)
+		smcr_sock_close(p->s);
+	if (p->cfd >= 0)
+		close(p->cfd);
+	if (p->sfd >= 0)
+		close(p->sfd);
+	smcr_listener_unregister(p->reg);
+	close(p->lfd);
+}
+
+/* Wait (bounded) for an event on the readiness fd, then report the poll mask. */
+static unsigned wait_mask(struct smcr_sock *s, unsigned want)
+{
+	unsigned m = 0;
+
+	smcr_sock_set_interest(s, want & (POLLIN | POLLOUT));
+	for (int i = 0; i < 200; i++) {
+		struct pollfd pfd = { .fd = smcr_sock_ready_fd(s), .events = POLLIN };
+
+		m = smcr_sock_poll(s);
+		if (m & want)
+			break;
+		poll(&pfd, 1, 50);
+	}
+	smcr_sock_set_interest(s, 0);
+	return m;
+}
+
+/* ---- handshake ------------------------------------------------------------------ */
+
+static void test_handshake(void **state)
+{
+	struct smcr_stats_snapshot before, after;
+	struct pair p;
+
+	(void)state;
+	smcr_stats_get(&before);
+	pair_open(&p, 64 * 1024);
+	assert_int_equal(smcr_sock_rcvbuf(p.s), 64 * 1024);
+	assert_int_equal(smcr_sock_sndbuf(p.c), 64 * 1024);
+	assert_int_equal(smcr_sock_rcvbuf(p.c), 64 * 1024);
+	/* Nothing of CLC is left in either TCP stream. */
+	{
+		char b;
+		assert_int_equal(recv(p.cfd, &b, 1, MSG_DONTWAIT | MSG_PEEK), -1);
+		assert_int_equal(recv(p.sfd, &b, 1, MSG_DONTWAIT | MSG_PEEK), -1);
+	}
+	smcr_stats_get(&after);
+	assert_int_equal(after.conns_smc - before.conns_smc, 2);
+	pair_close(&p);
+}
+
+/* ---- data integrity ------------------------------------------------------------- */
+
+static uint8_t stream_byte(uint64_t i)
+{
+	uint64_t x = i * 0x9E3779B97F4A7C15ull;
+
+	return (uint8_t)(x >> 56 ^ x >> 29);
+}
+
+struct xfer {
+	struct smcr_sock *s;
+	uint64_t total;
+	unsigned seed;
+	int64_t result;
+};
+
+static void *writer_main(void *arg)
+{
+	struct xfer *x = arg;
+	uint8_t buf[40000];
+	uint64_t off = 0;
+
+	while (off < x->total) {
+		size_t n = 1 + (size_t)rand_r(&x->seed) % sizeof(buf);
+		ssize_t w;
+
+		if (n > x->total - off)
+			n = (size_t)(x->total - off);
+		for (size_t i = 0; i < n; i++)
+			buf[i] = stream_byte(off + i);
+		w = smcr_sock_send(x->s, buf, n, 0);
+		if (w != (ssize_t)n) { /* blocking send completes fully */
+			x->result = w < 0 ? w : -EIO;
+			return NULL;
+		}
+		off += n;
+	}
+	x->result = (int64_t)off;
+	return NULL;
+}
+
+static int64_t read_and_check(struct smcr_sock *s, uint64_t total, unsigned seed, int flags)
+{
+	uint8_t buf[50000];
+	uint64_t off = 0;
+
+	while (off < total) {
+		size_t n = 1 + (size_t)rand_r(&seed) % sizeof(buf);
+		ssize_t r;
+
+		if (n > total - off)
+			n = (size_t)(total - off); /* MSG_WAITALL must not wait beyond the end */
+		r = smcr_sock_recv(s, buf, n, flags);
+
+		if (r <= 0)
+			return r < 0 ? r : -EPIPE;
+		for (ssize_t i = 0; i < r; i++)
+			if (buf[i] != stream_byte(off + (uint64_t)i))
+				return -EBADMSG;
+		off += (uint64_t)r;
+	}
+	return (int64_t)off;
+}
+
+static void test_integrity_many_wraps(void **state)
+{
+	const uint64_t total = 8u << 20; /* 512 wraps of a 16 KiB ring */
+	struct xfer w1, w2;
+	pthread_t t1, t2;
+	struct pair p;
+
+	(void)state;
+	pair_open(&p, RING_SMALL);
+	w1 = (struct xfer){ .s = p.c, .total = total, .seed = 1 };
+	w2 = (struct xfer){ .s = p.s, .total = total / 2, .seed = 2 };
+	/* Both directions at once. */
+	assert_int_equal(pthread_create(&t1, NULL, writer_main, &w1), 0);
+	assert_int_equal(pthread_create(&t2, NULL, writer_main, &w2), 0);
+	assert_int_equal(read_and_check(p.s, total, 3, 0), (int64_t)total);
+	assert_int_equal(read_and_check(p.c, total / 2, 4, MSG_WAITALL), (int64_t)(total / 2));
+	pthread_join(t1, NULL);
+	pthread_join(t2, NULL);
+	assert_int_equal(w1.result, (int64_t)total);
+	assert_int_equal(w2.result, (int64_t)(total / 2));
+	assert_int_equal(smcr_sock_readable_bytes(p.s), 0);
+	pair_close(&p);
+}
+
+/* ---- flow control ----------------------------------------------------------------- */
+
+static void test_full_ring_eagain_and_resume(void **state)
+{
+	static uint8_t buf[RING_SMALL * 2];
+	uint32_t size;
+	ssize_t n, more;
+	struct pair p;
+
+	(void)state;
+	pair_open(&p, RING_SMALL);
+	size = smcr_sock_sndbuf(p.c);
+	memset(buf, 0xA5, sizeof(buf));
+	n = smcr_sock_send(p.c, buf, sizeof(buf), MSG_DONTWAIT);
+	assert_int_equal(n, (ssize_t)size); /* partial: exactly the ring */
+	assert_int_equal(smcr_sock_send(p.c, buf, 1, MSG_DONTWAIT), -EAGAIN);
+	assert_false(smcr_sock_poll(p.c) & POLLOUT);
+	assert_int_equal(smcr_sock_unacked_bytes(p.c), size);
+	assert_int_equal(smcr_sock_readable_bytes(p.s), size);
+
+	/* The reader frees the ring; the writer is woken through its doorbell. */
+	assert_int_equal(smcr_sock_recv(p.s, buf, size, MSG_WAITALL), (ssize_t)size);
+	assert_true(wait_mask(p.c, POLLOUT) & POLLOUT);
+	more = smcr_sock_send(p.c, buf, 100, MSG_DONTWAIT);
+	assert_int_equal(more, 100);
+	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), 100);
+	pair_close(&p);
+}
+
+/* ---- peek, waitall, readiness ------------------------------------------------------- */
+
+static void test_peek_and_readiness(void **state)
+{
+	struct epoll_event ev = { .events = EPOLLIN }, out;
+	char buf[64];
+	struct pair p;
+	int ep;
+
+	(void)state;
+	pair_open(&p, RING_SMALL);
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, smcr_sock_ready_fd(p.s), &ev), 0);
+	smcr_sock_set_interest(p.s, POLLIN);
+	/* Idle: the readiness fd is quiet. */
+	assert_int_equal(epoll_wait(ep, &out, 1, 0), 0);
+	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), MSG_DONTWAIT), -EAGAIN);
+
+	assert_int_equal(smcr_sock_send(p.c, "hello world", 11, 0), 11);
+	assert_int_equal(epoll_wait(ep, &out, 1, 5000), 1);
+	assert_true(smcr_sock_poll(p.s) & POLLIN);
+	assert_int_equal(smcr_sock_recv(p.s, buf, 5, MSG_PEEK), 5);
+	assert_memory_equal(buf, "hello", 5);
+	assert_int_equal(smcr_sock_readable_bytes(p.s), 11);
+	/* Level-triggered: still readable until consumed. */
+	assert_int_equal(epoll_wait(ep, &out, 1, 0), 1);
+	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), 11);
+	assert_memory_equal(buf, "hello world", 11);
+	assert_false(smcr_sock_poll(p.s) & POLLIN);
+	assert_int_equal(epoll_wait(ep, &out, 1, 0), 0);
+	close(ep);
+	smcr_sock_set_interest(p.s, 0);
+	pair_close(&p);
+}
+
+struct delayed_send {
+	struct smcr_sock *s;
+	int rc;
+};
+
+static void *delayed_sender(void *arg)
+{
+	struct delayed_send *d = arg;
+
+	poll(NULL, 0, 20);
+	d->rc = (int)smcr_sock_send(d->s, "abc", 3, 0);
+	poll(NULL, 0, 20);
+	d->rc += (int)smcr_sock_send(d->s, "defg", 4, 0);
+	return NULL;
+}
+
+static void test_waitall_blocks_until_complete(void **state)
+{
+	struct delayed_send d;
+	char buf[8] = { 0 };
+	pthread_t t;
+	struct pair p;
+
+	(void)state;
+	pair_open(&p, RING_SMALL);
+	d = (struct delayed_send){ .s = p.c };
+	assert_int_equal(pthread_create(&t, NULL, delayed_sender, &d), 0);
+	assert_int_equal(smcr_sock_recv(p.s, buf, 7, MSG_WAITALL), 7);
+	assert_memory_equal(buf, "abcdefg", 7);
+	pthread_join(t, NULL);
+	assert_int_equal(d.rc, 7);
+	pair_close(&p);
+}
+
+/* ---- close sequences ---------------------------------------------------------------- */
+
+static void test_shutdown_half_close(void **state)
+{
+	char buf[32];
+	struct pair p;
+
+	(void)state;
+	pair_open(&p, RING_SMALL);
+	assert_int_equal(smcr_sock_send(p.c, "last words", 10, 0), 10);
+	assert_int_equal(smcr_sock_shutdown(p.c, SHUT_WR), 0);
+	assert_int_equal(smcr_sock_send(p.c, "x", 1, 0), -EPIPE);
+	/* Buffered data first, then EOF; the other direction still works. */
+	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), 10);
+	assert_true(smcr_sock_poll(p.s) & POLLRDHUP);
+	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), 0);
+	assert_int_equal(smcr_sock_send(p.s, "reply", 5, 0), 5);
+	assert_int_equal(smcr_sock_recv(p.c, buf, sizeof(buf), 0), 5);
+	assert_memory_equal(buf, "reply", 5);
+	/* The TCP connection was half-closed too (smc-r-protocol.md §7.2). */
+	assert_int_equal(recv(p.sfd, buf, 1, 0), 0);
+	assert_int_equal(smcr_sock_shutdown(p.s, SHUT_WR), 0);
+	assert_int_equal(smcr_sock_recv(p.c, buf, sizeof(buf), 0), 0);
+	assert_true(smcr_sock_poll(p.c) & POLLHUP);
+	pair_close(&p);
+}
+
+static void test_close_then_peer_sees_eof_and_epipe(void **state)
+{
+	char buf[16];
+	struct pair p;
+
+	(void)state;
+	pair_open(&p, RING_SMALL);
+	assert_int_equal(smcr_sock_send(p.c, "bye", 3, 0), 3);
+	smcr_sock_close(p.c);
+	p.c = NULL;
+	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), 3);
+	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), 0);
+	assert_int_equal(smcr_sock_send(p.s, "x", 1, MSG_DONTWAIT), -EPIPE);
+	/* TCP saw the FIN that follows the CDC. */
+	assert_int_equal(recv(p.sfd, buf, 1, 0), 0);
+	pair_close(&p);
+}
+
+static void test_close_with_unread_data_aborts(void **state)
+{
+	char buf[16];
+	struct pair p;
+
+	(void)state;
+	pair_open(&p, RING_SMALL);
+	assert_int_equal(smcr_sock_send(p.s, "unread", 6, 0), 6);
+	assert_true(wait_mask(p.c, POLLIN) & POLLIN);
+	smcr_sock_close(p.c);
+	p.c = NULL;
+	assert_true(wait_mask(p.s, POLLERR) & POLLERR);
+	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), -ECONNRESET);
+	pair_close(&p);
+}
+
+static void test_peer_abort_is_econnreset(void **state)
+{
+	char buf[16];
+	struct pair p;
+
+	(void)state;
+	pair_open(&p, RING_SMALL);
+	smcr_sock_abort(p.c);
+	p.c = NULL;
+	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), -ECONNRESET);
+	assert_true(smcr_sock_poll(p.s) & (POLLERR | POLLHUP));
+	assert_int_equal(smcr_sock_take_error(p.s), ECONNRESET);
+	assert_int_equal(smcr_sock_take_error(p.s), 0);
+	assert_int_equal(smcr_sock_send(p.s, "x", 1, 0), -ECONNRESET);
+	pair_close(&p);
+}
+
+/* The peer process dies without a word: the blocked reader wakes with a reset. */
+static void test_peer_death_wakes_reader(void **state)
+{
+	struct pair p;
+	char buf[16];
+	pid_t pid;
+	int status;
+
+	(void)state;
+	pair_listen(&p);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct smcr_sock *c = NULL;
+		int fd = tcp_connect(p.port);
+
+		if (smcr_sock_connect(fd, NULL, &c) != 0)
+			_exit(2);
+		if (smcr_sock_send(c, "alive", 5, 0) != 5)
+			_exit(3);
+		raise(SIGKILL);
+		_exit(4);
+	}
+	p.sfd = accept4(p.lfd, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(p.sfd >= 0);
+	assert_int_equal(classify_wait(p.sfd), SMCR_CLASSIFY_PROPOSAL);
+	assert_int_equal(smcr_sock_accept(p.sfd, NULL, &p.s), 0);
+	assert_int_equal(smcr_sock_recv(p.s, buf, 5, MSG_WAITALL), 5);
+	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), -ECONNRESET);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status));
+	pair_close(&p);
+}
+
+/* ---- hostile peer ---------------------------------------------------------------------- */
+
+/* Play the client's engine gone rogue: post a raw CDC into the server's mailbox. */
+static void post_raw_cdc(struct smcr_sock *from, struct smcr_curs prod, struct smcr_curs cons)
+{
+	struct smcr_cdc_msg m = {
+		.seqno = (uint16_t)(from->tx_seqno + 1), .token = from->peer_token,
+		.prod = prod, .cons = cons,
+	};
+	uint8_t wire[SMCR_CDC_MSG_LEN];
+
+	from->tx_seqno++;
+	smcr_cdc_encode(&m, wire);
+	assert_int_equal(from->ops->send_ctrl(from->xc, wire), 0);
+}
+
+static void hostile_case(struct smcr_curs prod, struct smcr_curs cons)
+{
+	uint8_t buf[64], canary[64];
+	struct pair p;
+
+	pair_open(&p, RING_SMALL);
+	memset(buf, 0x5A, sizeof(buf));
+	memcpy(canary, buf, sizeof(buf));
+	post_raw_cdc(p.c, prod, cons);
+	/* Aborted, nothing copied out of (or beyond) the ring. */
+	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), MSG_DONTWAIT), -ECONNRESET);
+	assert_memory_equal(buf, canary, sizeof(buf));
+	assert_int_equal(p.s->state, SMCR_CONN_ABORTED);
+	assert_int_equal(smcr_sock_readable_bytes(p.s), 0);
+	/* The peer is told: it sees the reset too. */
+	assert_true(wait_mask(p.c, POLLERR) & POLLERR);
+	assert_int_equal(smcr_sock_recv(p.c, buf, sizeof(buf), 0), -ECONNRESET);
+	pair_close(&p);
+}
+
+static void test_hostile_producer_cursor_outside_ring(void **state)
+{
+	(void)state;
+	hostile_case((struct smcr_curs){ .wrap = 0, .count = RING_SMALL + 100 },
+		     (struct smcr_curs){ 0, 0 });
+}
+
+static void test_hostile_producer_cursor_too_far_ahead(void **state)
+{
+	(void)state;
+	/* More than a ring ahead of what we consumed: would overwrite unread data. */
+	hostile_case((struct smcr_curs){ .wrap = 1, .count = 10 }, (struct smcr_curs){ 0, 0 });
+}
+
+static void test_hostile_producer_cursor_backwards(void **state)
+{
+	(void)state;
+	hostile_case((struct smcr_curs){ .wrap = 0xFFFF, .count = 100 }, (struct smcr_curs){ 0, 0 });
+}
+
+static void test_hostile_consumer_cursor_unwritten(void **state)
+{
+	(void)state;
+	/* Claims to have consumed data the server never produced. */
+	hostile_case((struct smcr_curs){ 0, 0 }, (struct smcr_curs){ .wrap = 0, .count = 4096 });
+}
+
+static void test_hostile_bad_token(void **state)
+{
+	struct smcr_cdc_msg m = { .seqno = 1, .token = 0x12345678 };
+	uint8_t wire[SMCR_CDC_MSG_LEN], buf[8];
+	struct pair p;
+
+	(void)state;
+	pair_open(&p, RING_SMALL);
+	if (m.token == p.c->peer_token)
+		m.token ^= 2;
+	smcr_cdc_encode(&m, wire);
+	assert_int_equal(p.c->ops->send_ctrl(p.c->xc, wire), 0);
+	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), MSG_DONTWAIT), -ECONNRESET);
+	pair_close(&p);
+}
+
+/* ---- fallback -------------------------------------------------------------------------- */
+
+static void test_non_clc_first_bytes_are_tcp(void **state)
+{
+	char buf[32];
+	struct pair p;
+
+	(void)state;
+	pair_listen(&p);
+	p.cfd = tcp_connect(p.port);
+	p.sfd = accept4(p.lfd, NULL, NULL, SOCK_CLOEXEC);
+	assert_int_equal(smcr_sock_classify(p.sfd), SMCR_CLASSIFY_NEED_MORE);
+	assert_int_equal(send(p.cfd, "GET / HTTP/1.0\r\n", 16, 0), 16);
+	assert_int_equal(classify_wait(p.sfd), SMCR_CLASSIFY_TCP);
+	/* Peeked, never consumed. */
+	assert_int_equal(recv(p.sfd, buf, sizeof(buf), 0), 16);
+	assert_memory_equal(buf, "GET / HTTP/1.0\r\n", 16);
+	/* A CLC eyecatcher prefix alone is "need more", not TCP. */
+	assert_int_equal(send(p.cfd, "\xE2\xD4", 2, 0), 2);
+	poll(NULL, 0, 20);
+	assert_int_equal(smcr_sock_classify(p.sfd), SMCR_CLASSIFY_NEED_MORE);
+	shutdown(p.cfd, SHUT_WR);
+	pair_close(&p);
+}
+
+static void test_unregistered_peer_gets_no_proposal(void **state)
+{
+	struct smcr_sock *c = (struct smcr_sock *)1;
+	uint16_t port;
+	int lfd = tcp_listener(&port), cfd, sfd;
+	char b;
+
+	(void)state;
+	cfd = tcp_connect(port);
+	sfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	assert_false(smcr_peer_is_registered(cfd));
+	assert_int_equal(smcr_sock_connect(cfd, NULL, &c), SMCR_CLC_DECL_PEERNOSMC);
+	assert_null(c);
+	assert_string_equal(smcr_fallback_reason_str(SMCR_CLC_DECL_PEERNOSMC), "PEERNOSMC");
+	poll(NULL, 0, 20);
+	assert_int_equal(recv(sfd, &b, 1, MSG_DONTWAIT), -1); /* not one byte sent */
+	close(cfd);
+	close(sfd);
+	close(lfd);
+}
+
+static size_t encode(struct smcr_clc_msg *m, uint8_t *buf)
+{
+	enum smcr_clc_err err;
+	size_t n = smcr_clc_encode(m, buf, SMCR_CLC_MAX_LEN, &err);
+
+	assert_true(n > 0);
+	return n;
+}
+
+/* An smcr server receiving an offer it cannot take declines; both go on over TCP. */
+static void test_server_declines_foreign_proposal(void **state)
+{
+	uint8_t buf[SMCR_CLC_MAX_LEN];
+	struct smcr_clc_msg m, d;
+	struct smcr_sock *s = NULL;
+	enum smcr_clc_err err;
+	struct pair p;
+	size_t n, len;
+
+	(void)state;
+	pair_listen(&p);
+	p.cfd = tcp_connect(p.port);
+	p.sfd = accept4(p.lfd, NULL, NULL, SOCK_CLOEXEC);
+	/* A v1 SMC-R proposal, as a kernel with only RoCE would send. */
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = SMCR_CLC_PROPOSAL;
+	m.hdr.version = SMCR_CLC_V1;
+	m.hdr.typev1 = SMCR_CLC_PATH_R;
+	m.proposal.ipv4_prefix = 0x7f000000;
+	m.proposal.ipv4_prefix_len = 8;
+	n = encode(&m, buf);
+	assert_int_equal(send(p.cfd, buf, n, 0), (ssize_t)n);
+	assert_int_equal(send(p.cfd, "app data", 8, 0), 8);
+	assert_int_equal(classify_wait(p.sfd), SMCR_CLASSIFY_PROPOSAL);
+	assert_int_equal(smcr_sock_accept(p.sfd, NULL, &s), SMCR_CLC_DECL_NOSMCD2DEV);
+	assert_null(s);
+	/* Client reads the Decline, then both talk TCP; the app data was not eaten. */
+	n = (size_t)recv(p.cfd, buf, sizeof(buf), 0);
+	assert_int_equal(smcr_clc_decode(buf, n, &d, &len, &err), SMCR_WIRE_OK);
+	assert_int_equal(len, n);
+	assert_int_equal(d.hdr.type, SMCR_CLC_DECLINE);
+	assert_int_equal(d.decline.diag, SMCR_CLC_DECL_NOSMCD2DEV);
+	assert_int_equal(recv(p.sfd, buf, 8, MSG_WAITALL), 8);
+	assert_memory_equal(buf, "app data", 8);
+	assert_int_equal(send(p.sfd, "tcp reply", 9, 0), 9);
+	assert_int_equal(recv(p.cfd, buf, 9, MSG_WAITALL), 9);
+	pair_close(&p);
+}
+
+struct decliner {
+	int lfd;
+	uint32_t reason;
+	int ok;
+};
+
+/* A registered server that reads the Proposal and declines it. */
+static void *decliner_main(void *arg)
+{
+	struct decliner *d = arg;
+	uint8_t buf[SMCR_CLC_MAX_LEN];
+	struct smcr_clc_msg m;
+	enum smcr_clc_err err;
+	size_t got = 0, len = 0;
+	int fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC);
+
+	while (fd >= 0) {
+		ssize_t n = recv(fd, buf + got, sizeof(buf) - got, 0);
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		if (smcr_clc_decode(buf, got, &m, &len, &err) != SMCR_WIRE_NEED_MORE)
+			break;
+	}
+	if (fd < 0 || len == 0 || got != len || m.hdr.type != SMCR_CLC_PROPOSAL)
+		return NULL;
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = SMCR_CLC_DECLINE;
+	m.hdr.version = SMCR_CLC_V2;
+	m.decline.diag = d->reason;
+	len = smcr_clc_encode(&m, buf, sizeof(buf), &err);
+	if (send(fd, buf, len, 0) != (ssize_t)len || send(fd, "banner", 6, 0) != 6)
+		return NULL;
+	if (recv(fd, buf, 5, MSG_WAITALL) == 5 && memcmp(buf, "hello", 5) == 0)
+		d->ok = 1;
+	close(fd);
+	return NULL;
+}
+
+static void test_client_fallback_on_decline(void **state)
+{
+	struct decliner d = { .reason = SMCR_CLC_DECL_MAX_DMB };
+	struct smcr_sock *c = NULL;
+	struct pair p;
+	pthread_t t;
+	char buf[8];
+
+	(void)state;
+	pair_listen(&p);
+	d.lfd = p.lfd;
+	assert_int_equal(pthread_create(&t, NULL, decliner_main, &d), 0);
+	p.cfd = tcp_connect(p.port);
+	assert_int_equal(smcr_sock_connect(p.cfd, NULL, &c), SMCR_CLC_DECL_MAX_DMB);
+	assert_null(c);
+	/* The stream continues as TCP: the server's first bytes arrive intact. */
+	assert_int_equal(recv(p.cfd, buf, 6, MSG_WAITALL), 6);
+	assert_memory_equal(buf, "banner", 6);
+	assert_int_equal(send(p.cfd, "hello", 5, 0), 5);
+	pthread_join(t, NULL);
+	assert_int_equal(d.ok, 1);
+	pair_close(&p);
+}
+
+static void test_late_proposal_declined(void **state)
+{
+	uint8_t buf[SMCR_CLC_MAX_LEN];
+	struct smcr_clc_msg m, d;
+	enum smcr_clc_err err;
+	struct pair p;
+	size_t n, len;
+
+	(void)state;
+	pair_listen(&p);
+	p.cfd = tcp_connect(p.port);
+	p.sfd = accept4(p.lfd, NULL, NULL, SOCK_CLOEXEC);
+	assert_int_equal(smcr_sock_decline_late_proposal(p.sfd, SMCR_CLC_DECL_SYNCERR), 0);
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = SMCR_CLC_PROPOSAL;
+	m.hdr.version = SMCR_CLC_V1;
+	m.hdr.typev1 = SMCR_CLC_PATH_R;
+	n = encode(&m, buf);
+	assert_int_equal(send(p.cfd, buf, n, 0), (ssize_t)n);
+	assert_int_equal(classify_wait(p.sfd), SMCR_CLASSIFY_PROPOSAL);
+	assert_int_equal(smcr_sock_decline_late_proposal(p.sfd, SMCR_CLC_DECL_SYNCERR), 1);
+	n = (size_t)recv(p.cfd, buf, sizeof(buf), 0);
+	assert_int_equal(smcr_clc_decode(buf, n, &d, &len, &err), SMCR_WIRE_OK);
+	assert_int_equal(d.decline.diag, SMCR_CLC_DECL_SYNCERR);
+	assert_int_equal(recv(p.sfd, buf, 1, MSG_DONTWAIT), -1);
+	pair_close(&p);
+}
+
+/* Ring buffers are reused after a clean close and start zeroed. */
+static void test_pooled_ring_is_zeroed(void **state)
+{
+	uint8_t zero[256] = { 0 };
+	char buf[16];
+	struct pair p;
+
+	(void)state;
+	for (int round = 0; round < 3; round++) {
+		pair_open(&p, RING_SMALL);
+		assert_memory_equal(p.s->rmb, zero, sizeof(zero));
+		assert_memory_equal(p.c->rmb, zero, sizeof(zero));
+		memset(buf, 'q', sizeof(buf));
+		assert_int_equal(smcr_sock_send(p.c, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+		assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), MSG_WAITALL),
+				 (ssize_t)sizeof(buf));
+		smcr_sock_close(p.c);
+		p.c = NULL;
+		assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), 0);
+		pair_close(&p);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_handshake),
+		cmocka_unit_test(test_integrity_many_wraps),
+		cmocka_unit_test(test_full_ring_eagain_and_resume),
+		cmocka_unit_test(test_peek_and_readiness),
+		cmocka_unit_test(test_waitall_blocks_until_complete),
+		cmocka_unit_test(test_shutdown_half_close),
+		cmocka_unit_test(test_close_then_peer_sees_eof_and_epipe),
+		cmocka_unit_test(test_close_with_unread_data_aborts),
+		cmocka_unit_test(test_peer_abort_is_econnreset),
+		cmocka_unit_test(test_peer_death_wakes_reader),
+		cmocka_unit_test(test_hostile_producer_cursor_outside_ring),
+		cmocka_unit_test(test_hostile_producer_cursor_too_far_ahead),
+		cmocka_unit_test(test_hostile_producer_cursor_backwards),
+		cmocka_unit_test(test_hostile_consumer_cursor_unwritten),
+		cmocka_unit_test(test_hostile_bad_token),
+		cmocka_unit_test(test_non_clc_first_bytes_are_tcp),
+		cmocka_unit_test(test_unregistered_peer_gets_no_proposal),
+		cmocka_unit_test(test_server_declines_foreign_proposal),
+		cmocka_unit_test(test_client_fallback_on_decline),
+		cmocka_unit_test(test_late_proposal_declined),
+		cmocka_unit_test(test_pooled_ring_is_zeroed),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	alarm(120); /* bounded: a hang fails the test instead of stalling CI */
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
