@@ -4,10 +4,12 @@
 #   scripts/rxe-vm -- tests/rxe/selftest.sh BUILD/tests/rxe/mr_access_probe
 # Proves the two-"host" setup the RDMA tests rely on: rxe0/rxe1 with RoCEv2 GIDs for their
 # IPv4 and IPv6 addresses, verbs traffic rxe0 -> rxe1 that really crosses veth0 (UDP 4791),
-# rdma_cm over IPv4 and IPv6, and that the device enforces a memory region's access rights.
+# rdma_cm over IPv4 and IPv6, that the device enforces a memory region's access rights, and
+# that the kernel's own SMC-R (AF_SMC) moves its data over RoCE, as rxe-vm configures it.
 # Prints one line per check and "N passed, N failed"; exit 0 only if all passed.
 set -u
-probe=${1:?usage: selftest.sh PATH/TO/mr_access_probe}
+probe=${1:?usage: selftest.sh PATH/TO/mr_access_probe PATH/TO/smc_echo}
+smc_echo=${2:?usage: selftest.sh PATH/TO/mr_access_probe PATH/TO/smc_echo}
 
 [[ ${RXE_VM:-} == 1 && ${RXE_VM_NET:-} == pair ]] || {
     echo "selftest.sh: run me inside 'scripts/rxe-vm -n pair'" >&2
@@ -62,16 +64,19 @@ done
 # --------------------------------------------- RoCE packet counters on the "wire" ----
 # tc counts RoCEv2 packets (UDP destination port 4791) leaving and entering veth0, so a
 # check can tell traffic that crossed the veth pair from traffic the kernel short-cut.
+# Filter prefs: 4 = RoCEv2 over IPv4, 6 = RoCEv2 over IPv6, 8 = any TCP over IPv4.
 tc qdisc add dev veth0 clsact
 for dir in egress ingress; do
     tc filter add dev veth0 "$dir" pref 4 protocol ip flower ip_proto udp dst_port 4791 action pass
     tc filter add dev veth0 "$dir" pref 6 protocol ipv6 flower ip_proto udp dst_port 4791 action pass
+    tc filter add dev veth0 "$dir" pref 8 protocol ip flower ip_proto tcp action pass
 done
-roce_packets() { # egress|ingress 4|6 -> packets counted so far
+counter() { # egress|ingress PREF bytes|pkt -> count so far
     tc -s filter show dev veth0 "$1" pref "$2" |
-        awk '/Sent [0-9]+ bytes [0-9]+ pkt/ { for (i = 1; i < NF; i++) if ($(i + 1) == "pkt") print $i; exit }'
+        awk -v unit="$3" '/Sent [0-9]+ bytes [0-9]+ pkt/ {
+            for (i = 1; i < NF; i++) if ($(i + 1) == unit) print $i; exit }'
 }
-snapshot() { echo "$(roce_packets egress "$1") $(roce_packets ingress "$1")"; }
+snapshot() { echo "$(counter egress "$1" "${2:-pkt}") $(counter ingress "$1" "${2:-pkt}")"; }
 crossed() { # NAME FAMILY "EGRESS INGRESS" MIN: veth0 saw >= MIN more packets each way
     local name=$1 min=$4 out0 in0 out1 in1
     read -r out0 in0 <<< "$3"
@@ -153,6 +158,25 @@ show_log server srv 3
 
 # ------------------------------------------------------------------- kernel SMC-R ----
 if [[ ${RXE_VM_SMC:-0} == 1 ]]; then
+    # SMC-R proper, not its TCP fallback: the data crosses veth0 as RoCE while TCP (which
+    # carries only the CLC handshake) stays small; a fallback would move it all over TCP.
+    bytes=1048576
+    read -r roce_out0 roce_in0 <<< "$(snapshot 4 bytes)"
+    read -r tcp_out0 tcp_in0 <<< "$(snapshot 8 bytes)"
+    run_pair "kernel AF_SMC echo of 1 MiB 10.77.0.1 -> 10.77.0.2" \
+        "'$smc_echo' server 10.77.0.2 7472 $bytes" \
+        "'$smc_echo' client 10.77.0.2 7472 $bytes 10.77.0.1" \
+        "wait_listening 7472"
+    read -r roce_out1 roce_in1 <<< "$(snapshot 4 bytes)"
+    read -r tcp_out1 tcp_in1 <<< "$(snapshot 8 bytes)"
+    roce=$((roce_out1 - roce_out0))/$((roce_in1 - roce_in0))
+    tcp=$((tcp_out1 - tcp_out0 + tcp_in1 - tcp_in0))
+    if [[ $((roce_out1 - roce_out0)) -ge $bytes && $((roce_in1 - roce_in0)) -ge $bytes &&
+          $tcp -lt $((bytes / 8)) ]]; then
+        pass "kernel SMC-R carried it: RoCE bytes out/in $roce, TCP bytes $tcp"
+    else
+        fail "kernel SMC-R did not carry it: RoCE bytes out/in $roce, TCP bytes $tcp"
+    fi
     smc_configured() {
         rxe-vm-smc show > "$logs/smc" 2>&1 &&
             grep -q '^ueid RXE-VM' "$logs/smc" &&
