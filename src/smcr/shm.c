@@ -204,12 +204,48 @@ fail:
 	return NULL;
 }
 
+/*
+ * fork: pooled regions are MAP_SHARED, so parent and child would hand the same
+ * memory to two different connections.  The child forgets the pool (its own
+ * connections get fresh regions); the parent keeps it.
+ */
+static void pool_prepare(void)
+{
+	pthread_mutex_lock(&pool_lock);
+}
+
+static void pool_parent(void)
+{
+	pthread_mutex_unlock(&pool_lock);
+}
+
+static void pool_child(void)
+{
+	for (unsigned c = 0; c <= SHM_MAX_CLASS; c++) {
+		while (pool[c]) {
+			struct shm_region *r = pool[c];
+
+			pool[c] = r->next;
+			region_free(r);
+		}
+	}
+	pthread_mutex_init(&pool_lock, NULL);
+}
+
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+
+static void pool_init(void)
+{
+	pthread_atfork(pool_prepare, pool_parent, pool_child);
+}
+
 /* A pooled region that is fresh or was last shared with `peer`, else a new one. */
 static struct shm_region *region_get(uint32_t ring_size, pid_t peer)
 {
 	unsigned c = size_class(ring_size);
 	struct shm_region **pp, *r = NULL;
 
+	pthread_once(&pool_once, pool_init);
 	pthread_mutex_lock(&pool_lock);
 	for (pp = &pool[c]; *pp; pp = &(*pp)->next) {
 		if ((*pp)->tag == 0 || (*pp)->tag == peer) {
@@ -853,4 +889,16 @@ uint8_t *smcr_shm_test_peer_ring(struct smcr_xconn *xc, uint32_t *size)
 {
 	*size = xc->peer_ring_size;
 	return xc->peer_base + SHM_CTRL_LEN;
+}
+
+unsigned smcr_shm_test_pool_size(void)
+{
+	unsigned n = 0;
+
+	pthread_mutex_lock(&pool_lock);
+	for (unsigned c = 0; c <= SHM_MAX_CLASS; c++)
+		for (struct shm_region *r = pool[c]; r; r = r->next)
+			n++;
+	pthread_mutex_unlock(&pool_lock);
+	return n;
 }

@@ -27,6 +27,7 @@
 #include "smcr/clc.h"
 #include "smcr/conn.h"
 #include "smcr/engine.h"
+#include "smcr/shm.h"
 #include "smcr/stats.h"
 
 #define RING_SMALL (16u * 1024)
@@ -762,6 +763,31 @@ static void test_pooled_ring_is_zeroed(void **state)
 	}
 }
 
+/* A forked child must not reuse the parent's pooled (MAP_SHARED) rings. */
+static void test_fork_child_forgets_pool(void **state)
+{
+	struct pair p;
+	char buf[4];
+	pid_t pid;
+	int status;
+
+	(void)state;
+	pair_open(&p, RING_SMALL);
+	smcr_sock_close(p.c);
+	p.c = NULL;
+	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), 0);
+	pair_close(&p); /* the server closed after the peer: its ring is pooled */
+	assert_true(smcr_shm_test_pool_size() > 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(smcr_shm_test_pool_size() == 0 ? 0 : 1);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_true(smcr_shm_test_pool_size() > 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -786,6 +812,7 @@ int main(void)
 		cmocka_unit_test(test_client_fallback_on_decline),
 		cmocka_unit_test(test_late_proposal_declined),
 		cmocka_unit_test(test_pooled_ring_is_zeroed),
+		cmocka_unit_test(test_fork_child_forgets_pool),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
