@@ -187,5 +187,5 @@ if [[ ${RXE_VM_SMC:-0} == 1 ]]; then
 fi
 
 rm -rf "$logs"
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed (${SECONDS}s in the guest)"
 [[ $failed == 0 ]]
