@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * smc_echo: one connection over the kernel's AF_SMC sockets: the client sends BYTES bytes,
- * the server echoes them, the client checks the echo. Whether the kernel really used SMC-R
- * (and not its TCP fallback) is for the caller to see, e.g. from RoCE counters on the wire.
+ * smc_echo: one connection over the kernel's AF_SMC sockets: the client sends BYTES
+ * bytes, the server echoes them, the client checks the echo. Whether the kernel really
+ * used SMC-R (and not its TCP fallback) is for the caller to see, e.g. from RoCE
+ * counters on the wire.
  *
  *   smc_echo server LOCAL_ADDR PORT BYTES
  *   smc_echo client SERVER_ADDR PORT BYTES LOCAL_ADDR
@@ -22,12 +23,12 @@
 #define AF_SMC 43
 #endif
 /* protocol argument of socket(AF_SMC, ...): the address family of the TCP connection */
-#define SMCPROTO_SMC 0
+#define SMCPROTO_SMC  0
 #define SMCPROTO_SMC6 1
 
-#define IO_TIMEOUT_S 20
+#define IO_TIMEOUT_S	  20
 #define ACCEPT_TIMEOUT_MS 20000
-#define CHUNK 65536
+#define CHUNK		  65536
 
 static int fail(const char *what)
 {
@@ -38,8 +39,8 @@ static int fail(const char *what)
 static int resolve(const char *addr, const char *port, struct sockaddr_storage *out,
 		   socklen_t *len)
 {
-	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
-				  .ai_socktype = SOCK_STREAM };
+	struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
+				 .ai_socktype = SOCK_STREAM};
 	struct addrinfo *res;
 	int rc = getaddrinfo(addr, port, &hints, &res);
 
@@ -55,7 +56,7 @@ static int resolve(const char *addr, const char *port, struct sockaddr_storage *
 
 static int smc_socket(const struct sockaddr_storage *addr)
 {
-	struct timeval tv = { .tv_sec = IO_TIMEOUT_S };
+	struct timeval tv = {.tv_sec = IO_TIMEOUT_S};
 	int fd = socket(AF_SMC, SOCK_STREAM,
 			addr->ss_family == AF_INET6 ? SMCPROTO_SMC6 : SMCPROTO_SMC);
 
@@ -84,12 +85,15 @@ static int exchange(int fd, size_t total)
 	size_t sent = 0, received = 0;
 
 	while (received < total) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN | (sent < total ? POLLOUT : 0) };
+		struct pollfd pfd = {.fd = fd,
+				     .events = POLLIN | (sent < total ? POLLOUT : 0)};
 		int n = poll(&pfd, 1, IO_TIMEOUT_S * 1000);
 
 		if (n <= 0) {
-			fprintf(stderr, "smc_echo: stalled after sending %zu, receiving %zu bytes\n",
-				sent, received);
+			fprintf(
+			    stderr,
+			    "smc_echo: stalled after sending %zu, receiving %zu bytes\n",
+			    sent, received);
 			return -1;
 		}
 		if (sent < total && (pfd.revents & POLLOUT)) {
@@ -106,13 +110,15 @@ static int exchange(int fd, size_t total)
 			if (r < 0 && errno != EAGAIN)
 				return fail("recv");
 			if (r == 0) {
-				fprintf(stderr, "smc_echo: peer closed after %zu of %zu bytes\n",
+				fprintf(stderr,
+					"smc_echo: peer closed after %zu of %zu bytes\n",
 					received, total);
 				return -1;
 			}
 			for (ssize_t i = 0; i < r; i++) {
 				if (in[i] != pattern(received + (size_t)i)) {
-					fprintf(stderr, "smc_echo: wrong byte at offset %zu\n",
+					fprintf(stderr,
+						"smc_echo: wrong byte at offset %zu\n",
 						received + (size_t)i);
 					return -1;
 				}
@@ -141,9 +147,10 @@ static int server(const char *addr, const char *port, size_t bytes)
 	}
 	printf("listening on %s port %s\n", addr, port);
 	fflush(stdout);
-	struct pollfd pfd = { .fd = lfd, .events = POLLIN };
+	struct pollfd pfd = {.fd = lfd, .events = POLLIN};
 	if (poll(&pfd, 1, ACCEPT_TIMEOUT_MS) != 1) {
-		fprintf(stderr, "smc_echo: no connection within %d ms\n", ACCEPT_TIMEOUT_MS);
+		fprintf(stderr, "smc_echo: no connection within %d ms\n",
+			ACCEPT_TIMEOUT_MS);
 		goto out;
 	}
 	fd = accept(lfd, NULL, NULL);
@@ -179,13 +186,15 @@ out:
 	return rc;
 }
 
-static int client(const char *addr, const char *port, size_t bytes, const char *local_addr)
+static int client(const char *addr, const char *port, size_t bytes,
+		  const char *local_addr)
 {
 	struct sockaddr_storage peer, local;
 	socklen_t peer_len, local_len;
 	int fd, rc = 1;
 
-	if (resolve(addr, port, &peer, &peer_len) || resolve(local_addr, "0", &local, &local_len))
+	if (resolve(addr, port, &peer, &peer_len) ||
+	    resolve(local_addr, "0", &local, &local_len))
 		return 1;
 	fd = smc_socket(&peer);
 	if (fd < 0)
