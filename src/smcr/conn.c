@@ -152,13 +152,13 @@ struct smcr_sock *smcr_conn_new(int tcp_fd, bool server, const struct smcr_trans
 	ops->ring(xc, &s->rmb, &s->rmb_size);
 	ops->tokens(xc, &s->local_token, &s->peer_token);
 	s->state = SMCR_CONN_ACTIVE;
-	smcr_stats_conn_open(s);
+	s->stats = smcr_stats_conn_open(s);
 	return s;
 }
 
 void smcr_conn_free(struct smcr_sock *s, bool clean)
 {
-	smcr_stats_conn_close(s);
+	smcr_stats_conn_close(s, s->state == SMCR_CONN_ABORTED);
 	s->ops->destroy(s->xc, clean);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
@@ -295,6 +295,8 @@ int smcr_sock_connect(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr
 		ops->destroy(xc, false);
 	if (rc > 0)
 		smcr_stats_fallback(rc);
+	else
+		smcr_stats_handshake_error();
 	smcr_dbg("client handshake on fd %d: %d", tcp_fd, rc);
 	return rc;
 }
@@ -388,6 +390,8 @@ int smcr_sock_accept(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_
 		ops->destroy(xc, false);
 	if (rc > 0)
 		smcr_stats_fallback(rc);
+	else
+		smcr_stats_handshake_error();
 	smcr_dbg("server handshake on fd %d: %d", tcp_fd, rc);
 	return rc;
 }

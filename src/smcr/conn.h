@@ -20,6 +20,7 @@
 
 #include "smcr/cdc.h"
 #include "smcr/ring.h"
+#include "smcr/stats_abi.h"
 #include "smcr/transport.h"
 
 /* Linux's connection states (smc-r-protocol.md §7.2), as far as we keep them. */
@@ -74,7 +75,8 @@ struct smcr_sock {
 	unsigned waiters_rd;           /* engine threads blocked in recv */
 	unsigned waiters_wr;           /* engine threads blocked in send */
 
-	/* counters */
+	/* counters, mirrored into the published record */
+	struct smcr_stats_conn *stats;
 	uint64_t bytes_sent;
 	uint64_t bytes_received;
 	uint64_t cdc_sent;

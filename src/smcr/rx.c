@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "smcr/conn.h"
 #include "smcr/engine.h"
+#include "smcr/stats.h"
 
 /* Linux's SOCK_MIN_SNDBUF / 2 on Debian 6.12 x86-64 (smc-r-protocol.md §6.5). */
 #define SMCR_CONS_UPDATE_MIN 2304u
@@ -222,6 +223,7 @@ ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 	}
 	/* Readiness reflects what is left for other waiters. */
 	smcr_conn_progress(s);
+	smcr_stats_conn_update(s);
 	pthread_mutex_unlock(&s->lock);
 	return ret;
 }

@@ -1,45 +1,306 @@
 // SPDX-License-Identifier: MIT
-/* Per-process SMC counters; see stats.h. */
+/*
+ * Stats publishing (see stats.h and include/smcr/stats_abi.h).
+ *
+ * The area is created on first use: <runtime dir>/smcr/stats.<pid>, mapped
+ * shared so the stats tool can read it while we run.  Writers update single
+ * fields with relaxed atomics; record slots are claimed with a CAS on `state`.
+ *
+ * fork: the child must not write into the parent's file.  It swaps the shared
+ * mapping for a private copy at the same address (records of inherited
+ * connections stay valid pointers) and publishes a file of its own for
+ * connections it makes itself.
+ */
 #include "smcr/stats.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "common/log.h"
+#include "common/real.h"
 #include "smcr/clc.h"
 #include "smcr/conn.h"
+#include "smcr/sys.h"
 
-static _Atomic uint64_t conns_smc, conns_open, fallbacks, fallback_peernosmc;
-static _Atomic uint64_t bytes_sent, bytes_received;
-static _Atomic uint32_t last_reason;
+static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct smcr_stats_file *area;
+static char area_path[256];
+static bool atfork_done;
 
-void smcr_stats_conn_open(const struct smcr_sock *s)
+#define ADD(field, v) __atomic_fetch_add(&(field), (v), __ATOMIC_RELAXED)
+#define SUB(field, v) __atomic_fetch_sub(&(field), (v), __ATOMIC_RELAXED)
+#define SET(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELAXED)
+
+/* A directory we own, mode 0700, not a symlink; created if missing. */
+static bool private_dir(const char *path)
 {
-	(void)s;
-	atomic_fetch_add_explicit(&conns_smc, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&conns_open, 1, memory_order_relaxed);
+	struct stat st;
+
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+		return false;
+	if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid())
+		return false;
+	if ((st.st_mode & 077) != 0 && chmod(path, 0700) < 0)
+		return false;
+	return true;
 }
 
-void smcr_stats_conn_close(const struct smcr_sock *s)
+static bool runtime_dir(char *out, size_t len)
 {
-	atomic_fetch_sub_explicit(&conns_open, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&bytes_sent, s->bytes_sent, memory_order_relaxed);
-	atomic_fetch_add_explicit(&bytes_received, s->bytes_received, memory_order_relaxed);
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	struct stat st;
+	char base[200];
+
+	if (xdg && xdg[0] == '/' && strlen(xdg) < sizeof(base) && stat(xdg, &st) == 0 &&
+	    S_ISDIR(st.st_mode) && st.st_uid == getuid())
+		snprintf(base, sizeof(base), "%s", xdg);
+	else
+		snprintf(base, sizeof(base), "/run/user/%u", (unsigned)getuid());
+	if (!private_dir(base))
+		return false;
+	snprintf(out, len, "%s/smcr", base);
+	return private_dir(out);
+}
+
+static void area_header(struct smcr_stats_file *f)
+{
+	f->magic = SMCR_STATS_MAGIC;
+	f->version = SMCR_STATS_VERSION;
+	f->header_size = (uint32_t)offsetof(struct smcr_stats_file, conns);
+	f->conn_size = (uint32_t)sizeof(struct smcr_stats_conn);
+	f->max_conns = SMCR_STATS_MAX_CONNS;
+	f->pid = (int32_t)getpid();
+	prctl(PR_GET_NAME, f->comm, 0, 0, 0);
+}
+
+/* The shared file, or NULL (stats then stay private). */
+static struct smcr_stats_file *area_publish(void)
+{
+	char dir[240];
+	struct smcr_stats_file *f;
+	int fd;
+
+	if (!runtime_dir(dir, sizeof(dir)))
+		return NULL;
+	snprintf(area_path, sizeof(area_path), "%s/stats.%d", dir, (int)getpid());
+	unlink(area_path); /* a stale file of an earlier process with our pid */
+	fd = smcr_real.open(area_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		goto fail;
+	if (ftruncate(fd, (off_t)sizeof(*f)) < 0) {
+		smcr_sys_close(fd);
+		unlink(area_path);
+		goto fail;
+	}
+	f = mmap(NULL, sizeof(*f), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	smcr_sys_close(fd);
+	if (f == MAP_FAILED) {
+		unlink(area_path);
+		goto fail;
+	}
+	return f;
+fail:
+	smcr_info("stats stay private: cannot publish %s: %s", area_path, strerror(errno));
+	area_path[0] = '\0';
+	return NULL;
+}
+
+static void remove_file_at_exit(void)
+{
+	if (area_path[0] && area && area->pid == (int32_t)getpid())
+		unlink(area_path);
+}
+
+static void stats_child(void)
+{
+	void *copy;
+
+	pthread_mutex_init(&stats_lock, NULL);
+	if (!area || !area_path[0])
+		return;
+	/* Private copy in place: inherited records stay valid, the parent's file untouched. */
+	copy = malloc(sizeof(*area));
+	if (copy) {
+		memcpy(copy, area, sizeof(*area));
+		if (mmap(area, sizeof(*area), PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED)
+			memcpy(area, copy, sizeof(*area));
+		free(copy);
+	}
+	area_path[0] = '\0';
+	area->pid = (int32_t)getpid(); /* our own copy now */
+}
+
+static void stats_prepare(void)
+{
+	pthread_mutex_lock(&stats_lock);
+}
+
+static void stats_parent(void)
+{
+	pthread_mutex_unlock(&stats_lock);
+}
+
+static struct smcr_stats_file *stats_get(void)
+{
+	struct smcr_stats_file *f = __atomic_load_n(&area, __ATOMIC_ACQUIRE);
+
+	if (f)
+		return f;
+	smcr_real_bind();
+	pthread_mutex_lock(&stats_lock);
+	if (!area) {
+		f = area_publish();
+		if (!f) {
+			f = mmap(NULL, sizeof(*f), PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			if (f == MAP_FAILED)
+				f = NULL;
+		}
+		if (f) {
+			area_header(f);
+			__atomic_store_n(&area, f, __ATOMIC_RELEASE);
+		}
+		if (!atfork_done) {
+			atfork_done = true;
+			pthread_atfork(stats_prepare, stats_parent, stats_child);
+			atexit(remove_file_at_exit);
+		}
+	}
+	f = area;
+	pthread_mutex_unlock(&stats_lock);
+	return f;
+}
+
+static void addr_of(const struct sockaddr_storage *ss, uint8_t out[16], uint16_t *port)
+{
+	memset(out, 0, 16);
+	*port = 0;
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)ss;
+
+		out[10] = out[11] = 0xff;
+		memcpy(out + 12, &in->sin_addr, 4);
+		*port = ntohs(in->sin_port);
+	} else if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)ss;
+
+		memcpy(out, &in6->sin6_addr, 16);
+		*port = ntohs(in6->sin6_port);
+	}
+}
+
+struct smcr_stats_conn *smcr_stats_conn_open(const struct smcr_sock *s)
+{
+	struct smcr_stats_file *f = stats_get();
+	struct sockaddr_storage ss;
+	socklen_t len;
+
+	if (!f)
+		return NULL;
+	ADD(f->handshakes_smc, 1);
+	ADD(f->conns_open, 1);
+	for (unsigned i = 0; i < SMCR_STATS_MAX_CONNS; i++) {
+		struct smcr_stats_conn *c = &f->conns[i];
+		uint32_t expected = SMCR_STATS_CONN_FREE;
+
+		if (!__atomic_compare_exchange_n(&c->state, &expected, SMCR_STATS_CONN_LIVE, false,
+						 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			continue;
+		ADD(c->generation, 1);
+		SET(c->mode, SMCR_STATS_MODE_SMC_SHM);
+		SET(c->role, s->server ? 1u : 0u);
+		SET(c->tcp_fd, s->tcp_fd);
+		SET(c->fallback_reason, 0u);
+		SET(c->rmb_size, s->rmb_size);
+		SET(c->peer_rmb_size, s->peer_size);
+		len = sizeof(ss);
+		if (smcr_real.getsockname(s->tcp_fd, (struct sockaddr *)&ss, &len) == 0)
+			addr_of(&ss, c->local_addr, &c->local_port);
+		len = sizeof(ss);
+		if (smcr_real.getpeername(s->tcp_fd, (struct sockaddr *)&ss, &len) == 0)
+			addr_of(&ss, c->peer_addr, &c->peer_port);
+		return c;
+	}
+	return NULL;
+}
+
+void smcr_stats_conn_update(const struct smcr_sock *s)
+{
+	struct smcr_stats_conn *c = s->stats;
+
+	if (!c)
+		return;
+	SET(c->bytes_sent, s->bytes_sent);
+	SET(c->bytes_received, s->bytes_received);
+	SET(c->cdc_sent, s->cdc_sent);
+	SET(c->cdc_received, s->cdc_received);
+}
+
+void smcr_stats_conn_close(const struct smcr_sock *s, int aborted)
+{
+	struct smcr_stats_file *f = area;
+
+	if (!f)
+		return;
+	SUB(f->conns_open, 1);
+	ADD(f->bytes_sent, s->bytes_sent);
+	ADD(f->bytes_received, s->bytes_received);
+	if (aborted)
+		ADD(f->aborts, 1);
+	if (s->stats) {
+		smcr_stats_conn_update(s);
+		__atomic_store_n(&s->stats->state, SMCR_STATS_CONN_FREE, __ATOMIC_RELEASE);
+	}
 }
 
 void smcr_stats_fallback(int reason)
 {
-	atomic_fetch_add_explicit(&fallbacks, 1, memory_order_relaxed);
-	if (reason == SMCR_CLC_DECL_PEERNOSMC)
-		atomic_fetch_add_explicit(&fallback_peernosmc, 1, memory_order_relaxed);
-	atomic_store_explicit(&last_reason, (uint32_t)reason, memory_order_relaxed);
+	struct smcr_stats_file *f = stats_get();
+
+	if (!f)
+		return;
+	ADD(f->fallbacks, 1);
+	for (unsigned i = 0; i < SMCR_STATS_MAX_REASONS; i++) {
+		struct smcr_stats_reason *r = &f->fallback_reasons[i];
+		uint32_t expected = 0;
+
+		if (__atomic_load_n(&r->reason, __ATOMIC_ACQUIRE) == (uint32_t)reason ||
+		    __atomic_compare_exchange_n(&r->reason, &expected, (uint32_t)reason, false,
+						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ||
+		    expected == (uint32_t)reason) {
+			ADD(r->count, 1);
+			return;
+		}
+	}
 }
 
-void smcr_stats_get(struct smcr_stats_snapshot *out)
+void smcr_stats_handshake_error(void)
 {
-	out->conns_smc = atomic_load(&conns_smc);
-	out->conns_open = atomic_load(&conns_open);
-	out->fallbacks = atomic_load(&fallbacks);
-	out->fallback_peernosmc = atomic_load(&fallback_peernosmc);
-	out->bytes_sent = atomic_load(&bytes_sent);
-	out->bytes_received = atomic_load(&bytes_received);
-	out->last_fallback_reason = atomic_load(&last_reason);
+	struct smcr_stats_file *f = stats_get();
+
+	if (f)
+		ADD(f->handshake_errors, 1);
+}
+
+const struct smcr_stats_file *smcr_stats_area(void)
+{
+	return stats_get();
+}
+
+const char *smcr_stats_path(void)
+{
+	stats_get();
+	return area_path;
 }

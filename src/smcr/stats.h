@@ -1,29 +1,30 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Per-process SMC counters (handshakes, fallbacks by reason, bytes).  For now
- * process-local; publishing them in a shared-memory file readable by the same
- * user (include/smcr/stats_abi.h) is the next step.
+ * Per-process SMC counters and per-connection records, published in a
+ * shared-memory file readable by the same user (include/smcr/stats_abi.h).
+ * If the file cannot be created (no runtime directory) the same counters live
+ * in private memory: the engine never fails because of stats.
  */
 #ifndef SMCR_STATS_H
 #define SMCR_STATS_H
 
 #include <stdint.h>
 
+#include "smcr/stats_abi.h"
+
 struct smcr_sock;
 
-struct smcr_stats_snapshot {
-	uint64_t conns_smc;       /* connections that reached SMC mode */
-	uint64_t conns_open;      /* SMC connections alive now */
-	uint64_t fallbacks;       /* handshakes that ended on TCP (any reason) */
-	uint64_t fallback_peernosmc;
-	uint64_t bytes_sent;      /* of closed connections */
-	uint64_t bytes_received;
-	uint32_t last_fallback_reason;
-};
-
-void smcr_stats_conn_open(const struct smcr_sock *s);
-void smcr_stats_conn_close(const struct smcr_sock *s);
+/* Connection reached SMC mode: take a record (NULL if the table is full). */
+struct smcr_stats_conn *smcr_stats_conn_open(const struct smcr_sock *s);
+/* Copy the connection's byte/CDC counters into its record. */
+void smcr_stats_conn_update(const struct smcr_sock *s);
+void smcr_stats_conn_close(const struct smcr_sock *s, int aborted);
 void smcr_stats_fallback(int reason);
-void smcr_stats_get(struct smcr_stats_snapshot *out);
+void smcr_stats_handshake_error(void);
+
+/* The live area (tests and the future in-process tool). */
+const struct smcr_stats_file *smcr_stats_area(void);
+/* Path of this process's stats file, "" if stats are private. */
+const char *smcr_stats_path(void);
 
 #endif /* SMCR_STATS_H */

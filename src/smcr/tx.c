@@ -12,6 +12,7 @@
 
 #include "smcr/conn.h"
 #include "smcr/engine.h"
+#include "smcr/stats.h"
 
 uint32_t smcr_tx_space(const struct smcr_sock *s)
 {
@@ -131,6 +132,7 @@ ssize_t smcr_sock_sendv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 		smcr_conn_send_cdc(s, want - sent > 0 ? SMCR_CDC_PROD_WRITE_BLOCKED : 0);
 	}
 	smcr_conn_progress(s);
+	smcr_stats_conn_update(s);
 	pthread_mutex_unlock(&s->lock);
 	return ret;
 }

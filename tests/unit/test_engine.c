@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -154,13 +155,23 @@ static unsigned wait_mask(struct smcr_sock *s, unsigned want)
 
 /* ---- handshake ------------------------------------------------------------------ */
 
+static int live_records(const struct smcr_stats_file *f)
+{
+	int n = 0;
+
+	for (unsigned i = 0; i < f->max_conns; i++)
+		n += f->conns[i].state == SMCR_STATS_CONN_LIVE;
+	return n;
+}
+
 static void test_handshake(void **state)
 {
-	struct smcr_stats_snapshot before, after;
+	const struct smcr_stats_file *f = smcr_stats_area();
+	uint64_t before = f->handshakes_smc;
+	int live = live_records(f);
 	struct pair p;
 
 	(void)state;
-	smcr_stats_get(&before);
 	pair_open(&p, 64 * 1024);
 	assert_int_equal(smcr_sock_rcvbuf(p.s), 64 * 1024);
 	assert_int_equal(smcr_sock_sndbuf(p.c), 64 * 1024);
@@ -171,9 +182,10 @@ static void test_handshake(void **state)
 		assert_int_equal(recv(p.cfd, &b, 1, MSG_DONTWAIT | MSG_PEEK), -1);
 		assert_int_equal(recv(p.sfd, &b, 1, MSG_DONTWAIT | MSG_PEEK), -1);
 	}
-	smcr_stats_get(&after);
-	assert_int_equal(after.conns_smc - before.conns_smc, 2);
+	assert_int_equal(f->handshakes_smc - before, 2);
+	assert_int_equal(live_records(f), live + 2);
 	pair_close(&p);
+	assert_int_equal(live_records(f), live);
 }
 
 /* ---- data integrity ------------------------------------------------------------- */
@@ -788,6 +800,53 @@ static void test_fork_child_forgets_pool(void **state)
 	assert_true(smcr_shm_test_pool_size() > 0);
 }
 
+/* The published stats: header, per-connection records, fallback reasons. */
+static void test_stats_records(void **state)
+{
+	const struct smcr_stats_file *f = smcr_stats_area();
+	const struct smcr_stats_conn *rec = NULL;
+	const char *path = smcr_stats_path();
+	char buf[1000];
+	struct pair p;
+
+	(void)state;
+	assert_int_equal(f->magic, SMCR_STATS_MAGIC);
+	assert_int_equal(f->version, SMCR_STATS_VERSION);
+	assert_int_equal(f->conn_size, sizeof(struct smcr_stats_conn));
+	assert_int_equal(f->pid, getpid());
+	if (path[0]) {
+		struct stat st;
+
+		assert_int_equal(stat(path, &st), 0);
+		assert_int_equal(st.st_mode & 0777, 0600);
+	}
+	pair_open(&p, RING_SMALL);
+	memset(buf, 7, sizeof(buf));
+	assert_int_equal(smcr_sock_send(p.c, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), MSG_WAITALL), (ssize_t)sizeof(buf));
+	for (unsigned i = 0; i < f->max_conns; i++)
+		if (f->conns[i].state == SMCR_STATS_CONN_LIVE && f->conns[i].tcp_fd == p.cfd)
+			rec = &f->conns[i];
+	assert_non_null(rec);
+	assert_int_equal(rec->mode, SMCR_STATS_MODE_SMC_SHM);
+	assert_int_equal(rec->role, 0);
+	assert_int_equal(rec->bytes_sent, sizeof(buf));
+	assert_int_equal(rec->rmb_size, RING_SMALL);
+	assert_int_equal(rec->peer_port, p.port);
+	pair_close(&p);
+	/* Earlier tests fell back with these reasons. */
+	{
+		bool peernosmc = false;
+
+		for (unsigned i = 0; i < SMCR_STATS_MAX_REASONS; i++)
+			if (f->fallback_reasons[i].reason == SMCR_CLC_DECL_PEERNOSMC &&
+			    f->fallback_reasons[i].count > 0)
+				peernosmc = true;
+		assert_true(peernosmc);
+		assert_true(f->fallbacks >= 3);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -813,6 +872,7 @@ int main(void)
 		cmocka_unit_test(test_late_proposal_declined),
 		cmocka_unit_test(test_pooled_ring_is_zeroed),
 		cmocka_unit_test(test_fork_child_forgets_pool),
+		cmocka_unit_test(test_stats_records),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

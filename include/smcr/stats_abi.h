@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The stats file each smcr process publishes, shared by the library (writer)
+ * and the stats tool (reader).  Versioned: a reader checks magic, version and
+ * the two size fields, and must ignore trailing bytes it does not know.
+ *
+ * Where: <runtime dir>/smcr/stats.<pid>, runtime dir = $XDG_RUNTIME_DIR if it
+ * is a directory owned by the user, else /run/user/<uid>; the smcr directory
+ * is 0700 and the file 0600, so only the same user (and root) can read it.
+ * The file is removed when the process exits normally; a reader should treat
+ * a file whose pid is gone as stale.
+ *
+ * Concurrency: the writer updates fields with relaxed 64-bit stores; a reader
+ * may see a record half-updated across fields (bytes of one record are not
+ * a consistent snapshot), never a torn single field.  A record is live while
+ * `state` is SMCR_STATS_CONN_LIVE; `generation` changes whenever a slot is
+ * reused, so a reader can tell two connections in one slot apart.
+ */
+#ifndef SMCR_STATS_ABI_H
+#define SMCR_STATS_ABI_H
+
+#include <stdint.h>
+
+#define SMCR_STATS_MAGIC 0x534d4353u /* "SMCS" */
+#define SMCR_STATS_VERSION 1u
+#define SMCR_STATS_MAX_CONNS 1024u
+#define SMCR_STATS_MAX_REASONS 32u
+
+enum smcr_stats_conn_state {
+	SMCR_STATS_CONN_FREE = 0,
+	SMCR_STATS_CONN_LIVE = 1,
+};
+
+enum smcr_stats_mode {
+	SMCR_STATS_MODE_TCP = 0,
+	SMCR_STATS_MODE_SMC_SHM = 1, /* same-host shared memory */
+	SMCR_STATS_MODE_SMC_R = 2,   /* RDMA (verbs) */
+};
+
+struct smcr_stats_conn {
+	uint32_t state;           /* enum smcr_stats_conn_state */
+	uint32_t generation;
+	uint32_t mode;            /* enum smcr_stats_mode */
+	uint32_t role;            /* 0 client, 1 server */
+	int32_t tcp_fd;
+	uint32_t fallback_reason; /* 0 in SMC mode */
+	uint32_t rmb_size;        /* our receive ring */
+	uint32_t peer_rmb_size;   /* the ring we write into */
+	uint64_t bytes_sent;
+	uint64_t bytes_received;
+	uint64_t cdc_sent;
+	uint64_t cdc_received;
+	uint8_t local_addr[16];   /* IPv4 as ::ffff:a.b.c.d */
+	uint8_t peer_addr[16];
+	uint16_t local_port;
+	uint16_t peer_port;
+	uint32_t reserved[7];
+};
+
+struct smcr_stats_reason {
+	uint32_t reason;          /* SMC decline code; 0 = unused slot */
+	uint32_t reserved;
+	uint64_t count;
+};
+
+struct smcr_stats_file {
+	uint32_t magic;
+	uint32_t version;
+	uint32_t header_size;     /* offsetof(struct smcr_stats_file, conns) */
+	uint32_t conn_size;       /* sizeof(struct smcr_stats_conn) */
+	uint32_t max_conns;
+	int32_t pid;
+	char comm[16];
+	/* per-process counters */
+	uint64_t handshakes_smc;  /* connections that reached SMC mode */
+	uint64_t conns_open;      /* SMC connections alive now */
+	uint64_t fallbacks;       /* handshakes that ended on TCP */
+	uint64_t handshake_errors;/* hard errors during CLC */
+	uint64_t aborts;          /* SMC connections ended by a reset */
+	uint64_t bytes_sent;      /* of closed SMC connections */
+	uint64_t bytes_received;
+	uint64_t reserved[8];
+	struct smcr_stats_reason fallback_reasons[SMCR_STATS_MAX_REASONS];
+	struct smcr_stats_conn conns[SMCR_STATS_MAX_CONNS];
+};
+
+_Static_assert(sizeof(struct smcr_stats_conn) == 128, "stats record layout is ABI");
+
+#endif /* SMCR_STATS_ABI_H */
