@@ -18,7 +18,9 @@
  * Data calls return bytes or -errno (never set errno themselves).
  *
  * Threads: every call on one struct smcr_sock may run concurrently with any
- * other call on it (per-connection lock), except smcr_sock_destroy().
+ * other call on it (per-connection lock), except smcr_sock_close() and
+ * smcr_sock_abort(), which free it: the caller keeps a reference count and
+ * calls them once no other call is running or can start.
  *
  * Readiness (design §5): smcr_sock_ready_fd() is a kernel-visible fd, owned by
  * the engine, that polls readable whenever the connection may have become

@@ -233,6 +233,39 @@ bool smcr_peer_is_registered(int tcp_fd)
 	return smcr_registry_has(sockaddr_port(&peer));
 }
 
+/*
+ * The server's first bytes must be CLC.  If they are not (a server that spoke
+ * first, before it saw our Proposal), leave them unread for the application
+ * and fail: the server will decline the Proposal later, somewhere in its data.
+ */
+static int client_peek_reply(int fd, int64_t deadline)
+{
+	uint8_t buf[SMCR_CLC_HDR_LEN];
+	enum smcr_clc_err err;
+	size_t len;
+	ssize_t n;
+
+	for (;;) {
+		int w = smcr_sys_wait_fd(fd, POLLIN, deadline);
+
+		if (w <= 0)
+			return w == 0 ? -ETIMEDOUT : w;
+		n = smcr_real.recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+		if (n == 0)
+			return -ECONNRESET;
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (smcr_clc_frame(buf, (size_t)n, &len, &err) == SMCR_WIRE_INVALID) {
+			smcr_warn("fd %d: server sent data before answering our CLC Proposal", fd);
+			return -EPROTO;
+		}
+		return 0; /* a valid prefix: clc_recv() waits for the rest */
+	}
+}
+
 /* Proposal sent; the reply decides.  Returns 0, > 0 reason or -errno. */
 static int client_handshake(int fd, struct smcr_xconn *xc, const struct smcr_sock_opts *opts,
 			    uint32_t *peer_size)
@@ -249,8 +282,10 @@ static int client_handshake(int fd, struct smcr_xconn *xc, const struct smcr_soc
 	rc = clc_send(fd, &prop, smcr_sys_deadline(wait));
 	if (rc)
 		return rc;
-	rc = clc_recv(fd, &reply, smcr_sys_deadline(wait > CLC_FIRST_REPLY_MS ? wait
-									   : CLC_FIRST_REPLY_MS));
+	rc = client_peek_reply(fd, smcr_sys_deadline(wait > CLC_FIRST_REPLY_MS ? wait
+										 : CLC_FIRST_REPLY_MS));
+	if (rc == 0)
+		rc = clc_recv(fd, &reply, smcr_sys_deadline(wait));
 	if (rc)
 		return rc;
 	if (reply.hdr.type == SMCR_CLC_DECLINE)
@@ -542,6 +577,9 @@ int smcr_conn_send_cdc(struct smcr_sock *s, uint8_t prod_flags)
 	uint8_t wire[SMCR_CDC_MSG_LEN];
 	int rc;
 
+	/* While a sender waits for room, every CDC says so (the flag is not sticky). */
+	if (s->waiters_wr)
+		m.prod_flags |= SMCR_CDC_PROD_WRITE_BLOCKED;
 	smcr_cdc_encode(&m, wire);
 	rc = s->ops->send_ctrl(s->xc, wire);
 	if (rc == 0) {

@@ -724,6 +724,29 @@ static void test_client_fallback_on_decline(void **state)
 	pair_close(&p);
 }
 
+/* A server that writes first: the client fails but leaves the banner unread. */
+static void test_server_speaks_first(void **state)
+{
+	struct smcr_sock *c = NULL;
+	struct pair p;
+	char buf[16];
+
+	(void)state;
+	pair_listen(&p);
+	p.cfd = tcp_connect(p.port);
+	p.sfd = accept4(p.lfd, NULL, NULL, SOCK_CLOEXEC);
+	assert_int_equal(send(p.sfd, "220 banner\r\n", 12, 0), 12);
+	poll(NULL, 0, 10);
+	assert_int_equal(smcr_sock_connect(p.cfd, NULL, &c), -EPROTO);
+	assert_null(c);
+	assert_int_equal(recv(p.cfd, buf, 12, MSG_WAITALL), 12);
+	assert_memory_equal(buf, "220 banner\r\n", 12);
+	/* The server side finds the late Proposal and declines it. */
+	assert_int_equal(classify_wait(p.sfd), SMCR_CLASSIFY_PROPOSAL);
+	assert_int_equal(smcr_sock_decline_late_proposal(p.sfd, SMCR_CLC_DECL_SYNCERR), 1);
+	pair_close(&p);
+}
+
 static void test_late_proposal_declined(void **state)
 {
 	uint8_t buf[SMCR_CLC_MAX_LEN];
@@ -869,6 +892,7 @@ int main(void)
 		cmocka_unit_test(test_unregistered_peer_gets_no_proposal),
 		cmocka_unit_test(test_server_declines_foreign_proposal),
 		cmocka_unit_test(test_client_fallback_on_decline),
+		cmocka_unit_test(test_server_speaks_first),
 		cmocka_unit_test(test_late_proposal_declined),
 		cmocka_unit_test(test_pooled_ring_is_zeroed),
 		cmocka_unit_test(test_fork_child_forgets_pool),
