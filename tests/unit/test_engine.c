@@ -374,6 +374,131 @@ static void test_waitall_blocks_until_complete(void **state)
 	pair_close(&p);
 }
 
+/* One connection used by several threads at once, as TCP allows. */
+struct shared_io {
+	struct smcr_sock *s;
+	uint8_t value;
+	size_t total;
+	size_t counts[3];
+	ssize_t rc;
+};
+
+static void *shared_sender(void *arg)
+{
+	struct shared_io *io = arg;
+	uint8_t buf[3000];
+	size_t off = 0;
+
+	memset(buf, io->value, sizeof(buf));
+	while (off < io->total) {
+		size_t n = io->total - off < sizeof(buf) ? io->total - off : sizeof(buf);
+		ssize_t w = smcr_sock_send(io->s, buf, n, 0);
+
+		if (w != (ssize_t)n) {
+			io->rc = w;
+			return NULL;
+		}
+		off += n;
+	}
+	io->rc = (ssize_t)off;
+	return NULL;
+}
+
+static void *shared_reader(void *arg)
+{
+	struct shared_io *io = arg;
+	uint8_t buf[5000];
+
+	for (;;) {
+		ssize_t r = smcr_sock_recv(io->s, buf, sizeof(buf), 0);
+
+		if (r <= 0) {
+			io->rc = r;
+			return NULL;
+		}
+		for (ssize_t i = 0; i < r; i++)
+			io->counts[buf[i] < 3 ? buf[i] : 0]++;
+	}
+}
+
+static void test_two_senders_two_readers_one_connection(void **state)
+{
+	const size_t total = 2u << 20;
+	struct shared_io snd[2], rcv[2];
+	pthread_t ts[2], tr[2];
+	struct pair p;
+
+	(void)state;
+	pair_open(&p, RING_SMALL);
+	for (int i = 0; i < 2; i++) {
+		snd[i] = (struct shared_io){ .s = p.c, .value = (uint8_t)(i + 1), .total = total };
+		rcv[i] = (struct shared_io){ .s = p.s };
+		assert_int_equal(pthread_create(&tr[i], NULL, shared_reader, &rcv[i]), 0);
+		assert_int_equal(pthread_create(&ts[i], NULL, shared_sender, &snd[i]), 0);
+	}
+	for (int i = 0; i < 2; i++) {
+		pthread_join(ts[i], NULL);
+		assert_int_equal(snd[i].rc, (ssize_t)total);
+	}
+	/* EOF wakes both blocked readers. */
+	assert_int_equal(smcr_sock_shutdown(p.c, SHUT_WR), 0);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(tr[i], NULL);
+		assert_int_equal(rcv[i].rc, 0);
+	}
+	assert_int_equal(rcv[0].counts[0] + rcv[1].counts[0], 0);
+	assert_int_equal(rcv[0].counts[1] + rcv[1].counts[1], total);
+	assert_int_equal(rcv[0].counts[2] + rcv[1].counts[2], total);
+	pair_close(&p);
+}
+
+/* An edge-triggered epoll waiter in another thread is woken by the peer's data. */
+struct et_waiter {
+	int ep;
+	int events;
+};
+
+static void *et_wait_main(void *arg)
+{
+	struct et_waiter *w = arg;
+	struct epoll_event ev;
+
+	w->events = epoll_wait(w->ep, &ev, 1, 5000);
+	return NULL;
+}
+
+static void test_edge_triggered_wakeup(void **state)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET };
+	struct et_waiter w;
+	char buf[8];
+	pthread_t t;
+	struct pair p;
+
+	(void)state;
+	pair_open(&p, RING_SMALL);
+	w.ep = epoll_create1(EPOLL_CLOEXEC);
+	assert_int_equal(epoll_ctl(w.ep, EPOLL_CTL_ADD, smcr_sock_ready_fd(p.s), &ev), 0);
+	smcr_sock_set_interest(p.s, POLLIN);
+	assert_int_equal(pthread_create(&t, NULL, et_wait_main, &w), 0);
+	poll(NULL, 0, 20);
+	assert_int_equal(smcr_sock_send(p.c, "ping", 4, 0), 4);
+	pthread_join(t, NULL);
+	assert_int_equal(w.events, 1);
+	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), 4);
+	/* Drained: an edge-triggered wait now sleeps until the next message. */
+	smcr_sock_poll(p.s);
+	assert_int_equal(epoll_wait(w.ep, &ev, 1, 0), 0);
+	assert_int_equal(pthread_create(&t, NULL, et_wait_main, &w), 0);
+	poll(NULL, 0, 20);
+	assert_int_equal(smcr_sock_send(p.c, "pong", 4, 0), 4);
+	pthread_join(t, NULL);
+	assert_int_equal(w.events, 1);
+	close(w.ep);
+	smcr_sock_set_interest(p.s, 0);
+	pair_close(&p);
+}
+
 /* ---- close sequences ---------------------------------------------------------------- */
 
 static void test_shutdown_half_close(void **state)
@@ -878,6 +1003,8 @@ int main(void)
 		cmocka_unit_test(test_full_ring_eagain_and_resume),
 		cmocka_unit_test(test_peek_and_readiness),
 		cmocka_unit_test(test_waitall_blocks_until_complete),
+		cmocka_unit_test(test_two_senders_two_readers_one_connection),
+		cmocka_unit_test(test_edge_triggered_wakeup),
 		cmocka_unit_test(test_shutdown_half_close),
 		cmocka_unit_test(test_close_then_peer_sees_eof_and_epipe),
 		cmocka_unit_test(test_close_with_unread_data_aborts),
