@@ -101,6 +101,14 @@ wait_listening() { # TCP_PORT: until a socket listens on it (max ~5 s)
     done
     return 1
 }
+wait_cm_listening() { # ADDR:PORT: until an rdma_cm id listens there (max ~5 s)
+    local i
+    for ((i = 0; i < 50; i++)); do
+        rdma resource show cm_id | grep -q "state LISTEN .* src-addr $1 " && return 0
+        sleep 0.1
+    done
+    return 1
+}
 wait_line() { # FILE TEXT: until FILE contains TEXT (max ~5 s)
     local i
     for ((i = 0; i < 50; i++)); do
@@ -140,13 +148,13 @@ before=$(snapshot 4)
 run_pair "rping (rdma_cm) 10.77.0.1 -> 10.77.0.2" \
     "rping -s -a 10.77.0.2 -C 10" \
     "rping -c -a 10.77.0.2 -I 10.77.0.1 -C 10 -v" \
-    "sleep 1"
+    "wait_cm_listening 10.77.0.2:7174"
 crossed "rping IPv4" 4 "$before" 10
 before=$(snapshot 6)
 run_pair "rping (rdma_cm) fd77::1 -> fd77::2" \
     "rping -s -a fd77::2 -C 10" \
     "rping -c -a fd77::2 -I fd77::1 -C 10 -v" \
-    "sleep 1"
+    "wait_cm_listening fd77::2:7174"
 crossed "rping IPv6" 6 "$before" 10
 
 # ------------------------------------------------ memory region access enforcement ----
