@@ -156,6 +156,10 @@ expect "broken library refused" 125 "$rc"
 grep -q 'dynamic loader rejects' "$work/e" || fail "broken library: no reason: $(cat "$work/e")"
 
 log "the library is found without SMCR_LIB"
+# Through a symlink to the source checkout's script, as without one.
+ln -s "$SMC_RUN" "$work/smc_run-link"
+expect "symlinked smc_run finds the same library" \
+    "$(env -u SMCR_LIB "$SMC_RUN" -v | sed -n 2p)" "$(env -u SMCR_LIB "$work/smc_run-link" -v | sed -n 2p)"
 if [[ -n ${SMC_RUN_CONFIGURED:-} && -n ${SMCR_BUILD_DIR:-} ]]; then
     # The copy meson configured into the build tree finds that build's library.
     found=$(env -u SMCR_LIB "$SMC_RUN_CONFIGURED" -v | sed -n 's/^library: //p')
