@@ -546,6 +546,12 @@ void smcr_conn_progress(struct smcr_sock *s)
 		s->ops->kick(s->xc);
 }
 
+void smcr_conn_check_peer(struct smcr_sock *s)
+{
+	if (s->state != SMCR_CONN_ABORTED && s->ops->peer_gone(s->xc))
+		smcr_conn_progress(s); /* takes the last messages, then sees the reset */
+}
+
 int smcr_conn_wait(struct smcr_sock *s, unsigned events)
 {
 	int fd = s->ops->ready_fd(s->xc), rc;
@@ -561,6 +567,7 @@ int smcr_conn_wait(struct smcr_sock *s, unsigned events)
 		s->waiters_rd--;
 	else
 		s->waiters_wr--;
+	smcr_conn_check_peer(s);
 	return rc < 0 ? rc : 0;
 }
 
@@ -611,6 +618,7 @@ unsigned smcr_sock_poll(struct smcr_sock *s)
 
 	pthread_mutex_lock(&s->lock);
 	smcr_conn_progress(s);
+	smcr_conn_check_peer(s);
 	mask = smcr_conn_mask(s);
 	pthread_mutex_unlock(&s->lock);
 	return mask;

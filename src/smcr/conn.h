@@ -91,6 +91,8 @@ void smcr_conn_free(struct smcr_sock *s, bool clean);
 void smcr_conn_progress(struct smcr_sock *s);
 /* Current poll mask.  Lock held. */
 unsigned smcr_conn_mask(const struct smcr_sock *s);
+/* Ask the transport whether the peer vanished (a system call); abort if so.  Lock held. */
+void smcr_conn_check_peer(struct smcr_sock *s);
 /* Block until the doorbell rings (waiter counted for `events`).  Lock held, dropped while waiting. */
 int smcr_conn_wait(struct smcr_sock *s, unsigned events);
 /* Send one CDC carrying the current cursors and sticky flags.  Lock held. */

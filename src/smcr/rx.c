@@ -183,6 +183,7 @@ static bool rx_must_wait(const struct smcr_sock *s, size_t got, int flags, ssize
 ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt, int flags)
 {
 	size_t want = iov_total(iov, iovcnt), got = 0;
+	bool peer_checked = false;
 	ssize_t ret;
 
 	if (flags & MSG_OOB)
@@ -211,6 +212,12 @@ ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 				ret = (ssize_t)got;
 				break;
 			}
+			continue;
+		}
+		if (!peer_checked) {
+			/* Before "nothing yet" or sleeping: is the peer still there? */
+			peer_checked = true;
+			smcr_conn_check_peer(s);
 			continue;
 		}
 		if (!rx_must_wait(s, got, flags, &ret))

@@ -36,10 +36,13 @@
  * Ss plus its own fds.  Only the two ends of the TCP connection know Sc/Ss.
  * No file is ever created: memfds are anonymous (mode 0600 anyway).
  *
- * Buffers come from a per-process pool by size class, pre-faulted.  A region
- * that was shared goes back to the pool only after a clean close, zeroed, and
- * is then handed only to the same peer process again (it could still have the
- * old mapping); all other regions are discarded.
+ * Buffers come from a per-process pool by size class, pre-faulted (a fresh
+ * memfd costs ~3 us per 4 KiB page in first-touch faults, perf-samehost.md
+ * §2).  A region that was shared goes back to the pool tagged with its peer's
+ * pid and is handed only to that same peer process again (it may still have
+ * the old mapping).  It is zeroed before reuse, and only once the peer is
+ * done with it: at close if the peer closed first, else when its last CDC in
+ * our mailbox says closed/abort ("draining" until then).
  */
 #include "smcr/shm.h"
 
@@ -73,7 +76,7 @@
 #define SHM_CDC_WORDS (SMCR_CDC_MSG_LEN / 4)
 #define SHM_CHID 0xFFFFu       /* emulated-ISM CHID, as loopback-ism uses */
 #define SHM_MAX_CLASS 15u      /* 512 MiB */
-#define SHM_POOL_PER_CLASS 4u
+#define SHM_POOL_PER_CLASS 8u
 #define SHM_ACCEPT_ATTEMPTS 4  /* strangers that may knock before we give up */
 #define SHM_SECRET_LEN 16
 #define SHM_MAILBOX_TRIES 64
@@ -108,6 +111,7 @@ struct shm_region {
 	size_t map_len;    /* including the guard page */
 	uint32_t ring_size;
 	pid_t tag;         /* 0: never shared; else the peer that had it */
+	bool draining;     /* the peer may still write: not zeroed yet */
 };
 
 struct smcr_xconn {
@@ -239,7 +243,36 @@ static void pool_init(void)
 	pthread_atfork(pool_prepare, pool_parent, pool_child);
 }
 
-/* A pooled region that is fresh or was last shared with `peer`, else a new one. */
+/*
+ * Has the peer that shared this region finished with it?  Its last CDC in our
+ * mailbox says closed or abort (a well-behaved peer writes nothing after
+ * that), or it never wrote at all.  A peer that lies only delays reuse: the
+ * region goes back to that same peer process and nobody else.
+ */
+static bool region_peer_finished(struct shm_region *r)
+{
+	struct shm_ctrl *c = (struct shm_ctrl *)(void *)r->base;
+	uint32_t seq = atomic_load_explicit(&c->seq, memory_order_acquire);
+	uint8_t wire[SMCR_CDC_MSG_LEN];
+	uint32_t w[SHM_CDC_WORDS];
+	struct smcr_cdc_msg m;
+	enum smcr_cdc_err err;
+
+	if (seq == 0)
+		return true;
+	if (seq & 1)
+		return false;
+	for (unsigned i = 0; i < SHM_CDC_WORDS; i++)
+		w[i] = atomic_load_explicit(&c->cdc[i], memory_order_relaxed);
+	memcpy(wire, w, sizeof(wire));
+	return smcr_cdc_decode(wire, sizeof(wire), &m, &err) == SMCR_WIRE_OK &&
+	       (m.conn_flags & (SMCR_CDC_CONN_CLOSED | SMCR_CDC_CONN_ABORT));
+}
+
+/*
+ * A pooled region that is fresh or was last shared with `peer` (and the peer
+ * is done with it), else a new one.  Pre-faulted either way.
+ */
 static struct shm_region *region_get(uint32_t ring_size, pid_t peer)
 {
 	unsigned c = size_class(ring_size);
@@ -248,13 +281,20 @@ static struct shm_region *region_get(uint32_t ring_size, pid_t peer)
 	pthread_once(&pool_once, pool_init);
 	pthread_mutex_lock(&pool_lock);
 	for (pp = &pool[c]; *pp; pp = &(*pp)->next) {
-		if ((*pp)->tag == 0 || (*pp)->tag == peer) {
-			r = *pp;
-			*pp = r->next;
-			break;
-		}
+		if ((*pp)->tag != 0 && (*pp)->tag != peer)
+			continue;
+		if ((*pp)->draining && !region_peer_finished(*pp))
+			continue;
+		r = *pp;
+		*pp = r->next;
+		break;
 	}
 	pthread_mutex_unlock(&pool_lock);
+	if (r && r->draining) {
+		/* Zero before reuse: nothing of the old connection may reach the new one. */
+		memset(r->base, 0, (size_t)SHM_CTRL_LEN + r->ring_size);
+		r->draining = false;
+	}
 	if (!r)
 		r = region_create(smcr_clc_rmbe_size((uint8_t)c));
 	if (!r)
@@ -264,7 +304,11 @@ static struct shm_region *region_get(uint32_t ring_size, pid_t peer)
 	return r;
 }
 
-static void region_put(struct shm_region *r, bool reusable)
+/*
+ * Back to the pool.  `peer_done`: the peer already closed, so zero it now;
+ * otherwise it waits ("draining") until its last CDC says the peer is done.
+ */
+static void region_put(struct shm_region *r, bool peer_done)
 {
 	unsigned c, n = 0;
 	struct shm_region *it;
@@ -272,12 +316,13 @@ static void region_put(struct shm_region *r, bool reusable)
 	if (!r)
 		return;
 	c = size_class(r->ring_size);
-	if (!reusable || smcr_clc_rmbe_size((uint8_t)c) != r->ring_size) {
+	if (smcr_clc_rmbe_size((uint8_t)c) != r->ring_size) {
 		region_free(r);
 		return;
 	}
-	/* Zero before reuse: nothing of this connection may reach the next one. */
-	memset(r->base, 0, (size_t)SHM_CTRL_LEN + r->ring_size);
+	if (peer_done)
+		memset(r->base, 0, (size_t)SHM_CTRL_LEN + r->ring_size);
+	r->draining = !peer_done;
 	pthread_mutex_lock(&pool_lock);
 	for (it = pool[c]; it; it = it->next)
 		n++;
@@ -422,7 +467,8 @@ static int attach_peer(struct smcr_xconn *xc, int fds[2], uint32_t ring_size)
 	if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(fds[0], &st) < 0 ||
 	    st.st_size < (off_t)SHM_CTRL_LEN + ring_size)
 		goto bad;
-	xc->peer_base = map_with_guard(fds[0], ring_size, true, &xc->peer_map_len);
+	/* Not pre-faulted: a short connection touches few of the peer's pages. */
+	xc->peer_base = map_with_guard(fds[0], ring_size, false, &xc->peer_map_len);
 	if (!xc->peer_base)
 		goto bad;
 	smcr_sys_close(fds[0]);
@@ -785,7 +831,7 @@ static int shm_send_ctrl(struct smcr_xconn *xc, const uint8_t msg[SMCR_CDC_MSG_L
 	return 0;
 }
 
-static bool peer_hung_up(struct smcr_xconn *xc)
+static bool shm_peer_gone(struct smcr_xconn *xc)
 {
 	struct pollfd p = { .fd = xc->unix_fd, .events = POLLIN | POLLRDHUP };
 
@@ -806,7 +852,7 @@ static int shm_recv_ctrl(struct smcr_xconn *xc, uint8_t msg[SMCR_CDC_MSG_LEN])
 		uint32_t s1 = atomic_load_explicit(&oc->seq, memory_order_acquire), s2;
 
 		if (s1 == xc->rx_seq)
-			return peer_hung_up(xc) ? -ECONNRESET : 0;
+			return xc->peer_gone ? -ECONNRESET : 0;
 		if (s1 & 1)
 			continue; /* the peer is writing right now */
 		for (unsigned i = 0; i < SHM_CDC_WORDS; i++)
@@ -877,6 +923,7 @@ const struct smcr_transport_ops smcr_shm_ops = {
 	.write_peer = shm_write_peer,
 	.send_ctrl = shm_send_ctrl,
 	.recv_ctrl = shm_recv_ctrl,
+	.peer_gone = shm_peer_gone,
 	.ready_fd = shm_ready_fd,
 	.arm = shm_arm,
 	.kick = shm_kick,

@@ -76,6 +76,14 @@ struct smcr_transport_ops {
 	int (*recv_ctrl)(struct smcr_xconn *xc, uint8_t msg[SMCR_CDC_MSG_LEN]);
 
 	/*
+	 * Has the peer disappeared (process died, link lost)?  Costs a system
+	 * call: the engine asks only before it blocks or reports "nothing yet",
+	 * and when the readiness fd woke somebody.  Once true, recv_ctrl()
+	 * returns -ECONNRESET after the last pending message.
+	 */
+	bool (*peer_gone)(struct smcr_xconn *xc);
+
+	/*
 	 * Doorbell: a pollable fd that turns readable when a control message
 	 * arrives or the peer disappears.  arm() resets it and asks the peer to
 	 * ring again; call it before draining recv_ctrl.  kick() makes it readable
@@ -86,9 +94,10 @@ struct smcr_transport_ops {
 	void (*kick)(struct smcr_xconn *xc);
 
 	/*
-	 * Release everything.  `clean`: the peer finished with our ring (both
-	 * sides sent closed), so the memory may be zeroed and pooled for reuse
-	 * with the same peer; otherwise it is discarded.
+	 * Release everything.  `clean`: the peer already finished with our ring
+	 * (it sent closed).  Either way the transport decides whether the memory
+	 * may be reused; it is always zeroed first and only ever handed to the
+	 * same peer again.
 	 */
 	void (*destroy)(struct smcr_xconn *xc, bool clean);
 };

@@ -102,6 +102,9 @@ ssize_t smcr_sock_sendv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 		}
 		space = smcr_tx_space(s);
 		if (space == 0) {
+			smcr_conn_check_peer(s);
+			if (s->state == SMCR_CONN_ABORTED)
+				continue;
 			/* Ask for an update when room frees up (once per episode). */
 			if (!s->tx_blocked_sent) {
 				s->tx_blocked_sent = true;
