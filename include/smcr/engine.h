@@ -123,6 +123,12 @@ ssize_t smcr_sock_sendv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 ssize_t smcr_sock_recv(struct smcr_sock *s, void *buf, size_t len, int flags);
 ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt, int flags);
 
+/*
+ * SO_RCVTIMEO / SO_SNDTIMEO in milliseconds (0 = block forever): a blocking
+ * call that waited that long returns what it has, or -EAGAIN.
+ */
+void smcr_sock_set_timeouts(struct smcr_sock *s, int rcv_ms, int snd_ms);
+
 /* ---- readiness and state --------------------------------------------------- */
 
 int smcr_sock_ready_fd(const struct smcr_sock *s);

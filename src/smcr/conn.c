@@ -552,7 +552,7 @@ void smcr_conn_check_peer(struct smcr_sock *s)
 		smcr_conn_progress(s); /* takes the last messages, then sees the reset */
 }
 
-int smcr_conn_wait(struct smcr_sock *s, unsigned events)
+int smcr_conn_wait(struct smcr_sock *s, unsigned events, int64_t deadline)
 {
 	int fd = s->ops->ready_fd(s->xc), rc;
 
@@ -561,13 +561,15 @@ int smcr_conn_wait(struct smcr_sock *s, unsigned events)
 	else
 		s->waiters_wr++;
 	pthread_mutex_unlock(&s->lock);
-	rc = smcr_sys_wait_fd(fd, POLLIN, -1);
+	rc = smcr_sys_wait_fd(fd, POLLIN, deadline);
 	pthread_mutex_lock(&s->lock);
 	if (events & POLLIN)
 		s->waiters_rd--;
 	else
 		s->waiters_wr--;
 	smcr_conn_check_peer(s);
+	if (rc == 0)
+		return -EAGAIN;
 	return rc < 0 ? rc : 0;
 }
 
@@ -602,6 +604,14 @@ int smcr_conn_send_cdc(struct smcr_sock *s, uint8_t prod_flags)
 int smcr_sock_ready_fd(const struct smcr_sock *s)
 {
 	return s->ops->ready_fd(s->xc);
+}
+
+void smcr_sock_set_timeouts(struct smcr_sock *s, int rcv_ms, int snd_ms)
+{
+	pthread_mutex_lock(&s->lock);
+	s->rcv_timeout_ms = rcv_ms > 0 ? rcv_ms : 0;
+	s->snd_timeout_ms = snd_ms > 0 ? snd_ms : 0;
+	pthread_mutex_unlock(&s->lock);
 }
 
 void smcr_sock_set_interest(struct smcr_sock *s, unsigned events)

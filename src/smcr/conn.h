@@ -70,6 +70,9 @@ struct smcr_sock {
 	bool shut_wr;
 	int so_error;                  /* pending SO_ERROR (positive errno) */
 
+	int rcv_timeout_ms;            /* 0 = block forever */
+	int snd_timeout_ms;
+
 	/* readiness */
 	unsigned interest;             /* POLLIN/POLLOUT wanted by outside waiters */
 	unsigned waiters_rd;           /* engine threads blocked in recv */
@@ -93,8 +96,12 @@ void smcr_conn_progress(struct smcr_sock *s);
 unsigned smcr_conn_mask(const struct smcr_sock *s);
 /* Ask the transport whether the peer vanished (a system call); abort if so.  Lock held. */
 void smcr_conn_check_peer(struct smcr_sock *s);
-/* Block until the doorbell rings (waiter counted for `events`).  Lock held, dropped while waiting. */
-int smcr_conn_wait(struct smcr_sock *s, unsigned events);
+/*
+ * Block until the doorbell rings (waiter counted for `events`) or `deadline`
+ * (CLOCK_MONOTONIC ms, < 0 = none) passes: 0, -EAGAIN on timeout (as
+ * SO_RCVTIMEO/SO_SNDTIMEO), -errno.  Lock held, dropped while waiting.
+ */
+int smcr_conn_wait(struct smcr_sock *s, unsigned events, int64_t deadline);
 /* Send one CDC carrying the current cursors and sticky flags.  Lock held. */
 int smcr_conn_send_cdc(struct smcr_sock *s, uint8_t prod_flags);
 

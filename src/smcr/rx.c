@@ -14,6 +14,7 @@
 #include "smcr/conn.h"
 #include "smcr/engine.h"
 #include "smcr/stats.h"
+#include "smcr/sys.h"
 
 /* Linux's SOCK_MIN_SNDBUF / 2 on Debian 6.12 x86-64 (smc-r-protocol.md §6.5). */
 #define SMCR_CONS_UPDATE_MIN 2304u
@@ -184,6 +185,7 @@ ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 {
 	size_t want = iov_total(iov, iovcnt), got = 0;
 	bool peer_checked = false;
+	int64_t deadline = -2; /* computed when the first wait comes */
 	ssize_t ret;
 
 	if (flags & MSG_OOB)
@@ -222,7 +224,9 @@ ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 		}
 		if (!rx_must_wait(s, got, flags, &ret))
 			break;
-		rc = smcr_conn_wait(s, POLLIN);
+		if (deadline == -2)
+			deadline = s->rcv_timeout_ms ? smcr_sys_deadline(s->rcv_timeout_ms) : -1;
+		rc = smcr_conn_wait(s, POLLIN, deadline);
 		if (rc < 0) {
 			ret = got ? (ssize_t)got : rc;
 			break;

@@ -13,6 +13,7 @@
 #include "smcr/conn.h"
 #include "smcr/engine.h"
 #include "smcr/stats.h"
+#include "smcr/sys.h"
 
 uint32_t smcr_tx_space(const struct smcr_sock *s)
 {
@@ -83,6 +84,7 @@ static int tx_refusal(const struct smcr_sock *s)
 ssize_t smcr_sock_sendv(struct smcr_sock *s, const struct iovec *iov, int iovcnt, int flags)
 {
 	size_t want = iov_total(iov, iovcnt), sent = 0;
+	int64_t deadline = -2; /* computed when the first wait comes */
 	ssize_t ret = 0;
 
 	pthread_mutex_lock(&s->lock);
@@ -114,7 +116,10 @@ ssize_t smcr_sock_sendv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 				ret = sent ? (ssize_t)sent : -EAGAIN;
 				break;
 			}
-			rc = smcr_conn_wait(s, POLLOUT);
+			if (deadline == -2)
+				deadline = s->snd_timeout_ms ? smcr_sys_deadline(s->snd_timeout_ms)
+							     : -1;
+			rc = smcr_conn_wait(s, POLLOUT, deadline);
 			if (rc < 0) {
 				ret = sent ? (ssize_t)sent : rc;
 				break;

@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <setjmp.h>
@@ -32,6 +33,14 @@
 #include "smcr/stats.h"
 
 #define RING_SMALL (16u * 1024)
+
+static int64_t smcr_test_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 /* ---- fixtures ---------------------------------------------------------------- */
 
@@ -496,6 +505,26 @@ static void test_edge_triggered_wakeup(void **state)
 	assert_int_equal(w.events, 1);
 	close(w.ep);
 	smcr_sock_set_interest(p.s, 0);
+	pair_close(&p);
+}
+
+static void test_receive_and_send_timeouts(void **state)
+{
+	static uint8_t big[RING_SMALL + 1];
+	char buf[8];
+	struct pair p;
+	int64_t t0;
+
+	(void)state;
+	pair_open(&p, RING_SMALL);
+	smcr_sock_set_timeouts(p.s, 50, 0);
+	t0 = smcr_test_now_ms();
+	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), -EAGAIN);
+	assert_true(smcr_test_now_ms() - t0 >= 45);
+	/* A blocking send that cannot finish in time returns what it sent. */
+	smcr_sock_set_timeouts(p.c, 0, 50);
+	assert_int_equal(smcr_sock_send(p.c, big, sizeof(big), 0), RING_SMALL);
+	assert_int_equal(smcr_sock_send(p.c, big, 1, 0), -EAGAIN);
 	pair_close(&p);
 }
 
@@ -1005,6 +1034,7 @@ int main(void)
 		cmocka_unit_test(test_waitall_blocks_until_complete),
 		cmocka_unit_test(test_two_senders_two_readers_one_connection),
 		cmocka_unit_test(test_edge_triggered_wakeup),
+		cmocka_unit_test(test_receive_and_send_timeouts),
 		cmocka_unit_test(test_shutdown_half_close),
 		cmocka_unit_test(test_close_then_peer_sees_eof_and_epipe),
 		cmocka_unit_test(test_close_with_unread_data_aborts),
