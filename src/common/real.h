@@ -57,6 +57,7 @@
 	X(int, fcntl64, (int, int, ...), false)                                            \
 	X(int, ioctl, (int, unsigned long, ...), true)                                     \
 	X(pid_t, fork, (void), true)                                                       \
+	X(pid_t, vfork, (void), false)                                                     \
 	/* fd-creating calls: the kernel may reuse a number we still remember */          \
 	X(int, open, (const char *, int, ...), true)                                       \
 	X(int, open64, (const char *, int, ...), false)                                    \

@@ -169,6 +169,40 @@ SMCR_EXPORT int smc_preload_fd_mode(int fd)
 	return atomic_load_explicit(&entry->mode, memory_order_relaxed);
 }
 
+__thread pid_t smcr_vfork_parent __attribute__((tls_model("initial-exec")));
+
+bool smcr_preload_in_vfork_child(void)
+{
+	if (getpid() == smcr_vfork_parent) {
+		/* The child has exec'ed or exited: this is the parent again. */
+		smcr_vfork_parent = 0;
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Called by the vfork entry point (vfork.S) before it jumps to libc's
+ * vfork: marks this thread and returns the function to jump to. A C
+ * wrapper cannot call vfork itself: the child would return through (and
+ * clobber) the wrapper's stack frame, which the parent still needs.
+ */
+smcr_vfork_fn *smcr_vfork_prepare(void)
+{
+	smcr_preload_enter();
+	smcr_vfork_parent = getpid();
+	return smcr_real.vfork ? smcr_real.vfork : smcr_real.fork;
+}
+
+#if !defined(__x86_64__)
+/* No assembly entry point here: a real fork is the safe vfork. */
+SMCR_EXPORT pid_t vfork(void)
+{
+	smcr_preload_enter();
+	return smcr_real.fork();
+}
+#endif
+
 SMCR_EXPORT pid_t fork(void)
 {
 	pid_t pid;

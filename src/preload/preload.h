@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "common/compiler.h"
 #include "common/guard.h"
@@ -47,6 +48,55 @@ static inline bool smcr_preload_tracking(void)
 static inline bool smcr_preload_divert(int fd)
 {
 	return smcr_fdtab_is_smc(fd) && !smcr_guard_inside();
+}
+
+/*
+ * vfork: the child runs in the parent's memory, on the vforking thread's
+ * TLS, until it calls exec or _exit. What it closes or dup2s (python's
+ * subprocess does, between vfork and exec) concerns only its own fd
+ * table, so it must not touch ours, which is the parent's. The vfork
+ * wrapper (vfork.S) stores the parent's pid in smcr_vfork_parent on the
+ * calling thread; while it is set, a process with another pid is the
+ * child and leaves the table alone, and the parent clears it on its next
+ * bookkeeping call.
+ */
+extern __thread pid_t smcr_vfork_parent __attribute__((tls_model("initial-exec")));
+bool smcr_preload_in_vfork_child(void);
+
+/* vfork.S calls this, then jumps to the function it returns (libc's vfork). */
+typedef pid_t smcr_vfork_fn(void);
+smcr_vfork_fn *smcr_vfork_prepare(void);
+
+/* May this call change the fd table? No only inside a vfork child. */
+static inline bool smcr_preload_table_writable(void)
+{
+	return likely(smcr_vfork_parent == 0) || !smcr_preload_in_vfork_child();
+}
+
+/* The fd table mutators, as wrappers must call them. */
+static inline struct smcr_fd_entry *smcr_preload_track(int fd, int domain, unsigned flags)
+{
+	if (!smcr_preload_table_writable())
+		return NULL;
+	return smcr_fdtab_track(fd, domain, SMCR_FD_CANDIDATE, flags);
+}
+
+static inline void smcr_preload_forget(int fd)
+{
+	if (smcr_preload_table_writable())
+		smcr_fdtab_forget(fd);
+}
+
+static inline void smcr_preload_forget_range(unsigned first, unsigned last)
+{
+	if (smcr_preload_table_writable())
+		smcr_fdtab_forget_range(first, last);
+}
+
+static inline void smcr_preload_dup(int oldfd, int newfd)
+{
+	if (smcr_preload_table_writable())
+		smcr_fdtab_dup(oldfd, newfd);
 }
 
 /* For optional libc functions (glibc extensions). */

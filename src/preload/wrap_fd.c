@@ -39,15 +39,15 @@ int __openat64_2(int dirfd, const char *path, int flags);
 static int fresh_fd(int fd)
 {
 	if (fd >= 0)
-		smcr_fdtab_forget(fd);
+		smcr_preload_forget(fd);
 	return fd;
 }
 
 static int fresh_fd_pair(int ret, const int fds[2])
 {
 	if (ret == 0) {
-		smcr_fdtab_forget(fds[0]);
-		smcr_fdtab_forget(fds[1]);
+		smcr_preload_forget(fds[0]);
+		smcr_preload_forget(fds[1]);
 	}
 	return ret;
 }
@@ -57,7 +57,7 @@ static int fresh_fd_pair(int ret, const int fds[2])
 SMCR_EXPORT int close(int fd)
 {
 	smcr_preload_enter();
-	smcr_fdtab_forget(fd);
+	smcr_preload_forget(fd);
 	return smcr_real.close(fd);
 }
 
@@ -67,7 +67,7 @@ SMCR_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 	SMCR_REAL_OR_ENOSYS(close_range);
 	/* CLOSE_RANGE_CLOEXEC only marks the fds; nothing is closed yet. */
 	if (!((unsigned)flags & CLOSE_RANGE_CLOEXEC) && first <= last)
-		smcr_fdtab_forget_range(first, last);
+		smcr_preload_forget_range(first, last);
 	return smcr_real.close_range(first, last, flags);
 }
 
@@ -77,7 +77,7 @@ SMCR_EXPORT void closefrom(int lowfd)
 	if (!smcr_real.closefrom)
 		return;
 	if (lowfd >= 0)
-		smcr_fdtab_forget_range((unsigned)lowfd, UINT_MAX);
+		smcr_preload_forget_range((unsigned)lowfd, UINT_MAX);
 	smcr_real.closefrom(lowfd);
 }
 
@@ -87,7 +87,7 @@ SMCR_EXPORT void closefrom(int lowfd)
 static int after_dup(int oldfd, int newfd)
 {
 	if (newfd >= 0)
-		smcr_fdtab_dup(oldfd, newfd);
+		smcr_preload_dup(oldfd, newfd);
 	return newfd;
 }
 
@@ -118,7 +118,7 @@ SMCR_EXPORT int dup3(int oldfd, int newfd, int flags)
 static int after_fcntl(int fd, int cmd, int ret)
 {
 	if (ret >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
-		smcr_fdtab_dup(fd, ret);
+		smcr_preload_dup(fd, ret);
 	return ret;
 }
 

@@ -70,7 +70,7 @@ SMCR_EXPORT int epoll_create(int size)
 	smcr_preload_enter();
 	fd = smcr_real.epoll_create(size);
 	if (fd >= 0)
-		smcr_fdtab_forget(fd);
+		smcr_preload_forget(fd);
 	return fd;
 }
 
@@ -81,7 +81,7 @@ SMCR_EXPORT int epoll_create1(int flags)
 	smcr_preload_enter();
 	fd = smcr_real.epoll_create1(flags);
 	if (fd >= 0)
-		smcr_fdtab_forget(fd);
+		smcr_preload_forget(fd);
 	return fd;
 }
 

@@ -36,13 +36,13 @@ SMCR_EXPORT int socket(int domain, int type, int protocol)
 	if (fd < 0)
 		return fd;
 	if (smcr_preload_tracking() && is_tcp_stream(domain, type, protocol)) {
-		if (smcr_fdtab_track(fd, domain, SMCR_FD_CANDIDATE, 0))
+		if (smcr_preload_track(fd, domain, 0))
 			smcr_dbg("fd %d: %s TCP socket tracked", fd, domain_name(domain));
 		else
 			smcr_dbg("fd %d: %s TCP socket not tracked (beyond table or no memory)",
 				 fd, domain_name(domain));
 	} else {
-		smcr_fdtab_forget(fd);
+		smcr_preload_forget(fd);
 	}
 	return fd;
 }
@@ -54,8 +54,8 @@ SMCR_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 	smcr_preload_enter();
 	ret = smcr_real.socketpair(domain, type, protocol, sv);
 	if (ret == 0) {
-		smcr_fdtab_forget(sv[0]);
-		smcr_fdtab_forget(sv[1]);
+		smcr_preload_forget(sv[0]);
+		smcr_preload_forget(sv[1]);
 	}
 	return ret;
 }
@@ -70,7 +70,7 @@ static void add_flags(int fd, unsigned flags)
 {
 	struct smcr_fd_entry *entry = smcr_fdtab_peek(fd);
 
-	if (entry)
+	if (entry && smcr_preload_table_writable())
 		atomic_fetch_or_explicit(&entry->flags, flags, memory_order_relaxed);
 }
 
@@ -104,11 +104,11 @@ static int after_accept(int listen_fd, int fd)
 	if (listener) {
 		int domain = listener->domain;
 
-		if (smcr_fdtab_track(fd, domain, SMCR_FD_CANDIDATE, SMCR_FD_F_ACCEPTED))
+		if (smcr_preload_track(fd, domain, SMCR_FD_F_ACCEPTED))
 			smcr_dbg("fd %d: accepted on fd %d, %s TCP socket tracked", fd, listen_fd,
 				 domain_name(domain));
 	} else {
-		smcr_fdtab_forget(fd);
+		smcr_preload_forget(fd);
 	}
 	return fd;
 }
