@@ -26,6 +26,13 @@ case :$PATH: in *:/usr/sbin:*) ;; *) PATH=$PATH:/usr/sbin:/sbin ;; esac
 
 # The plain runs must really be plain, whatever the caller's environment has.
 unset LD_PRELOAD SMC_DEBUG SMC_SNDBUF SMC_RCVBUF
+
+# smcr_prefix: the command prefix of a run under smc_run. In a sanitized build
+# the sanitizer runtime goes into LD_PRELOAD first (smc_run keeps it in front).
+smcr_prefix=("$SMC_RUN" -d)
+if [[ -n ${SMCR_SANITIZER_PRELOAD:-} ]]; then
+    smcr_prefix=(env "LD_PRELOAD=$SMCR_SANITIZER_PRELOAD" "$SMC_RUN" -d)
+fi
 # Proxies from the environment must not capture loopback HTTP.
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
 
@@ -134,7 +141,7 @@ start_server() {
     local mode=$1 name=$2
     shift 2
     local -a prefix=()
-    [[ $mode == smcr ]] && prefix=("$SMC_RUN" -d)
+    [[ $mode == smcr ]] && prefix=("${smcr_prefix[@]}")
     "${prefix[@]}" "$@" >"$work/$name.$mode.out" 2>"$work/$name.$mode.err" </dev/null &
     server_pid=$!
     server_pids+=("$server_pid")
@@ -176,7 +183,7 @@ run_client_in() {
     local input=$1 mode=$2 name=$3 seconds=$4
     shift 4
     local -a prefix=()
-    [[ $mode == smcr ]] && prefix=("$SMC_RUN" -d)
+    [[ $mode == smcr ]] && prefix=("${smcr_prefix[@]}")
     exit_code=0
     timeout -k 5 "$seconds" "${prefix[@]}" "$@" \
         <"$input" >"$work/$name.$mode.out" 2>"$work/$name.$mode.err" || exit_code=$?

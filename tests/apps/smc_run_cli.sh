@@ -4,6 +4,8 @@
 # why, exit codes and signals passed through, where it finds the library
 # (source checkout, configured build copy, installed copy).
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+# These checks run unsanitized programs with the library alone in LD_PRELOAD.
+[[ -z ${SMCR_SANITIZER_PRELOAD:-} ]] || skip "smc_run's checks need an unsanitized build"
 
 lib=$SMCR_LIB
 checks=0
