@@ -4,6 +4,9 @@
 # The interposer's two structural rules, checked on the built objects:
 #  1. libsmcr.so exports exactly the names in preload.map (the wrapped libc
 #     names and smc_preload_*), nothing more and nothing less;
+#     and every function the wrapper objects define with default
+#     visibility is in the map (a wrapper missing from the map is silently
+#     hidden: the program would call libc directly);
 #  2. nothing inside calls a wrapped name directly: libsmcr.so has no
 #     relocation against one (a PLT/GOT reference would reach our own
 #     wrapper or libc behind the fd table's back), and the static
@@ -11,12 +14,17 @@
 #     reference to one. The only way in is smcr_real, bound by name with
 #     dlsym in src/common/real.c.
 #
-# usage: check-exports.sh LIBSMCR_SO PRELOAD_MAP STATIC_LIB...
+# usage: check-exports.sh LIBSMCR_SO PRELOAD_MAP [--wrappers LIB] STATIC_LIB...
 set -eu
 
 so=$1
 map=$2
 shift 2
+wrappers=
+if [ "${1:-}" = --wrappers ]; then
+	wrappers=$2
+	shift 2
+fi
 
 fail=0
 tmp=$(mktemp -d)
@@ -39,6 +47,18 @@ if ! cmp -s "$tmp/map" "$tmp/exported"; then
 	echo "check-exports: $so exports differ from $map (< map only, > library only):" >&2
 	diff "$tmp/map" "$tmp/exported" | grep '^[<>]' >&2 || true
 	fail=1
+fi
+
+# 1b. Every default-visibility function of the wrapper objects is exported.
+if [ -n "$wrappers" ]; then
+	readelf -sW "$wrappers" | awk '$4 == "FUNC" && $5 == "GLOBAL" && $6 == "DEFAULT" &&
+		$7 != "UND" { print $8 }' | sort -u >"$tmp/defined"
+	if comm -23 "$tmp/defined" "$tmp/map" | grep . >"$tmp/bad"; then
+		echo "check-exports: $wrappers defines exported functions missing from $map:" >&2
+		sed 's/^/  /' "$tmp/bad" >&2
+		fail=1
+	fi
+	set -- "$wrappers" "$@"
 fi
 
 # 2a. No relocation of the library refers to a wrapped name.

@@ -29,6 +29,8 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 #include <time.h>
 
 /* X(return type, name, (parameter types), mandatory) */
@@ -77,6 +79,10 @@
 	X(int, memfd_create, (const char *, unsigned int), false)                          \
 	X(int, inotify_init, (void), false)                                                \
 	X(int, inotify_init1, (int), false)                                                \
+	X(int, openpty, (int *, int *, char *, const struct termios *,                     \
+			 const struct winsize *), false)                                   \
+	X(pid_t, forkpty, (int *, char *, const struct termios *, const struct winsize *), \
+	  false)                                                                           \
 	/* data path */                                                                    \
 	X(ssize_t, read, (int, void *, size_t), true)                                      \
 	X(ssize_t, readv, (int, const struct iovec *, int), true)                          \

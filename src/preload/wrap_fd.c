@@ -14,6 +14,7 @@
  */
 #include <fcntl.h>
 #include <limits.h>
+#include <pty.h>
 #include <stdarg.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
@@ -317,4 +318,38 @@ SMCR_EXPORT int inotify_init1(int flags)
 	smcr_preload_enter();
 	SMCR_REAL_OR_ENOSYS(inotify_init1);
 	return fresh_fd(smcr_real.inotify_init1(flags));
+}
+
+SMCR_EXPORT int openpty(int *amaster, int *aslave, char *name, const struct termios *termp,
+			const struct winsize *winp)
+{
+	int ret;
+
+	smcr_preload_enter();
+	SMCR_REAL_OR_ENOSYS(openpty);
+	ret = smcr_real.openpty(amaster, aslave, name, termp, winp);
+	if (ret == 0) {
+		smcr_preload_forget(*amaster);
+		smcr_preload_forget(*aslave);
+	}
+	return ret;
+}
+
+/* The child's dup2 of the terminal onto 0-2 happens inside libc, unseen. */
+SMCR_EXPORT pid_t forkpty(int *amaster, char *name, const struct termios *termp,
+			  const struct winsize *winp)
+{
+	pid_t pid;
+
+	smcr_preload_enter();
+	SMCR_REAL_OR_ENOSYS(forkpty);
+	pid = smcr_real.forkpty(amaster, name, termp, winp);
+	if (pid > 0) {
+		smcr_preload_forget(*amaster);
+	} else if (pid == 0) {
+		smcr_preload_forget(0);
+		smcr_preload_forget(1);
+		smcr_preload_forget(2);
+	}
+	return pid;
 }

@@ -14,6 +14,7 @@
  */
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pty.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
@@ -144,6 +145,7 @@ static void test_stale_entries_cleared(void)
 {
 	static const char *const creators[] = {
 		"open", "pipe", "epoll_create1", "eventfd", "socket(AF_UNIX)", "socket(UDP)",
+		"openpty",
 	};
 
 	for (size_t i = 0; i < sizeof(creators) / sizeof(creators[0]); i++) {
@@ -158,6 +160,7 @@ static void test_stale_entries_cleared(void)
 		case 3: fd = eventfd(0, 0); break;
 		case 4: fd = socket(AF_UNIX, SOCK_DGRAM, 0); break;
 		case 5: fd = socket(AF_INET, SOCK_DGRAM, 0); break;
+		case 6: fd = openpty(&pfd[0], &pfd[1], NULL, NULL, NULL) == 0 ? pfd[0] : -1; break;
 		}
 		if (fd != sock) {
 			fprintf(stderr, "%s: got fd %d, not the reused %d\n", creators[i], fd,
@@ -165,7 +168,7 @@ static void test_stale_entries_cleared(void)
 			t_failures++;
 		}
 		CHECK(mode(fd) == UNTRACKED);
-		if (i == 1)
+		if (i == 1 || i == 6)
 			close(pfd[1]);
 		close(fd);
 	}
