@@ -67,7 +67,7 @@ bool smcr_preload_in_vfork_child(void);
 typedef pid_t smcr_vfork_fn(void);
 smcr_vfork_fn *smcr_vfork_prepare(void);
 
-/* May this call change the fd table? No only inside a vfork child. */
+/* May this call change the fd table? Yes, except inside a vfork child. */
 static inline bool smcr_preload_table_writable(void)
 {
 	return likely(smcr_vfork_parent == 0) || !smcr_preload_in_vfork_child();

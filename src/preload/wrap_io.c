@@ -6,14 +6,16 @@
  *
  * Every wrapper has the same shape, and this is the whole cost the
  * library adds to plain TCP: the ready flag (one load, predicted), one
- * acquire load of the fd's slot, a branch that is almost never taken, and
- * an indirect call to libc. No lock, no allocation, no system call.
+ * acquire load of the fd's slot (plus the entry's mode for a tracked
+ * socket), a branch that is almost never taken, and a tail call into libc.
+ * No lock, no allocation, no system call: about 20 instructions per call
+ * (callgrind, recv on a tracked TCP socket).
  *
  * The taken branch funnels every call into divert_recvmsg() or
- * divert_sendmsg(), the two places where the engine's SMC data path
- * plugs in. No fd reaches SMC mode in this issue,
- * so they carry the call to the kernel socket with recvmsg/sendmsg, which
- * is what read/write/send/recv mean on a stream socket.
+ * divert_sendmsg(), the two places where the engine's SMC data path plugs
+ * in. No fd reaches SMC mode in this issue, so they carry the call to the
+ * kernel socket with recvmsg/sendmsg, which is what read/write/send/recv
+ * mean on a stream socket (tests/preload/test_divert.c checks that).
  */
 #include <sys/sendfile.h>
 #include <sys/socket.h>
