@@ -513,37 +513,41 @@ unsigned smcr_conn_mask(const struct smcr_sock *s)
 	return mask;
 }
 
-void smcr_conn_progress(struct smcr_sock *s)
+static void take_ctrl_msgs(struct smcr_sock *s)
 {
 	uint8_t msg[SMCR_CDC_MSG_LEN];
-	unsigned want, tries;
 
-	if (s->state != SMCR_CONN_ABORTED) {
-		s->ops->arm(s->xc);
-		/* Bounded: a hostile peer must not keep us here. */
-		for (tries = 0; tries < 64 && s->state != SMCR_CONN_ABORTED; tries++) {
-			int rc = s->ops->recv_ctrl(s->xc, msg);
+	/* Bounded: a hostile peer must not keep us here. */
+	for (unsigned tries = 0; tries < 64 && s->state != SMCR_CONN_ABORTED; tries++) {
+		int rc = s->ops->recv_ctrl(s->xc, msg);
 
-			if (rc == 0)
-				break;
-			if (rc < 0) {
-				/* The peer vanished; after its "closed" that is just the end. */
-				if (!(s->peer_conn_flags & (SMCR_CDC_CONN_CLOSED | SMCR_CDC_CONN_ABORT)))
-					smcr_close_abort_locked(s, ECONNRESET);
-				break;
-			}
-			s->cdc_received++;
-			smcr_rx_ctrl(s, msg);
+		if (rc == 0)
+			break;
+		if (rc < 0) {
+			/* The peer vanished; after its "closed" that is just the end. */
+			if (!(s->peer_conn_flags & (SMCR_CDC_CONN_CLOSED | SMCR_CDC_CONN_ABORT)))
+				smcr_close_abort_locked(s, ECONNRESET);
+			break;
 		}
+		s->cdc_received++;
+		smcr_rx_ctrl(s, msg);
 	}
-	/* Level semantics for outside waiters and engine threads: look again. */
-	want = s->interest;
-	if (s->waiters_rd)
-		want |= POLLIN;
-	if (s->waiters_wr)
-		want |= POLLOUT;
-	if (smcr_conn_mask(s) & (want | POLLERR | POLLHUP))
-		s->ops->kick(s->xc);
+}
+
+void smcr_conn_progress(struct smcr_sock *s)
+{
+	for (int round = 0; round < 4; round++) {
+		unsigned want = s->interest | POLLERR | POLLHUP;
+
+		take_ctrl_msgs(s);
+		/* Level semantics for outside waiters and engine threads. */
+		if (s->waiters_rd)
+			want |= POLLIN;
+		if (s->waiters_wr)
+			want |= POLLOUT;
+		if (!s->ops->settle(s->xc, (smcr_conn_mask(s) & want) != 0))
+			break;
+	}
 }
 
 void smcr_conn_check_peer(struct smcr_sock *s)

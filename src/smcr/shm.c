@@ -136,7 +136,7 @@ struct smcr_xconn {
 	uint32_t tx_seq;     /* our mailbox writes into the peer's page */
 	uint32_t rx_seq;     /* last mailbox seq we consumed */
 	bool peer_gone;
-	bool kicked;         /* we made own_efd readable ourselves */
+	bool signalled;      /* own_efd may have a count (we or the peer wrote it) */
 };
 
 /* The UEID both ends put in their CLC messages: identifies this transport. */
@@ -508,6 +508,8 @@ static int own_region(struct smcr_xconn *xc)
 	xc->own_ctrl = (struct shm_ctrl *)(void *)xc->own->base;
 	xc->own_ctrl->magic = SHM_MAGIC;
 	xc->own_ctrl->ring_size = xc->own->ring_size;
+	/* Armed from the start: `armed == 0` then always means "the peer rang". */
+	atomic_store_explicit(&xc->own_ctrl->armed, 1, memory_order_release);
 	return 0;
 }
 
@@ -874,25 +876,34 @@ static int shm_ready_fd(const struct smcr_xconn *xc)
 	return xc->ep_fd;
 }
 
-static void shm_arm(struct smcr_xconn *xc)
+/*
+ * Doorbell state: `own_efd` has a count if we signalled it (`signalled`) or
+ * the peer rang (it swapped `armed` 1 -> 0 first).  Draining costs a read(),
+ * signalling a write(); both happen only when the wanted state changes.
+ */
+static bool shm_settle(struct smcr_xconn *xc, bool ready)
 {
+	_Atomic uint32_t *armed = &xc->own_ctrl->armed;
+	bool look_again = false;
 	uint64_t v;
 
-	/*
-	 * Still armed and never kicked: the eventfd is 0, nothing to drain (saves
-	 * a system call per engine call on a busy connection).
-	 */
-	if (!xc->kicked && atomic_load_explicit(&xc->own_ctrl->armed, memory_order_acquire))
-		return;
-	(void)!smcr_real.read(xc->own_efd, &v, sizeof(v));
-	xc->kicked = false;
-	atomic_store_explicit(&xc->own_ctrl->armed, 1, memory_order_seq_cst);
-}
-
-static void shm_kick(struct smcr_xconn *xc)
-{
-	xc->kicked = true;
-	ring_doorbell(xc->own_efd);
+	if (atomic_load_explicit(armed, memory_order_acquire) == 0) {
+		/* The peer rang (or is about to: a spurious wake-up at worst). */
+		xc->signalled = true;
+		atomic_store_explicit(armed, 1, memory_order_seq_cst);
+		look_again = true; /* a message may have beaten the store */
+	}
+	if (ready) {
+		if (!xc->signalled) {
+			ring_doorbell(xc->own_efd);
+			xc->signalled = true;
+		}
+	} else if (xc->signalled) {
+		(void)!smcr_real.read(xc->own_efd, &v, sizeof(v));
+		xc->signalled = false;
+		look_again = true; /* the read may have eaten a ring that just came */
+	}
+	return look_again;
 }
 
 static void shm_destroy(struct smcr_xconn *xc, bool clean)
@@ -925,8 +936,7 @@ const struct smcr_transport_ops smcr_shm_ops = {
 	.recv_ctrl = shm_recv_ctrl,
 	.peer_gone = shm_peer_gone,
 	.ready_fd = shm_ready_fd,
-	.arm = shm_arm,
-	.kick = shm_kick,
+	.settle = shm_settle,
 	.destroy = shm_destroy,
 };
 

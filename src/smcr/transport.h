@@ -85,13 +85,17 @@ struct smcr_transport_ops {
 
 	/*
 	 * Doorbell: a pollable fd that turns readable when a control message
-	 * arrives or the peer disappears.  arm() resets it and asks the peer to
-	 * ring again; call it before draining recv_ctrl.  kick() makes it readable
-	 * from our side (waiters in this process must look again).
+	 * arrives (the peer rings) or the peer disappears.
+	 *
+	 * settle(), after the engine took all pending messages, leaves the fd
+	 * readable iff `ready` (something a waiter wants is true now), asks the
+	 * peer to ring on its next message, and returns true if a message may
+	 * have slipped in meanwhile (the engine then takes messages again).  It
+	 * writes the fd only on a change, so an edge-triggered epoll sees a new
+	 * edge for each new event, never a storm of edges for an old one.
 	 */
 	int (*ready_fd)(const struct smcr_xconn *xc);
-	void (*arm)(struct smcr_xconn *xc);
-	void (*kick)(struct smcr_xconn *xc);
+	bool (*settle)(struct smcr_xconn *xc, bool ready);
 
 	/*
 	 * Release everything.  `clean`: the peer already finished with our ring

@@ -528,6 +528,40 @@ static void test_receive_and_send_timeouts(void **state)
 	pair_close(&p);
 }
 
+/*
+ * nginx's pattern: EPOLLIN|EPOLLOUT|EPOLLET on an idle, writable connection.
+ * Engine calls must not produce new edges for an unchanged state (a busy
+ * loop), and new data must produce one.
+ */
+static void test_edge_triggered_no_storm(void **state)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET }, out;
+	char buf[8];
+	struct pair p;
+	int ep;
+
+	(void)state;
+	pair_open(&p, RING_SMALL);
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, smcr_sock_ready_fd(p.s), &ev), 0);
+	smcr_sock_set_interest(p.s, POLLIN | POLLOUT);
+	assert_int_equal(epoll_wait(ep, &out, 1, 1000), 1); /* writable: one edge */
+	assert_true(smcr_sock_poll(p.s) & POLLOUT);
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), MSG_DONTWAIT), -EAGAIN);
+		smcr_sock_poll(p.s);
+		assert_int_equal(epoll_wait(ep, &out, 1, 0), 0);
+	}
+	assert_int_equal(smcr_sock_send(p.c, "data", 4, 0), 4);
+	assert_int_equal(epoll_wait(ep, &out, 1, 1000), 1); /* new data: a new edge */
+	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), MSG_DONTWAIT), 4);
+	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), MSG_DONTWAIT), -EAGAIN);
+	assert_int_equal(epoll_wait(ep, &out, 1, 0), 0);
+	close(ep);
+	smcr_sock_set_interest(p.s, 0);
+	pair_close(&p);
+}
+
 /* ---- close sequences ---------------------------------------------------------------- */
 
 static void test_shutdown_half_close(void **state)
@@ -1034,6 +1068,7 @@ int main(void)
 		cmocka_unit_test(test_waitall_blocks_until_complete),
 		cmocka_unit_test(test_two_senders_two_readers_one_connection),
 		cmocka_unit_test(test_edge_triggered_wakeup),
+		cmocka_unit_test(test_edge_triggered_no_storm),
 		cmocka_unit_test(test_receive_and_send_timeouts),
 		cmocka_unit_test(test_shutdown_half_close),
 		cmocka_unit_test(test_close_then_peer_sees_eof_and_epipe),
