@@ -390,7 +390,7 @@ static int server_handshake(int fd, struct smcr_xconn *xc, const struct smcr_soc
 	if (rc)
 		return rc;
 	/* A failed attach is answered by the client's Decline (it got no proof). */
-	attach_rc = ops->server_attach(xc, peer_size);
+	attach_rc = ops->server_attach(xc, fd, peer_size);
 	rc = clc_recv(fd, &reply, smcr_sys_deadline(wait));
 	if (rc)
 		return rc;

@@ -739,16 +739,39 @@ static int server_try_one(struct smcr_xconn *xc, int sock, int64_t deadline)
 	return 0;
 }
 
-static int shm_server_attach(struct smcr_xconn *xc, uint32_t *peer_ring_size)
+/* Wait for a knock on the rendezvous socket: 1, or a decline reason. */
+static int wait_knock(struct smcr_xconn *xc, int tcp_fd, int64_t deadline)
+{
+	for (;;) {
+		struct pollfd p[2] = { { .fd = xc->rv_fd, .events = POLLIN },
+				       { .fd = tcp_fd, .events = POLLIN } };
+		int64_t left = deadline - smcr_sys_now_ms();
+		int n;
+
+		if (left <= 0)
+			return SMCR_CLC_DECL_TIMEOUT_CL;
+		n = smcr_real.poll(p, 2, left > 60000 ? 60000 : (int)left);
+		if (n < 0 && errno != EINTR)
+			return SMCR_CLC_DECL_INTERR;
+		if (n > 0 && p[0].revents)
+			return 1;
+		if (n > 0 && p[1].revents)
+			return SMCR_CLC_DECL_PEERDECL; /* the client's Decline is waiting */
+	}
+}
+
+static int shm_server_attach(struct smcr_xconn *xc, int tcp_fd, uint32_t *peer_ring_size)
 {
 	int64_t deadline = smcr_sys_deadline(xc->timeout_ms);
 	int attempt, rc = SMCR_CLC_DECL_TIMEOUT_CL;
 
 	for (attempt = 0; attempt < SHM_ACCEPT_ATTEMPTS; attempt++) {
-		int sock, w = smcr_sys_wait_fd(xc->rv_fd, POLLIN, deadline);
+		int sock, w = wait_knock(xc, tcp_fd, deadline);
 
-		if (w <= 0)
-			return SMCR_CLC_DECL_TIMEOUT_CL;
+		if (w != 1) {
+			rc = w;
+			break;
+		}
 		sock = smcr_real.accept4(xc->rv_fd, NULL, NULL, SOCK_CLOEXEC);
 		if (sock < 0)
 			continue;

@@ -45,8 +45,11 @@ struct smcr_transport_ops {
 	 */
 	int (*client_attach)(struct smcr_xconn *xc, const struct smcr_clc_msg *acc,
 			     struct smcr_clc_msg *conf, uint32_t *peer_ring_size);
-	/* Server: complete the attachment the client started. */
-	int (*server_attach)(struct smcr_xconn *xc, uint32_t *peer_ring_size);
+	/*
+	 * Server: complete the attachment the client started.  Stops waiting
+	 * early when `tcp_fd` turns readable (the client gave up and declined).
+	 */
+	int (*server_attach)(struct smcr_xconn *xc, int tcp_fd, uint32_t *peer_ring_size);
 	/* Server: the Confirm arrived; last chance to refuse. */
 	int (*server_confirm)(struct smcr_xconn *xc, const struct smcr_clc_msg *conf);
 

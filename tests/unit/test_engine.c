@@ -31,6 +31,7 @@
 #include "smcr/engine.h"
 #include "smcr/shm.h"
 #include "smcr/stats.h"
+#include "smcr/transport.h"
 
 #define RING_SMALL (16u * 1024)
 
@@ -935,6 +936,139 @@ static void test_server_speaks_first(void **state)
 	pair_close(&p);
 }
 
+struct server_run {
+	int fd;
+	int rc;
+	struct smcr_sock *s;
+};
+
+static void *server_accept_main(void *arg)
+{
+	struct server_run *r = arg;
+
+	r->rc = smcr_sock_accept(r->fd, NULL, &r->s);
+	return NULL;
+}
+
+static size_t read_clc(int fd, struct smcr_clc_msg *m)
+{
+	uint8_t buf[SMCR_CLC_MAX_LEN];
+	enum smcr_clc_err err;
+	size_t got = 0, len = 0;
+
+	while (got < sizeof(buf)) {
+		ssize_t n = recv(fd, buf + got, sizeof(buf) - got, 0);
+
+		if (n <= 0)
+			return 0;
+		got += (size_t)n;
+		if (smcr_clc_decode(buf, got, m, &len, &err) != SMCR_WIRE_NEED_MORE)
+			break;
+	}
+	return len == got ? len : 0;
+}
+
+/* The client declines after the Accept: the server stops waiting at once. */
+static void test_server_falls_back_when_client_declines(void **state)
+{
+	uint8_t buf[SMCR_CLC_MAX_LEN];
+	struct server_run r = { .rc = 99 };
+	struct smcr_xconn *xc = NULL;
+	struct smcr_clc_msg m;
+	struct pair p;
+	pthread_t t;
+	int64_t t0;
+	size_t n;
+
+	(void)state;
+	pair_listen(&p);
+	p.cfd = tcp_connect(p.port);
+	p.sfd = accept4(p.lfd, NULL, NULL, SOCK_CLOEXEC);
+	/* A genuine shm Proposal, from the transport itself. */
+	assert_int_equal(smcr_shm_ops.create(RING_SMALL, 2000, &xc), 0);
+	memset(&m, 0, sizeof(m));
+	assert_int_equal(smcr_shm_ops.client_propose(xc, &m), 0);
+	n = encode(&m, buf);
+	assert_int_equal(send(p.cfd, buf, n, 0), (ssize_t)n);
+	assert_int_equal(classify_wait(p.sfd), SMCR_CLASSIFY_PROPOSAL);
+	r.fd = p.sfd;
+	assert_int_equal(pthread_create(&t, NULL, server_accept_main, &r), 0);
+	assert_true(read_clc(p.cfd, &m) > 0);
+	assert_int_equal(m.hdr.type, SMCR_CLC_ACCEPT);
+	t0 = smcr_test_now_ms();
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = SMCR_CLC_DECLINE;
+	m.hdr.version = SMCR_CLC_V2;
+	m.decline.diag = SMCR_CLC_DECL_MODEUNSUPP;
+	n = encode(&m, buf);
+	assert_int_equal(send(p.cfd, buf, n, 0), (ssize_t)n);
+	pthread_join(t, NULL);
+	assert_true(r.rc > 0);
+	assert_null(r.s);
+	assert_true(smcr_test_now_ms() - t0 < 1000);
+	/* Both on TCP, nothing of CLC left. */
+	assert_int_equal(send(p.cfd, "tcp", 3, 0), 3);
+	assert_int_equal(recv(p.sfd, buf, 3, MSG_WAITALL), 3);
+	assert_memory_equal(buf, "tcp", 3);
+	smcr_shm_ops.destroy(xc, false);
+	pair_close(&p);
+}
+
+/* A server whose Accept points at no rendezvous: the client declines and stays on TCP. */
+static void *bad_accept_server(void *arg)
+{
+	struct decliner *d = arg;
+	uint8_t buf[SMCR_CLC_MAX_LEN];
+	struct smcr_clc_msg m;
+	enum smcr_clc_err err;
+	int fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC);
+	size_t n;
+
+	if (fd < 0 || read_clc(fd, &m) == 0 || m.hdr.type != SMCR_CLC_PROPOSAL)
+		return NULL;
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = SMCR_CLC_ACCEPT;
+	m.hdr.version = SMCR_CLC_V2;
+	m.hdr.typev1 = SMCR_CLC_PATH_D;
+	m.accept.ism_chid = 0xFFFF;
+	m.accept.dmb_token = 0x1234; /* nobody listens there */
+	memcpy(m.accept.eid, "SMCR-USERSPACE-SAMEHOST-SHM     ", SMCR_CLC_EID_LEN);
+	n = smcr_clc_encode(&m, buf, sizeof(buf), &err);
+	if (send(fd, buf, n, 0) != (ssize_t)n || read_clc(fd, &m) == 0 ||
+	    m.hdr.type != SMCR_CLC_DECLINE)
+		return NULL;
+	d->reason = m.decline.diag;
+	if (send(fd, "ok", 2, 0) == 2)
+		d->ok = 1;
+	close(fd);
+	return NULL;
+}
+
+static void test_client_declines_unreachable_accept(void **state)
+{
+	struct decliner d = { 0 };
+	struct smcr_sock *c = NULL;
+	struct pair p;
+	pthread_t t;
+	char buf[2];
+	int rc;
+
+	(void)state;
+	pair_listen(&p);
+	d.lfd = p.lfd;
+	assert_int_equal(pthread_create(&t, NULL, bad_accept_server, &d), 0);
+	p.cfd = tcp_connect(p.port);
+	rc = smcr_sock_connect(p.cfd, NULL, &c);
+	pthread_join(t, NULL);
+	assert_true(rc > 0);
+	assert_null(c);
+	assert_int_equal(d.ok, 1);
+	assert_int_equal((int)d.reason, rc);
+	assert_int_equal(recv(p.cfd, buf, 2, MSG_WAITALL), 2);
+	assert_memory_equal(buf, "ok", 2);
+	pair_close(&p);
+}
+
 static void test_late_proposal_declined(void **state)
 {
 	uint8_t buf[SMCR_CLC_MAX_LEN];
@@ -1085,6 +1219,8 @@ int main(void)
 		cmocka_unit_test(test_server_declines_foreign_proposal),
 		cmocka_unit_test(test_client_fallback_on_decline),
 		cmocka_unit_test(test_server_speaks_first),
+		cmocka_unit_test(test_server_falls_back_when_client_declines),
+		cmocka_unit_test(test_client_declines_unreachable_accept),
 		cmocka_unit_test(test_late_proposal_declined),
 		cmocka_unit_test(test_pooled_ring_is_zeroed),
 		cmocka_unit_test(test_fork_child_forgets_pool),
