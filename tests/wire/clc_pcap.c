@@ -151,6 +151,7 @@ static struct flow open_flow(uint16_t cport)
 	return fl;
 }
 
+__attribute__((format(printf, 2, 3)))
 static void expect(const char *field, const char *fmt, ...)
 {
 	va_list ap;
