@@ -1,0 +1,375 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The shm transport's rendezvous against strangers and hostile peers: only
+ * the proven other end of the TCP connection may attach, and what it hands
+ * over (memfd, eventfd) is checked before it is mapped or written.  The
+ * server is the real engine (smcr_sock_accept in a thread); the client side
+ * is played by hand so it can lie.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "smcr/clc.h"
+#include "smcr/engine.h"
+#include "smcr/transport.h"
+
+#define RING (16u * 1024)
+
+/* Mirror of shm.c's proof message (its layout is part of the rendezvous protocol). */
+struct proof {
+	uint32_t magic;
+	uint32_t version;
+	uint8_t secret[16];
+	uint32_t ring_size;
+	uint32_t reserved;
+};
+
+struct server_run {
+	int fd;
+	int rc;
+	struct smcr_sock *s;
+};
+
+static void *server_main(void *arg)
+{
+	struct server_run *r = arg;
+
+	r->rc = smcr_sock_accept(r->fd, NULL, &r->s);
+	return NULL;
+}
+
+struct setup {
+	int lfd, cfd, sfd;
+	struct smcr_listener *reg;
+	struct server_run run;
+	pthread_t thread;
+	struct smcr_xconn *xc;
+	uint8_t secret[16];   /* the client's, as proposed */
+	uint64_t token;       /* the server's rendezvous token */
+};
+
+static int connect_loopback(uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+static size_t read_clc(int fd, struct smcr_clc_msg *m)
+{
+	uint8_t buf[SMCR_CLC_MAX_LEN];
+	enum smcr_clc_err err;
+	size_t got = 0, len = 0;
+
+	while (got < sizeof(buf)) {
+		ssize_t n = recv(fd, buf + got, sizeof(buf) - got, 0);
+
+		if (n <= 0)
+			return 0;
+		got += (size_t)n;
+		if (smcr_clc_decode(buf, got, m, &len, &err) != SMCR_WIRE_NEED_MORE)
+			break;
+	}
+	return len == got ? len : 0;
+}
+
+static void send_clc(int fd, const struct smcr_clc_msg *m)
+{
+	uint8_t buf[SMCR_CLC_MAX_LEN];
+	enum smcr_clc_err err;
+	size_t n = smcr_clc_encode(m, buf, sizeof(buf), &err);
+
+	assert_true(n > 0);
+	assert_int_equal(send(fd, buf, n, 0), (ssize_t)n);
+}
+
+/* Proposal (genuine, from the transport) -> server thread -> Accept read. */
+static void setup_until_accept(struct setup *st)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	struct smcr_clc_msg m;
+
+	memset(st, 0, sizeof(*st));
+	st->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(bind(st->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(st->lfd, 4), 0);
+	assert_int_equal(getsockname(st->lfd, (struct sockaddr *)&sa, &len), 0);
+	assert_int_equal(smcr_listener_register(st->lfd, &st->reg), 0);
+	st->cfd = connect_loopback(ntohs(sa.sin_port));
+	st->sfd = accept4(st->lfd, NULL, NULL, SOCK_CLOEXEC);
+
+	assert_int_equal(smcr_shm_ops.create(RING, 2000, &st->xc), 0);
+	memset(&m, 0, sizeof(m));
+	assert_int_equal(smcr_shm_ops.client_propose(st->xc, &m), 0);
+	smcr_put_be64(st->secret, m.proposal.ism_gid);
+	smcr_put_be64(st->secret + 8, m.proposal.ism_gids[0].gid);
+	send_clc(st->cfd, &m);
+	for (int i = 0; i < 1000 && smcr_sock_classify(st->sfd) != SMCR_CLASSIFY_PROPOSAL; i++)
+		poll(NULL, 0, 1);
+	st->run.fd = st->sfd;
+	assert_int_equal(pthread_create(&st->thread, NULL, server_main, &st->run), 0);
+	assert_true(read_clc(st->cfd, &m) > 0);
+	assert_int_equal(m.hdr.type, SMCR_CLC_ACCEPT);
+	st->token = m.accept.dmb_token;
+}
+
+static int rv_connect(uint64_t token)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	int n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "smcr/rv/%016llx",
+			 (unsigned long long)token);
+
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa,
+				 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)), 0);
+	return fd;
+}
+
+static void send_proof(int sock, const uint8_t secret[16], uint32_t ring_size, int fd0, int fd1)
+{
+	struct proof p = { .magic = 0x534d5250u, .version = 1, .ring_size = ring_size };
+	union {
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { .iov_base = &p, .iov_len = sizeof(p) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	int fds[2] = { fd0, fd1 };
+
+	memcpy(p.secret, secret, 16);
+	memset(u.buf, 0, sizeof(u.buf));
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+	assert_int_equal(sendmsg(sock, &mh, MSG_NOSIGNAL), (ssize_t)sizeof(p));
+}
+
+/* After the knock: the server answers nothing (EOF/reset) and falls back on our Decline. */
+static void expect_rejected_then_decline(struct setup *st, int sock)
+{
+	struct smcr_clc_msg m;
+	struct pollfd pfd = { .fd = sock, .events = POLLIN };
+	char b;
+
+	assert_int_equal(poll(&pfd, 1, 5000), 1);
+	assert_true(recv(sock, &b, 1, 0) <= 0); /* no proof, no fds for a liar */
+	close(sock);
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = SMCR_CLC_DECLINE;
+	m.hdr.version = SMCR_CLC_V2;
+	m.decline.diag = SMCR_CLC_DECL_PEERDECL;
+	send_clc(st->cfd, &m);
+	pthread_join(st->thread, NULL);
+	assert_true(st->run.rc > 0); /* fallback, both on TCP */
+	assert_null(st->run.s);
+	assert_int_equal(send(st->cfd, "x", 1, 0), 1);
+	assert_int_equal(recv(st->sfd, &b, 1, 0), 1);
+}
+
+static void teardown(struct setup *st)
+{
+	smcr_shm_ops.destroy(st->xc, false);
+	smcr_listener_unregister(st->reg);
+	close(st->cfd);
+	close(st->sfd);
+	close(st->lfd);
+}
+
+/* A sealed memfd of the right size, as a real client would send. */
+static int good_memfd(uint32_t ring)
+{
+	int fd = memfd_create("t", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	assert_int_equal(ftruncate(fd, 4096 + ring), 0);
+	assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+	return fd;
+}
+
+static void test_wrong_secret_rejected(void **state)
+{
+	struct setup st;
+	uint8_t wrong[16];
+	int sock, mfd, efd;
+
+	(void)state;
+	setup_until_accept(&st);
+	memcpy(wrong, st.secret, 16);
+	wrong[15] ^= 1;
+	sock = rv_connect(st.token);
+	mfd = good_memfd(RING);
+	efd = eventfd(0, EFD_CLOEXEC);
+	send_proof(sock, wrong, RING, mfd, efd);
+	expect_rejected_then_decline(&st, sock);
+	close(mfd);
+	close(efd);
+	teardown(&st);
+}
+
+static void test_unsealed_memfd_rejected(void **state)
+{
+	struct setup st;
+	int sock, mfd, efd;
+
+	(void)state;
+	setup_until_accept(&st);
+	sock = rv_connect(st.token);
+	mfd = memfd_create("t", MFD_CLOEXEC); /* could be shrunk under the server: SIGBUS */
+	assert_int_equal(ftruncate(mfd, 4096 + RING), 0);
+	efd = eventfd(0, EFD_CLOEXEC);
+	send_proof(sock, st.secret, RING, mfd, efd);
+	expect_rejected_then_decline(&st, sock);
+	close(mfd);
+	close(efd);
+	teardown(&st);
+}
+
+static void test_small_memfd_rejected(void **state)
+{
+	struct setup st;
+	int sock, mfd, efd;
+
+	(void)state;
+	setup_until_accept(&st);
+	sock = rv_connect(st.token);
+	mfd = good_memfd(RING / 2); /* claims RING bytes, has half */
+	efd = eventfd(0, EFD_CLOEXEC);
+	send_proof(sock, st.secret, RING, mfd, efd);
+	expect_rejected_then_decline(&st, sock);
+	close(mfd);
+	close(efd);
+	teardown(&st);
+}
+
+static void test_pipe_instead_of_eventfd_rejected(void **state)
+{
+	struct setup st;
+	int sock, mfd, p[2];
+
+	(void)state;
+	setup_until_accept(&st);
+	sock = rv_connect(st.token);
+	mfd = good_memfd(RING);
+	assert_int_equal(pipe(p), 0); /* a full blocking pipe would hang the server's writes */
+	send_proof(sock, st.secret, RING, mfd, p[1]);
+	expect_rejected_then_decline(&st, sock);
+	close(mfd);
+	close(p[0]);
+	close(p[1]);
+	teardown(&st);
+}
+
+static void test_odd_ring_size_rejected(void **state)
+{
+	struct setup st;
+	int sock, mfd, efd;
+
+	(void)state;
+	setup_until_accept(&st);
+	sock = rv_connect(st.token);
+	mfd = good_memfd(RING + 4096);
+	efd = eventfd(0, EFD_CLOEXEC);
+	send_proof(sock, st.secret, RING + 4096, mfd, efd); /* not 16 KiB << n */
+	expect_rejected_then_decline(&st, sock);
+	close(mfd);
+	close(efd);
+	teardown(&st);
+}
+
+/* A stranger from another process knocks first; the server keeps the door shut. */
+static void test_other_process_cannot_attach(void **state)
+{
+	struct setup st;
+	pid_t pid;
+	int status, sock;
+
+	(void)state;
+	setup_until_accept(&st);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		/*
+		 * Knows the token (it is visible in /proc/net/unix) and even the
+		 * secret.  No cmocka asserts in the child: plain calls, exit code.
+		 */
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		struct proof pr = { .magic = 0x534d5250u, .version = 1, .ring_size = RING };
+		int s = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+		int n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "smcr/rv/%016llx",
+				 (unsigned long long)st.token);
+		char b;
+
+		memcpy(pr.secret, st.secret, 16);
+		if (connect(s, (struct sockaddr *)&sa,
+			    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)) < 0)
+			_exit(0); /* refused: fine */
+		(void)!send(s, &pr, sizeof(pr), MSG_NOSIGNAL); /* may fail: already thrown out */
+		_exit(recv(s, &b, 1, 0) <= 0 ? 0 : 1); /* must get nothing back */
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	/* The stranger's pid is not the proposer's: rejected before its proof is read. */
+	sock = rv_connect(st.token);
+	{
+		int mfd = good_memfd(RING), efd = eventfd(0, EFD_CLOEXEC);
+		struct smcr_clc_msg m;
+		char b;
+
+		send_proof(sock, st.secret, RING, mfd, efd);
+		/* The real client (this pid) is accepted: the server answers with its proof. */
+		assert_true(recv(sock, &b, 1, MSG_PEEK) > 0);
+		close(mfd);
+		close(efd);
+		close(sock);
+		memset(&m, 0, sizeof(m));
+		m.hdr.type = SMCR_CLC_DECLINE;
+		m.hdr.version = SMCR_CLC_V2;
+		m.decline.diag = SMCR_CLC_DECL_PEERDECL;
+		send_clc(st.cfd, &m);
+	}
+	pthread_join(st.thread, NULL);
+	assert_true(st.run.rc > 0);
+	teardown(&st);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_wrong_secret_rejected),
+		cmocka_unit_test(test_unsealed_memfd_rejected),
+		cmocka_unit_test(test_small_memfd_rejected),
+		cmocka_unit_test(test_pipe_instead_of_eventfd_rejected),
+		cmocka_unit_test(test_odd_ring_size_rejected),
+		cmocka_unit_test(test_other_process_cannot_attach),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	alarm(60);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
