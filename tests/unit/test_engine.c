@@ -16,6 +16,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -560,6 +561,33 @@ static void test_edge_triggered_no_storm(void **state)
 	assert_int_equal(epoll_wait(ep, &out, 1, 0), 0);
 	close(ep);
 	smcr_sock_set_interest(p.s, 0);
+	pair_close(&p);
+}
+
+/* An idle SMC connection costs no CPU: nobody spins, everybody sleeps. */
+static void test_idle_connection_uses_no_cpu(void **state)
+{
+	struct rusage before, after;
+	struct delayed_send d;
+	char buf[8];
+	pthread_t t;
+	struct pair p;
+	long used_us;
+
+	(void)state;
+	pair_open(&p, RING_SMALL);
+	d = (struct delayed_send){ .s = p.c };
+	getrusage(RUSAGE_SELF, &before);
+	/* A reader blocked for ~40 ms while the peer is idle (delayed_sender sleeps). */
+	assert_int_equal(pthread_create(&t, NULL, delayed_sender, &d), 0);
+	assert_int_equal(smcr_sock_recv(p.s, buf, 7, MSG_WAITALL), 7);
+	pthread_join(t, NULL);
+	getrusage(RUSAGE_SELF, &after);
+	used_us = (after.ru_utime.tv_sec - before.ru_utime.tv_sec) * 1000000L +
+		  (after.ru_utime.tv_usec - before.ru_utime.tv_usec) +
+		  (after.ru_stime.tv_sec - before.ru_stime.tv_sec) * 1000000L +
+		  (after.ru_stime.tv_usec - before.ru_stime.tv_usec);
+	assert_true(used_us < 20000); /* a spinning waiter would burn ~40 ms */
 	pair_close(&p);
 }
 
@@ -1204,6 +1232,7 @@ int main(void)
 		cmocka_unit_test(test_edge_triggered_wakeup),
 		cmocka_unit_test(test_edge_triggered_no_storm),
 		cmocka_unit_test(test_receive_and_send_timeouts),
+		cmocka_unit_test(test_idle_connection_uses_no_cpu),
 		cmocka_unit_test(test_shutdown_half_close),
 		cmocka_unit_test(test_close_then_peer_sees_eof_and_epipe),
 		cmocka_unit_test(test_close_with_unread_data_aborts),
