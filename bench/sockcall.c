@@ -19,6 +19,12 @@
  * the fastest is the call's cost with the least interference from the rest
  * of the machine (the median is printed too).
  * Prints: "MODE min_ns_per_call median_ns_per_call CALLS".
+ *
+ *   sockcall MODE rounds=N [MSG_BYTES]
+ *
+ * runs exactly N rounds (a multiple of 1000) with no timing and prints
+ * "MODE CALLS": for counting instructions under valgrind, where the
+ * difference between two N is the exact cost of the calls in user space.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -114,6 +120,9 @@ static void bounce(const int a[2], const int b[2], char *buf, size_t n, int sock
 	read_full(a[0], buf, n, sockcalls);
 }
 
+/* Set by "rounds=N": run exactly that many rounds instead of for a time. */
+static unsigned long fixed_rounds;
+
 static unsigned long run(const char *mode, double seconds, size_t n)
 {
 	char buf[MAX_MSG] = { 0 };
@@ -155,7 +164,7 @@ static unsigned long run(const char *mode, double seconds, size_t n)
 		exit(2);
 	}
 
-	while (now_seconds() < end) {
+	while (fixed_rounds ? rounds < fixed_rounds : now_seconds() < end) {
 		for (int i = 0; i < ROUNDS_PER_CLOCK_CHECK; i++) {
 			if (kind == 0) {
 				bounce(a, b, buf, n, sockcalls);
@@ -201,8 +210,19 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: sockcall sendrecv|rw|pipe|poll|socket SECONDS [MSG_BYTES]\n");
 		return 2;
 	}
-	double seconds = atof(argv[2]);
 	size_t n = argc > 3 ? (size_t)atoi(argv[3]) : 14;
+
+	if (!strncmp(argv[2], "rounds=", 7)) {
+		fixed_rounds = strtoul(argv[2] + 7, NULL, 10);
+		if (fixed_rounds == 0 || fixed_rounds % ROUNDS_PER_CLOCK_CHECK || n < 1 || n > MAX_MSG) {
+			fprintf(stderr, "sockcall: rounds must be a positive multiple of %d\n",
+				ROUNDS_PER_CLOCK_CHECK);
+			return 2;
+		}
+		printf("%s %lu\n", argv[1], run(argv[1], 0, n));
+		return 0;
+	}
+	double seconds = atof(argv[2]);
 
 	if (n < 1 || n > MAX_MSG || seconds <= 0) {
 		fprintf(stderr, "sockcall: bad arguments\n");
