@@ -457,7 +457,15 @@ static int attach_peer(struct smcr_xconn *xc, int fds[2], uint32_t ring_size)
 	struct stat st;
 	int seals;
 
-	if (!fd_is(fds[0], "/memfd:") || !fd_is(fds[1], "anon_inode:[eventfd]"))
+	/* (Only shmem files take seals: the seal check below proves "memfd".) */
+	if (!fd_is(fds[1], "anon_inode:[eventfd]"))
+		goto bad;
+	/*
+	 * A blocking eventfd near its maximum count would block our doorbell
+	 * write forever: make it non-blocking (its file description is the
+	 * peer's, so this only changes what the peer gave us).
+	 */
+	if (smcr_real.fcntl(fds[1], F_SETFL, O_NONBLOCK) < 0)
 		goto bad;
 	if (ring_size < smcr_clc_rmbe_size(0) || ring_size > smcr_clc_rmbe_size(SHM_MAX_CLASS) ||
 	    smcr_clc_rmbe_size(size_class(ring_size)) != ring_size)

@@ -358,6 +358,70 @@ static void test_other_process_cannot_attach(void **state)
 	teardown(&st);
 }
 
+/*
+ * A peer that completes the handshake but hands over a *blocking* eventfd
+ * whose counter is at its maximum: the server's doorbell write must not
+ * block (the engine makes the received eventfd non-blocking).
+ */
+static void test_blocking_full_eventfd_cannot_stall_sender(void **state)
+{
+	struct setup st;
+	struct proof reply;
+	struct smcr_clc_msg m;
+	uint8_t *region;
+	union {
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { .iov_base = &reply, .iov_len = sizeof(reply) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf) };
+	uint64_t near_max = UINT64_MAX - 1;
+	int sock, mfd, efd;
+
+	(void)state;
+	setup_until_accept(&st);
+	sock = rv_connect(st.token);
+	mfd = good_memfd(RING);
+	region = mmap(NULL, 4096 + RING, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	assert_true(region != MAP_FAILED);
+	region[64] = 1; /* the "armed" word (shm_ctrl offset 64): ring me, please */
+	efd = eventfd(0, EFD_CLOEXEC); /* blocking */
+	assert_int_equal(write(efd, &near_max, sizeof(near_max)), 8);
+	send_proof(sock, st.secret, RING, mfd, efd);
+	assert_int_equal(recvmsg(sock, &mh, MSG_CMSG_CLOEXEC), (ssize_t)sizeof(reply));
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+		for (size_t k = 0; k < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); k++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(cm) + k * sizeof(int), sizeof(int));
+			close(fd);
+		}
+	/* Confirm as the shm client would. */
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = SMCR_CLC_CONFIRM;
+	m.hdr.version = SMCR_CLC_V2;
+	m.hdr.typev1 = SMCR_CLC_PATH_D;
+	m.accept.ism_gid = smcr_get_be64(st.secret);
+	m.accept.gid_ext = smcr_get_be64(st.secret + 8);
+	m.accept.ism_chid = 0xFFFF;
+	m.accept.dmb_token = st.token;
+	m.accept.dmbe_size = 0; /* 16 KiB */
+	memcpy(m.accept.eid, "SMCR-USERSPACE-SAMEHOST-SHM     ", SMCR_CLC_EID_LEN);
+	send_clc(st.cfd, &m);
+	pthread_join(st.thread, NULL);
+	assert_int_equal(st.run.rc, 0);
+	/* Rings our doorbell: must return, not block on the full counter. */
+	assert_int_equal(smcr_sock_send(st.run.s, "hi", 2, 0), 2);
+	assert_memory_equal(region + 4096, "hi", 2);
+	smcr_sock_abort(st.run.s);
+	munmap(region, 4096 + RING);
+	close(sock);
+	close(mfd);
+	close(efd);
+	teardown(&st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -367,6 +431,7 @@ int main(void)
 		cmocka_unit_test(test_pipe_instead_of_eventfd_rejected),
 		cmocka_unit_test(test_odd_ring_size_rejected),
 		cmocka_unit_test(test_other_process_cannot_attach),
+		cmocka_unit_test(test_blocking_full_eventfd_cannot_stall_sender),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
