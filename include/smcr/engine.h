@@ -48,6 +48,8 @@ struct smcr_sock_opts {
 	uint32_t rcvbuf;    /* own RMB size wish (rounded up to 16 KiB << n); 0 = default */
 	uint32_t sndbuf;    /* reserved for transports with a send buffer; 0 = default */
 	int handshake_ms;   /* CLC wait per message; 0 = 2000 (Linux's SMC_CLC_WAIT_TIME) */
+	int spin_us;        /* opt-in: before sleeping, poll up to this long while the
+			     * peer is running on another CPU; 0 = never (default) */
 };
 
 /* ---- server side ---------------------------------------------------------- */

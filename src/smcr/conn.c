@@ -137,7 +137,7 @@ static int decline_reason(const struct smcr_clc_msg *m)
 /* ---- connection objects ---------------------------------------------------------- */
 
 struct smcr_sock *smcr_conn_new(int tcp_fd, bool server, const struct smcr_transport_ops *ops,
-				struct smcr_xconn *xc, uint32_t peer_size)
+				struct smcr_xconn *xc, uint32_t peer_size, int spin_us)
 {
 	struct smcr_sock *s = calloc(1, sizeof(*s));
 
@@ -152,6 +152,7 @@ struct smcr_sock *smcr_conn_new(int tcp_fd, bool server, const struct smcr_trans
 	ops->ring(xc, &s->rmb, &s->rmb_size);
 	ops->tokens(xc, &s->local_token, &s->peer_token);
 	s->state = SMCR_CONN_ACTIVE;
+	s->spin_us = spin_us;
 	s->stats = smcr_stats_conn_open(s);
 	return s;
 }
@@ -321,7 +322,7 @@ int smcr_sock_connect(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr
 	if (rc == 0)
 		rc = client_handshake(tcp_fd, xc, opts, &peer_size);
 	if (rc == 0) {
-		*out = smcr_conn_new(tcp_fd, false, ops, xc, peer_size);
+		*out = smcr_conn_new(tcp_fd, false, ops, xc, peer_size, opts ? opts->spin_us : 0);
 		if (*out)
 			return 0;
 		rc = -ENOMEM; /* after Confirm: too late to decline */
@@ -416,7 +417,7 @@ int smcr_sock_accept(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_
 		xc = NULL;
 	rc = server_handshake(tcp_fd, xc, opts, &peer_size);
 	if (rc == 0) {
-		*out = smcr_conn_new(tcp_fd, true, ops, xc, peer_size);
+		*out = smcr_conn_new(tcp_fd, true, ops, xc, peer_size, opts ? opts->spin_us : 0);
 		if (*out)
 			return 0;
 		rc = -ENOMEM;
@@ -556,6 +557,35 @@ void smcr_conn_check_peer(struct smcr_sock *s)
 		smcr_conn_progress(s); /* takes the last messages, then sees the reset */
 }
 
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+/*
+ * Opt-in bounded spin: while the peer runs on another CPU its next CDC is
+ * microseconds away, far less than a sleep/wake-up pair on this kind of VM
+ * (perf-samehost.md §2).  Lock dropped by the caller.  True if something came.
+ */
+static bool spin_for_ctrl(struct smcr_sock *s)
+{
+	int64_t end = smcr_sys_now_ns() + (int64_t)s->spin_us * 1000;
+	unsigned i = 0;
+
+	while (s->ops->peer_running(s->xc)) {
+		if (s->ops->ctrl_pending(s->xc))
+			return true;
+		cpu_relax();
+		if ((++i & 63) == 0 && smcr_sys_now_ns() > end)
+			break;
+	}
+	return false;
+}
+
 int smcr_conn_wait(struct smcr_sock *s, unsigned events, int64_t deadline)
 {
 	int fd = s->ops->ready_fd(s->xc), rc;
@@ -565,7 +595,13 @@ int smcr_conn_wait(struct smcr_sock *s, unsigned events, int64_t deadline)
 	else
 		s->waiters_wr++;
 	pthread_mutex_unlock(&s->lock);
-	rc = smcr_sys_wait_fd(fd, POLLIN, deadline);
+	if (s->spin_us > 0 && spin_for_ctrl(s)) {
+		rc = 1;
+	} else {
+		s->ops->set_sleeping(s->xc, true);
+		rc = smcr_sys_wait_fd(fd, POLLIN, deadline);
+		s->ops->set_sleeping(s->xc, false);
+	}
 	pthread_mutex_lock(&s->lock);
 	if (events & POLLIN)
 		s->waiters_rd--;

@@ -70,6 +70,7 @@ struct smcr_sock {
 	bool shut_wr;
 	int so_error;                  /* pending SO_ERROR (positive errno) */
 
+	int spin_us;                   /* bounded spin before sleeping; 0 = never */
 	int rcv_timeout_ms;            /* 0 = block forever */
 	int snd_timeout_ms;
 
@@ -88,7 +89,7 @@ struct smcr_sock {
 
 /* conn.c */
 struct smcr_sock *smcr_conn_new(int tcp_fd, bool server, const struct smcr_transport_ops *ops,
-				struct smcr_xconn *xc, uint32_t peer_size);
+				struct smcr_xconn *xc, uint32_t peer_size, int spin_us);
 void smcr_conn_free(struct smcr_sock *s, bool clean);
 /* Take pending control messages, then re-arm readiness.  Lock held. */
 void smcr_conn_progress(struct smcr_sock *s);

@@ -87,13 +87,15 @@ _Static_assert(SMCR_CDC_MSG_LEN % 4 == 0, "CDC mailbox copies 32-bit words");
 struct shm_ctrl {
 	uint32_t magic;     /* set by the owner, informational */
 	uint32_t ring_size; /* set by the owner, informational */
-	uint8_t pad0[56];
+	_Atomic uint32_t sleeping; /* owner: blocked in the engine (peer: do not spin) */
+	uint8_t pad0[52];
 	_Atomic uint32_t armed; /* owner: 1 = ring me; peer: swaps to 0, then rings */
 	uint8_t pad1[60];
 	_Atomic uint32_t seq;   /* mailbox seqlock: odd while the peer writes */
 	_Atomic uint32_t cdc[SHM_CDC_WORDS];
 };
 _Static_assert(sizeof(struct shm_ctrl) <= SHM_CTRL_LEN, "control area fits its page");
+_Static_assert(offsetof(struct shm_ctrl, armed) == 64, "armed has its own cache line");
 
 /* What each side presents over the rendezvous socket, with its two fds. */
 struct shm_proof {
@@ -894,7 +896,7 @@ static int shm_recv_ctrl(struct smcr_xconn *xc, uint8_t msg[SMCR_CDC_MSG_LEN])
 		s2 = atomic_load_explicit(&oc->seq, memory_order_relaxed);
 		if (s1 != s2)
 			continue;
-		xc->rx_seq = s1;
+		__atomic_store_n(&xc->rx_seq, s1, __ATOMIC_RELAXED);
 		memcpy(msg, w, sizeof(w));
 		return 1;
 	}
@@ -937,6 +939,26 @@ static bool shm_settle(struct smcr_xconn *xc, bool ready)
 	return look_again;
 }
 
+/* ---- optional bounded spin (perf-samehost.md §2: only while the peer runs) ---- */
+
+static bool shm_ctrl_pending(const struct smcr_xconn *xc)
+{
+	/* rx_seq may be updated by another thread under the connection lock. */
+	return atomic_load_explicit(&xc->own_ctrl->seq, memory_order_acquire) !=
+	       __atomic_load_n(&xc->rx_seq, __ATOMIC_RELAXED);
+}
+
+static bool shm_peer_running(const struct smcr_xconn *xc)
+{
+	/* The peer's own word in its page; a liar only wastes our spin budget. */
+	return atomic_load_explicit(&xc->peer_ctrl->sleeping, memory_order_relaxed) == 0;
+}
+
+static void shm_set_sleeping(struct smcr_xconn *xc, bool sleeping)
+{
+	atomic_store_explicit(&xc->own_ctrl->sleeping, sleeping ? 1u : 0u, memory_order_relaxed);
+}
+
 static void shm_destroy(struct smcr_xconn *xc, bool clean)
 {
 	if (!xc)
@@ -968,16 +990,13 @@ const struct smcr_transport_ops smcr_shm_ops = {
 	.peer_gone = shm_peer_gone,
 	.ready_fd = shm_ready_fd,
 	.settle = shm_settle,
+	.ctrl_pending = shm_ctrl_pending,
+	.peer_running = shm_peer_running,
+	.set_sleeping = shm_set_sleeping,
 	.destroy = shm_destroy,
 };
 
 /* ---- test hooks -------------------------------------------------------------------- */
-
-uint8_t *smcr_shm_test_peer_ring(struct smcr_xconn *xc, uint32_t *size)
-{
-	*size = xc->peer_ring_size;
-	return xc->peer_base + SHM_CTRL_LEN;
-}
 
 unsigned smcr_shm_test_pool_size(void)
 {

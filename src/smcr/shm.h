@@ -11,8 +11,6 @@
 
 #include "smcr/transport.h"
 
-/* Tests only: the peer's ring as this side maps it (to play a hostile peer). */
-uint8_t *smcr_shm_test_peer_ring(struct smcr_xconn *xc, uint32_t *size);
 /* Tests only: regions waiting in this process's pool. */
 unsigned smcr_shm_test_pool_size(void);
 

@@ -62,6 +62,14 @@ int64_t smcr_sys_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t smcr_sys_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 int64_t smcr_sys_deadline(int ms)
 {
 	return ms < 0 ? -1 : smcr_sys_now_ms() + ms;

@@ -20,8 +20,9 @@ int smcr_sys_memfd(const char *name, unsigned int flags);
 /* Close an fd we own, keeping errno. */
 void smcr_sys_close(int fd);
 
-/* Milliseconds on CLOCK_MONOTONIC. */
+/* Milliseconds / nanoseconds on CLOCK_MONOTONIC. */
 int64_t smcr_sys_now_ms(void);
+int64_t smcr_sys_now_ns(void);
 
 /*
  * poll() one fd for `events` until `deadline_ms` (CLOCK_MONOTONIC; < 0 =

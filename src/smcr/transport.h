@@ -101,6 +101,16 @@ struct smcr_transport_ops {
 	bool (*settle)(struct smcr_xconn *xc, bool ready);
 
 	/*
+	 * Optional bounded spin (opt-in): is a control message waiting (no
+	 * system call, callable without the connection lock), is the peer on a
+	 * CPU right now (not blocked in its engine), and telling the peer the
+	 * same about us.
+	 */
+	bool (*ctrl_pending)(const struct smcr_xconn *xc);
+	bool (*peer_running)(const struct smcr_xconn *xc);
+	void (*set_sleeping)(struct smcr_xconn *xc, bool sleeping);
+
+	/*
 	 * Release everything.  `clean`: the peer already finished with our ring
 	 * (it sent closed).  Either way the transport decides whether the memory
 	 * may be reused; it is always zeroed first and only ever handed to the

@@ -81,10 +81,12 @@ static int tcp_connect(uint16_t port)
 	return fd;
 }
 
+static int g_spin_us; /* opts.spin_us for both ends of pair_open() */
+
 static void *client_main(void *arg)
 {
 	struct pair *p = arg;
-	struct smcr_sock_opts o = { .rcvbuf = p->rcvbuf };
+	struct smcr_sock_opts o = { .rcvbuf = p->rcvbuf, .spin_us = g_spin_us };
 
 	p->crc = smcr_sock_connect(p->cfd, &o, &p->c);
 	return NULL;
@@ -113,7 +115,7 @@ static void pair_listen(struct pair *p)
 
 static void pair_open(struct pair *p, uint32_t rcvbuf)
 {
-	struct smcr_sock_opts o = { .rcvbuf = rcvbuf };
+	struct smcr_sock_opts o = { .rcvbuf = rcvbuf, .spin_us = g_spin_us };
 	pthread_t t;
 
 	pair_listen(p);
@@ -588,6 +590,57 @@ static void test_idle_connection_uses_no_cpu(void **state)
 		  (after.ru_stime.tv_sec - before.ru_stime.tv_sec) * 1000000L +
 		  (after.ru_stime.tv_usec - before.ru_stime.tv_usec);
 	assert_true(used_us < 20000); /* a spinning waiter would burn ~40 ms */
+	pair_close(&p);
+}
+
+/* Opt-in bounded spin: ping-pong and a stream stay correct. */
+struct ponger {
+	struct smcr_sock *s;
+	int n;
+	int ok;
+};
+
+static void *ponger_main(void *arg)
+{
+	struct ponger *pg = arg;
+	char b[14];
+
+	for (int i = 0; i < pg->n; i++) {
+		if (smcr_sock_recv(pg->s, b, sizeof(b), MSG_WAITALL) != (ssize_t)sizeof(b) ||
+		    smcr_sock_send(pg->s, b, sizeof(b), 0) != (ssize_t)sizeof(b))
+			return NULL;
+	}
+	pg->ok = 1;
+	return NULL;
+}
+
+static void test_bounded_spin(void **state)
+{
+	struct ponger pg;
+	struct xfer w;
+	pthread_t t;
+	struct pair p;
+	char b[14];
+
+	(void)state;
+	g_spin_us = 50;
+	pair_open(&p, RING_SMALL);
+	g_spin_us = 0;
+	pg = (struct ponger){ .s = p.s, .n = 2000 };
+	assert_int_equal(pthread_create(&t, NULL, ponger_main, &pg), 0);
+	for (int i = 0; i < pg.n; i++) {
+		memset(b, (char)i, sizeof(b));
+		assert_int_equal(smcr_sock_send(p.c, b, sizeof(b), 0), (ssize_t)sizeof(b));
+		assert_int_equal(smcr_sock_recv(p.c, b, sizeof(b), MSG_WAITALL), (ssize_t)sizeof(b));
+		assert_int_equal(b[13], (char)i);
+	}
+	pthread_join(t, NULL);
+	assert_int_equal(pg.ok, 1);
+	w = (struct xfer){ .s = p.c, .total = 1u << 20, .seed = 5 };
+	assert_int_equal(pthread_create(&t, NULL, writer_main, &w), 0);
+	assert_int_equal(read_and_check(p.s, 1u << 20, 6, 0), 1 << 20);
+	pthread_join(t, NULL);
+	assert_int_equal(w.result, 1 << 20);
 	pair_close(&p);
 }
 
@@ -1233,6 +1286,7 @@ int main(void)
 		cmocka_unit_test(test_edge_triggered_no_storm),
 		cmocka_unit_test(test_receive_and_send_timeouts),
 		cmocka_unit_test(test_idle_connection_uses_no_cpu),
+		cmocka_unit_test(test_bounded_spin),
 		cmocka_unit_test(test_shutdown_half_close),
 		cmocka_unit_test(test_close_then_peer_sees_eof_and_epipe),
 		cmocka_unit_test(test_close_with_unread_data_aborts),
