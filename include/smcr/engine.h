@@ -45,7 +45,7 @@ struct smcr_listener;
 
 /* Per-connection choices; zero-initialise for the defaults. */
 struct smcr_sock_opts {
-	uint32_t rcvbuf;    /* own RMB size wish (rounded up to 16 KiB << n); 0 = default */
+	uint32_t rcvbuf;    /* own RMB size wish (rounded up to 16 KiB << n); 0 = 256 KiB */
 	uint32_t sndbuf;    /* reserved for transports with a send buffer; 0 = default */
 	int handshake_ms;   /* CLC wait per message; 0 = 2000 (Linux's SMC_CLC_WAIT_TIME) */
 	int spin_us;        /* opt-in: before sleeping, poll up to this long while the
@@ -177,5 +177,12 @@ void smcr_sock_abort(struct smcr_sock *s);
 
 /* Name of a fallback reason ("PEERNOSMC"), or "unknown". */
 const char *smcr_fallback_reason_str(int reason);
+
+/*
+ * Count a fallback the engine did not decide itself (e.g. the server
+ * classified a connection as plain TCP: SMCR_CLC_DECL_PEERNOSMC), so the
+ * published stats show every fallback with its reason.
+ */
+void smcr_note_fallback(int reason);
 
 #endif /* SMCR_ENGINE_H */

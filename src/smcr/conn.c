@@ -718,6 +718,12 @@ uint32_t smcr_sock_sndbuf(const struct smcr_sock *s)
 	return s->peer_size;
 }
 
+void smcr_note_fallback(int reason)
+{
+	if (reason > 0)
+		smcr_stats_fallback(reason);
+}
+
 const char *smcr_fallback_reason_str(int reason)
 {
 	const char *n = reason > 0 ? smcr_clc_decl_name((uint32_t)reason) : NULL;
