@@ -185,4 +185,13 @@ const char *smcr_fallback_reason_str(int reason);
  */
 void smcr_note_fallback(int reason);
 
+/*
+ * A connection that runs on plain TCP gets a stats record too (mode, fallback
+ * reason, addresses), from the moment the interposer knows until it closes
+ * the fd.  NULL if the record table is full (not an error).
+ */
+struct smcr_tcp_record;
+struct smcr_tcp_record *smcr_stats_tcp_open(int tcp_fd, bool server, int reason);
+void smcr_stats_tcp_close(struct smcr_tcp_record *rec);
+
 #endif /* SMCR_ENGINE_H */

@@ -31,6 +31,7 @@
 #include "common/real.h"
 #include "smcr/clc.h"
 #include "smcr/conn.h"
+#include "smcr/engine.h"
 #include "smcr/sys.h"
 
 static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -201,16 +202,13 @@ static void addr_of(const struct sockaddr_storage *ss, uint8_t out[16], uint16_t
 	}
 }
 
-struct smcr_stats_conn *smcr_stats_conn_open(const struct smcr_sock *s)
+/* Claim a free record and fill what every mode has: addresses, fd, mode, reason. */
+static struct smcr_stats_conn *claim_record(struct smcr_stats_file *f, int tcp_fd, uint32_t mode,
+					     uint32_t role, uint32_t reason)
 {
-	struct smcr_stats_file *f = stats_get();
 	struct sockaddr_storage ss;
 	socklen_t len;
 
-	if (!f)
-		return NULL;
-	ADD(f->handshakes_smc, 1);
-	ADD(f->conns_open, 1);
 	for (unsigned i = 0; i < SMCR_STATS_MAX_CONNS; i++) {
 		struct smcr_stats_conn *c = &f->conns[i];
 		uint32_t expected = SMCR_STATS_CONN_FREE;
@@ -219,21 +217,61 @@ struct smcr_stats_conn *smcr_stats_conn_open(const struct smcr_sock *s)
 						 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 			continue;
 		ADD(c->generation, 1);
-		SET(c->mode, SMCR_STATS_MODE_SMC_SHM);
-		SET(c->role, s->server ? 1u : 0u);
-		SET(c->tcp_fd, s->tcp_fd);
-		SET(c->fallback_reason, 0u);
-		SET(c->rmb_size, s->rmb_size);
-		SET(c->peer_rmb_size, s->peer_size);
+		SET(c->mode, mode);
+		SET(c->role, role);
+		SET(c->tcp_fd, (int32_t)tcp_fd);
+		SET(c->fallback_reason, reason);
+		SET(c->rmb_size, 0u);
+		SET(c->peer_rmb_size, 0u);
+		SET(c->bytes_sent, (uint64_t)0);
+		SET(c->bytes_received, (uint64_t)0);
+		SET(c->cdc_sent, (uint64_t)0);
+		SET(c->cdc_received, (uint64_t)0);
 		len = sizeof(ss);
-		if (smcr_real.getsockname(s->tcp_fd, (struct sockaddr *)&ss, &len) == 0)
+		if (smcr_real.getsockname(tcp_fd, (struct sockaddr *)&ss, &len) == 0)
 			addr_of(&ss, c->local_addr, &c->local_port);
 		len = sizeof(ss);
-		if (smcr_real.getpeername(s->tcp_fd, (struct sockaddr *)&ss, &len) == 0)
+		if (smcr_real.getpeername(tcp_fd, (struct sockaddr *)&ss, &len) == 0)
 			addr_of(&ss, c->peer_addr, &c->peer_port);
 		return c;
 	}
 	return NULL;
+}
+
+struct smcr_stats_conn *smcr_stats_conn_open(const struct smcr_sock *s)
+{
+	struct smcr_stats_file *f = stats_get();
+	struct smcr_stats_conn *c;
+
+	if (!f)
+		return NULL;
+	ADD(f->handshakes_smc, 1);
+	ADD(f->conns_open, 1);
+	c = claim_record(f, s->tcp_fd, SMCR_STATS_MODE_SMC_SHM, s->server ? 1u : 0u, 0);
+	if (c) {
+		SET(c->rmb_size, s->rmb_size);
+		SET(c->peer_rmb_size, s->peer_size);
+	}
+	return c;
+}
+
+struct smcr_tcp_record *smcr_stats_tcp_open(int tcp_fd, bool server, int reason)
+{
+	struct smcr_stats_file *f = stats_get();
+
+	if (!f)
+		return NULL;
+	return (struct smcr_tcp_record *)claim_record(f, tcp_fd, SMCR_STATS_MODE_TCP,
+						      server ? 1u : 0u,
+						      reason > 0 ? (uint32_t)reason : 0u);
+}
+
+void smcr_stats_tcp_close(struct smcr_tcp_record *rec)
+{
+	struct smcr_stats_conn *c = (struct smcr_stats_conn *)rec;
+
+	if (c)
+		__atomic_store_n(&c->state, SMCR_STATS_CONN_FREE, __ATOMIC_RELEASE);
 }
 
 void smcr_stats_conn_update(const struct smcr_sock *s)

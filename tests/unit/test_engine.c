@@ -1259,6 +1259,20 @@ static void test_stats_records(void **state)
 	assert_int_equal(rec->bytes_sent, sizeof(buf));
 	assert_int_equal(rec->rmb_size, RING_SMALL);
 	assert_int_equal(rec->peer_port, p.port);
+	/* A TCP-mode connection has a record with its reason until it ends. */
+	{
+		struct smcr_tcp_record *tr = smcr_stats_tcp_open(p.sfd, true, SMCR_CLC_DECL_PEERNOSMC);
+		const struct smcr_stats_conn *c = (const struct smcr_stats_conn *)(const void *)tr;
+
+		assert_non_null(tr);
+		assert_int_equal(c->state, SMCR_STATS_CONN_LIVE);
+		assert_int_equal(c->mode, SMCR_STATS_MODE_TCP);
+		assert_int_equal(c->fallback_reason, SMCR_CLC_DECL_PEERNOSMC);
+		assert_int_equal(c->bytes_sent, 0);
+		assert_int_equal(c->local_port, p.port);
+		smcr_stats_tcp_close(tr);
+		assert_int_equal(c->state, SMCR_STATS_CONN_FREE);
+	}
 	pair_close(&p);
 	/* Earlier tests fell back with these reasons. */
 	{
