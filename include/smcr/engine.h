@@ -175,6 +175,16 @@ void smcr_sock_close(struct smcr_sock *s);
  */
 void smcr_sock_abort(struct smcr_sock *s);
 
+/*
+ * fork: a child must not use SMC connections its parent created (design §8;
+ * they share rings and the peer's mailbox with the parent).  In the child,
+ * call this for each inherited connection: it releases only the child's
+ * copies (fds, mappings, memory), sends nothing and leaves the TCP socket
+ * alone; the parent's connection is unaffected.  The child should then treat
+ * the fd as reset (EPIPE/ECONNRESET), never as plain TCP.
+ */
+void smcr_sock_forget_inherited(struct smcr_sock *s);
+
 /* Name of a fallback reason ("PEERNOSMC"), or "unknown". */
 const char *smcr_fallback_reason_str(int reason);
 

@@ -11,6 +11,7 @@
  * write into it again); otherwise it is discarded.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 
 #include "common/log.h"
@@ -126,6 +127,16 @@ void smcr_sock_close(struct smcr_sock *s)
 	clean = s->state != SMCR_CONN_ABORTED && (s->peer_conn_flags & SMCR_CDC_CONN_CLOSED);
 	pthread_mutex_unlock(&s->lock);
 	smcr_conn_free(s, clean);
+}
+
+void smcr_sock_forget_inherited(struct smcr_sock *s)
+{
+	/*
+	 * The lock may have been held by a parent thread at fork time: do not
+	 * take it; this process has a single thread here and owns the copy.
+	 */
+	s->ops->forget(s->xc);
+	free(s);
 }
 
 void smcr_sock_abort(struct smcr_sock *s)

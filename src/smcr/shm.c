@@ -974,6 +974,21 @@ static void shm_destroy(struct smcr_xconn *xc, bool clean)
 	free(xc);
 }
 
+static void shm_forget(struct smcr_xconn *xc)
+{
+	if (!xc)
+		return;
+	if (xc->peer_base)
+		munmap(xc->peer_base, xc->peer_map_len);
+	smcr_sys_close(xc->peer_efd);
+	smcr_sys_close(xc->ep_fd);
+	smcr_sys_close(xc->unix_fd);
+	smcr_sys_close(xc->rv_fd);
+	smcr_sys_close(xc->own_efd);
+	region_free(xc->own); /* unmap and close our copy only */
+	free(xc);
+}
+
 const struct smcr_transport_ops smcr_shm_ops = {
 	.name = "shm",
 	.create = shm_create,
@@ -994,6 +1009,7 @@ const struct smcr_transport_ops smcr_shm_ops = {
 	.peer_running = shm_peer_running,
 	.set_sleeping = shm_set_sleeping,
 	.destroy = shm_destroy,
+	.forget = shm_forget,
 };
 
 /* ---- test hooks -------------------------------------------------------------------- */

@@ -117,6 +117,13 @@ struct smcr_transport_ops {
 	 * same peer again.
 	 */
 	void (*destroy)(struct smcr_xconn *xc, bool clean);
+
+	/*
+	 * In a forked child: let go of this process's copies (mappings, fds)
+	 * without touching anything shared with the parent, which still owns
+	 * the connection: no message, no zeroing, no pooling.
+	 */
+	void (*forget)(struct smcr_xconn *xc);
 };
 
 extern const struct smcr_transport_ops smcr_shm_ops;

@@ -1226,6 +1226,34 @@ static void test_fork_child_forgets_pool(void **state)
 	assert_true(smcr_shm_test_pool_size() > 0);
 }
 
+/* A forked child drops its copies; the parent's connection carries on. */
+static void test_fork_child_forgets_connection(void **state)
+{
+	char buf[8];
+	struct pair p;
+	pid_t pid;
+	int status;
+
+	(void)state;
+	pair_open(&p, RING_SMALL);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		smcr_sock_forget_inherited(p.c);
+		smcr_sock_forget_inherited(p.s);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* Nothing was sent, nothing reset: both directions still work. */
+	assert_false(smcr_sock_poll(p.s) & (POLLERR | POLLHUP | POLLIN));
+	assert_int_equal(smcr_sock_send(p.c, "after", 5, 0), 5);
+	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), 5);
+	assert_int_equal(smcr_sock_send(p.s, "fork", 4, 0), 4);
+	assert_int_equal(smcr_sock_recv(p.c, buf, sizeof(buf), 0), 4);
+	pair_close(&p);
+}
+
 /* The published stats: header, per-connection records, fallback reasons. */
 static void test_stats_records(void **state)
 {
@@ -1321,6 +1349,7 @@ int main(void)
 		cmocka_unit_test(test_late_proposal_declined),
 		cmocka_unit_test(test_pooled_ring_is_zeroed),
 		cmocka_unit_test(test_fork_child_forgets_pool),
+		cmocka_unit_test(test_fork_child_forgets_connection),
 		cmocka_unit_test(test_stats_records),
 	};
 
