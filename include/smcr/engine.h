@@ -169,11 +169,14 @@ int smcr_sock_shutdown(struct smcr_sock *s, int how);
 void smcr_sock_close(struct smcr_sock *s);
 
 /*
- * Abortive end (exec, fatal error): CDC abort to the peer and an RST on the
- * TCP socket (SO_LINGER 0; the RST goes out when the caller closes the fd).
+ * Abortive end (fatal error, exec): CDC abort to the peer and an RST on the
+ * TCP socket.  reset_now = false: SO_LINGER 0, the RST goes out when the
+ * caller closes the fd.  reset_now = true: the RST goes out at once (TCP
+ * disconnect, connect(AF_UNSPEC)), for an fd that lives on without the
+ * engine, e.g. across exec: it then reads as a reset socket, never hangs.
  * Frees everything; `s` is invalid afterwards.
  */
-void smcr_sock_abort(struct smcr_sock *s);
+void smcr_sock_abort(struct smcr_sock *s, bool reset_now);
 
 /*
  * fork: a child must not use SMC connections its parent created (design §8;

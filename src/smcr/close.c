@@ -139,10 +139,16 @@ void smcr_sock_forget_inherited(struct smcr_sock *s)
 	free(s);
 }
 
-void smcr_sock_abort(struct smcr_sock *s)
+void smcr_sock_abort(struct smcr_sock *s, bool reset_now)
 {
 	pthread_mutex_lock(&s->lock);
 	smcr_close_abort_locked(s, ECONNRESET);
+	if (reset_now) {
+		struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+
+		/* With SO_LINGER 0 set, a TCP disconnect sends the RST now. */
+		smcr_real.connect(s->tcp_fd, &unspec, sizeof(unspec));
+	}
 	pthread_mutex_unlock(&s->lock);
 	smcr_conn_free(s, false);
 }

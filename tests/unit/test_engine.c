@@ -712,13 +712,35 @@ static void test_peer_abort_is_econnreset(void **state)
 
 	(void)state;
 	pair_open(&p, RING_SMALL);
-	smcr_sock_abort(p.c);
+	smcr_sock_abort(p.c, false);
 	p.c = NULL;
 	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), -ECONNRESET);
 	assert_true(smcr_sock_poll(p.s) & (POLLERR | POLLHUP));
 	assert_int_equal(smcr_sock_take_error(p.s), ECONNRESET);
 	assert_int_equal(smcr_sock_take_error(p.s), 0);
 	assert_int_equal(smcr_sock_send(p.s, "x", 1, 0), -ECONNRESET);
+	pair_close(&p);
+}
+
+/* Abort with an immediate TCP reset (the fd lives on without the engine, e.g. exec). */
+static void test_abort_reset_now(void **state)
+{
+	struct pollfd pfd;
+	char buf[4];
+	struct pair p;
+
+	(void)state;
+	pair_open(&p, RING_SMALL);
+	smcr_sock_abort(p.c, true);
+	p.c = NULL;
+	/* The peer's TCP socket sees the RST without anyone closing an fd. */
+	pfd = (struct pollfd){ .fd = p.sfd, .events = POLLIN };
+	assert_int_equal(poll(&pfd, 1, 5000), 1);
+	assert_int_equal(recv(p.sfd, buf, sizeof(buf), 0), -1);
+	assert_int_equal(errno, ECONNRESET);
+	/* The fd that lived on reads as a dead socket, not a hang. */
+	assert_true(recv(p.cfd, buf, sizeof(buf), MSG_DONTWAIT) <= 0);
+	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), -ECONNRESET);
 	pair_close(&p);
 }
 
@@ -1333,6 +1355,7 @@ int main(void)
 		cmocka_unit_test(test_close_then_peer_sees_eof_and_epipe),
 		cmocka_unit_test(test_close_with_unread_data_aborts),
 		cmocka_unit_test(test_peer_abort_is_econnreset),
+		cmocka_unit_test(test_abort_reset_now),
 		cmocka_unit_test(test_peer_death_wakes_reader),
 		cmocka_unit_test(test_hostile_producer_cursor_outside_ring),
 		cmocka_unit_test(test_hostile_producer_cursor_too_far_ahead),

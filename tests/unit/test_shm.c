@@ -414,7 +414,7 @@ static void test_blocking_full_eventfd_cannot_stall_sender(void **state)
 	/* Rings our doorbell: must return, not block on the full counter. */
 	assert_int_equal(smcr_sock_send(st.run.s, "hi", 2, 0), 2);
 	assert_memory_equal(region + 4096, "hi", 2);
-	smcr_sock_abort(st.run.s);
+	smcr_sock_abort(st.run.s, false);
 	munmap(region, 4096 + RING);
 	close(sock);
 	close(mfd);
