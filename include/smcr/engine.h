@@ -77,6 +77,12 @@ enum smcr_classify {
 int smcr_sock_classify(int tcp_fd);
 
 /*
+ * smcr_sock_classify() waiting up to `timeout_ms` (< 0: forever) for a final
+ * answer, for a blocking first read.  Returns NEED_MORE only on timeout.
+ */
+int smcr_sock_classify_wait(int tcp_fd, int timeout_ms);
+
+/*
  * Server handshake after SMCR_CLASSIFY_PROPOSAL: consume the Proposal, answer
  * Accept or Decline, wait for Confirm.  Blocks up to a few CLC round trips.
  */

@@ -364,6 +364,34 @@ int smcr_sock_classify(int tcp_fd)
 	}
 }
 
+int smcr_sock_classify_wait(int tcp_fd, int timeout_ms)
+{
+	int64_t deadline = smcr_sys_deadline(timeout_ms);
+
+	for (;;) {
+		int c = smcr_sock_classify(tcp_fd), w;
+
+		if (c != SMCR_CLASSIFY_NEED_MORE)
+			return c;
+		w = smcr_sys_wait_fd(tcp_fd, POLLIN, deadline);
+		if (w < 0)
+			return w;
+		if (w == 0)
+			return SMCR_CLASSIFY_NEED_MORE;
+		/*
+		 * Readable but still undecided: a Proposal prefix whose rest is in
+		 * flight.  poll() would return at once again; pace the retries.
+		 */
+		if (smcr_sock_classify(tcp_fd) == SMCR_CLASSIFY_NEED_MORE) {
+			struct pollfd none = { .fd = -1 };
+
+			smcr_real.poll(&none, 0, 1);
+			if (deadline >= 0 && smcr_sys_now_ms() >= deadline)
+				return SMCR_CLASSIFY_NEED_MORE;
+		}
+	}
+}
+
 /* Consume the Proposal (classified already) and run the server side. */
 static int server_handshake(int fd, struct smcr_xconn *xc, const struct smcr_sock_opts *opts,
 			    uint32_t *peer_size)

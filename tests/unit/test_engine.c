@@ -882,6 +882,27 @@ static void test_non_clc_first_bytes_are_tcp(void **state)
 	pair_close(&p);
 }
 
+static void test_classify_wait(void **state)
+{
+	struct pair p;
+	int64_t t0;
+
+	(void)state;
+	pair_listen(&p);
+	p.cfd = tcp_connect(p.port);
+	p.sfd = accept4(p.lfd, NULL, NULL, SOCK_CLOEXEC);
+	t0 = smcr_test_now_ms();
+	assert_int_equal(smcr_sock_classify_wait(p.sfd, 50), SMCR_CLASSIFY_NEED_MORE);
+	assert_true(smcr_test_now_ms() - t0 >= 45);
+	/* Half an eyecatcher, then the rest of "not CLC": decided when it comes. */
+	assert_int_equal(send(p.cfd, "\xE2\xD4", 2, 0), 2);
+	assert_int_equal(smcr_sock_classify_wait(p.sfd, 30), SMCR_CLASSIFY_NEED_MORE);
+	assert_int_equal(send(p.cfd, "xx", 2, 0), 2);
+	assert_int_equal(smcr_sock_classify_wait(p.sfd, 5000), SMCR_CLASSIFY_TCP);
+	shutdown(p.cfd, SHUT_WR);
+	pair_close(&p);
+}
+
 static void test_unregistered_peer_gets_no_proposal(void **state)
 {
 	struct smcr_sock *c = (struct smcr_sock *)1;
@@ -1363,6 +1384,7 @@ int main(void)
 		cmocka_unit_test(test_hostile_consumer_cursor_unwritten),
 		cmocka_unit_test(test_hostile_bad_token),
 		cmocka_unit_test(test_non_clc_first_bytes_are_tcp),
+		cmocka_unit_test(test_classify_wait),
 		cmocka_unit_test(test_unregistered_peer_gets_no_proposal),
 		cmocka_unit_test(test_server_declines_foreign_proposal),
 		cmocka_unit_test(test_client_fallback_on_decline),
