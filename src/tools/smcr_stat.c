@@ -1,0 +1,1118 @@
+// SPDX-License-Identifier: MIT
+/*
+ * smcr-stat: list the SMC connections and counters of every running smcr
+ * process of the user (root: of every user), in the spirit of smc-tools'
+ * smcss and `smcr stats show|reset|json`.  See docs/smcr-stat.8.
+ *
+ * It reads only the published stats files (include/smcr/stats_abi.h); it
+ * links nothing of the engine, so it also reads files of processes built from
+ * another smcr version as long as the layout version matches.
+ *
+ * Reading a file that its process keeps writing:
+ *  - every field is read with one atomic load, as the writer stores them;
+ *  - a record is copied between two reads of its (state, generation) pair and
+ *    retried when either changed, so one slot reused by another connection is
+ *    never shown as a mixture of the two (the ABI has no per-record sequence
+ *    counter, so a record claimed an instant ago may still show the previous
+ *    occupant's addresses: see the seqlock proposal in the report/man page);
+ *  - the whole file is first copied into private memory under a SIGBUS guard,
+ *    so a file truncated under us is skipped instead of killing the tool.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pwd.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/types.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include "smcr/stats_abi.h"
+
+#ifndef SMCR_VERSION_STRING
+#define SMCR_VERSION_STRING "unknown"
+#endif
+
+/* Version of the JSON documents printed here (not of the stats file layout). */
+#define JSON_FORMAT_VERSION 1
+
+/* Attempts to copy one record while its writer reuses the slot. */
+#define RECORD_READ_TRIES 16
+
+/* A stats file claiming more slots than this is not one of ours. */
+#define MAX_SANE_CONNS (1u << 20)
+
+#define STATS_PREFIX "stats."
+
+/* ---- options ----------------------------------------------------------------------- */
+
+enum command { CMD_SHOW, CMD_STATS, CMD_RESET };
+
+struct options {
+	enum command cmd;
+	bool json;
+	bool all;       /* closed records too */
+	pid_t pid;      /* 0 = every process */
+	const char *dir; /* only this directory */
+};
+
+/* ---- one process's published stats, copied out of its file ------------------------- */
+
+struct conn_view {
+	unsigned slot;
+	struct smcr_stats_conn rec;
+};
+
+struct process_view {
+	pid_t pid;
+	uid_t uid;
+	char program[4 * 16 + 1]; /* comm, unprintable bytes escaped as \ooo */
+	struct smcr_stats_file hdr; /* counters and reasons only; conns[] unused */
+	struct conn_view *conns;
+	size_t nconns;
+};
+
+struct process_list {
+	struct process_view *v;
+	size_t n, cap;
+};
+
+static const char *progname = "smcr-stat";
+
+static void warnx_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void warnx_(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", progname);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static void *xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size);
+
+	if (!p) {
+		warnx_("out of memory");
+		exit(1);
+	}
+	return p;
+}
+
+/* ---- fallback reason names (Linux's SMC_CLC_DECL_* identifiers) --------------------- */
+
+struct reason_name {
+	uint32_t code;
+	const char *name;
+};
+
+/* Decline codes as defined by the kernel's SMC implementation (peer diagnosis). */
+static const struct reason_name reason_names[] = {
+	{0x01010000, "MEM"},           {0x02010000, "TIMEOUT_CL"},
+	{0x02020000, "TIMEOUT_AL"},    {0x03000000, "CNFERR"},
+	{0x03010000, "PEERNOSMC"},     {0x03020000, "IPSEC"},
+	{0x03030000, "NOSMCDEV"},      {0x03030001, "NOSMCDDEV"},
+	{0x03030002, "NOSMCRDEV"},     {0x03030003, "NOISM2SUPP"},
+	{0x03030004, "NOV2EXT"},       {0x03030005, "NOV2DEXT"},
+	{0x03030006, "NOSEID"},        {0x03030007, "NOSMCD2DEV"},
+	{0x03030008, "NOUEID"},        {0x03030009, "RELEASEERR"},
+	{0x0303000A, "MAXCONNERR"},    {0x0303000B, "MAXLINKERR"},
+	{0x03040000, "MODEUNSUPP"},    {0x03050000, "RMBE_EC"},
+	{0x03060000, "OPTUNSUPP"},     {0x03070000, "DIFFPREFIX"},
+	{0x03080000, "GETVLANERR"},    {0x03090000, "ISMVLANERR"},
+	{0x030A0000, "NOACTLINK"},     {0x030B0000, "NOSRVLINK"},
+	{0x030C0000, "VERSMISMAT"},    {0x030D0000, "MAX_DMB"},
+	{0x030E0000, "NOROUTE"},       {0x030F0000, "NOINDIRECT"},
+	{0x04000000, "SYNCERR"},       {0x05000000, "PEERDECL"},
+	{0x09990000, "INTERR"},        {0x09990001, "ERR_RTOK"},
+	{0x09990002, "ERR_RDYLNK"},    {0x09990003, "ERR_REGBUF"},
+};
+
+static const char *reason_name(uint32_t code)
+{
+	if (code == 0)
+		return "NONE";
+	for (size_t i = 0; i < sizeof(reason_names) / sizeof(reason_names[0]); i++)
+		if (reason_names[i].code == code)
+			return reason_names[i].name;
+	return "UNKNOWN";
+}
+
+static const char *mode_name(uint32_t mode)
+{
+	switch (mode) {
+	case SMCR_STATS_MODE_TCP:
+		return "tcp-fallback";
+	case SMCR_STATS_MODE_SMC_SHM:
+		return "smc-shm";
+	case SMCR_STATS_MODE_SMC_R:
+		return "smc-r";
+	}
+	return "unknown";
+}
+
+static bool mode_is_smc(uint32_t mode)
+{
+	return mode == SMCR_STATS_MODE_SMC_SHM || mode == SMCR_STATS_MODE_SMC_R;
+}
+
+/* ---- where the files are ----------------------------------------------------------- */
+
+/* The writer's rule (src/smcr/stats.c): $XDG_RUNTIME_DIR if ours, else /run/user/<uid>. */
+static void own_stats_dir(char *out, size_t len)
+{
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	struct stat st;
+
+	if (xdg && xdg[0] == '/' && stat(xdg, &st) == 0 && S_ISDIR(st.st_mode) &&
+	    st.st_uid == getuid())
+		snprintf(out, len, "%s/smcr", xdg);
+	else
+		snprintf(out, len, "/run/user/%u/smcr", (unsigned)getuid());
+}
+
+/* "stats.<pid>" with a positive decimal pid and nothing else. */
+static pid_t pid_of_name(const char *name)
+{
+	const char *p = name + strlen(STATS_PREFIX);
+	long v = 0;
+
+	if (strncmp(name, STATS_PREFIX, strlen(STATS_PREFIX)) != 0 || !*p || *p == '0')
+		return 0;
+	for (; *p; p++) {
+		if (!isdigit((unsigned char)*p))
+			return 0;
+		v = v * 10 + (*p - '0');
+		if (v > INT_MAX)
+			return 0;
+	}
+	return (pid_t)v;
+}
+
+/* ---- liveness: is the file's process still the one writing it? --------------------- */
+
+enum liveness {
+	PROCESS_ALIVE,
+	PROCESS_GONE,       /* no such pid: the file is stale */
+	PROCESS_NOT_MAPPING, /* the pid lives but does not map the file (exec, pid reuse) */
+};
+
+/*
+ * A pid can be reused and a process can exec away from smcr, so "the pid
+ * exists" is not enough: the process must map this very file.  When its maps
+ * cannot be read (another user's process, without root) the pid alone decides.
+ */
+static enum liveness process_liveness(pid_t pid, const char *path, const struct stat *st)
+{
+	char maps_path[64], line[PATH_MAX + 128];
+	enum liveness verdict = PROCESS_NOT_MAPPING;
+	FILE *maps;
+
+	if (kill(pid, 0) < 0 && errno == ESRCH)
+		return PROCESS_GONE;
+	snprintf(maps_path, sizeof(maps_path), "/proc/%d/maps", (int)pid);
+	maps = fopen(maps_path, "re");
+	if (!maps)
+		return errno == ENOENT ? PROCESS_GONE : PROCESS_ALIVE;
+	while (verdict != PROCESS_ALIVE && fgets(line, sizeof(line), maps)) {
+		unsigned maj, min;
+		unsigned long long ino;
+		int path_at = 0;
+
+		/* address perms offset dev inode path */
+		if (sscanf(line, "%*s %*s %*s %x:%x %llu %n", &maj, &min, &ino, &path_at) < 3)
+			continue;
+		if (ino == (unsigned long long)st->st_ino && makedev(maj, min) == st->st_dev)
+			verdict = PROCESS_ALIVE;
+		/* Stacked file systems (overlayfs) show the lower inode: compare the path too. */
+		else if (path_at > 0 && strncmp(line + path_at, path, strlen(path)) == 0 &&
+			 (line[path_at + strlen(path)] == '\n' || line[path_at + strlen(path)] == '\0'))
+			verdict = PROCESS_ALIVE;
+	}
+	fclose(maps);
+	return verdict;
+}
+
+/* Remove a stale file if it is ours and still the same file we judged. */
+static void remove_stale(int dirfd, const char *name, const struct stat *judged)
+{
+	struct stat now;
+
+	if (judged->st_uid != geteuid())
+		return;
+	if (fstatat(dirfd, name, &now, AT_SYMLINK_NOFOLLOW) < 0 || now.st_ino != judged->st_ino ||
+	    now.st_dev != judged->st_dev)
+		return; /* replaced meanwhile: a new process with a reused pid */
+	if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
+		warnx_("cannot remove stale stats file %s: %s", name, strerror(errno));
+}
+
+/* ---- copying a live file consistently ----------------------------------------------- */
+
+static sigjmp_buf sigbus_jump;
+static volatile sig_atomic_t sigbus_armed;
+
+static void on_sigbus(int sig)
+{
+	if (!sigbus_armed) {
+		signal(sig, SIG_DFL);
+		raise(sig);
+		return;
+	}
+	siglongjmp(sigbus_jump, 1);
+}
+
+#define LOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+
+static void copy_bytes(uint8_t *dst, const uint8_t *src, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dst[i] = LOAD(src[i]);
+}
+
+/* One record, or false when its slot kept changing under us. */
+static bool copy_record(const struct smcr_stats_conn *src, struct smcr_stats_conn *dst)
+{
+	for (int tries = 0; tries < RECORD_READ_TRIES; tries++) {
+		uint32_t gen = __atomic_load_n(&src->generation, __ATOMIC_ACQUIRE);
+		uint32_t state = __atomic_load_n(&src->state, __ATOMIC_ACQUIRE);
+
+		memset(dst, 0, sizeof(*dst));
+		dst->state = state;
+		dst->generation = gen;
+		dst->mode = LOAD(src->mode);
+		dst->role = LOAD(src->role);
+		dst->tcp_fd = LOAD(src->tcp_fd);
+		dst->fallback_reason = LOAD(src->fallback_reason);
+		dst->rmb_size = LOAD(src->rmb_size);
+		dst->peer_rmb_size = LOAD(src->peer_rmb_size);
+		dst->bytes_sent = LOAD(src->bytes_sent);
+		dst->bytes_received = LOAD(src->bytes_received);
+		dst->cdc_sent = LOAD(src->cdc_sent);
+		dst->cdc_received = LOAD(src->cdc_received);
+		copy_bytes(dst->local_addr, src->local_addr, sizeof(dst->local_addr));
+		copy_bytes(dst->peer_addr, src->peer_addr, sizeof(dst->peer_addr));
+		dst->local_port = LOAD(src->local_port);
+		dst->peer_port = LOAD(src->peer_port);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&src->state, __ATOMIC_RELAXED) == state &&
+		    __atomic_load_n(&src->generation, __ATOMIC_RELAXED) == gen)
+			return true;
+	}
+	return false;
+}
+
+static void copy_counters(const struct smcr_stats_file *src, struct smcr_stats_file *dst)
+{
+	dst->handshakes_smc = LOAD(src->handshakes_smc);
+	dst->conns_open = LOAD(src->conns_open);
+	dst->fallbacks = LOAD(src->fallbacks);
+	dst->handshake_errors = LOAD(src->handshake_errors);
+	dst->aborts = LOAD(src->aborts);
+	dst->bytes_sent = LOAD(src->bytes_sent);
+	dst->bytes_received = LOAD(src->bytes_received);
+	for (unsigned i = 0; i < SMCR_STATS_MAX_REASONS; i++) {
+		dst->fallback_reasons[i].reason = LOAD(src->fallback_reasons[i].reason);
+		dst->fallback_reasons[i].count = LOAD(src->fallback_reasons[i].count);
+	}
+}
+
+/* A record worth listing: live, or (with --all) the last connection of its slot. */
+static bool record_wanted(const struct smcr_stats_conn *rec, const struct options *o)
+{
+	if (rec->state == SMCR_STATS_CONN_LIVE)
+		return true;
+	return o->all && rec->state == SMCR_STATS_CONN_FREE && rec->generation != 0;
+}
+
+/* Records at stride conn_size after header_size: later layouts may grow both. */
+static bool copy_file(const uint8_t *base, uint32_t header_size, uint32_t conn_size,
+		      uint32_t max_conns, const struct options *o, struct process_view *pv)
+{
+	struct sigaction sa = {.sa_handler = on_sigbus}, old;
+	bool ok = false;
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, &old);
+	pv->conns = xcalloc(max_conns, sizeof(*pv->conns));
+	if (sigsetjmp(sigbus_jump, 1) == 0) {
+		sigbus_armed = 1;
+		copy_counters((const struct smcr_stats_file *)(const void *)base, &pv->hdr);
+		for (uint32_t i = 0; i < max_conns; i++) {
+			const void *at = base + header_size + (size_t)i * conn_size;
+			struct conn_view *cv = &pv->conns[pv->nconns];
+
+			if (!copy_record(at, &cv->rec) || !record_wanted(&cv->rec, o))
+				continue;
+			cv->slot = i;
+			pv->nconns++;
+		}
+		ok = true;
+	}
+	sigbus_armed = 0;
+	sigaction(SIGBUS, &old, NULL);
+	if (!ok) {
+		free(pv->conns);
+		pv->conns = NULL;
+		pv->nconns = 0;
+	}
+	return ok;
+}
+
+/* comm as text: printable ASCII kept, anything else as \ooo. */
+static void program_name(const char comm[16], char *out, size_t len)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < 16 && comm[i] && o + 5 < len; i++) {
+		unsigned char c = (unsigned char)comm[i];
+
+		if (c >= 0x20 && c < 0x7f && c != '\\')
+			out[o++] = (char)c;
+		else
+			o += (size_t)snprintf(out + o, len - o, "\\%03o", c);
+	}
+	out[o] = '\0';
+}
+
+/*
+ * Validate the header of an open stats file and map it.  Returns the mapping
+ * (length in *len) or NULL after a warning.  `writable` for reset.
+ */
+static void *map_stats_file(int fd, const char *path, const struct stat *st, pid_t name_pid,
+			    bool writable, size_t *len, struct smcr_stats_file *hdr)
+{
+	const size_t fixed = offsetof(struct smcr_stats_file, conns);
+	size_t need;
+	void *base;
+
+	if (st->st_size < (off_t)fixed || pread(fd, hdr, fixed, 0) != (ssize_t)fixed) {
+		warnx_("skipping %s: too short for a stats header", path);
+		return NULL;
+	}
+	if (hdr->magic == 0)
+		return NULL; /* its process is between creating and filling it */
+	if (hdr->magic != SMCR_STATS_MAGIC) {
+		warnx_("skipping %s: not an smcr stats file (magic 0x%08" PRIx32 ")", path,
+		       hdr->magic);
+		return NULL;
+	}
+	if (hdr->version != SMCR_STATS_VERSION) {
+		warnx_("skipping %s: stats layout version %" PRIu32 ", this smcr-stat reads "
+		       "version %u",
+		       path, hdr->version, SMCR_STATS_VERSION);
+		return NULL;
+	}
+	if (hdr->header_size < fixed || hdr->conn_size < sizeof(struct smcr_stats_conn) ||
+	    hdr->max_conns > MAX_SANE_CONNS || hdr->header_size % 8 || hdr->conn_size % 8) {
+		warnx_("skipping %s: implausible layout (header %" PRIu32 ", record %" PRIu32
+		       ", %" PRIu32 " records)",
+		       path, hdr->header_size, hdr->conn_size, hdr->max_conns);
+		return NULL;
+	}
+	if (hdr->pid != name_pid) {
+		warnx_("skipping %s: written by pid %" PRId32 ", not by the pid in its name", path,
+		       hdr->pid);
+		return NULL;
+	}
+	need = hdr->header_size + (size_t)hdr->conn_size * hdr->max_conns;
+	if ((uint64_t)st->st_size < need) {
+		warnx_("skipping %s: %lld bytes, its header promises %zu", path,
+		       (long long)st->st_size, need);
+		return NULL;
+	}
+	base = mmap(NULL, need, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED) {
+		warnx_("skipping %s: mmap: %s", path, strerror(errno));
+		return NULL;
+	}
+	*len = need;
+	return base;
+}
+
+/* ---- reset ------------------------------------------------------------------------- */
+
+#define TAKE(field) __atomic_exchange_n(&(field), 0, __ATOMIC_RELAXED)
+
+/*
+ * Zero the counters of a live process, returning what they held (exchanged,
+ * so an increment racing with us is either shown here or kept, never lost).
+ * conns_open is a gauge of live connections, not a counter: it stays.
+ * Reason codes stay too: the writer finds its slot by code.
+ */
+static void reset_counters(struct smcr_stats_file *f, struct smcr_stats_file *was)
+{
+	was->conns_open = LOAD(f->conns_open);
+	was->handshakes_smc = TAKE(f->handshakes_smc);
+	was->fallbacks = TAKE(f->fallbacks);
+	was->handshake_errors = TAKE(f->handshake_errors);
+	was->aborts = TAKE(f->aborts);
+	was->bytes_sent = TAKE(f->bytes_sent);
+	was->bytes_received = TAKE(f->bytes_received);
+	for (unsigned i = 0; i < SMCR_STATS_MAX_REASONS; i++) {
+		was->fallback_reasons[i].reason = LOAD(f->fallback_reasons[i].reason);
+		was->fallback_reasons[i].count = TAKE(f->fallback_reasons[i].count);
+	}
+}
+
+static bool reset_file(void *base, struct process_view *pv)
+{
+	struct sigaction sa = {.sa_handler = on_sigbus}, old;
+	bool ok = false;
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, &old);
+	if (sigsetjmp(sigbus_jump, 1) == 0) {
+		sigbus_armed = 1;
+		reset_counters(base, &pv->hdr);
+		ok = true;
+	}
+	sigbus_armed = 0;
+	sigaction(SIGBUS, &old, NULL);
+	return ok;
+}
+
+/* ---- reading one directory ---------------------------------------------------------- */
+
+static void add_process(struct process_list *pl, const struct process_view *pv)
+{
+	if (pl->n == pl->cap) {
+		size_t cap = pl->cap ? pl->cap * 2 : 16;
+		struct process_view *v = realloc(pl->v, cap * sizeof(*v));
+
+		if (!v) {
+			warnx_("out of memory");
+			exit(1);
+		}
+		pl->v = v;
+		pl->cap = cap;
+	}
+	pl->v[pl->n++] = *pv;
+}
+
+/* One stats.<pid> file: appended to `pl` when valid and alive. */
+static void read_one(int dirfd, const char *dir, const char *name, pid_t pid,
+		     const struct options *o, struct process_list *pl)
+{
+	bool writable = o->cmd == CMD_RESET;
+	struct process_view pv = {.pid = pid};
+	char path[PATH_MAX];
+	struct stat st;
+	size_t len = 0;
+	void *base;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = openat(dirfd, name, (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC |
+					 O_NONBLOCK);
+	if (fd < 0) {
+		if (errno != ENOENT) /* ENOENT: its process just exited */
+			warnx_("skipping %s: %s", path, strerror(errno));
+		return;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		warnx_("skipping %s: not a regular file", path);
+		close(fd);
+		return;
+	}
+	switch (process_liveness(pid, path, &st)) {
+	case PROCESS_GONE:
+		remove_stale(dirfd, name, &st);
+		close(fd);
+		return;
+	case PROCESS_NOT_MAPPING:
+		close(fd);
+		return;
+	case PROCESS_ALIVE:
+		break;
+	}
+	base = map_stats_file(fd, path, &st, pid, writable, &len, &pv.hdr);
+	close(fd);
+	if (!base)
+		return;
+	pv.uid = st.st_uid;
+	program_name(pv.hdr.comm, pv.program, sizeof(pv.program));
+	if (!copy_file(base, pv.hdr.header_size, pv.hdr.conn_size, pv.hdr.max_conns, o, &pv)) {
+		warnx_("skipping %s: the file shrank while being read", path);
+	} else if (writable && !reset_file(base, &pv)) {
+		warnx_("cannot reset %s: the file shrank", path);
+		free(pv.conns);
+	} else {
+		add_process(pl, &pv);
+	}
+	munmap(base, len);
+}
+
+static void read_dir(const char *dir, const struct options *o, struct process_list *pl)
+{
+	struct dirent *de;
+	DIR *d;
+	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (dirfd < 0) {
+		if (errno != ENOENT) /* no directory: no process ever published here */
+			warnx_("cannot read %s: %s", dir, strerror(errno));
+		return;
+	}
+	d = fdopendir(dirfd);
+	if (!d) {
+		close(dirfd);
+		return;
+	}
+	while ((de = readdir(d))) {
+		pid_t pid = pid_of_name(de->d_name);
+
+		if (!pid || (o->pid && pid != o->pid))
+			continue;
+		read_one(dirfd, dir, de->d_name, pid, o, pl);
+	}
+	closedir(d);
+}
+
+struct dir_id {
+	dev_t dev;
+	ino_t ino;
+};
+
+/* Each directory once, however it was reached. */
+static bool first_visit(const char *dir, struct dir_id *seen, size_t *nseen, size_t cap)
+{
+	struct stat st;
+
+	if (stat(dir, &st) < 0)
+		return false;
+	for (size_t i = 0; i < *nseen; i++)
+		if (seen[i].dev == st.st_dev && seen[i].ino == st.st_ino)
+			return false;
+	if (*nseen < cap)
+		seen[(*nseen)++] = (struct dir_id){st.st_dev, st.st_ino};
+	return true;
+}
+
+/* The user's own directory; for root also every /run/user/<uid>/smcr. */
+static void read_all(const struct options *o, struct process_list *pl)
+{
+	struct dir_id seen[256];
+	size_t nseen = 0;
+	char dir[PATH_MAX];
+	struct dirent *de;
+	DIR *users;
+
+	if (o->dir) {
+		read_dir(o->dir, o, pl);
+		return;
+	}
+	own_stats_dir(dir, sizeof(dir));
+	if (first_visit(dir, seen, &nseen, sizeof(seen) / sizeof(seen[0])))
+		read_dir(dir, o, pl);
+	if (geteuid() != 0)
+		return;
+	users = opendir("/run/user");
+	if (!users)
+		return;
+	while ((de = readdir(users))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(dir, sizeof(dir), "/run/user/%s/smcr", de->d_name);
+		if (first_visit(dir, seen, &nseen, sizeof(seen) / sizeof(seen[0])))
+			read_dir(dir, o, pl);
+	}
+	closedir(users);
+}
+
+static int by_pid(const void *a, const void *b)
+{
+	const struct process_view *x = a, *y = b;
+
+	return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+/* ---- formatting helpers ------------------------------------------------------------- */
+
+static bool addr_is_v4(const uint8_t a[16])
+{
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+	return memcmp(a, mapped, sizeof(mapped)) == 0;
+}
+
+static void addr_text(const uint8_t a[16], char *out, size_t len)
+{
+	if (addr_is_v4(a))
+		inet_ntop(AF_INET, a + 12, out, (socklen_t)len);
+	else
+		inet_ntop(AF_INET6, a, out, (socklen_t)len);
+}
+
+static void endpoint_text(const uint8_t a[16], uint16_t port, char *out, size_t len)
+{
+	char ip[INET6_ADDRSTRLEN];
+
+	addr_text(a, ip, sizeof(ip));
+	snprintf(out, len, addr_is_v4(a) ? "%s:%u" : "[%s]:%u", ip, port);
+}
+
+static const char *user_name(uid_t uid, char *buf, size_t len)
+{
+	struct passwd *pw = getpwuid(uid);
+
+	if (pw)
+		snprintf(buf, len, "%s", pw->pw_name);
+	else
+		snprintf(buf, len, "%u", (unsigned)uid);
+	return buf;
+}
+
+/* JSON string: quotes, backslash and control characters escaped; input is ASCII. */
+static void json_string(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c < 0x20 || c >= 0x7f)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+	putchar('"');
+}
+
+/* ---- show: the connection list ------------------------------------------------------- */
+
+static void print_conn_json(const struct process_view *pv, const struct conn_view *cv)
+{
+	const struct smcr_stats_conn *r = &cv->rec;
+	char ip[INET6_ADDRSTRLEN];
+
+	printf("    {\"pid\": %d, \"program\": ", (int)pv->pid);
+	json_string(pv->program);
+	printf(", \"uid\": %u, \"slot\": %u, \"generation\": %" PRIu32 ", ", (unsigned)pv->uid,
+	       cv->slot, r->generation);
+	printf("\"state\": \"%s\", \"mode\": \"%s\", \"role\": \"%s\", \"fd\": %" PRId32 ",\n",
+	       r->state == SMCR_STATS_CONN_LIVE ? "live" : "closed", mode_name(r->mode),
+	       r->role ? "server" : "client", r->tcp_fd);
+	printf("     \"family\": \"%s\", ", addr_is_v4(r->local_addr) ? "ipv4" : "ipv6");
+	addr_text(r->local_addr, ip, sizeof(ip));
+	printf("\"local_address\": \"%s\", \"local_port\": %u, ", ip, r->local_port);
+	addr_text(r->peer_addr, ip, sizeof(ip));
+	printf("\"peer_address\": \"%s\", \"peer_port\": %u,\n", ip, r->peer_port);
+	if (mode_is_smc(r->mode))
+		printf("     \"fallback_code\": null, \"fallback_name\": null, ");
+	else
+		printf("     \"fallback_code\": \"0x%08" PRIx32 "\", \"fallback_name\": \"%s\", ",
+		       r->fallback_reason, reason_name(r->fallback_reason));
+	if (mode_is_smc(r->mode)) {
+		printf("\"bytes_sent\": %" PRIu64 ", \"bytes_received\": %" PRIu64 ", ",
+		       r->bytes_sent, r->bytes_received);
+		printf("\"cdc_sent\": %" PRIu64 ", \"cdc_received\": %" PRIu64 ",\n",
+		       r->cdc_sent, r->cdc_received);
+		printf("     \"rmb_size\": %" PRIu32 ", \"peer_rmb_size\": %" PRIu32 ", ",
+		       r->rmb_size, r->peer_rmb_size);
+	} else {
+		/* The library does not count the bytes of plain TCP; there are no rings. */
+		printf("\"bytes_sent\": null, \"bytes_received\": null, "
+		       "\"cdc_sent\": null, \"cdc_received\": null,\n"
+		       "     \"rmb_size\": null, \"peer_rmb_size\": null, ");
+	}
+	/* The ABI (version 1) carries no link group: null until it does. */
+	printf("\"link_group\": null}");
+}
+
+static void show_json(const struct process_list *pl)
+{
+	bool first = true;
+
+	printf("{\"format\": \"smcr-stat\", \"version\": %d, \"processes\": %zu, "
+	       "\"connections\": [",
+	       JSON_FORMAT_VERSION, pl->n);
+	for (size_t p = 0; p < pl->n; p++)
+		for (size_t c = 0; c < pl->v[p].nconns; c++) {
+			fputs(first ? "\n" : ",\n", stdout);
+			print_conn_json(&pl->v[p], &pl->v[p].conns[c]);
+			first = false;
+		}
+	printf("%s]}\n", first ? "" : "\n");
+}
+
+enum { COL_PID, COL_PROG, COL_STATE, COL_MODE, COL_ROLE, COL_LOCAL, COL_PEER, COL_FALLBACK,
+       COL_SENT, COL_RECV, COL_RMB, COL_LGR, NCOLS };
+
+static const char *const col_titles[NCOLS] = {
+	"PID", "PROGRAM", "STATE", "MODE", "ROLE", "LOCAL", "PEER", "FALLBACK",
+	"SENT", "RECEIVED", "RMB/PEER", "LGR",
+};
+
+/* Numbers right-aligned, text left-aligned. */
+static bool col_numeric(int col)
+{
+	return col == COL_PID || col == COL_SENT || col == COL_RECV;
+}
+
+typedef char row_t[NCOLS][64];
+
+static void conn_row(const struct process_view *pv, const struct smcr_stats_conn *r, row_t row)
+{
+	snprintf(row[COL_PID], 64, "%d", (int)pv->pid);
+	snprintf(row[COL_PROG], 64, "%s", pv->program);
+	snprintf(row[COL_STATE], 64, "%s", r->state == SMCR_STATS_CONN_LIVE ? "live" : "closed");
+	snprintf(row[COL_MODE], 64, "%s", mode_name(r->mode));
+	snprintf(row[COL_ROLE], 64, "%s", r->role ? "server" : "client");
+	endpoint_text(r->local_addr, r->local_port, row[COL_LOCAL], 64);
+	endpoint_text(r->peer_addr, r->peer_port, row[COL_PEER], 64);
+	if (mode_is_smc(r->mode))
+		snprintf(row[COL_FALLBACK], 64, "-");
+	else
+		snprintf(row[COL_FALLBACK], 64, "%s(0x%08" PRIx32 ")",
+			 reason_name(r->fallback_reason), r->fallback_reason);
+	if (mode_is_smc(r->mode)) {
+		snprintf(row[COL_SENT], 64, "%" PRIu64, r->bytes_sent);
+		snprintf(row[COL_RECV], 64, "%" PRIu64, r->bytes_received);
+		snprintf(row[COL_RMB], 64, "%" PRIu32 "/%" PRIu32, r->rmb_size, r->peer_rmb_size);
+	} else { /* plain TCP: not counted by the library, no rings */
+		snprintf(row[COL_SENT], 64, "-");
+		snprintf(row[COL_RECV], 64, "-");
+		snprintf(row[COL_RMB], 64, "-");
+	}
+	snprintf(row[COL_LGR], 64, "-");
+}
+
+static void print_row(const char *const cells[NCOLS], const int width[NCOLS])
+{
+	for (int c = 0; c < NCOLS; c++) {
+		bool last = c == NCOLS - 1;
+
+		if (last)
+			printf("%s\n", cells[c]);
+		else if (col_numeric(c))
+			printf("%*s  ", width[c], cells[c]);
+		else
+			printf("%-*s  ", width[c], cells[c]);
+	}
+}
+
+static void show_table(const struct process_list *pl)
+{
+	size_t nrows = 0, r = 0;
+	int width[NCOLS];
+	const char *cells[NCOLS];
+	row_t *rows;
+
+	if (pl->n == 0) {
+		puts("no smcr processes");
+		return;
+	}
+	for (size_t p = 0; p < pl->n; p++)
+		nrows += pl->v[p].nconns;
+	rows = xcalloc(nrows, sizeof(*rows));
+	for (size_t p = 0; p < pl->n; p++)
+		for (size_t c = 0; c < pl->v[p].nconns; c++)
+			conn_row(&pl->v[p], &pl->v[p].conns[c].rec, rows[r++]);
+	for (int c = 0; c < NCOLS; c++) {
+		width[c] = (int)strlen(col_titles[c]);
+		for (r = 0; r < nrows; r++)
+			if ((int)strlen(rows[r][c]) > width[c])
+				width[c] = (int)strlen(rows[r][c]);
+	}
+	print_row(col_titles, width);
+	for (r = 0; r < nrows; r++) {
+		for (int c = 0; c < NCOLS; c++)
+			cells[c] = rows[r][c];
+		print_row(cells, width);
+	}
+	if (nrows == 0)
+		printf("(no connections in %zu smcr process%s)\n", pl->n, pl->n == 1 ? "" : "es");
+	free(rows);
+}
+
+/* ---- stats: per-process counters ---------------------------------------------------- */
+
+/* Counters of one process, or of all of them added up (pid 0). */
+struct counters {
+	uint64_t handshakes_smc, fallbacks, handshake_errors, aborts, conns_open;
+	uint64_t closed_bytes_sent, closed_bytes_received;
+	uint64_t live_bytes_sent, live_bytes_received;
+	struct smcr_stats_reason reasons[SMCR_STATS_MAX_REASONS];
+	unsigned nreasons;
+};
+
+static void add_reason(struct counters *c, uint32_t code, uint64_t count)
+{
+	if (!code || !count)
+		return;
+	for (unsigned i = 0; i < c->nreasons; i++)
+		if (c->reasons[i].reason == code) {
+			c->reasons[i].count += count;
+			return;
+		}
+	if (c->nreasons < SMCR_STATS_MAX_REASONS)
+		c->reasons[c->nreasons++] = (struct smcr_stats_reason){.reason = code,
+								       .count = count};
+}
+
+static void add_counters(struct counters *c, const struct process_view *pv)
+{
+	const struct smcr_stats_file *f = &pv->hdr;
+
+	c->handshakes_smc += f->handshakes_smc;
+	c->fallbacks += f->fallbacks;
+	c->handshake_errors += f->handshake_errors;
+	c->aborts += f->aborts;
+	c->conns_open += f->conns_open;
+	c->closed_bytes_sent += f->bytes_sent;
+	c->closed_bytes_received += f->bytes_received;
+	for (size_t i = 0; i < pv->nconns; i++)
+		if (pv->conns[i].rec.state == SMCR_STATS_CONN_LIVE &&
+		    mode_is_smc(pv->conns[i].rec.mode)) {
+			c->live_bytes_sent += pv->conns[i].rec.bytes_sent;
+			c->live_bytes_received += pv->conns[i].rec.bytes_received;
+		}
+	for (unsigned i = 0; i < SMCR_STATS_MAX_REASONS; i++)
+		add_reason(c, f->fallback_reasons[i].reason, f->fallback_reasons[i].count);
+}
+
+static uint64_t handshakes(const struct counters *c)
+{
+	return c->handshakes_smc + c->fallbacks + c->handshake_errors;
+}
+
+static void counters_json(const struct counters *c)
+{
+	printf("\"handshakes\": %" PRIu64 ", \"handshakes_smc\": %" PRIu64
+	       ", \"fallbacks\": %" PRIu64 ", \"handshake_errors\": %" PRIu64
+	       ", \"aborts\": %" PRIu64 ", \"connections_open\": %" PRIu64 ",\n",
+	       handshakes(c), c->handshakes_smc, c->fallbacks, c->handshake_errors, c->aborts,
+	       c->conns_open);
+	printf("     \"closed_bytes_sent\": %" PRIu64 ", \"closed_bytes_received\": %" PRIu64
+	       ", \"live_bytes_sent\": %" PRIu64 ", \"live_bytes_received\": %" PRIu64 ",\n",
+	       c->closed_bytes_sent, c->closed_bytes_received, c->live_bytes_sent,
+	       c->live_bytes_received);
+	printf("     \"fallback_reasons\": [");
+	for (unsigned i = 0; i < c->nreasons; i++)
+		printf("%s{\"code\": \"0x%08" PRIx32 "\", \"name\": \"%s\", \"count\": %" PRIu64 "}",
+		       i ? ", " : "", c->reasons[i].reason, reason_name(c->reasons[i].reason),
+		       c->reasons[i].count);
+	printf("]");
+}
+
+static void stats_json(const struct process_list *pl, bool reset)
+{
+	struct counters total = {0};
+
+	printf("{\"format\": \"smcr-stat\", \"version\": %d, \"reset\": %s, \"processes\": [",
+	       JSON_FORMAT_VERSION, reset ? "true" : "false");
+	for (size_t p = 0; p < pl->n; p++) {
+		struct counters c = {0};
+
+		add_counters(&c, &pl->v[p]);
+		add_counters(&total, &pl->v[p]);
+		printf("%s    {\"pid\": %d, \"program\": ", p ? ",\n" : "\n", (int)pl->v[p].pid);
+		json_string(pl->v[p].program);
+		printf(", \"uid\": %u,\n     ", (unsigned)pl->v[p].uid);
+		counters_json(&c);
+		printf("}");
+	}
+	printf("%s],\n  \"total\": {", pl->n ? "\n" : "");
+	counters_json(&total);
+	printf("}}\n");
+}
+
+static void counters_text(const struct counters *c)
+{
+	printf("  Handshakes          %12" PRIu64 "\n", handshakes(c));
+	printf("    SMC               %12" PRIu64 "\n", c->handshakes_smc);
+	printf("    fallback to TCP   %12" PRIu64 "\n", c->fallbacks);
+	printf("    errors            %12" PRIu64 "\n", c->handshake_errors);
+	printf("  Open SMC conns      %12" PRIu64 "\n", c->conns_open);
+	printf("  Aborted SMC conns   %12" PRIu64 "\n", c->aborts);
+	printf("  Bytes sent          %12" PRIu64 "  (closed %" PRIu64 ", live %" PRIu64 ")\n",
+	       c->closed_bytes_sent + c->live_bytes_sent, c->closed_bytes_sent,
+	       c->live_bytes_sent);
+	printf("  Bytes received      %12" PRIu64 "  (closed %" PRIu64 ", live %" PRIu64 ")\n",
+	       c->closed_bytes_received + c->live_bytes_received, c->closed_bytes_received,
+	       c->live_bytes_received);
+	if (c->nreasons)
+		printf("  Fallback reasons\n");
+	for (unsigned i = 0; i < c->nreasons; i++)
+		printf("    0x%08" PRIx32 " %-12s %8" PRIu64 "\n", c->reasons[i].reason,
+		       reason_name(c->reasons[i].reason), c->reasons[i].count);
+}
+
+static void stats_text(const struct process_list *pl, bool reset)
+{
+	struct counters total = {0};
+	char user[64];
+
+	if (pl->n == 0) {
+		puts("no smcr processes");
+		return;
+	}
+	for (size_t p = 0; p < pl->n; p++) {
+		struct counters c = {0};
+
+		add_counters(&c, &pl->v[p]);
+		add_counters(&total, &pl->v[p]);
+		printf("PID %d (%s), user %s%s\n", (int)pl->v[p].pid, pl->v[p].program,
+		       user_name(pl->v[p].uid, user, sizeof(user)),
+		       reset ? ": counters reset, values before" : "");
+		counters_text(&c);
+	}
+	if (pl->n > 1) {
+		printf("Total of %zu processes\n", pl->n);
+		counters_text(&total);
+	}
+}
+
+/* ---- command line ------------------------------------------------------------------ */
+
+static void usage(FILE *to)
+{
+	fprintf(to,
+		"Usage: %s [show|json|stats|reset] [OPTIONS]\n"
+		"List the SMC connections of running smcr processes (like smcss) or their\n"
+		"counters (like smcr stats).\n"
+		"\n"
+		"Commands:\n"
+		"  show         connections (default)\n"
+		"  json         connections as JSON (same as show --json)\n"
+		"  stats        per-process counters: handshakes, SMC vs fallback, reasons\n"
+		"  reset        print the counters, then set them to zero\n"
+		"\n"
+		"Options:\n"
+		"  -a, --all        also list closed connections still in the records\n"
+		"  -j, --json       JSON output\n"
+		"  -p, --pid PID    only process PID\n"
+		"  -s, --stats      same as the stats command\n"
+		"      --dir DIR    read only stats files in DIR (default: the runtime dir)\n"
+		"  -h, --help       this help\n"
+		"  -v, --version    print the version\n",
+		progname);
+}
+
+static bool parse_pid(const char *s, pid_t *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v <= 0 || v > INT_MAX)
+		return false;
+	*out = (pid_t)v;
+	return true;
+}
+
+/* 0 = go on, else the exit status (+1). */
+static int parse_args(int argc, char **argv, struct options *o)
+{
+	static const struct option longopts[] = {
+		{"all", no_argument, NULL, 'a'},   {"json", no_argument, NULL, 'j'},
+		{"pid", required_argument, NULL, 'p'}, {"stats", no_argument, NULL, 's'},
+		{"dir", required_argument, NULL, 'D'}, {"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'v'},   {NULL, 0, NULL, 0},
+	};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "ajp:shv", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'a':
+			o->all = true;
+			break;
+		case 'j':
+			o->json = true;
+			break;
+		case 'p':
+			if (!parse_pid(optarg, &o->pid)) {
+				warnx_("invalid pid '%s'", optarg);
+				return 3;
+			}
+			break;
+		case 's':
+			o->cmd = CMD_STATS;
+			break;
+		case 'D':
+			o->dir = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 1;
+		case 'v':
+			printf("smcr-stat (smcr) %s\n", SMCR_VERSION_STRING);
+			return 1;
+		default:
+			usage(stderr);
+			return 3;
+		}
+	}
+	if (optind < argc) {
+		const char *cmd = argv[optind++];
+
+		if (strcmp(cmd, "show") == 0) {
+			o->cmd = CMD_SHOW;
+		} else if (strcmp(cmd, "json") == 0) {
+			o->cmd = CMD_SHOW;
+			o->json = true;
+		} else if (strcmp(cmd, "stats") == 0) {
+			o->cmd = CMD_STATS;
+		} else if (strcmp(cmd, "reset") == 0) {
+			o->cmd = CMD_RESET;
+		} else {
+			warnx_("unknown command '%s'", cmd);
+			usage(stderr);
+			return 3;
+		}
+	}
+	/* smc-tools style: `smcr-stat stats json` */
+	if (optind < argc && o->cmd != CMD_SHOW && strcmp(argv[optind], "json") == 0) {
+		o->json = true;
+		optind++;
+	}
+	if (optind < argc) {
+		warnx_("unexpected argument '%s'", argv[optind]);
+		usage(stderr);
+		return 3;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct options o = {.cmd = CMD_SHOW};
+	struct process_list pl = {0};
+	int rc = parse_args(argc, argv, &o);
+
+	if (rc)
+		return rc - 1;
+	/* Closed records are needed for nothing but --all; the counters views never list them. */
+	if (o.cmd != CMD_SHOW)
+		o.all = false;
+	read_all(&o, &pl);
+	qsort(pl.v, pl.n, sizeof(*pl.v), by_pid);
+	if (o.cmd == CMD_SHOW)
+		o.json ? show_json(&pl) : show_table(&pl);
+	else
+		o.json ? stats_json(&pl, o.cmd == CMD_RESET) : stats_text(&pl, o.cmd == CMD_RESET);
+	for (size_t i = 0; i < pl.n; i++)
+		free(pl.v[i].conns);
+	free(pl.v);
+	return fflush(stdout) == 0 ? 0 : 1;
+}

@@ -1,0 +1,349 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Test helper for smcr-stat: a process that publishes stats through the
+ * engine's own writer (src/smcr/stats.c), so the tool is checked against the
+ * real producer of the file, not against a copy of its layout.
+ *
+ *   stats-writer            records (see publish_fixture), prints one JSON line
+ *                           describing them, then obeys commands on stdin:
+ *                             churn MS   reuse record slots for MS milliseconds
+ *                             exit       exit normally (the file is removed)
+ *                           EOF exits too.
+ *   stats-writer fake MAGIC VERSION
+ *                           publishes a hand-made file with that magic and layout
+ *                           version as <runtime dir>/smcr/stats.<pid>, keeps it
+ *                           mapped (a live process), prints its pid, waits for EOF.
+ *
+ * The stats directory is the engine's: $XDG_RUNTIME_DIR/smcr (the test sets
+ * XDG_RUNTIME_DIR to a private temporary directory).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "smcr/clc.h"
+#include "smcr/conn.h"
+#include "smcr/engine.h"
+#include "smcr/stats.h"
+
+static _Noreturn void die(const char *what)
+{
+	fprintf(stderr, "stats-writer: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+/* A connected loopback TCP pair on `family`; false when the family is unavailable. */
+static bool tcp_pair(int family, int *client, int *server)
+{
+	struct sockaddr_storage ss = {0};
+	socklen_t len;
+	int lfd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (lfd < 0)
+		return false;
+	if (family == AF_INET) {
+		struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+
+		in->sin_family = AF_INET;
+		in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		len = sizeof(*in);
+	} else {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+
+		in6->sin6_family = AF_INET6;
+		in6->sin6_addr = in6addr_loopback;
+		len = sizeof(*in6);
+	}
+	if (bind(lfd, (struct sockaddr *)&ss, len) < 0 || listen(lfd, 4) < 0 ||
+	    getsockname(lfd, (struct sockaddr *)&ss, &len) < 0) {
+		close(lfd);
+		return false;
+	}
+	*client = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (*client < 0 || connect(*client, (struct sockaddr *)&ss, len) < 0)
+		die("connect");
+	*server = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (*server < 0)
+		die("accept");
+	close(lfd);
+	return true;
+}
+
+static uint16_t port_of(int fd, bool peer)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if ((peer ? getpeername : getsockname)(fd, (struct sockaddr *)&ss, &len) < 0)
+		die("getsockname");
+	if (ss.ss_family == AF_INET)
+		return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+}
+
+/* Only the fields stats.c reads; the rest of the engine never sees these. */
+static struct smcr_sock *fake_sock(int fd, bool server, uint32_t rmb, uint32_t peer_rmb)
+{
+	struct smcr_sock *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		die("calloc");
+	s->tcp_fd = fd;
+	s->server = server;
+	s->rmb_size = rmb;
+	s->peer_size = peer_rmb;
+	s->stats = smcr_stats_conn_open(s);
+	if (!s->stats)
+		die("smcr_stats_conn_open");
+	return s;
+}
+
+static void set_bytes(struct smcr_sock *s, uint64_t sent, uint64_t received, uint64_t cdcs)
+{
+	s->bytes_sent = sent;
+	s->bytes_received = received;
+	s->cdc_sent = cdcs;
+	s->cdc_received = cdcs + 1;
+	smcr_stats_conn_update(s);
+}
+
+/* ---- a real SMC connection through the engine (records written by conn.c) ---------- */
+
+struct real_pair {
+	int lfd, cfd, sfd;
+	struct smcr_listener *reg;
+	struct smcr_sock *c, *s;
+	int crc;
+};
+
+static const struct smcr_sock_opts real_opts = {.rcvbuf = 64 * 1024};
+
+static void *real_client(void *arg)
+{
+	struct real_pair *p = arg;
+
+	p->crc = smcr_sock_connect(p->cfd, &real_opts, &p->c);
+	return NULL;
+}
+
+static void recv_all(struct smcr_sock *s, size_t len)
+{
+	char buf[4096];
+
+	while (len > 0) {
+		ssize_t n = smcr_sock_recv(s, buf, len < sizeof(buf) ? len : sizeof(buf), 0);
+
+		if (n <= 0)
+			die("smcr_sock_recv");
+		len -= (size_t)n;
+	}
+}
+
+/* Client sends 3000 bytes, the server answers 100: both records must say so. */
+static void real_pair_open(struct real_pair *p)
+{
+	static char data[3000];
+	pthread_t t;
+	int c = SMCR_CLASSIFY_NEED_MORE;
+
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+
+	memset(data, 'x', sizeof(data));
+	p->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (p->lfd < 0 || bind(p->lfd, (struct sockaddr *)&a, len) < 0 || listen(p->lfd, 4) < 0 ||
+	    getsockname(p->lfd, (struct sockaddr *)&a, &len) < 0)
+		die("listener");
+	if (smcr_listener_register(p->lfd, &p->reg) != 0)
+		die("smcr_listener_register");
+	p->cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (p->cfd < 0 || connect(p->cfd, (struct sockaddr *)&a, len) < 0)
+		die("connect");
+	if (pthread_create(&t, NULL, real_client, p) != 0)
+		die("pthread_create");
+	p->sfd = accept4(p->lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (p->sfd < 0)
+		die("accept");
+	for (int i = 0; i < 5000 && c == SMCR_CLASSIFY_NEED_MORE; i++) {
+		c = smcr_sock_classify(p->sfd);
+		if (c == SMCR_CLASSIFY_NEED_MORE)
+			poll(NULL, 0, 1);
+	}
+	if (c != SMCR_CLASSIFY_PROPOSAL || smcr_sock_accept(p->sfd, &real_opts, &p->s) != 0)
+		die("SMC accept");
+	pthread_join(t, NULL);
+	if (p->crc != 0 || !p->c)
+		die("SMC connect");
+	if (smcr_sock_send(p->c, data, sizeof(data), 0) != (ssize_t)sizeof(data))
+		die("smcr_sock_send");
+	recv_all(p->s, sizeof(data));
+	if (smcr_sock_send(p->s, data, 100, 0) != 100)
+		die("smcr_sock_send");
+	recv_all(p->c, 100);
+}
+
+/*
+ * The fixture the test checks field by field:
+ *   v4: client over 127.0.0.1, rings 65536/131072, 1000 sent, 2000 received, live
+ *   v6: server over ::1, rings 16384/32768, 5 sent, 6 received, live (when ::1 exists)
+ *   closed: client over 127.0.0.1, 777 sent, 888 received, aborted
+ *   fallbacks: PEERNOSMC twice, NOSMCDEV once; one handshake error.
+ *   tcp: a plain TCP record (server, PEERNOSMC) as the interposer makes them
+ *   real: an engine SMC pair over 127.0.0.1, 64 KiB rings, 3000 bytes client to
+ *         server and 100 back (so 2 more SMC handshakes)
+ */
+static void publish_fixture(void)
+{
+	int c4, s4, c6 = -1, s6 = -1, cx, sx, ct, st;
+	struct smcr_sock *v4, *v6 = NULL, *closed;
+	static struct real_pair real;
+	bool have_v6;
+
+	if (!tcp_pair(AF_INET, &c4, &s4) || !tcp_pair(AF_INET, &cx, &sx) ||
+	    !tcp_pair(AF_INET, &ct, &st))
+		die("loopback TCP");
+	have_v6 = tcp_pair(AF_INET6, &c6, &s6);
+
+	v4 = fake_sock(c4, false, 65536, 131072);
+	set_bytes(v4, 1000, 2000, 10);
+	if (have_v6) {
+		v6 = fake_sock(s6, true, 16384, 32768);
+		set_bytes(v6, 5, 6, 20);
+	}
+
+	smcr_stats_fallback(SMCR_CLC_DECL_PEERNOSMC);
+	smcr_stats_fallback(SMCR_CLC_DECL_PEERNOSMC);
+	smcr_stats_fallback(SMCR_CLC_DECL_NOSMCDEV);
+	smcr_stats_handshake_error();
+	if (!smcr_stats_tcp_open(st, true, SMCR_CLC_DECL_PEERNOSMC))
+		die("smcr_stats_tcp_open");
+	real_pair_open(&real);
+	/* Last, so that no later record takes its slot: --all must still see it. */
+	closed = fake_sock(cx, false, 4096, 8192);
+	set_bytes(closed, 777, 888, 30);
+	smcr_stats_conn_close(closed, 1);
+
+	printf("{\"pid\": %d, \"path\": \"%s\", \"ipv6\": %s, "
+	       "\"v4_local_port\": %u, \"v4_peer_port\": %u, "
+	       "\"v6_local_port\": %u, \"v6_peer_port\": %u, "
+	       "\"closed_local_port\": %u, \"v4_fd\": %d, \"v6_fd\": %d, "
+	       "\"tcp_local_port\": %u, \"tcp_fd\": %d, "
+	       "\"real_client_port\": %u, \"real_server_port\": %u}\n",
+	       (int)getpid(), smcr_stats_path(), have_v6 ? "true" : "false",
+	       port_of(c4, false), port_of(c4, true), have_v6 ? port_of(s6, false) : 0,
+	       have_v6 ? port_of(s6, true) : 0, port_of(cx, false), c4, s6,
+	       port_of(st, false), st, port_of(real.cfd, false), port_of(real.sfd, false));
+	fflush(stdout);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Open, update and close records as fast as possible, so a reader races slot
+ * reuse: every record this writes has bytes_received == 2 * bytes_sent.
+ */
+static void churn(int ms)
+{
+	int c, s;
+	int64_t end = now_ms() + ms;
+	uint64_t k = 1;
+
+	if (!tcp_pair(AF_INET, &c, &s))
+		die("loopback TCP");
+	while (now_ms() < end) {
+		struct smcr_sock *a = fake_sock(c, false, 4096, 4096);
+		struct smcr_sock *b = fake_sock(s, true, 4096, 4096);
+
+		set_bytes(a, k, 2 * k, k);
+		set_bytes(b, k + 1, 2 * (k + 1), k);
+		smcr_stats_conn_close(a, 0);
+		smcr_stats_conn_close(b, 0);
+		free(a);
+		free(b);
+		k += 2;
+	}
+	close(c);
+	close(s);
+	printf("churned %llu\n", (unsigned long long)k / 2);
+	fflush(stdout);
+}
+
+static void serve_commands(void)
+{
+	char line[64];
+
+	while (fgets(line, sizeof(line), stdin)) {
+		int ms;
+
+		if (sscanf(line, "churn %d", &ms) == 1)
+			churn(ms);
+		else if (strncmp(line, "exit", 4) == 0)
+			return;
+	}
+}
+
+/* A file of the real size with a header the tool must refuse. */
+static int fake_file(uint32_t magic, uint32_t version)
+{
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	struct smcr_stats_file *f;
+	char path[512];
+	int fd;
+
+	if (!xdg)
+		return 2;
+	snprintf(path, sizeof(path), "%s/smcr", xdg);
+	mkdir(path, 0700);
+	snprintf(path, sizeof(path), "%s/smcr/stats.%d", xdg, (int)getpid());
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0 || ftruncate(fd, sizeof(*f)) < 0)
+		die(path);
+	f = mmap(NULL, sizeof(*f), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (f == MAP_FAILED)
+		die("mmap");
+	f->magic = magic;
+	f->version = version;
+	f->header_size = (uint32_t)offsetof(struct smcr_stats_file, conns);
+	f->conn_size = sizeof(struct smcr_stats_conn);
+	f->max_conns = SMCR_STATS_MAX_CONNS;
+	f->pid = (int32_t)getpid();
+	f->conns[0].state = SMCR_STATS_CONN_LIVE;
+	f->conns[0].generation = 1;
+	printf("{\"pid\": %d, \"path\": \"%s\"}\n", (int)getpid(), path);
+	fflush(stdout);
+	while (fgetc(stdin) != EOF)
+		;
+	unlink(path);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 4 && strcmp(argv[1], "fake") == 0)
+		return fake_file((uint32_t)strtoul(argv[2], NULL, 0),
+				 (uint32_t)strtoul(argv[3], NULL, 0));
+	if (argc != 1) {
+		fprintf(stderr, "usage: stats-writer [fake MAGIC VERSION]\n");
+		return 2;
+	}
+	publish_fixture();
+	serve_commands(); /* until "exit" or EOF: a driver that dies closes our stdin */
+	return 0;
+}

@@ -1,0 +1,369 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""smcr-stat against files written by the engine's own stats writer.
+
+Usage: test_smcr_stat.py SMCR_STAT STATS_WRITER
+
+stats-writer (tests/tools/stats_writer.c) publishes a known fixture through
+src/smcr/stats.c; every case runs the built smcr-stat and checks its output
+with the json module.  Each case has its own private XDG_RUNTIME_DIR, every
+child process a timeout.  Exit 0 when all cases pass, 1 otherwise.
+"""
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+TIMEOUT = 20  # seconds for any one child step
+
+TOOL, WRITER = sys.argv[1], sys.argv[2]
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Failure(what)
+
+
+def check_eq(got, want, what):
+    if got != want:
+        raise Failure(f"{what}: got {got!r}, want {want!r}")
+
+
+class Case:
+    """A private runtime directory and the processes started in it."""
+
+    def __init__(self):
+        self.rundir = tempfile.mkdtemp(prefix="smcr-stat-test.")
+        os.chmod(self.rundir, 0o700)
+        self.env = dict(os.environ, XDG_RUNTIME_DIR=self.rundir)
+        self.env.pop("LD_PRELOAD", None)
+        self.procs = []
+
+    @property
+    def statsdir(self):
+        return os.path.join(self.rundir, "smcr")
+
+    def start(self, *args):
+        p = subprocess.Popen([WRITER, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             env=self.env, text=True)
+        self.procs.append(p)
+        line = read_line(p)
+        return p, json.loads(line)
+
+    def tool(self, *args, expect_rc=0):
+        r = subprocess.run([TOOL, *args], env=self.env, capture_output=True, text=True,
+                           timeout=TIMEOUT)
+        check_eq(r.returncode, expect_rc, f"exit status of smcr-stat {' '.join(args)} "
+                 f"(stderr: {r.stderr.strip()!r})")
+        return r
+
+    def tool_json(self, *args):
+        r = self.tool(*args)
+        try:
+            return json.loads(r.stdout), r.stderr
+        except json.JSONDecodeError as e:
+            raise Failure(f"smcr-stat {' '.join(args)} printed invalid JSON ({e}):\n{r.stdout}")
+
+    def close(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait(timeout=TIMEOUT)
+        shutil.rmtree(self.rundir, ignore_errors=True)
+
+
+def read_line(p):
+    """One line from a child, bounded in time (the child may have died)."""
+    import selectors
+    sel = selectors.DefaultSelector()
+    sel.register(p.stdout, selectors.EVENT_READ)
+    if not sel.select(TIMEOUT):
+        raise Failure("stats-writer did not answer in time")
+    line = p.stdout.readline()
+    check(line, f"stats-writer ended early (status {p.poll()})")
+    return line
+
+
+def conns_of(doc, pid):
+    return [c for c in doc["connections"] if c["pid"] == pid]
+
+
+def by_port(conns, port):
+    found = [c for c in conns if c["local_port"] == port]
+    check_eq(len(found), 1, f"records with local port {port}")
+    return found[0]
+
+
+# ---- cases ---------------------------------------------------------------------------
+
+def case_empty(case):
+    """No file at all: a message, an empty JSON list, exit 0."""
+    r = case.tool("--dir", case.statsdir)
+    check_eq(r.stdout.strip(), "no smcr processes", "table output without processes")
+    check_eq(r.stderr, "", "stderr without processes")
+    doc, _ = case.tool_json("--json", "--dir", case.statsdir)
+    check_eq(doc["connections"], [], "connections without processes")
+    check_eq(doc["processes"], 0, "process count without processes")
+    doc, _ = case.tool_json("stats", "--json", "--dir", case.statsdir)
+    check_eq(doc["processes"], [], "stats without processes")
+    check_eq(doc["total"]["handshakes"], 0, "total handshakes without processes")
+    os.mkdir(case.statsdir, 0o700)  # the directory exists, still empty
+    r = case.tool("-s", "--dir", case.statsdir)
+    check_eq(r.stdout.strip(), "no smcr processes", "stats table without processes")
+
+
+def check_fixture_conns(doc, w, with_closed):
+    pid = w["pid"]
+    conns = conns_of(doc, pid)
+    # v4, tcp, the real pair's two ends; v6 when ::1 exists; the closed one with --all
+    want = 4 + (1 if w["ipv6"] else 0) + (1 if with_closed else 0)
+    check_eq(len(conns), want, "records of the writer")
+    for c in conns:
+        check_eq(c["program"], "stats-writer", "program")
+        check_eq(c["link_group"], None, "link_group (not in stats ABI v1)")
+        check_eq(c["uid"], os.geteuid(), "uid")
+        if c["local_port"] == w["tcp_local_port"]:
+            continue
+        check_eq(c["mode"], "smc-shm", "mode")
+        check_eq(c["fallback_code"], None, "fallback_code of an SMC connection")
+        check_eq(c["fallback_name"], None, "fallback_name of an SMC connection")
+    tcp = by_port(conns, w["tcp_local_port"])
+    check_eq((tcp["mode"], tcp["state"], tcp["role"], tcp["fd"]),
+             ("tcp-fallback", "live", "server", w["tcp_fd"]), "TCP record")
+    check_eq((tcp["fallback_code"], tcp["fallback_name"]), ("0x03010000", "PEERNOSMC"),
+             "TCP record's reason")
+    check_eq((tcp["bytes_sent"], tcp["rmb_size"]), (None, None), "TCP record: no SMC data")
+    # The real engine pair: each end's record, bytes as moved through the rings.
+    rc = by_port(conns, w["real_client_port"])
+    rs = by_port(conns, w["real_server_port"])
+    check_eq((rc["role"], rs["role"]), ("client", "server"), "real pair roles")
+    check_eq((rc["peer_port"], rs["peer_port"]), (w["real_server_port"], w["real_client_port"]),
+             "real pair peer ports")
+    check_eq((rc["bytes_sent"], rc["bytes_received"]), (3000, 100), "real client bytes")
+    check_eq((rs["bytes_sent"], rs["bytes_received"]), (100, 3000), "real server bytes")
+    check_eq((rc["rmb_size"], rc["peer_rmb_size"]), (65536, 65536), "real client rings")
+    check(rc["cdc_sent"] >= 1 and rs["cdc_received"] >= 1, "real pair exchanged CDCs")
+    v4 = by_port(conns, w["v4_local_port"])
+    check_eq((v4["state"], v4["role"], v4["family"]), ("live", "client", "ipv4"), "v4 record")
+    check_eq((v4["local_address"], v4["peer_address"]), ("127.0.0.1", "127.0.0.1"),
+             "v4 addresses")
+    check_eq(v4["peer_port"], w["v4_peer_port"], "v4 peer port")
+    check_eq(v4["fd"], w["v4_fd"], "v4 fd")
+    check_eq((v4["bytes_sent"], v4["bytes_received"]), (1000, 2000), "v4 bytes")
+    check_eq((v4["cdc_sent"], v4["cdc_received"]), (10, 11), "v4 CDCs")
+    check_eq((v4["rmb_size"], v4["peer_rmb_size"]), (65536, 131072), "v4 ring sizes")
+    if w["ipv6"]:
+        v6 = by_port(conns, w["v6_local_port"])
+        check_eq((v6["state"], v6["role"], v6["family"]), ("live", "server", "ipv6"),
+                 "v6 record")
+        check_eq((v6["local_address"], v6["peer_address"]), ("::1", "::1"), "v6 addresses")
+        check_eq(v6["peer_port"], w["v6_peer_port"], "v6 peer port")
+        check_eq((v6["bytes_sent"], v6["bytes_received"]), (5, 6), "v6 bytes")
+        check_eq((v6["rmb_size"], v6["peer_rmb_size"]), (16384, 32768), "v6 ring sizes")
+    if with_closed:
+        cl = by_port(conns, w["closed_local_port"])
+        check_eq(cl["state"], "closed", "state of the closed record")
+        check_eq((cl["bytes_sent"], cl["bytes_received"]), (777, 888), "closed bytes")
+
+
+def check_fixture_counters(proc, handshakes_smc=5, fallbacks=3, errors=1, aborts=1,
+                           reasons=None):
+    if reasons is None:
+        reasons = {("0x03010000", "PEERNOSMC"): 2, ("0x03030000", "NOSMCDEV"): 1}
+    check_eq(proc["program"], "stats-writer", "program in stats")
+    check_eq(proc["handshakes_smc"], handshakes_smc, "handshakes_smc")
+    check_eq(proc["fallbacks"], fallbacks, "fallbacks")
+    check_eq(proc["handshake_errors"], errors, "handshake_errors")
+    check_eq(proc["handshakes"], handshakes_smc + fallbacks + errors, "handshakes")
+    check_eq(proc["aborts"], aborts, "aborts")
+    got = {(r["code"], r["name"]): r["count"] for r in proc["fallback_reasons"]}
+    check_eq(got, reasons, "fallback reasons")
+
+
+def case_fixture(case):
+    """The engine's writer, read back field by field; table, -p, --all, stats."""
+    p, w = case.start()
+    pid = w["pid"]
+    check(w["path"].startswith(case.statsdir + "/"), f"writer published in {w['path']}")
+
+    # Default discovery (the writer's rule: $XDG_RUNTIME_DIR/smcr), filtered by pid.
+    doc, err = case.tool_json("--json", "-p", str(pid))
+    check_eq(err, "", "stderr of --json")
+    check_eq(doc["format"], "smcr-stat", "format")
+    check_eq(doc["version"], 1, "format version")
+    check_fixture_conns(doc, w, with_closed=False)
+    # `json` command, the directory named explicitly: only this writer is there.
+    doc, _ = case.tool_json("json", "--dir", case.statsdir)
+    check_eq(doc["processes"], 1, "processes in the test directory")
+    check_fixture_conns(doc, w, with_closed=False)
+    doc, _ = case.tool_json("--json", "--all", "--dir", case.statsdir)
+    check_fixture_conns(doc, w, with_closed=True)
+    # -p of another pid: nothing.
+    doc, _ = case.tool_json("--json", "-p", str(pid + 100000), "--dir", case.statsdir)
+    check_eq(doc["connections"], [], "records for an unrelated pid")
+
+    table = case.tool("--dir", case.statsdir).stdout
+    check(f"127.0.0.1:{w['v4_local_port']}" in table, f"v4 endpoint in table:\n{table}")
+    if w["ipv6"]:
+        check(f"[::1]:{w['v6_local_port']}" in table, f"v6 endpoint in table:\n{table}")
+    check("smc-shm" in table and "65536/131072" in table, f"mode, rings in table:\n{table}")
+    check("closed" not in table, "closed record listed without --all")
+    check("closed" in case.tool("-a", "--dir", case.statsdir).stdout, "--all lists closed")
+
+    stats, _ = case.tool_json("stats", "--json", "--dir", case.statsdir)
+    check_eq(len(stats["processes"]), 1, "processes in stats")
+    proc = stats["processes"][0]
+    check_eq(proc["pid"], pid, "pid in stats")
+    check_fixture_counters(proc)
+    live = 4 if w["ipv6"] else 3
+    check_eq(proc["connections_open"], live, "connections_open")
+    check_eq((proc["closed_bytes_sent"], proc["closed_bytes_received"]), (777, 888),
+             "closed bytes")
+    v6 = (5, 6) if w["ipv6"] else (0, 0)
+    check_eq((proc["live_bytes_sent"], proc["live_bytes_received"]),
+             (1000 + 3100 + v6[0], 2000 + 3100 + v6[1]), "live bytes")
+    check_eq(stats["total"]["handshakes_smc"], 5, "total handshakes_smc")
+    text = case.tool("-s", "--dir", case.statsdir).stdout
+    check("PEERNOSMC" in text and "0x03010000" in text, f"reason in stats text:\n{text}")
+
+    # smcr-stat stats json (smc-tools word order) is the same document.
+    doc, _ = case.tool_json("stats", "json", "--dir", case.statsdir)
+    check_eq(doc["processes"][0]["handshakes_smc"], 5, "`stats json` handshakes_smc")
+
+    # reset: prints what it zeroed, then the counters are zero; gauges and records stay.
+    doc, _ = case.tool_json("reset", "--json", "-p", str(pid), "--dir", case.statsdir)
+    check_eq(doc["reset"], True, "reset flag")
+    check_fixture_counters(doc["processes"][0])
+    stats, _ = case.tool_json("stats", "--json", "--dir", case.statsdir)
+    check_fixture_counters(stats["processes"][0], 0, 0, 0, 0, reasons={})
+    check_eq(stats["processes"][0]["connections_open"], live, "connections_open after reset")
+    check_eq(stats["processes"][0]["closed_bytes_sent"], 0, "closed bytes after reset")
+    doc, _ = case.tool_json("--json", "--dir", case.statsdir)
+    check_fixture_conns(doc, w, with_closed=False)
+
+    # A normal exit removes the file: nothing left to list.
+    p.stdin.write("exit\n")
+    p.stdin.flush()
+    p.wait(timeout=TIMEOUT)
+    check(not os.path.exists(w["path"]), "the writer's file outlived its normal exit")
+    check_eq(case.tool("--dir", case.statsdir).stdout.strip(), "no smcr processes",
+             "after the writer exited")
+
+
+def case_bad_header(case):
+    """Live processes whose files have a wrong version or magic: skipped, warned, kept."""
+    _, good = case.start()
+    _, badver = case.start("fake", hex(0x534D4353), "99")
+    _, badmagic = case.start("fake", "0x12345678", "1")
+    doc, err = case.tool_json("--json", "--dir", case.statsdir)
+    pids = {c["pid"] for c in doc["connections"]}
+    check_eq(pids, {good["pid"]}, "pids listed beside bad files")
+    check_eq(doc["processes"], 1, "processes counted beside bad files")
+    check(f"stats.{badver['pid']}: stats layout version 99" in err,
+          f"warning about the version in stderr: {err!r}")
+    check(f"stats.{badmagic['pid']}: not an smcr stats file (magic 0x12345678)" in err,
+          f"warning about the magic in stderr: {err!r}")
+    check(os.path.exists(badver["path"]) and os.path.exists(badmagic["path"]),
+          "files of live processes must never be removed")
+    stats, err = case.tool_json("stats", "--json", "--dir", case.statsdir)
+    check_eq([p["pid"] for p in stats["processes"]], [good["pid"]], "stats beside bad files")
+
+
+def case_dead_pid(case):
+    """A file whose process died without cleanup (SIGKILL): ignored and removed."""
+    alive, a = case.start()
+    dead, d = case.start()
+    dead.send_signal(signal.SIGKILL)
+    dead.wait(timeout=TIMEOUT)
+    check(os.path.exists(d["path"]), "SIGKILL left the file behind (fixture)")
+    # A valid file whose pid lives but does not map it (as after exec): skipped, kept.
+    unmapped = os.path.join(case.statsdir, f"stats.{os.getpid()}")
+    with open(a["path"], "rb") as f:
+        data = bytearray(f.read())
+    struct.pack_into("<i", data, 20, os.getpid())  # header pid, after 5 u32 fields
+    with open(unmapped, "wb") as f:
+        f.write(data)
+    os.chmod(unmapped, 0o600)
+
+    doc, err = case.tool_json("--json", "--dir", case.statsdir)
+    check_eq({c["pid"] for c in doc["connections"]}, {a["pid"]}, "pids beside a dead one")
+    check_eq(err, "", "stderr beside stale files")
+    check(not os.path.exists(d["path"]), "the dead process's file was not removed")
+    check(os.path.exists(unmapped), "a live pid's file was removed")
+
+    # Another user's stale file (root only): ignored, but never removed.
+    if os.geteuid() == 0:
+        dead2, d2 = case.start()
+        dead2.send_signal(signal.SIGKILL)
+        dead2.wait(timeout=TIMEOUT)
+        os.chown(d2["path"], 65534, 65534)
+        doc, _ = case.tool_json("--json", "--dir", case.statsdir)
+        check_eq({c["pid"] for c in doc["connections"]}, {a["pid"]}, "pids, foreign stale")
+        check(os.path.exists(d2["path"]), "another user's stale file was removed")
+    alive.stdin.close()
+    alive.wait(timeout=TIMEOUT)
+
+
+def case_concurrent_writer(case):
+    """Records reused as fast as the writer can while the tool reads them."""
+    p, w = case.start()
+    p.stdin.write("churn 1500\n")
+    p.stdin.flush()
+    reads, deadline = 0, time.monotonic() + 1.2
+    while time.monotonic() < deadline:
+        doc, _ = case.tool_json("--json", "--all", "--dir", case.statsdir)
+        for c in doc["connections"]:
+            check(c["mode"] in ("smc-shm", "smc-r", "tcp-fallback"), f"mode {c['mode']}")
+            check(c["state"] in ("live", "closed"), f"state {c['state']}")
+        stats, _ = case.tool_json("stats", "--json", "--dir", case.statsdir)
+        check_eq(len(stats["processes"]), 1, "the churning process stays listed")
+        reads += 1
+    check(read_line(p).startswith("churned"), "churn finished")
+    check(reads >= 3, f"only {reads} reads during the churn")
+    # After the churn: the fixture's records are intact, churned ones all closed.
+    doc, _ = case.tool_json("--json", "--dir", case.statsdir)
+    check_fixture_conns(doc, w, with_closed=False)
+    doc, _ = case.tool_json("--json", "-a", "--dir", case.statsdir)
+    for c in doc["connections"]:
+        if c["state"] == "closed" and c["rmb_size"] == 4096 and c["peer_rmb_size"] == 4096:
+            check_eq(c["bytes_received"], 2 * c["bytes_sent"], "a churned record's bytes")
+
+
+def case_usage(case):
+    case.tool("bogus", expect_rc=2)
+    case.tool("-p", "x", expect_rc=2)
+    check("Usage:" in case.tool("--help").stdout, "--help prints usage")
+    check("smcr-stat" in case.tool("-v").stdout, "-v prints the version")
+
+
+CASES = [case_empty, case_fixture, case_bad_header, case_dead_pid, case_concurrent_writer,
+         case_usage]
+
+
+def main():
+    failed = 0
+    for fn in CASES:
+        case = Case()
+        try:
+            fn(case)
+            print(f"ok   {fn.__name__}")
+        except (Failure, subprocess.TimeoutExpired, KeyError, json.JSONDecodeError) as e:
+            failed += 1
+            print(f"FAIL {fn.__name__}: {type(e).__name__}: {e}")
+        finally:
+            case.close()
+    print(f"{len(CASES) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
