@@ -15,6 +15,7 @@
 #include "smcr/conn.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -665,6 +666,20 @@ int smcr_conn_send_cdc(struct smcr_sock *s, uint8_t prod_flags)
 		s->cdc_sent++;
 	}
 	return rc;
+}
+
+ssize_t smcr_iov_total(const struct iovec *iov, int iovcnt)
+{
+	size_t t = 0;
+
+	if (iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt > 0 && !iov))
+		return -EINVAL;
+	for (int i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len > (size_t)SSIZE_MAX - t)
+			return -EINVAL;
+		t += iov[i].iov_len;
+	}
+	return (ssize_t)t;
 }
 
 /* ---- small accessors of engine.h ----------------------------------------------------------- */

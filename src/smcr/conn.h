@@ -17,6 +17,8 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
 #include "smcr/cdc.h"
 #include "smcr/ring.h"
@@ -105,6 +107,9 @@ void smcr_conn_check_peer(struct smcr_sock *s);
 int smcr_conn_wait(struct smcr_sock *s, unsigned events, int64_t deadline);
 /* Send one CDC carrying the current cursors and sticky flags.  Lock held. */
 int smcr_conn_send_cdc(struct smcr_sock *s, uint8_t prod_flags);
+
+/* Bytes an iovec describes, or -EINVAL (bad count, sum above SSIZE_MAX). */
+ssize_t smcr_iov_total(const struct iovec *iov, int iovcnt);
 
 /* rx.c */
 /* Apply one received control message; invalid -> connection aborted.  Lock held. */

@@ -151,15 +151,6 @@ static void rx_copy_out(const struct smcr_sock *s, struct smcr_curs at, const st
 		copy_to_iov(iov, iovcnt, done + first, s->rmb, second);
 }
 
-static size_t iov_total(const struct iovec *iov, int iovcnt)
-{
-	size_t t = 0;
-
-	for (int i = 0; i < iovcnt; i++)
-		t += iov[i].iov_len;
-	return t;
-}
-
 /* Nothing to read now: true to wait, else *ret is the answer. */
 static bool rx_must_wait(const struct smcr_sock *s, size_t got, int flags, ssize_t *ret)
 {
@@ -183,15 +174,16 @@ static bool rx_must_wait(const struct smcr_sock *s, size_t got, int flags, ssize
 
 ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt, int flags)
 {
-	size_t want = iov_total(iov, iovcnt), got = 0;
+	ssize_t total = smcr_iov_total(iov, iovcnt);
+	size_t want = (size_t)total, got = 0;
 	bool peer_checked = false;
 	int64_t deadline = -2; /* computed when the first wait comes */
 	ssize_t ret;
 
 	if (flags & MSG_OOB)
 		return -EINVAL;
-	if (want == 0)
-		return 0;
+	if (total <= 0)
+		return total;
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
 		uint32_t avail, n;

@@ -59,15 +59,6 @@ static int tx_copy_in(struct smcr_sock *s, const struct iovec *iov, int iovcnt, 
 	return 0;
 }
 
-static size_t iov_total(const struct iovec *iov, int iovcnt)
-{
-	size_t t = 0;
-
-	for (int i = 0; i < iovcnt; i++)
-		t += iov[i].iov_len;
-	return t;
-}
-
 /* Why nothing can be sent at all, or 0 if sending is allowed. */
 static int tx_refusal(const struct smcr_sock *s)
 {
@@ -83,10 +74,13 @@ static int tx_refusal(const struct smcr_sock *s)
 
 ssize_t smcr_sock_sendv(struct smcr_sock *s, const struct iovec *iov, int iovcnt, int flags)
 {
-	size_t want = iov_total(iov, iovcnt), sent = 0;
+	ssize_t total = smcr_iov_total(iov, iovcnt);
+	size_t want = (size_t)total, sent = 0;
 	int64_t deadline = -2; /* computed when the first wait comes */
 	ssize_t ret = 0;
 
+	if (total < 0)
+		return total;
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
 		uint32_t space, n;
