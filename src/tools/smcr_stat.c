@@ -768,32 +768,34 @@ static bool col_numeric(int col)
 	return col == COL_PID || col == COL_SENT || col == COL_RECV;
 }
 
-typedef char row_t[NCOLS][64];
+/* Wide enough for any cell: an escaped program name is at most 64 characters. */
+#define CELL_LEN 80
+typedef char row_t[NCOLS][CELL_LEN];
 
 static void conn_row(const struct process_view *pv, const struct smcr_stats_conn *r, row_t row)
 {
-	snprintf(row[COL_PID], 64, "%d", (int)pv->pid);
-	snprintf(row[COL_PROG], 64, "%s", pv->program);
-	snprintf(row[COL_STATE], 64, "%s", r->state == SMCR_STATS_CONN_LIVE ? "live" : "closed");
-	snprintf(row[COL_MODE], 64, "%s", mode_name(r->mode));
-	snprintf(row[COL_ROLE], 64, "%s", r->role ? "server" : "client");
-	endpoint_text(r->local_addr, r->local_port, row[COL_LOCAL], 64);
-	endpoint_text(r->peer_addr, r->peer_port, row[COL_PEER], 64);
+	snprintf(row[COL_PID], CELL_LEN, "%d", (int)pv->pid);
+	snprintf(row[COL_PROG], CELL_LEN, "%s", pv->program);
+	snprintf(row[COL_STATE], CELL_LEN, "%s", r->state == SMCR_STATS_CONN_LIVE ? "live" : "closed");
+	snprintf(row[COL_MODE], CELL_LEN, "%s", mode_name(r->mode));
+	snprintf(row[COL_ROLE], CELL_LEN, "%s", r->role ? "server" : "client");
+	endpoint_text(r->local_addr, r->local_port, row[COL_LOCAL], CELL_LEN);
+	endpoint_text(r->peer_addr, r->peer_port, row[COL_PEER], CELL_LEN);
 	if (mode_is_smc(r->mode))
-		snprintf(row[COL_FALLBACK], 64, "-");
+		snprintf(row[COL_FALLBACK], CELL_LEN, "-");
 	else
-		snprintf(row[COL_FALLBACK], 64, "%s(0x%08" PRIx32 ")",
+		snprintf(row[COL_FALLBACK], CELL_LEN, "%s(0x%08" PRIx32 ")",
 			 reason_name(r->fallback_reason), r->fallback_reason);
 	if (mode_is_smc(r->mode)) {
-		snprintf(row[COL_SENT], 64, "%" PRIu64, r->bytes_sent);
-		snprintf(row[COL_RECV], 64, "%" PRIu64, r->bytes_received);
-		snprintf(row[COL_RMB], 64, "%" PRIu32 "/%" PRIu32, r->rmb_size, r->peer_rmb_size);
+		snprintf(row[COL_SENT], CELL_LEN, "%" PRIu64, r->bytes_sent);
+		snprintf(row[COL_RECV], CELL_LEN, "%" PRIu64, r->bytes_received);
+		snprintf(row[COL_RMB], CELL_LEN, "%" PRIu32 "/%" PRIu32, r->rmb_size, r->peer_rmb_size);
 	} else { /* plain TCP: not counted by the library, no rings */
-		snprintf(row[COL_SENT], 64, "-");
-		snprintf(row[COL_RECV], 64, "-");
-		snprintf(row[COL_RMB], 64, "-");
+		snprintf(row[COL_SENT], CELL_LEN, "-");
+		snprintf(row[COL_RECV], CELL_LEN, "-");
+		snprintf(row[COL_RMB], CELL_LEN, "-");
 	}
-	snprintf(row[COL_LGR], 64, "-");
+	snprintf(row[COL_LGR], CELL_LEN, "-");
 }
 
 static void print_row(const char *const cells[NCOLS], const int width[NCOLS])
@@ -1106,7 +1108,8 @@ int main(int argc, char **argv)
 	if (o.cmd != CMD_SHOW)
 		o.all = false;
 	read_all(&o, &pl);
-	qsort(pl.v, pl.n, sizeof(*pl.v), by_pid);
+	if (pl.n)
+		qsort(pl.v, pl.n, sizeof(*pl.v), by_pid);
 	if (o.cmd == CMD_SHOW)
 		o.json ? show_json(&pl) : show_table(&pl);
 	else

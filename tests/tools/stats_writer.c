@@ -203,11 +203,17 @@ static void real_pair_open(struct real_pair *p)
  *   real: an engine SMC pair over 127.0.0.1, 64 KiB rings, 3000 bytes client to
  *         server and 100 back (so 2 more SMC handshakes)
  */
+static struct fixture {
+	struct smcr_sock *v4, *v6, *closed;
+	struct smcr_tcp_record *tcp;
+	struct real_pair real;
+} fx;
+
 static void publish_fixture(void)
 {
 	int c4, s4, c6 = -1, s6 = -1, cx, sx, ct, st;
 	struct smcr_sock *v4, *v6 = NULL, *closed;
-	static struct real_pair real;
+	struct real_pair *real = &fx.real;
 	bool have_v6;
 
 	if (!tcp_pair(AF_INET, &c4, &s4) || !tcp_pair(AF_INET, &cx, &sx) ||
@@ -226,13 +232,17 @@ static void publish_fixture(void)
 	smcr_stats_fallback(SMCR_CLC_DECL_PEERNOSMC);
 	smcr_stats_fallback(SMCR_CLC_DECL_NOSMCDEV);
 	smcr_stats_handshake_error();
-	if (!smcr_stats_tcp_open(st, true, SMCR_CLC_DECL_PEERNOSMC))
+	fx.tcp = smcr_stats_tcp_open(st, true, SMCR_CLC_DECL_PEERNOSMC);
+	if (!fx.tcp)
 		die("smcr_stats_tcp_open");
-	real_pair_open(&real);
+	real_pair_open(real);
 	/* Last, so that no later record takes its slot: --all must still see it. */
 	closed = fake_sock(cx, false, 4096, 8192);
 	set_bytes(closed, 777, 888, 30);
 	smcr_stats_conn_close(closed, 1);
+	fx.v4 = v4;
+	fx.v6 = v6;
+	fx.closed = closed;
 
 	printf("{\"pid\": %d, \"path\": \"%s\", \"ipv6\": %s, "
 	       "\"v4_local_port\": %u, \"v4_peer_port\": %u, "
@@ -243,8 +253,20 @@ static void publish_fixture(void)
 	       (int)getpid(), smcr_stats_path(), have_v6 ? "true" : "false",
 	       port_of(c4, false), port_of(c4, true), have_v6 ? port_of(s6, false) : 0,
 	       have_v6 ? port_of(s6, true) : 0, port_of(cx, false), c4, s6,
-	       port_of(st, false), st, port_of(real.cfd, false), port_of(real.sfd, false));
+	       port_of(st, false), st, port_of(real->cfd, false), port_of(real->sfd, false));
 	fflush(stdout);
+}
+
+/* Everything the fixture holds, so that a leak checker sees a clean exit. */
+static void release_fixture(void)
+{
+	smcr_sock_close(fx.real.c);
+	smcr_sock_close(fx.real.s);
+	smcr_listener_unregister(fx.real.reg);
+	smcr_stats_tcp_close(fx.tcp);
+	free(fx.v4);
+	free(fx.v6);
+	free(fx.closed);
 }
 
 static int64_t now_ms(void)
@@ -345,5 +367,6 @@ int main(int argc, char **argv)
 	}
 	publish_fixture();
 	serve_commands(); /* until "exit" or EOF: a driver that dies closes our stdin */
+	release_fixture();
 	return 0;
 }

@@ -253,7 +253,7 @@ def case_fixture(case):
     # A normal exit removes the file: nothing left to list.
     p.stdin.write("exit\n")
     p.stdin.flush()
-    p.wait(timeout=TIMEOUT)
+    check_eq(p.wait(timeout=TIMEOUT), 0, "exit status of stats-writer")
     check(not os.path.exists(w["path"]), "the writer's file outlived its normal exit")
     check_eq(case.tool("--dir", case.statsdir).stdout.strip(), "no smcr processes",
              "after the writer exited")
