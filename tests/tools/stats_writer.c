@@ -4,11 +4,11 @@
  * engine's own writer (src/smcr/stats.c), so the tool is checked against the
  * real producer of the file, not against a copy of its layout.
  *
- *   stats-writer            records (see publish_fixture), prints one JSON line
+ *   stats-writer [name COMM] records (see publish_fixture), prints one JSON line
  *                           describing them, then obeys commands on stdin:
  *                             churn MS   reuse record slots for MS milliseconds
  *                             exit       exit normally (the file is removed)
- *                           EOF exits too.
+ *                           EOF exits too.  `name` sets the process name first.
  *   stats-writer fake MAGIC VERSION
  *                           publishes a hand-made file with that magic and layout
  *                           version as <runtime dir>/smcr/stats.<pid>, keeps it
@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -361,8 +362,11 @@ int main(int argc, char **argv)
 	if (argc == 4 && strcmp(argv[1], "fake") == 0)
 		return fake_file((uint32_t)strtoul(argv[2], NULL, 0),
 				 (uint32_t)strtoul(argv[3], NULL, 0));
-	if (argc != 1) {
-		fprintf(stderr, "usage: stats-writer [fake MAGIC VERSION]\n");
+	if (argc == 3 && strcmp(argv[1], "name") == 0) {
+		/* Before the first record: the file's comm is taken when it is created. */
+		prctl(PR_SET_NAME, argv[2], 0, 0, 0);
+	} else if (argc != 1) {
+		fprintf(stderr, "usage: stats-writer [name COMM | fake MAGIC VERSION]\n");
 		return 2;
 	}
 	publish_fixture();

@@ -338,6 +338,17 @@ def case_concurrent_writer(case):
             check_eq(c["bytes_received"], 2 * c["bytes_sent"], "a churned record's bytes")
 
 
+def case_odd_program_name(case):
+    """A process name with a quote, a backslash and a non-ASCII byte stays valid JSON."""
+    _, w = case.start("name", os.fsdecode(b'we"ird\\\xff'))
+    doc, _ = case.tool_json("--json", "--dir", case.statsdir)
+    names = {c["program"] for c in conns_of(doc, w["pid"])}
+    check_eq(names, {'we"ird\\134\\377'}, "escaped program name")
+    stats, _ = case.tool_json("stats", "--json", "--dir", case.statsdir)
+    check_eq(stats["processes"][0]["program"], 'we"ird\\134\\377', "name in stats")
+    check('we"ird\\134\\377' in case.tool("--dir", case.statsdir).stdout, "name in table")
+
+
 def case_usage(case):
     case.tool("bogus", expect_rc=2)
     case.tool("-p", "x", expect_rc=2)
@@ -346,7 +357,7 @@ def case_usage(case):
 
 
 CASES = [case_empty, case_fixture, case_bad_header, case_dead_pid, case_concurrent_writer,
-         case_usage]
+         case_odd_program_name, case_usage]
 
 
 def main():
