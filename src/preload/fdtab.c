@@ -11,6 +11,7 @@
 
 _Atomic(struct smcr_fd_entry *) *smcr_fdtab_slots;
 unsigned smcr_fdtab_nslots;
+void (*smcr_fdtab_release_hook)(struct smcr_fd_entry *entry);
 
 /*
  * Entry pool: chunks of SMCR_FDTAB_CHUNK entries, mapped on demand and
@@ -140,6 +141,8 @@ void smcr_fdtab_put(struct smcr_fd_entry *entry)
 			abort();
 		return;
 	}
+	if (smcr_fdtab_release_hook)
+		smcr_fdtab_release_hook(entry);
 	atomic_store_explicit(&entry->sock, NULL, memory_order_relaxed);
 	atomic_store_explicit(&entry->mode, 0, memory_order_relaxed);
 	atomic_store_explicit(&entry->flags, 0, memory_order_relaxed);
@@ -183,6 +186,16 @@ struct smcr_fd_entry *smcr_fdtab_track(int fd, int domain, enum smcr_fd_mode mod
 		entry->domain = domain;
 		atomic_store_explicit(&entry->flags, flags, memory_order_relaxed);
 		atomic_store_explicit(&entry->sock, NULL, memory_order_relaxed);
+		entry->engine_fd = -1;
+		entry->owner = 0;
+		entry->fallback_reason = 0;
+		entry->listener = NULL;
+		entry->listen_port = 0;
+		atomic_store_explicit(&entry->poll_in, 0, memory_order_relaxed);
+		atomic_store_explicit(&entry->poll_out, 0, memory_order_relaxed);
+		entry->epoll_events = 0;
+		entry->epoll_regs = 0;
+		atomic_flag_clear_explicit(&entry->busy, memory_order_relaxed);
 		atomic_store_explicit(&entry->mode, (unsigned char)mode, memory_order_relaxed);
 		atomic_store_explicit(&entry->refcnt, 1, memory_order_release);
 	}

@@ -44,6 +44,9 @@ enum smcr_fd_mode {
 #define SMCR_FD_F_LISTENING (1u << 0) /* listen() succeeded */
 #define SMCR_FD_F_ACCEPTED (1u << 1)  /* came out of accept() */
 #define SMCR_FD_F_CONNECTING (1u << 2) /* connect() was called */
+#define SMCR_FD_F_NONBLOCK (1u << 3)  /* O_NONBLOCK, as last set through a wrapper */
+#define SMCR_FD_F_SPOKE_FIRST (1u << 4) /* server wrote before the client's first bytes */
+#define SMCR_FD_F_CONNECTED (1u << 5) /* client: the TCP connection is established */
 
 struct smcr_fd_entry {
 	atomic_uint refcnt;        /* fds pointing here + temporary references */
@@ -51,6 +54,23 @@ struct smcr_fd_entry {
 	atomic_uint flags;         /* SMCR_FD_F_* */
 	int domain;                /* AF_INET or AF_INET6 */
 	_Atomic(void *) sock;      /* the engine's socket, once it has one */
+	/*
+	 * SMC state, owned by src/preload/smc.c (all zero for a fresh entry):
+	 * the engine works on its own close-on-exec duplicate of the TCP
+	 * socket (engine_fd), so the application's fd numbers never matter to
+	 * it; owner is the process that created the engine socket or listener
+	 * registration (a forked child must not tear down its parent's).
+	 */
+	int engine_fd;             /* -1 = none */
+	int owner;                 /* pid */
+	uint32_t fallback_reason;  /* why the connection stayed TCP */
+	void *listener;            /* struct smcr_listener * of a registered listener */
+	uint16_t listen_port;      /* its port */
+	atomic_uint poll_in;       /* threads in poll/select waiting for POLLIN */
+	atomic_uint poll_out;      /* ... for POLLOUT */
+	unsigned epoll_events;     /* EPOLLIN|EPOLLOUT of its epoll registrations */
+	uint32_t epoll_regs;       /* index + 1 of its first epoll record, 0 = none */
+	atomic_flag busy;          /* serialises the CANDIDATE -> SMC/FALLBACK decision */
 	/* pool bookkeeping */
 	uint32_t index;
 	_Atomic uint32_t next_free; /* index + 1 of the next free entry, 0 = end */
@@ -105,6 +125,12 @@ void smcr_fdtab_dup(int oldfd, int newfd);
 /* The entry for fd with a reference taken, or NULL. Pair with _put. */
 struct smcr_fd_entry *smcr_fdtab_get(int fd);
 void smcr_fdtab_put(struct smcr_fd_entry *entry);
+
+/*
+ * Called when the last reference to an entry goes, before it is reused:
+ * the SMC glue ends the engine socket there. NULL in unit tests.
+ */
+extern void (*smcr_fdtab_release_hook)(struct smcr_fd_entry *entry);
 
 /* Number of entries in use (tests, stats). */
 unsigned smcr_fdtab_entries_in_use(void);

@@ -36,14 +36,17 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 #define SMCR_LOCK_ALL()                \
 	do {                           \
 		smcr_fdtab_lock();     \
+		smcr_smc_lock();       \
 	} while (0)
 #define SMCR_UNLOCK_ALL()              \
 	do {                           \
+		smcr_smc_unlock();     \
 		smcr_fdtab_unlock();   \
 	} while (0)
 #define SMCR_REINIT_ALL()              \
 	do {                           \
 		smcr_fdtab_reinit_child(); \
+		smcr_smc_reinit_child(); \
 	} while (0)
 
 static void atfork_prepare(void)
@@ -116,6 +119,8 @@ static void init_all(void)
 		smcr_warn("%s", cfg->problems[i]);
 
 	smcr_preload_active = decide_active(cfg, secure);
+	if (smcr_preload_active)
+		smcr_smc_init();
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	if (smcr_preload_active && smcr_log_enabled(SMCR_LOG_INFO))
 		smcr_log_line("smcr: active in %s (pid %d), version %s", smcr_log_progname(),

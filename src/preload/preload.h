@@ -15,6 +15,7 @@
 #include "common/guard.h"
 #include "common/real.h"
 #include "preload/fdtab.h"
+#include "preload/smc.h"
 
 /* Set (release) once init.c has bound libc, read the config, mapped the table. */
 extern atomic_bool smcr_preload_ready;
@@ -42,12 +43,21 @@ static inline bool smcr_preload_tracking(void)
 }
 
 /*
- * The hot-path test: one slot load, almost always NULL or not SMC. Calls
- * from inside the library (depth > 0) always reach the kernel socket.
+ * The hot-path test: one slot load, almost always NULL or not SMC. A
+ * CANDIDATE also takes the branch while same-host SMC is on: its first I/O
+ * decides its mode (smc.c). Calls from inside the library (depth > 0)
+ * always reach the kernel socket.
  */
 static inline bool smcr_preload_divert(int fd)
 {
-	return smcr_fdtab_is_smc(fd) && !smcr_guard_inside();
+	struct smcr_fd_entry *entry = smcr_fdtab_peek(fd);
+	unsigned char mode;
+
+	if (likely(entry == NULL))
+		return false;
+	mode = atomic_load_explicit(&entry->mode, memory_order_relaxed);
+	return (mode == SMCR_FD_SMC || (mode == SMCR_FD_CANDIDATE && smcr_smc_enabled)) &&
+	       !smcr_guard_inside();
 }
 
 /*

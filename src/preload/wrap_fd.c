@@ -116,10 +116,13 @@ SMCR_EXPORT int dup3(int oldfd, int newfd, int flags)
  * The optional third argument is an int or a pointer depending on cmd;
  * like glibc itself, take it as a pointer-sized value and pass it on.
  */
-static int after_fcntl(int fd, int cmd, int ret)
+static int after_fcntl(int fd, int cmd, void *arg, int ret)
 {
 	if (ret >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
 		smcr_preload_dup(fd, ret);
+	/* The SMC data path maps O_NONBLOCK to MSG_DONTWAIT: keep a copy. */
+	if (ret >= 0 && cmd == F_SETFL)
+		smcr_smc_set_nonblock(fd, ((int)(intptr_t)arg & O_NONBLOCK) != 0);
 	return ret;
 }
 
@@ -132,7 +135,7 @@ SMCR_EXPORT int fcntl(int fd, int cmd, ...)
 	arg = va_arg(ap, void *);
 	va_end(ap);
 	smcr_preload_enter();
-	return after_fcntl(fd, cmd, smcr_real.fcntl(fd, cmd, arg));
+	return after_fcntl(fd, cmd, arg, smcr_real.fcntl(fd, cmd, arg));
 }
 
 SMCR_EXPORT int fcntl64(int fd, int cmd, ...)
@@ -145,7 +148,25 @@ SMCR_EXPORT int fcntl64(int fd, int cmd, ...)
 	va_end(ap);
 	smcr_preload_enter();
 	SMCR_REAL_OR_ENOSYS(fcntl64);
-	return after_fcntl(fd, cmd, smcr_real.fcntl64(fd, cmd, arg));
+	return after_fcntl(fd, cmd, arg, smcr_real.fcntl64(fd, cmd, arg));
+}
+
+/* FIONREAD and SIOCOUTQ of an SMC socket are the engine's; FIONBIO is noted. */
+static int after_ioctl(int fd, unsigned long request, void *arg)
+{
+	int ret;
+
+	if (smcr_preload_divert(fd)) {
+		bool handled;
+
+		ret = smcr_smc_ioctl(fd, request, arg, &handled);
+		if (handled)
+			return ret;
+	}
+	ret = smcr_real.ioctl(fd, request, arg);
+	if (ret == 0 && request == FIONBIO && arg)
+		smcr_smc_set_nonblock(fd, *(const int *)arg != 0);
+	return ret;
 }
 
 SMCR_EXPORT int ioctl(int fd, unsigned long request, ...)
@@ -157,7 +178,7 @@ SMCR_EXPORT int ioctl(int fd, unsigned long request, ...)
 	arg = va_arg(ap, void *);
 	va_end(ap);
 	smcr_preload_enter();
-	return smcr_real.ioctl(fd, request, arg);
+	return after_ioctl(fd, request, arg);
 }
 
 /* ---- calls that create fds ------------------------------------------- */

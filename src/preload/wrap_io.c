@@ -12,10 +12,11 @@
  * (callgrind, recv on a tracked TCP socket).
  *
  * The taken branch funnels every call into divert_recvmsg() or
- * divert_sendmsg(), the two places where the engine's SMC data path plugs
- * in. No fd reaches SMC mode in this issue, so they carry the call to the
- * kernel socket with recvmsg/sendmsg, which is what read/write/send/recv
- * mean on a stream socket (tests/preload/test_divert.c checks that).
+ * divert_sendmsg(), where the engine's SMC data path plugs in (smc.c): an
+ * SMC socket's data goes to the engine, a candidate is classified first,
+ * anything else reaches the kernel socket with recvmsg/sendmsg, which is
+ * what read/write/send/recv mean on a stream socket
+ * (tests/preload/test_divert.c checks that).
  */
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -35,14 +36,14 @@ void __chk_fail(void) __attribute__((noreturn));
 static SMCR_COLD __attribute__((noinline)) ssize_t divert_recvmsg(int fd, struct msghdr *msg,
 								   int flags)
 {
-	return smcr_real.recvmsg(fd, msg, flags);
+	return smcr_smc_recvmsg(fd, msg, flags);
 }
 
 /* The engine's send entry point (see above). */
 static SMCR_COLD __attribute__((noinline)) ssize_t divert_sendmsg(int fd, const struct msghdr *msg,
 								   int flags)
 {
-	return smcr_real.sendmsg(fd, msg, flags);
+	return smcr_smc_sendmsg(fd, msg, flags);
 }
 
 static SMCR_COLD __attribute__((noinline)) ssize_t
@@ -179,10 +180,41 @@ SMCR_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	return smcr_real.recvmsg(fd, msg, flags);
 }
 
+/*
+ * The mmsg forms on an SMC socket: one message after the other, as a stream
+ * socket fills them (the first blocks unless MSG_DONTWAIT, the rest do not;
+ * the timeout is not applied).
+ */
+static SMCR_COLD __attribute__((noinline)) int divert_mmsg(int fd, struct mmsghdr *vec,
+							    unsigned int vlen, int flags, bool send)
+{
+	unsigned int i;
+
+	for (i = 0; i < vlen; i++) {
+		int f = i ? flags | MSG_DONTWAIT : flags;
+		ssize_t n = send ? divert_sendmsg(fd, &vec[i].msg_hdr, f)
+				 : divert_recvmsg(fd, &vec[i].msg_hdr, f);
+
+		if (n < 0) {
+			if (i == 0)
+				return -1;
+			break;
+		}
+		vec[i].msg_len = (unsigned int)n;
+		if (n == 0)
+			break;
+		if (flags & MSG_WAITFORONE)
+			flags |= MSG_DONTWAIT;
+	}
+	return (int)i;
+}
+
 SMCR_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
 			 struct timespec *timeout)
 {
 	smcr_preload_enter();
+	if (smcr_preload_divert(fd))
+		return divert_mmsg(fd, vec, vlen, flags, false);
 	SMCR_REAL_OR_ENOSYS(recvmmsg);
 	return smcr_real.recvmmsg(fd, vec, vlen, flags, timeout);
 }
@@ -234,23 +266,40 @@ SMCR_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 SMCR_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 {
 	smcr_preload_enter();
+	if (smcr_preload_divert(fd))
+		return divert_mmsg(fd, vec, vlen, flags, true);
 	SMCR_REAL_OR_ENOSYS(sendmmsg);
 	return smcr_real.sendmmsg(fd, vec, vlen, flags);
 }
 
 /*
- * sendfile into an SMC socket will need a copy loop (the kernel cannot
- * splice into our ring); until then it is the kernel's.
+ * sendfile into an SMC socket is a copy loop (the kernel cannot splice into
+ * our ring); off_t is 64 bits here, so sendfile64 is the same call.
  */
+static SMCR_COLD __attribute__((noinline)) ssize_t
+divert_sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
+{
+	bool handled;
+	ssize_t n = smcr_smc_sendfile(out_fd, in_fd, offset, count, &handled);
+
+	return handled ? n : smcr_real.sendfile(out_fd, in_fd, offset, count);
+}
+
 SMCR_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 {
 	smcr_preload_enter();
+	if (smcr_preload_divert(out_fd))
+		return divert_sendfile(out_fd, in_fd, offset, count);
 	return smcr_real.sendfile(out_fd, in_fd, offset, count);
 }
+
+_Static_assert(sizeof(off_t) == sizeof(off64_t), "sendfile64 shares sendfile's SMC path");
 
 SMCR_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset, size_t count)
 {
 	smcr_preload_enter();
+	if (smcr_preload_divert(out_fd))
+		return divert_sendfile(out_fd, in_fd, (off_t *)offset, count);
 	SMCR_REAL_OR_ENOSYS(sendfile64);
 	return smcr_real.sendfile64(out_fd, in_fd, offset, count);
 }

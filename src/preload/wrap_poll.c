@@ -3,18 +3,31 @@
  * Readiness: poll/ppoll (and their fortify variants), select/pselect,
  * epoll_create/create1/ctl/wait/pwait/pwait2.
  *
- * All pass through in this issue. SMC-mode sockets make their readiness
- * visible to the kernel through a per-connection doorbell fd that
- * epoll_ctl registers in the program's own epoll set in place of the TCP
- * socket (docs/design.md section 5); poll and select will translate fd
- * arrays. epoll_create* clear stale table entries like every call that
- * creates an fd.
+ * SMC-mode sockets make their readiness visible to the kernel through a
+ * per-connection doorbell fd that epoll_ctl registers in the program's own
+ * epoll set in place of the TCP socket (docs/design.md section 5); poll and
+ * select translate fd arrays (smc_poll.c). Calls without an SMC socket (or
+ * a connecting candidate) pass through after one scan of their fds.
+ * epoll_create* clear stale table entries like every call that creates an
+ * fd.
  */
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 
+#include <stdint.h>
+#include <time.h>
+
 #include "preload/preload.h"
+
+static struct timespec *ms_timespec(int timeout, struct timespec *ts)
+{
+	if (timeout < 0)
+		return NULL;
+	ts->tv_sec = timeout / 1000;
+	ts->tv_nsec = (long)(timeout % 1000) * 1000000;
+	return ts;
+}
 
 /* glibc's fortify entry points; declared only under _FORTIFY_SOURCE. */
 int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout, size_t fdslen);
@@ -23,14 +36,22 @@ int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
 
 SMCR_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
 {
+	struct timespec ts;
+
 	smcr_preload_enter();
+	if (smcr_smc_poll_needed(fds, nfds))
+		return smcr_smc_ppoll(fds, nfds, ms_timespec(timeout, &ts), NULL);
 	return smcr_real.poll(fds, nfds, timeout);
 }
 
 SMCR_EXPORT int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout, size_t fdslen)
 {
+	struct timespec ts;
+
 	smcr_preload_enter();
 	SMCR_REAL_OR_ENOSYS(__poll_chk);
+	if (fdslen / sizeof(*fds) >= nfds && smcr_smc_poll_needed(fds, nfds))
+		return smcr_smc_ppoll(fds, nfds, ms_timespec(timeout, &ts), NULL);
 	return smcr_real.__poll_chk(fds, nfds, timeout, fdslen);
 }
 
@@ -38,6 +59,8 @@ SMCR_EXPORT int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *ti
 		      const sigset_t *mask)
 {
 	smcr_preload_enter();
+	if (smcr_smc_poll_needed(fds, nfds))
+		return smcr_smc_ppoll(fds, nfds, timeout, mask);
 	return smcr_real.ppoll(fds, nfds, timeout, mask);
 }
 
@@ -46,6 +69,8 @@ SMCR_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timesp
 {
 	smcr_preload_enter();
 	SMCR_REAL_OR_ENOSYS(__ppoll_chk);
+	if (fdslen / sizeof(*fds) >= nfds && smcr_smc_poll_needed(fds, nfds))
+		return smcr_smc_ppoll(fds, nfds, timeout, mask);
 	return smcr_real.__ppoll_chk(fds, nfds, timeout, mask, fdslen);
 }
 
@@ -53,6 +78,16 @@ SMCR_EXPORT int select(int nfds, fd_set *readfds, fd_set *writefds, fd_set *exce
 		       struct timeval *timeout)
 {
 	smcr_preload_enter();
+	if (smcr_smc_select_needed(nfds, readfds, writefds, exceptfds)) {
+		struct timespec ts;
+
+		if (timeout) {
+			ts.tv_sec = timeout->tv_sec;
+			ts.tv_nsec = timeout->tv_usec * 1000;
+		}
+		return smcr_smc_pselect(nfds, readfds, writefds, exceptfds,
+					timeout ? &ts : NULL, NULL);
+	}
 	return smcr_real.select(nfds, readfds, writefds, exceptfds, timeout);
 }
 
@@ -60,6 +95,8 @@ SMCR_EXPORT int pselect(int nfds, fd_set *readfds, fd_set *writefds, fd_set *exc
 			const struct timespec *timeout, const sigset_t *mask)
 {
 	smcr_preload_enter();
+	if (smcr_smc_select_needed(nfds, readfds, writefds, exceptfds))
+		return smcr_smc_pselect(nfds, readfds, writefds, exceptfds, timeout, mask);
 	return smcr_real.pselect(nfds, readfds, writefds, exceptfds, timeout, mask);
 }
 
@@ -88,26 +125,77 @@ SMCR_EXPORT int epoll_create1(int flags)
 SMCR_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 {
 	smcr_preload_enter();
-	return smcr_real.epoll_ctl(epfd, op, fd, event);
+	return smcr_smc_epoll_ctl(epfd, op, fd, event);
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Reports of SMC doorbells and candidates are translated; when every report
+ * was a spurious doorbell, wait again for what is left of the timeout.
+ */
+static int epoll_wait_translated(int epfd, struct epoll_event *events, int maxevents,
+				 int timeout, const sigset_t *mask, bool pwait)
+{
+	int64_t deadline = timeout > 0 ? mono_ms() + timeout : 0;
+	int wait_ms = timeout;
+
+	for (;;) {
+		int n = pwait ? smcr_real.epoll_pwait(epfd, events, maxevents, wait_ms, mask)
+			      : smcr_real.epoll_wait(epfd, events, maxevents, wait_ms);
+
+		if (n <= 0 || !smcr_smc_epoll_active() || smcr_guard_inside())
+			return n;
+		n = smcr_smc_epoll_filter(epfd, events, n);
+		if (n > 0 || timeout == 0)
+			return n;
+		if (timeout > 0) {
+			int64_t left = deadline - mono_ms();
+
+			if (left <= 0)
+				return 0;
+			wait_ms = (int)left;
+		}
+	}
 }
 
 SMCR_EXPORT int epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout)
 {
 	smcr_preload_enter();
-	return smcr_real.epoll_wait(epfd, events, maxevents, timeout);
+	return epoll_wait_translated(epfd, events, maxevents, timeout, NULL, false);
 }
 
 SMCR_EXPORT int epoll_pwait(int epfd, struct epoll_event *events, int maxevents, int timeout,
 			    const sigset_t *mask)
 {
 	smcr_preload_enter();
-	return smcr_real.epoll_pwait(epfd, events, maxevents, timeout, mask);
+	return epoll_wait_translated(epfd, events, maxevents, timeout, mask, true);
 }
 
 SMCR_EXPORT int epoll_pwait2(int epfd, struct epoll_event *events, int maxevents,
 			     const struct timespec *timeout, const sigset_t *mask)
 {
+	int64_t ms = timeout ? timeout->tv_sec * 1000 + (timeout->tv_nsec + 999999) / 1000000 : -1;
+
 	smcr_preload_enter();
 	SMCR_REAL_OR_ENOSYS(epoll_pwait2);
-	return smcr_real.epoll_pwait2(epfd, events, maxevents, timeout, mask);
+	/* The first wait keeps the caller's precision; later ones are in ms. */
+	{
+		int n = smcr_real.epoll_pwait2(epfd, events, maxevents, timeout, mask);
+
+		if (n <= 0 || !smcr_smc_epoll_active() || smcr_guard_inside())
+			return n;
+		n = smcr_smc_epoll_filter(epfd, events, n);
+		if (n > 0 || ms == 0)
+			return n;
+	}
+	if (ms > INT32_MAX)
+		ms = INT32_MAX;
+	return epoll_wait_translated(epfd, events, maxevents, (int)ms, mask, true);
 }

@@ -5,9 +5,11 @@
  *
  * Only TCP stream sockets (AF_INET/AF_INET6, SOCK_STREAM, protocol 0 or
  * IPPROTO_TCP) enter the fd table; every other socket passes through and
- * merely clears a stale entry its number may have had. In this issue every
- * call then goes to libc unchanged; the SMC handshake hooks into connect
- * and accept later.
+ * merely clears a stale entry its number may have had. listen registers
+ * the listener for same-host SMC, connect runs the client's handshake (at
+ * once, or after a non-blocking connect completes), accepted sockets are
+ * classified at their first I/O; shutdown and a few socket options answer
+ * from the engine in SMC mode (smc.c).
  */
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -36,7 +38,7 @@ SMCR_EXPORT int socket(int domain, int type, int protocol)
 	if (fd < 0)
 		return fd;
 	if (smcr_preload_tracking() && is_tcp_stream(domain, type, protocol)) {
-		if (smcr_preload_track(fd, domain, 0))
+		if (smcr_preload_track(fd, domain, (type & SOCK_NONBLOCK) ? SMCR_FD_F_NONBLOCK : 0))
 			smcr_dbg("fd %d: %s TCP socket tracked", fd, domain_name(domain));
 		else
 			smcr_dbg("fd %d: %s TCP socket not tracked (beyond table or no memory)",
@@ -80,21 +82,29 @@ SMCR_EXPORT int listen(int fd, int backlog)
 
 	smcr_preload_enter();
 	ret = smcr_real.listen(fd, backlog);
-	if (ret == 0 && !smcr_guard_inside())
+	if (ret == 0 && !smcr_guard_inside()) {
 		add_flags(fd, SMCR_FD_F_LISTENING);
+		smcr_smc_after_listen(fd);
+	}
 	return ret;
 }
 
 SMCR_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
+	int ret;
+
 	smcr_preload_enter();
-	if (!smcr_guard_inside())
-		add_flags(fd, SMCR_FD_F_CONNECTING);
-	return smcr_real.connect(fd, addr, len);
+	if (smcr_guard_inside())
+		return smcr_real.connect(fd, addr, len);
+	add_flags(fd, SMCR_FD_F_CONNECTING);
+	ret = smcr_real.connect(fd, addr, len);
+	if (ret == 0 && smcr_preload_table_writable() && smcr_fdtab_peek(fd))
+		ret = smcr_smc_after_connect(fd, ret);
+	return ret;
 }
 
 /* An accepted connection of a tracked listener is a tracked TCP socket. */
-static int after_accept(int listen_fd, int fd)
+static int after_accept(int listen_fd, int fd, int flags)
 {
 	struct smcr_fd_entry *listener;
 
@@ -104,7 +114,9 @@ static int after_accept(int listen_fd, int fd)
 	if (listener) {
 		int domain = listener->domain;
 
-		if (smcr_preload_track(fd, domain, SMCR_FD_F_ACCEPTED))
+		if (smcr_preload_track(fd, domain,
+				       SMCR_FD_F_ACCEPTED |
+					       ((flags & SOCK_NONBLOCK) ? SMCR_FD_F_NONBLOCK : 0)))
 			smcr_dbg("fd %d: accepted on fd %d, %s TCP socket tracked", fd, listen_fd,
 				 domain_name(domain));
 	} else {
@@ -116,31 +128,50 @@ static int after_accept(int listen_fd, int fd)
 SMCR_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 {
 	smcr_preload_enter();
-	return after_accept(fd, smcr_real.accept(fd, addr, len));
+	return after_accept(fd, smcr_real.accept(fd, addr, len), 0);
 }
 
 SMCR_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
 	smcr_preload_enter();
-	return after_accept(fd, smcr_real.accept4(fd, addr, len, flags));
+	return after_accept(fd, smcr_real.accept4(fd, addr, len, flags), flags);
 }
 
 SMCR_EXPORT int shutdown(int fd, int how)
 {
 	smcr_preload_enter();
+	if (smcr_preload_divert(fd)) {
+		bool handled;
+		int ret = smcr_smc_shutdown(fd, how, &handled);
+
+		if (handled)
+			return ret;
+	}
 	return smcr_real.shutdown(fd, how);
 }
 
 SMCR_EXPORT int getsockopt(int fd, int level, int name, void *value, socklen_t *len)
 {
 	smcr_preload_enter();
+	if (smcr_preload_divert(fd)) {
+		bool handled;
+		int ret = smcr_smc_getsockopt(fd, level, name, value, len, &handled);
+
+		if (handled)
+			return ret;
+	}
 	return smcr_real.getsockopt(fd, level, name, value, len);
 }
 
 SMCR_EXPORT int setsockopt(int fd, int level, int name, const void *value, socklen_t len)
 {
+	int ret;
+
 	smcr_preload_enter();
-	return smcr_real.setsockopt(fd, level, name, value, len);
+	ret = smcr_real.setsockopt(fd, level, name, value, len);
+	if (ret == 0 && smcr_preload_divert(fd))
+		smcr_smc_after_setsockopt(fd, level, name);
+	return ret;
 }
 
 SMCR_EXPORT int getsockname(int fd, struct sockaddr *addr, socklen_t *len)

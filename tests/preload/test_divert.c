@@ -107,11 +107,12 @@ int main(void)
 		fprintf(stderr, "no loopback TCP\n");
 		return T_EXIT_FAIL;
 	}
-	CHECK(smc_preload_fd_mode(smc.client) == SMC_PRELOAD_FD_CANDIDATE);
+	/* A client connected to a listener of its own process stays TCP. */
+	CHECK(smc_preload_fd_mode(smc.client) == SMC_PRELOAD_FD_FALLBACK);
 	set_smc(smc.client);
 	set_smc(smc.server);
 	CHECK(smc_preload_fd_mode(smc.client) == SMC_PRELOAD_FD_SMC);
-	CHECK(smc_preload_fd_mode(plain.client) == SMC_PRELOAD_FD_CANDIDATE);
+	CHECK(smc_preload_fd_mode(plain.client) == SMC_PRELOAD_FD_FALLBACK);
 
 	for (int send_how = 0; send_how < 5; send_how++) {
 		for (int recv_how = 0; recv_how < 8; recv_how++) {

@@ -72,7 +72,8 @@ static void test_what_is_tracked(void)
 	/* Accepted connections of a tracked listener are tracked. */
 	int client = -1, server = -1;
 	CHECK(t_tcp_pair(&client, &server) == 0);
-	CHECK(mode(client) == CANDIDATE);
+	/* Connected to a listener of this very process: decided at once, TCP. */
+	CHECK(mode(client) == SMC_PRELOAD_FD_FALLBACK);
 	CHECK(mode(server) == CANDIDATE);
 	close(client);
 	close(server);

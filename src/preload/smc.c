@@ -1,0 +1,902 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The SMC glue (see smc.h): decisions, data path, teardown. Readiness lives
+ * in smc_poll.c.
+ *
+ * Every engine call runs inside the guard (smcr_guard_enter), so whatever
+ * libc function the engine or its dependencies call reaches the kernel, not
+ * a wrapper. errno belongs to the application: engine calls return -errno.
+ *
+ * The engine never sees the application's fd numbers: it works on its own
+ * close-on-exec duplicate of the TCP socket (entry->engine_fd). The
+ * application may close, dup2 over or reuse its numbers as it likes; the
+ * socket the engine shuts down at the end is always the right one, and it
+ * stays open until the engine has sent its last control message.
+ */
+#include "preload/smc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/config.h"
+#include "common/log.h"
+#include "preload/preload.h"
+#include "preload/smc_internal.h"
+#include "smcr/engine.h"
+#include "smcr/stats.h"
+
+/* SMC decline reasons the interposer itself decides (values of net/smc). */
+#define REASON_PEERNOSMC 0x03010000u /* peer runs no SMC (or is not local) */
+#define REASON_MEM 0x01010000u       /* out of fds or memory */
+#define REASON_SYNCERR 0x04000000u   /* the server spoke before the client */
+#define REASON_INTERR 0x09990000u    /* handshake failed hard */
+
+/* Engine fds go high, away from the numbers programs expect to get next. */
+#define ENGINE_FD_MIN 256
+/* How long a partial CLC Proposal prefix may sit before it counts as data. */
+#define PARTIAL_PROPOSAL_MS 2000
+/* How long a server's first write waits for a local client's Proposal. */
+#define SPEAK_FIRST_WAIT_MS 20
+
+bool smcr_smc_enabled;
+pid_t smcr_smc_pid;
+static struct smcr_sock_opts sock_opts;
+static int speak_first_wait_ms = SPEAK_FIRST_WAIT_MS;
+
+/* ---- listeners of this process (a peer in the same process: no SMC) ----- */
+
+#define OWN_LISTENERS 64
+static struct {
+	uint16_t port;
+	pid_t pid;
+} own_listeners[OWN_LISTENERS];
+static pthread_mutex_t own_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint16_t sockaddr_port(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)(const void *)ss)->sin_port);
+	if (ss->ss_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)(const void *)ss)->sin6_port);
+	return 0;
+}
+
+static uint16_t local_port(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (smcr_real.getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+		return 0;
+	return sockaddr_port(&ss);
+}
+
+static void own_listener_set(uint16_t port, pid_t pid, bool add)
+{
+	pthread_mutex_lock(&own_lock);
+	for (unsigned i = 0; i < OWN_LISTENERS; i++) {
+		if (add && own_listeners[i].port == 0) {
+			own_listeners[i].port = port;
+			own_listeners[i].pid = pid;
+			break;
+		}
+		if (!add && own_listeners[i].port == port && own_listeners[i].pid == pid) {
+			own_listeners[i].port = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&own_lock);
+}
+
+/*
+ * A client and a server in one process (often one thread: connect, then
+ * accept) would wait for each other in the handshake: the server answers a
+ * Proposal only at its first I/O. Such a pair stays TCP.
+ */
+static bool peer_in_this_process(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	uint16_t port;
+	bool found = false;
+
+	if (smcr_real.getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
+		return false;
+	port = sockaddr_port(&ss);
+	pthread_mutex_lock(&own_lock);
+	for (unsigned i = 0; i < OWN_LISTENERS; i++)
+		if (own_listeners[i].port == port && own_listeners[i].pid == smcr_smc_pid)
+			found = true;
+	pthread_mutex_unlock(&own_lock);
+	return found;
+}
+
+static bool peer_is_local(int fd)
+{
+	struct sockaddr_storage peer, self;
+	socklen_t plen = sizeof(peer), slen = sizeof(self);
+
+	if (smcr_real.getpeername(fd, (struct sockaddr *)&peer, &plen) < 0 ||
+	    smcr_real.getsockname(fd, (struct sockaddr *)&self, &slen) < 0)
+		return false;
+	if (peer.ss_family == AF_INET) {
+		uint32_t a = ntohl(((struct sockaddr_in *)(void *)&peer)->sin_addr.s_addr);
+
+		return (a >> 24) == 127 ||
+		       a == ntohl(((struct sockaddr_in *)(void *)&self)->sin_addr.s_addr);
+	}
+	if (peer.ss_family == AF_INET6) {
+		const struct in6_addr *a = &((struct sockaddr_in6 *)(void *)&peer)->sin6_addr;
+
+		return IN6_IS_ADDR_LOOPBACK(a) ||
+		       (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127) ||
+		       memcmp(a, &((struct sockaddr_in6 *)(void *)&self)->sin6_addr,
+			      sizeof(*a)) == 0;
+	}
+	return false;
+}
+
+/* ---- small helpers ----------------------------------------------------------- */
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* poll one fd through libc; 1 ready, 0 timeout, -errno. */
+static int wait_fd(int fd, short events, int timeout_ms)
+{
+	struct pollfd p = { .fd = fd, .events = events };
+	int rc = smcr_real.poll(&p, 1, timeout_ms);
+
+	return rc < 0 ? -errno : rc;
+}
+
+static unsigned entry_flags(const struct smcr_fd_entry *e)
+{
+	return atomic_load_explicit(&e->flags, memory_order_relaxed);
+}
+
+static void add_flags(struct smcr_fd_entry *e, unsigned flags)
+{
+	atomic_fetch_or_explicit(&e->flags, flags, memory_order_relaxed);
+}
+
+static unsigned char entry_mode(const struct smcr_fd_entry *e)
+{
+	return atomic_load_explicit(&e->mode, memory_order_acquire);
+}
+
+struct smcr_sock *smcr_smc_sock_of(struct smcr_fd_entry *e)
+{
+	if (entry_mode(e) != SMCR_FD_SMC || e->owner != smcr_smc_pid)
+		return NULL;
+	return atomic_load_explicit(&e->sock, memory_order_acquire);
+}
+
+/* The decision is one thread's at a time; others wait for its outcome. */
+static bool decision_lock(struct smcr_fd_entry *e)
+{
+	struct timespec pause = { 0, 100 * 1000 };
+
+	/* Bounded: a handshake is a few CLC round trips (2 s each at most). */
+	for (int i = 0; i < 300000; i++) {
+		if (!atomic_flag_test_and_set_explicit(&e->busy, memory_order_acquire))
+			return true;
+		nanosleep(&pause, NULL);
+	}
+	return false;
+}
+
+static void decision_unlock(struct smcr_fd_entry *e)
+{
+	atomic_flag_clear_explicit(&e->busy, memory_order_release);
+}
+
+/* A duplicate of the TCP socket for the engine, close-on-exec. */
+static int engine_dup(int fd)
+{
+	int efd = smcr_real.fcntl(fd, F_DUPFD_CLOEXEC, ENGINE_FD_MIN);
+
+	if (efd < 0)
+		efd = smcr_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (efd >= 0)
+		smcr_preload_forget(efd); /* a stale entry there is not ours to keep */
+	return efd;
+}
+
+static int timeval_ms(int fd, int name)
+{
+	struct timeval tv = { 0, 0 };
+	socklen_t len = sizeof(tv);
+
+	if (smcr_real.getsockopt(fd, SOL_SOCKET, name, &tv, &len) < 0)
+		return 0;
+	return (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
+}
+
+static void apply_timeouts(int fd, struct smcr_sock *s)
+{
+	smcr_sock_set_timeouts(s, timeval_ms(fd, SO_RCVTIMEO), timeval_ms(fd, SO_SNDTIMEO));
+}
+
+/* ---- outcomes of a decision ---------------------------------------------------- */
+
+static void go_fallback(int fd, struct smcr_fd_entry *e, uint32_t reason, bool count,
+			const char *role, const char *why)
+{
+	e->fallback_reason = reason;
+	if (count && reason)
+		smcr_stats_fallback((int)reason);
+	atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
+	smcr_info("fd %d: tcp-fallback (%s): reason 0x%08x %s%s%s", fd, role, reason,
+		  smcr_fallback_reason_str((int)reason), why ? ", " : "", why ? why : "");
+}
+
+/*
+ * A hard handshake error leaves the stream in an unknown state: reset it
+ * (connect(AF_UNSPEC) disconnects a TCP socket with an RST); the kernel then
+ * fails every further call on it.
+ */
+static void fail_connection(int fd, struct smcr_fd_entry *e, int err, const char *role)
+{
+	struct sockaddr sa = { .sa_family = AF_UNSPEC };
+
+	smcr_real.connect(fd, &sa, sizeof(sa));
+	e->fallback_reason = REASON_INTERR;
+	atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
+	smcr_warn("fd %d: SMC handshake failed (%s): %s; connection reset", fd, role,
+		  strerror(err));
+}
+
+static void go_smc(int fd, struct smcr_fd_entry *e, int efd, struct smcr_sock *s,
+		   const char *role)
+{
+	e->engine_fd = efd;
+	e->owner = smcr_smc_pid;
+	apply_timeouts(fd, s);
+	atomic_store_explicit(&e->sock, s, memory_order_release);
+	atomic_store_explicit(&e->mode, SMCR_FD_SMC, memory_order_release);
+	smcr_smc_epoll_move(e, s);
+	smcr_smc_update_interest(e, s);
+	smcr_info("fd %d: smc-shm (%s): rmb %u, peer rmb %u", fd, role, smcr_sock_rcvbuf(s),
+		  smcr_sock_sndbuf(s));
+}
+
+/* The result of smcr_sock_connect/accept on efd. Returns 0 or -errno to report. */
+static int take_handshake(int fd, struct smcr_fd_entry *e, int efd, int rc, struct smcr_sock *s,
+			  const char *role)
+{
+	if (rc == 0) {
+		go_smc(fd, e, efd, s, role);
+		return 0;
+	}
+	smcr_real.close(efd);
+	if (rc > 0) {
+		go_fallback(fd, e, (uint32_t)rc, false, role, NULL);
+		return 0;
+	}
+	fail_connection(fd, e, -rc, role);
+	return -ECONNRESET;
+}
+
+/* ---- client ------------------------------------------------------------------- */
+
+static int client_decide(int fd, struct smcr_fd_entry *e)
+{
+	struct smcr_sock *s = NULL;
+	char byte;
+	int efd, rc;
+
+	if (!(entry_flags(e) & SMCR_FD_F_CONNECTED)) {
+		struct sockaddr_storage ss;
+		socklen_t len = sizeof(ss);
+
+		if (wait_fd(fd, POLLOUT, 0) <= 0)
+			return 0; /* still connecting: the kernel answers EAGAIN */
+		if (smcr_real.getpeername(fd, (struct sockaddr *)&ss, &len) < 0) {
+			/* The connect failed: the kernel reports why. */
+			atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
+			return 0;
+		}
+		add_flags(e, SMCR_FD_F_CONNECTED);
+	}
+	if (smcr_real.recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) >= 0) {
+		/* The server spoke (or closed) before we proposed: its bytes are data. */
+		go_fallback(fd, e, REASON_SYNCERR, true, "client", "server spoke first");
+		return 0;
+	}
+	if (peer_in_this_process(fd)) {
+		go_fallback(fd, e, REASON_PEERNOSMC, true, "client", "peer is this process");
+		return 0;
+	}
+	if (!smcr_peer_is_registered(fd)) {
+		go_fallback(fd, e, REASON_PEERNOSMC, true, "client", NULL);
+		return 0;
+	}
+	efd = engine_dup(fd);
+	if (efd < 0) {
+		go_fallback(fd, e, REASON_MEM, true, "client", "no fd for the engine");
+		return 0;
+	}
+	rc = smcr_sock_connect(efd, &sock_opts, &s);
+	return take_handshake(fd, e, efd, rc, s, "client");
+}
+
+/* ---- server ------------------------------------------------------------------- */
+
+enum decide_result {
+	DECIDED = 0,   /* or undecided for now: the call goes on */
+	WAIT_DATA = 1, /* a blocking read must wait for the client's first bytes */
+};
+
+static int pending_bytes(int fd)
+{
+	int n = 0;
+
+	if (smcr_real.ioctl(fd, FIONREAD, &n) < 0)
+		return 0;
+	return n;
+}
+
+/*
+ * One step of the server's lazy classification (design §4). Returns DECIDED,
+ * WAIT_DATA, or -errno for the call to return.
+ */
+static int server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, bool may_block)
+{
+	bool spoke_first = entry_flags(e) & SMCR_FD_F_SPOKE_FIRST;
+	bool waited = false;
+	int64_t partial_deadline = -1;
+
+	for (;;) {
+		struct smcr_sock *s = NULL;
+		int c = smcr_sock_classify(fd), rc, efd;
+
+		if (c == SMCR_CLASSIFY_PROPOSAL && spoke_first) {
+			/* We spoke first: the stream is TCP; the Proposal must not reach the app. */
+			rc = smcr_sock_decline_late_proposal(fd, REASON_SYNCERR);
+			if (rc < 0) {
+				fail_connection(fd, e, -rc, "server");
+				return -ECONNRESET;
+			}
+			go_fallback(fd, e, REASON_SYNCERR, false, "server", "declined a late Proposal");
+			return DECIDED;
+		}
+		if (c == SMCR_CLASSIFY_PROPOSAL) {
+			efd = engine_dup(fd);
+			if (efd < 0) {
+				/* Cannot run the engine: still answer (Decline) so the client goes on. */
+				rc = smcr_sock_decline_late_proposal(fd, REASON_MEM);
+				if (rc < 0) {
+					fail_connection(fd, e, -rc, "server");
+					return -ECONNRESET;
+				}
+				go_fallback(fd, e, REASON_MEM, false, "server", "no fd for the engine");
+				return DECIDED;
+			}
+			rc = smcr_sock_accept(efd, &sock_opts, &s);
+			return take_handshake(fd, e, efd, rc, s, "server");
+		}
+		if (c == SMCR_CLASSIFY_TCP || c == SMCR_CLASSIFY_EOF) {
+			go_fallback(fd, e, REASON_PEERNOSMC, true, "server",
+				    spoke_first ? "after the server spoke first" : NULL);
+			return DECIDED;
+		}
+		if (c < 0) { /* a socket error: the kernel reports it */
+			atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
+			return DECIDED;
+		}
+		/* NEED_MORE: a valid Proposal prefix, or nothing yet. */
+		if (pending_bytes(fd) > 0) {
+			int64_t now = now_ms();
+
+			if (partial_deadline < 0)
+				partial_deadline = now + PARTIAL_PROPOSAL_MS;
+			if (now >= partial_deadline) {
+				go_fallback(fd, e, REASON_PEERNOSMC, true, "server",
+					    "incomplete Proposal");
+				return DECIDED;
+			}
+			if (kind == SMCR_IO_POLL)
+				return DECIDED;
+			if (kind == SMCR_IO_READ && !may_block)
+				return -EAGAIN;
+			/* More of it is on its way; the rest of the stream waits for it. */
+			wait_fd(fd, POLLIN, 10);
+			continue;
+		}
+		if (kind == SMCR_IO_WRITE) {
+			if (spoke_first)
+				return DECIDED;
+			if (!waited && speak_first_wait_ms > 0 && peer_is_local(fd)) {
+				/* A local smcr client proposes right after connecting. */
+				waited = true;
+				wait_fd(fd, POLLIN, speak_first_wait_ms);
+				continue;
+			}
+			add_flags(e, SMCR_FD_F_SPOKE_FIRST);
+			smcr_dbg("fd %d: server writes first; a late Proposal will be declined", fd);
+			return DECIDED;
+		}
+		if (kind == SMCR_IO_POLL)
+			return DECIDED;
+		return may_block ? WAIT_DATA : -EAGAIN;
+	}
+}
+
+/* ---- the decision --------------------------------------------------------------- */
+
+int smcr_smc_settle(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, bool may_block)
+{
+	for (;;) {
+		unsigned flags;
+		int rc = DECIDED;
+
+		if (entry_mode(e) != SMCR_FD_CANDIDATE || !smcr_smc_enabled)
+			return 0;
+		flags = entry_flags(e);
+		if ((flags & SMCR_FD_F_LISTENING) ||
+		    !(flags & (SMCR_FD_F_ACCEPTED | SMCR_FD_F_CONNECTING)))
+			return 0;
+		if (!decision_lock(e))
+			return 0;
+		smcr_guard_enter();
+		if (entry_mode(e) == SMCR_FD_CANDIDATE) {
+			if (flags & SMCR_FD_F_ACCEPTED)
+				rc = server_decide(fd, e, kind, may_block);
+			else
+				rc = client_decide(fd, e);
+		}
+		smcr_guard_leave();
+		decision_unlock(e);
+		if (rc != WAIT_DATA)
+			return rc < 0 ? rc : 0;
+		/* A blocking read before the client's first bytes: wait unlocked. */
+		rc = wait_fd(fd, POLLIN, -1);
+		if (rc < 0)
+			return rc;
+	}
+}
+
+/* ---- life cycle -------------------------------------------------------------------- */
+
+void smcr_smc_after_listen(int fd)
+{
+	struct smcr_fd_entry *e;
+	struct smcr_listener *l = NULL;
+	int rc;
+
+	if (!smcr_smc_enabled || !smcr_preload_table_writable())
+		return;
+	e = smcr_fdtab_get(fd);
+	if (!e)
+		return;
+	if (!e->listener && decision_lock(e)) {
+		smcr_guard_enter();
+		if (!e->listener) {
+			rc = smcr_listener_register(fd, &l);
+			if (rc == 0) {
+				uint16_t port = local_port(fd);
+
+				e->listener = l;
+				e->listen_port = port;
+				e->owner = smcr_smc_pid;
+				own_listener_set(port, smcr_smc_pid, true);
+				smcr_dbg("fd %d: listener on port %u registered for SMC", fd, port);
+			} else {
+				smcr_warn("fd %d: cannot register the listener for SMC: %s", fd,
+					  strerror(-rc));
+			}
+		}
+		smcr_guard_leave();
+		decision_unlock(e);
+	}
+	smcr_fdtab_put(e);
+}
+
+int smcr_smc_after_connect(int fd, int ret)
+{
+	int saved = errno, rc;
+	struct smcr_fd_entry *e;
+
+	if (ret != 0 || !smcr_smc_enabled)
+		return ret;
+	e = smcr_fdtab_get(fd);
+	if (!e)
+		return ret;
+	add_flags(e, SMCR_FD_F_CONNECTED);
+	rc = smcr_smc_settle(fd, e, SMCR_IO_POLL, true);
+	smcr_fdtab_put(e);
+	if (rc < 0) {
+		errno = ECONNREFUSED;
+		return -1;
+	}
+	errno = saved;
+	return 0;
+}
+
+void smcr_smc_set_nonblock(int fd, bool on)
+{
+	struct smcr_fd_entry *e = smcr_fdtab_peek(fd);
+
+	if (!e || !smcr_preload_table_writable())
+		return;
+	if (on)
+		atomic_fetch_or_explicit(&e->flags, SMCR_FD_F_NONBLOCK, memory_order_relaxed);
+	else
+		atomic_fetch_and_explicit(&e->flags, ~SMCR_FD_F_NONBLOCK, memory_order_relaxed);
+}
+
+void smcr_smc_after_accept(int fd, int flags)
+{
+	if (flags & SOCK_NONBLOCK)
+		smcr_smc_set_nonblock(fd, true);
+}
+
+/*
+ * The last reference to an entry is gone (fdtab.h): the application closed
+ * its last fd of the socket. Orderly SMC close, then the engine's duplicate
+ * goes, which lets the kernel send the FIN. A forked child's copy of its
+ * parent's connection is only forgotten: the parent still runs it.
+ */
+static void release_entry(struct smcr_fd_entry *e)
+{
+	struct smcr_sock *s = atomic_load_explicit(&e->sock, memory_order_acquire);
+	bool owner = e->owner == smcr_smc_pid;
+	int saved = errno;
+
+	smcr_guard_enter();
+	smcr_smc_epoll_forget(e, owner ? s : NULL);
+	if (e->listener) {
+		if (owner)
+			own_listener_set(e->listen_port, smcr_smc_pid, false);
+		smcr_listener_unregister(e->listener);
+		e->listener = NULL;
+	}
+	if (s && owner) {
+		smcr_dbg("engine fd %d: SMC connection closed", e->engine_fd);
+		smcr_sock_close(s);
+	}
+	atomic_store_explicit(&e->sock, NULL, memory_order_relaxed);
+	if (e->engine_fd >= 0)
+		smcr_real.close(e->engine_fd);
+	e->engine_fd = -1;
+	smcr_guard_leave();
+	errno = saved;
+}
+
+/* ---- data --------------------------------------------------------------------------- */
+
+static bool wants_nonblock(const struct smcr_fd_entry *e, int flags)
+{
+	return (flags & MSG_DONTWAIT) || (entry_flags(e) & SMCR_FD_F_NONBLOCK);
+}
+
+/*
+ * The entry of an SMC socket (reference taken) after settling a candidate, or
+ * NULL: then *ret says what to do: 0 = the kernel's call, < 0 = fail with it.
+ */
+static struct smcr_fd_entry *acquire(int fd, enum smcr_io_kind kind, int flags,
+				     struct smcr_sock **sock, int *ret)
+{
+	struct smcr_fd_entry *e = smcr_fdtab_get(fd);
+
+	*ret = 0;
+	*sock = NULL;
+	if (!e)
+		return NULL;
+	if (entry_mode(e) == SMCR_FD_CANDIDATE) {
+		*ret = smcr_smc_settle(fd, e, kind, !wants_nonblock(e, flags));
+		if (*ret < 0) {
+			smcr_fdtab_put(e);
+			return NULL;
+		}
+	}
+	if (entry_mode(e) == SMCR_FD_SMC && atomic_load(&e->sock) && e->owner != smcr_smc_pid) {
+		/* Inherited across fork: the parent runs this connection. */
+		*ret = -ECONNRESET;
+		smcr_fdtab_put(e);
+		return NULL;
+	}
+	*sock = smcr_smc_sock_of(e);
+	if (!*sock) {
+		smcr_fdtab_put(e);
+		return NULL;
+	}
+	return e;
+}
+
+static ssize_t fail(ssize_t rc)
+{
+	errno = (int)-rc;
+	return -1;
+}
+
+ssize_t smcr_smc_recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	struct smcr_sock *s;
+	struct smcr_fd_entry *e;
+	ssize_t n;
+	int ret;
+
+	e = acquire(fd, SMCR_IO_READ, flags, &s, &ret);
+	if (!e)
+		return ret < 0 ? fail(ret) : smcr_real.recvmsg(fd, msg, flags);
+	if (wants_nonblock(e, flags))
+		flags |= MSG_DONTWAIT;
+	smcr_guard_enter();
+	n = smcr_sock_recvv(s, msg->msg_iov, (int)msg->msg_iovlen,
+			    flags & (MSG_PEEK | MSG_WAITALL | MSG_DONTWAIT | MSG_OOB));
+	smcr_guard_leave();
+	smcr_fdtab_put(e);
+	if (n < 0)
+		return fail(n);
+	/* A stream socket has no sender address, no control data. */
+	msg->msg_namelen = 0;
+	msg->msg_controllen = 0;
+	msg->msg_flags = 0;
+	return n;
+}
+
+ssize_t smcr_smc_sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	struct smcr_sock *s;
+	struct smcr_fd_entry *e;
+	ssize_t n;
+	int ret;
+
+	e = acquire(fd, SMCR_IO_WRITE, flags, &s, &ret);
+	if (!e)
+		return ret < 0 ? fail(ret) : smcr_real.sendmsg(fd, msg, flags);
+	if (wants_nonblock(e, flags))
+		flags |= MSG_DONTWAIT;
+	smcr_guard_enter();
+	n = smcr_sock_sendv(s, msg->msg_iov, (int)msg->msg_iovlen,
+			    flags & (MSG_DONTWAIT | MSG_NOSIGNAL));
+	smcr_guard_leave();
+	smcr_fdtab_put(e);
+	if (n == -EPIPE && !(flags & MSG_NOSIGNAL))
+		raise(SIGPIPE); /* as the kernel does for a stream socket */
+	return n < 0 ? fail(n) : n;
+}
+
+ssize_t smcr_smc_sendfile(int out_fd, int in_fd, off_t *offset, size_t count, bool *handled)
+{
+	char buf[64 * 1024];
+	struct smcr_sock *s;
+	struct smcr_fd_entry *e;
+	off_t pos;
+	size_t done = 0;
+	int ret, flags = MSG_NOSIGNAL;
+
+	*handled = false;
+	e = acquire(out_fd, SMCR_IO_WRITE, 0, &s, &ret);
+	if (!e) {
+		if (ret < 0) {
+			*handled = true;
+			return fail(ret);
+		}
+		return 0;
+	}
+	*handled = true;
+	if (wants_nonblock(e, 0))
+		flags |= MSG_DONTWAIT;
+	pos = offset ? *offset : lseek(in_fd, 0, SEEK_CUR);
+	if (pos < 0) {
+		ret = -errno;
+		smcr_fdtab_put(e);
+		return fail(ret);
+	}
+	while (done < count) {
+		size_t want = count - done < sizeof(buf) ? count - done : sizeof(buf);
+		ssize_t got = pread(in_fd, buf, want, pos), sent;
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0) {
+			ret = got < 0 ? -errno : 0;
+			break;
+		}
+		smcr_guard_enter();
+		sent = smcr_sock_send(s, buf, (size_t)got, flags);
+		smcr_guard_leave();
+		if (sent < 0) {
+			ret = (int)sent;
+			break;
+		}
+		pos += sent;
+		done += (size_t)sent;
+		if (sent < got)
+			break; /* non-blocking and the ring is full */
+	}
+	smcr_fdtab_put(e);
+	if (offset)
+		*offset = pos;
+	else
+		lseek(in_fd, pos, SEEK_SET);
+	if (done > 0)
+		return (ssize_t)done;
+	if (ret == -EPIPE)
+		raise(SIGPIPE);
+	return ret < 0 ? fail(ret) : 0;
+}
+
+/* ---- socket calls on SMC sockets ------------------------------------------------------- */
+
+int smcr_smc_shutdown(int fd, int how, bool *handled)
+{
+	struct smcr_sock *s;
+	struct smcr_fd_entry *e;
+	int rc, ret;
+
+	*handled = false;
+	/* Shutting down writing before any I/O counts as the server's first word. */
+	e = acquire(fd, SMCR_IO_WRITE, MSG_DONTWAIT, &s, &ret);
+	if (!e)
+		return 0;
+	*handled = true;
+	smcr_guard_enter();
+	rc = smcr_sock_shutdown(s, how);
+	smcr_guard_leave();
+	smcr_fdtab_put(e);
+	return rc < 0 ? (int)fail(rc) : 0;
+}
+
+static int put_int(void *value, socklen_t *len, int v)
+{
+	if (!value || !len || *len < (socklen_t)sizeof(int)) {
+		errno = EINVAL;
+		return -1;
+	}
+	memcpy(value, &v, sizeof(v));
+	*len = sizeof(int);
+	return 0;
+}
+
+int smcr_smc_getsockopt(int fd, int level, int name, void *value, socklen_t *len,
+			bool *handled)
+{
+	struct smcr_fd_entry *e;
+	struct smcr_sock *s;
+	int v, rc;
+
+	*handled = false;
+	if (level != SOL_SOCKET || (name != SO_ERROR && name != SO_RCVBUF && name != SO_SNDBUF))
+		return 0;
+	e = smcr_fdtab_get(fd);
+	if (!e)
+		return 0;
+	s = smcr_smc_sock_of(e);
+	if (s) {
+		smcr_guard_enter();
+		if (name == SO_ERROR)
+			v = smcr_sock_take_error(s);
+		else if (name == SO_RCVBUF)
+			v = (int)smcr_sock_rcvbuf(s);
+		else
+			v = (int)smcr_sock_sndbuf(s);
+		smcr_guard_leave();
+		*handled = true;
+		rc = put_int(value, len, v);
+		smcr_fdtab_put(e);
+		return rc;
+	}
+	smcr_fdtab_put(e);
+	return 0;
+}
+
+void smcr_smc_after_setsockopt(int fd, int level, int name)
+{
+	struct smcr_fd_entry *e;
+	struct smcr_sock *s;
+
+	if (level != SOL_SOCKET || (name != SO_RCVTIMEO && name != SO_SNDTIMEO))
+		return;
+	e = smcr_fdtab_get(fd);
+	if (!e)
+		return;
+	s = smcr_smc_sock_of(e);
+	if (s) {
+		smcr_guard_enter();
+		apply_timeouts(fd, s);
+		smcr_guard_leave();
+	}
+	smcr_fdtab_put(e);
+}
+
+#ifndef SIOCOUTQ
+#define SIOCOUTQ 0x5411 /* TIOCOUTQ */
+#endif
+#ifndef SIOCINQ
+#define SIOCINQ FIONREAD
+#endif
+
+int smcr_smc_ioctl(int fd, unsigned long request, void *arg, bool *handled)
+{
+	struct smcr_fd_entry *e;
+	struct smcr_sock *s;
+	size_t n;
+	int v;
+
+	*handled = false;
+	if (request != SIOCINQ && request != SIOCOUTQ)
+		return 0;
+	e = smcr_fdtab_get(fd);
+	if (!e)
+		return 0;
+	s = smcr_smc_sock_of(e);
+	if (!s) {
+		smcr_fdtab_put(e);
+		return 0;
+	}
+	smcr_guard_enter();
+	n = request == SIOCINQ ? smcr_sock_readable_bytes(s) : smcr_sock_unacked_bytes(s);
+	smcr_guard_leave();
+	smcr_fdtab_put(e);
+	*handled = true;
+	if (!arg) {
+		errno = EFAULT;
+		return -1;
+	}
+	v = n > INT32_MAX ? INT32_MAX : (int)n;
+	memcpy(arg, &v, sizeof(v));
+	return 0;
+}
+
+/* ---- set-up --------------------------------------------------------------------------- */
+
+static int env_int(const char *name, int def)
+{
+	const char *v = getenv(name);
+	char *end;
+	long n;
+
+	if (!v || !*v)
+		return def;
+	n = strtol(v, &end, 10);
+	return *end || n < 0 || n > 1000000 ? def : (int)n;
+}
+
+void smcr_smc_init(void)
+{
+	const struct smcr_config *cfg = smcr_config_get();
+
+	smcr_smc_pid = getpid();
+	smcr_smc_enabled = env_int("SMCR_SAMEHOST", 1) != 0;
+	speak_first_wait_ms = env_int("SMCR_SPEAK_FIRST_WAIT_MS", SPEAK_FIRST_WAIT_MS);
+	sock_opts.rcvbuf = cfg->rcvbuf > UINT32_MAX ? UINT32_MAX : (uint32_t)cfg->rcvbuf;
+	sock_opts.sndbuf = cfg->sndbuf > UINT32_MAX ? UINT32_MAX : (uint32_t)cfg->sndbuf;
+	smcr_fdtab_release_hook = release_entry;
+	if (!smcr_smc_enabled)
+		smcr_info("same-host SMC off (SMCR_SAMEHOST=0): every connection stays TCP");
+}
+
+void smcr_smc_lock(void)
+{
+	pthread_mutex_lock(&own_lock);
+	smcr_smc_epoll_lock();
+}
+
+void smcr_smc_unlock(void)
+{
+	smcr_smc_epoll_unlock();
+	pthread_mutex_unlock(&own_lock);
+}
+
+void smcr_smc_reinit_child(void)
+{
+	smcr_smc_pid = getpid();
+	pthread_mutex_init(&own_lock, NULL);
+	smcr_smc_epoll_reinit_child();
+}

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The seam between the wrappers and the engine (include/smcr/engine.h):
+ * deciding whether a tracked TCP connection runs SMC, the SMC data path,
+ * readiness translation for poll/select/epoll, and teardown.
+ *
+ * Modes (fdtab.h): a tracked TCP socket starts CANDIDATE. A client decides
+ * right after connect() succeeds (inside a blocking connect, or at the first
+ * I/O or poll/epoll report of writability after a non-blocking one); a
+ * server decides lazily at the first I/O on an accepted connection, in
+ * whichever process does it (design §4). The result is SMC (data diverted to
+ * the engine) or FALLBACK (the kernel socket, untouched, with a reason).
+ *
+ * Same-host SMC is on unless SMCR_SAMEHOST=0; with it off every tracked
+ * socket stays CANDIDATE and every call goes to the kernel, exactly as
+ * before this glue existed.
+ */
+#ifndef SMCR_PRELOAD_SMC_H
+#define SMCR_PRELOAD_SMC_H
+
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "preload/fdtab.h"
+
+/* Written once during initialisation (init.c), read everywhere. */
+extern bool smcr_smc_enabled;
+
+/* Reads SMCR_SAMEHOST and friends, installs the fd table's release hook. */
+void smcr_smc_init(void);
+/* Fork handlers: the child's pid; the epoll lock re-initialised. */
+void smcr_smc_lock(void);
+void smcr_smc_unlock(void);
+void smcr_smc_reinit_child(void);
+
+/* ---- life cycle (wrap_socket.c) -------------------------------------------- */
+
+void smcr_smc_after_listen(int fd);
+/* After a successful blocking connect, or EINPROGRESS. 0, or -1 with errno. */
+int smcr_smc_after_connect(int fd, int ret);
+void smcr_smc_after_accept(int fd, int flags);
+void smcr_smc_set_nonblock(int fd, bool on);
+
+/* Calls on an SMC socket: *handled says whether the engine answered. */
+int smcr_smc_shutdown(int fd, int how, bool *handled);
+int smcr_smc_getsockopt(int fd, int level, int name, void *value, socklen_t *len,
+			bool *handled);
+void smcr_smc_after_setsockopt(int fd, int level, int name);
+int smcr_smc_ioctl(int fd, unsigned long request, void *arg, bool *handled);
+
+/* ---- data (wrap_io.c) ------------------------------------------------------ */
+
+/* The taken branch of every data wrapper: SMC socket, or a candidate to decide. */
+ssize_t smcr_smc_recvmsg(int fd, struct msghdr *msg, int flags);
+ssize_t smcr_smc_sendmsg(int fd, const struct msghdr *msg, int flags);
+/* sendfile into an SMC socket: a copy loop. *handled = false: the kernel's. */
+ssize_t smcr_smc_sendfile(int out_fd, int in_fd, off_t *offset, size_t count, bool *handled);
+
+/* ---- readiness (wrap_poll.c) ----------------------------------------------- */
+
+/* Does this poll set contain an fd the glue must translate? */
+bool smcr_smc_poll_needed(const struct pollfd *fds, nfds_t nfds);
+int smcr_smc_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
+		   const sigset_t *mask);
+bool smcr_smc_select_needed(int nfds, const fd_set *r, const fd_set *w, const fd_set *x);
+int smcr_smc_pselect(int nfds, fd_set *r, fd_set *w, fd_set *x, const struct timespec *timeout,
+		     const sigset_t *mask);
+
+int smcr_smc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event);
+/* Translates what the kernel reported; returns the new count (may be 0). */
+int smcr_smc_epoll_filter(int epfd, struct epoll_event *events, int n);
+/* Any registration whose reports need translating? (one load) */
+bool smcr_smc_epoll_active(void);
+
+#endif /* SMCR_PRELOAD_SMC_H */

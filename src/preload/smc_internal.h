@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/* Between smc.c (decisions, data) and smc_poll.c (readiness). */
+#ifndef SMCR_PRELOAD_SMC_INTERNAL_H
+#define SMCR_PRELOAD_SMC_INTERNAL_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "preload/fdtab.h"
+
+struct smcr_sock;
+
+/* This process (set at start-up and in a forked child). */
+extern pid_t smcr_smc_pid;
+
+enum smcr_io_kind {
+	SMCR_IO_READ,
+	SMCR_IO_WRITE,
+	SMCR_IO_POLL, /* poll/epoll saw the socket ready: decide if that is possible now */
+};
+
+/*
+ * Decide a CANDIDATE's mode if this call can: a client once connected, a
+ * server from the first bytes it received (or its own first write).
+ * 0 (the call goes on, whatever the mode is now) or -errno for the call.
+ */
+int smcr_smc_settle(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, bool may_block);
+
+/* The engine socket of an SMC entry this process runs, else NULL. */
+struct smcr_sock *smcr_smc_sock_of(struct smcr_fd_entry *e);
+
+/* smc_poll.c */
+/* The entry just reached SMC: its epoll registrations move to the doorbell. */
+void smcr_smc_epoll_move(struct smcr_fd_entry *e, struct smcr_sock *s);
+/* The entry is released: drop its records (and its doorbell registrations if s). */
+void smcr_smc_epoll_forget(struct smcr_fd_entry *e, struct smcr_sock *s);
+/* Tell the engine which events outside waiters want. */
+void smcr_smc_update_interest(struct smcr_fd_entry *e, struct smcr_sock *s);
+void smcr_smc_epoll_lock(void);
+void smcr_smc_epoll_unlock(void);
+void smcr_smc_epoll_reinit_child(void);
+
+#endif /* SMCR_PRELOAD_SMC_INTERNAL_H */

@@ -1,0 +1,674 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Readiness of SMC sockets for poll, select and epoll (design §5).
+ *
+ * In SMC mode the TCP socket goes quiet; the engine's ready fd (an eventfd
+ * doorbell) becomes readable whenever the connection may have changed state
+ * for the events announced with smcr_sock_set_interest(). So:
+ * - poll/select wait on the ready fd in place of the TCP fd and ask
+ *   smcr_sock_poll() for the real mask after a wake-up;
+ * - epoll: the ready fd sits in the application's own epoll set in place of
+ *   the TCP fd, with the application's flags (EPOLLET, EPOLLONESHOT,
+ *   EPOLLEXCLUSIVE), so one fd in several sets, nested epoll fds and epoll
+ *   fds shared across fork all keep the kernel's semantics. What epoll_wait
+ *   reports for it is filtered through smcr_sock_poll() (wake-ups may be
+ *   spurious) and carries the application's data.
+ *
+ * epoll records: every registration of a tracked candidate or SMC socket gets
+ * a record holding the application's events and data; the kernel holds the
+ * record's address as its data, so epoll_wait can recognise its own reports
+ * (an address inside the record arena) and a candidate that turns SMC later
+ * (lazy classification) can be moved over to the doorbell. Records of one
+ * entry are chained from the entry. One mutex guards all records; it is
+ * never held across a blocking call.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "preload/preload.h"
+#include "preload/smc.h"
+#include "preload/smc_internal.h"
+#include "smcr/engine.h"
+
+struct ep_rec {
+	uint64_t data;               /* the application's */
+	struct smcr_fd_entry *entry;
+	int epfd;
+	int fd;                      /* the application's fd number */
+	uint32_t events;             /* the application's */
+	uint32_t next;               /* index + 1 of the entry's next record */
+	bool in_use;
+	bool on_doorbell;            /* registered as the engine's ready fd */
+	bool disarmed;               /* EPOLLONESHOT that fired */
+};
+
+#define EP_MAX_RECORDS (1u << 20)
+#define EP_PASS_FLAGS (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE | EPOLLWAKEUP)
+
+static struct ep_rec *ep_arena;          /* EP_MAX_RECORDS, reserved, never unmapped */
+static _Atomic uint32_t ep_high;         /* records ever handed out */
+static uint32_t ep_free;                 /* index + 1 of the first free record */
+static atomic_uint ep_live;              /* records in use */
+static pthread_mutex_t ep_lock = PTHREAD_MUTEX_INITIALIZER;
+
+bool smcr_smc_epoll_active(void)
+{
+	return atomic_load_explicit(&ep_live, memory_order_relaxed) != 0;
+}
+
+void smcr_smc_epoll_lock(void)
+{
+	pthread_mutex_lock(&ep_lock);
+}
+
+void smcr_smc_epoll_unlock(void)
+{
+	pthread_mutex_unlock(&ep_lock);
+}
+
+void smcr_smc_epoll_reinit_child(void)
+{
+	pthread_mutex_init(&ep_lock, NULL);
+}
+
+static uint32_t rec_index(const struct ep_rec *r)
+{
+	return (uint32_t)(r - ep_arena);
+}
+
+static struct ep_rec *rec_at(uint32_t index_plus_one)
+{
+	return index_plus_one ? &ep_arena[index_plus_one - 1] : NULL;
+}
+
+/* The record behind a reported data value, or NULL (the application's own). */
+static struct ep_rec *rec_from_data(uint64_t data)
+{
+	uintptr_t base = (uintptr_t)ep_arena, p = (uintptr_t)data;
+	uint32_t high = atomic_load_explicit(&ep_high, memory_order_acquire);
+
+	if (!ep_arena || p < base || p >= base + (uintptr_t)high * sizeof(struct ep_rec) ||
+	    (p - base) % sizeof(struct ep_rec))
+		return NULL;
+	return ((struct ep_rec *)p)->in_use ? (struct ep_rec *)p : NULL;
+}
+
+/* ep_lock held. */
+static struct ep_rec *rec_alloc(void)
+{
+	struct ep_rec *r;
+
+	if (!ep_arena) {
+		void *p = mmap(NULL, (size_t)EP_MAX_RECORDS * sizeof(struct ep_rec),
+			       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+			       -1, 0);
+
+		if (p == MAP_FAILED)
+			return NULL;
+		ep_arena = p;
+	}
+	if (ep_free) {
+		r = rec_at(ep_free);
+		ep_free = r->next;
+	} else {
+		uint32_t high = atomic_load_explicit(&ep_high, memory_order_relaxed);
+
+		if (high >= EP_MAX_RECORDS)
+			return NULL;
+		r = &ep_arena[high];
+		atomic_store_explicit(&ep_high, high + 1, memory_order_release);
+	}
+	memset(r, 0, sizeof(*r));
+	r->in_use = true;
+	atomic_fetch_add_explicit(&ep_live, 1, memory_order_relaxed);
+	return r;
+}
+
+/* ep_lock held; r is already unlinked from its entry. */
+static void rec_free(struct ep_rec *r)
+{
+	r->in_use = false;
+	r->entry = NULL;
+	r->next = ep_free;
+	ep_free = rec_index(r) + 1;
+	atomic_fetch_sub_explicit(&ep_live, 1, memory_order_relaxed);
+}
+
+static struct ep_rec *rec_find(struct smcr_fd_entry *e, int epfd, int fd)
+{
+	for (struct ep_rec *r = rec_at(e->epoll_regs); r; r = rec_at(r->next))
+		if (r->epfd == epfd && r->fd == fd)
+			return r;
+	return NULL;
+}
+
+static void rec_unlink(struct smcr_fd_entry *e, struct ep_rec *r)
+{
+	uint32_t *link = &e->epoll_regs;
+
+	while (*link) {
+		struct ep_rec *cur = rec_at(*link);
+
+		if (cur == r) {
+			*link = r->next;
+			return;
+		}
+		link = &cur->next;
+	}
+}
+
+/* EPOLLIN|EPOLLOUT wanted by the entry's registrations.  ep_lock held. */
+static unsigned entry_epoll_events(struct smcr_fd_entry *e)
+{
+	unsigned ev = 0;
+
+	for (struct ep_rec *r = rec_at(e->epoll_regs); r; r = rec_at(r->next))
+		if (!r->disarmed)
+			ev |= r->events & (EPOLLIN | EPOLLOUT);
+	return ev;
+}
+
+void smcr_smc_update_interest(struct smcr_fd_entry *e, struct smcr_sock *s)
+{
+	unsigned ev = e->epoll_events;
+
+	if (atomic_load_explicit(&e->poll_in, memory_order_relaxed))
+		ev |= POLLIN;
+	if (atomic_load_explicit(&e->poll_out, memory_order_relaxed))
+		ev |= POLLOUT;
+	smcr_guard_enter();
+	smcr_sock_set_interest(s, ev);
+	smcr_guard_leave();
+}
+
+/* What the kernel should watch for a record: the doorbell or the TCP fd. */
+static int rec_kernel_ctl(struct ep_rec *r, int op, struct smcr_sock *s)
+{
+	struct epoll_event ev = { .data.u64 = (uint64_t)(uintptr_t)r };
+
+	if (r->on_doorbell) {
+		ev.events = (r->disarmed ? 0 : EPOLLIN) | (r->events & EP_PASS_FLAGS);
+		if (op == EPOLL_CTL_MOD)
+			ev.events &= ~(uint32_t)EPOLLEXCLUSIVE; /* ADD only */
+		return smcr_real.epoll_ctl(r->epfd, op, smcr_sock_ready_fd(s), &ev);
+	}
+	ev.events = r->events;
+	if (op == EPOLL_CTL_MOD)
+		ev.events &= ~(uint32_t)EPOLLEXCLUSIVE;
+	return smcr_real.epoll_ctl(r->epfd, op, r->fd, &ev);
+}
+
+void smcr_smc_epoll_move(struct smcr_fd_entry *e, struct smcr_sock *s)
+{
+	int saved = errno;
+
+	pthread_mutex_lock(&ep_lock);
+	for (struct ep_rec *r = rec_at(e->epoll_regs); r; r = rec_at(r->next)) {
+		struct epoll_event dummy = { 0 };
+
+		if (r->on_doorbell)
+			continue;
+		smcr_real.epoll_ctl(r->epfd, EPOLL_CTL_DEL, r->fd, &dummy);
+		r->on_doorbell = true;
+		if (rec_kernel_ctl(r, EPOLL_CTL_ADD, s) < 0)
+			smcr_warn("fd %d: cannot move its epoll registration (epfd %d) to the"
+				  " SMC doorbell: %s", r->fd, r->epfd, strerror(errno));
+	}
+	e->epoll_events = entry_epoll_events(e);
+	pthread_mutex_unlock(&ep_lock);
+	errno = saved;
+}
+
+void smcr_smc_epoll_forget(struct smcr_fd_entry *e, struct smcr_sock *s)
+{
+	pthread_mutex_lock(&ep_lock);
+	while (e->epoll_regs) {
+		struct ep_rec *r = rec_at(e->epoll_regs);
+		struct epoll_event dummy = { 0 };
+
+		/* The doorbell outlives the socket's fds: take it out ourselves. */
+		if (r->on_doorbell && s)
+			smcr_real.epoll_ctl(r->epfd, EPOLL_CTL_DEL, smcr_sock_ready_fd(s), &dummy);
+		e->epoll_regs = r->next;
+		rec_free(r);
+	}
+	e->epoll_events = 0;
+	pthread_mutex_unlock(&ep_lock);
+}
+
+int smcr_smc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
+{
+	struct smcr_fd_entry *e;
+	struct smcr_sock *s = NULL;
+	struct ep_rec *r;
+	unsigned char mode;
+	int rc;
+
+	if (!smcr_smc_enabled || smcr_guard_inside() || !smcr_preload_table_writable())
+		return smcr_real.epoll_ctl(epfd, op, fd, event);
+	e = smcr_fdtab_get(fd);
+	if (!e)
+		return smcr_real.epoll_ctl(epfd, op, fd, event);
+	mode = atomic_load_explicit(&e->mode, memory_order_acquire);
+	if (mode == SMCR_FD_SMC) {
+		s = smcr_smc_sock_of(e);
+		if (!s) /* inherited from the parent, or no engine socket: the kernel's */
+			mode = SMCR_FD_FALLBACK;
+	}
+	pthread_mutex_lock(&ep_lock);
+	r = rec_find(e, epfd, fd);
+	if (!r && (op != EPOLL_CTL_ADD || (mode != SMCR_FD_CANDIDATE && mode != SMCR_FD_SMC))) {
+		pthread_mutex_unlock(&ep_lock);
+		smcr_fdtab_put(e);
+		return smcr_real.epoll_ctl(epfd, op, fd, event);
+	}
+	switch (op) {
+	case EPOLL_CTL_ADD:
+		if (r) {
+			errno = EEXIST;
+			rc = -1;
+			break;
+		}
+		if (!event) {
+			errno = EFAULT;
+			rc = -1;
+			break;
+		}
+		r = rec_alloc();
+		if (!r) {
+			errno = ENOMEM;
+			rc = -1;
+			break;
+		}
+		r->entry = e;
+		r->epfd = epfd;
+		r->fd = fd;
+		r->events = event->events;
+		r->data = event->data.u64;
+		r->on_doorbell = s != NULL;
+		rc = rec_kernel_ctl(r, EPOLL_CTL_ADD, s);
+		if (rc < 0) {
+			int err = errno;
+
+			rec_free(r);
+			errno = err;
+			break;
+		}
+		r->next = e->epoll_regs;
+		e->epoll_regs = rec_index(r) + 1;
+		break;
+	case EPOLL_CTL_MOD:
+		if (!event) {
+			errno = EFAULT;
+			rc = -1;
+			break;
+		}
+		r->events = event->events;
+		r->data = event->data.u64;
+		r->disarmed = false;
+		rc = rec_kernel_ctl(r, EPOLL_CTL_MOD, s);
+		break;
+	default: /* EPOLL_CTL_DEL, or an invalid op the kernel rejects */
+		rc = rec_kernel_ctl(r, op, s);
+		if (op == EPOLL_CTL_DEL) {
+			int err = errno;
+
+			rec_unlink(e, r);
+			rec_free(r);
+			errno = err;
+			/* Already gone from the kernel (the fd was closed): still a success. */
+			if (rc < 0 && (errno == ENOENT || errno == EBADF))
+				rc = 0;
+		}
+		break;
+	}
+	e->epoll_events = entry_epoll_events(e);
+	pthread_mutex_unlock(&ep_lock);
+	if (s)
+		smcr_smc_update_interest(e, s);
+	smcr_fdtab_put(e);
+	return rc;
+}
+
+/* An engine poll mask, cut to what a waiter asked for (errors always). */
+static uint32_t wanted_mask(unsigned mask, uint32_t events)
+{
+	uint32_t want = (events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLRDNORM |
+				   EPOLLWRNORM)) |
+			EPOLLERR | EPOLLHUP;
+	uint32_t m = mask & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLERR | EPOLLHUP);
+
+	if (mask & EPOLLIN)
+		m |= EPOLLRDNORM;
+	if (mask & EPOLLOUT)
+		m |= EPOLLWRNORM;
+	return m & want;
+}
+
+static unsigned sock_poll(struct smcr_sock *s)
+{
+	unsigned m;
+
+	smcr_guard_enter();
+	m = smcr_sock_poll(s);
+	smcr_guard_leave();
+	return m;
+}
+
+int smcr_smc_epoll_filter(int epfd, struct epoll_event *events, int n)
+{
+	int out = 0;
+	/* Connecting clients seen writable: their handshake runs after the lock. */
+	struct {
+		int slot, fd;
+		uint32_t want;
+	} connecting[64];
+	int nconnecting = 0;
+
+	(void)epfd;
+	pthread_mutex_lock(&ep_lock);
+	for (int i = 0; i < n; i++) {
+		struct ep_rec *r = rec_from_data(events[i].data.u64);
+		struct smcr_fd_entry *e;
+
+		if (!r) {
+			events[out++] = events[i];
+			continue;
+		}
+		e = r->entry;
+		if (r->on_doorbell) {
+			struct smcr_sock *s = smcr_smc_sock_of(e);
+			uint32_t m = s ? wanted_mask(sock_poll(s), r->events) : 0;
+
+			if (!m) {
+				/* Spurious: a one-shot registration must stay armed. */
+				if (s && (r->events & EPOLLONESHOT))
+					rec_kernel_ctl(r, EPOLL_CTL_MOD, s);
+				continue;
+			}
+			if (r->events & EPOLLONESHOT)
+				r->disarmed = true;
+			events[out].events = m;
+		} else {
+			if (r->events & EPOLLONESHOT)
+				r->disarmed = true;
+			events[out].events = events[i].events;
+			if (smcr_smc_enabled &&
+			    atomic_load_explicit(&e->mode, memory_order_acquire) ==
+				    SMCR_FD_CANDIDATE &&
+			    (atomic_load_explicit(&e->flags, memory_order_relaxed) &
+			     SMCR_FD_F_CONNECTING) &&
+			    (events[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && nconnecting < 64) {
+				connecting[nconnecting].slot = out;
+				connecting[nconnecting].fd = r->fd;
+				connecting[nconnecting].want = r->events;
+				nconnecting++;
+			}
+		}
+		events[out].data.u64 = r->data;
+		out++;
+	}
+	pthread_mutex_unlock(&ep_lock);
+
+	for (int k = 0; k < nconnecting; k++) {
+		int slot = connecting[k].slot, fd = connecting[k].fd;
+		struct smcr_fd_entry *e = smcr_fdtab_get(fd);
+		struct smcr_sock *s;
+
+		if (!e)
+			continue;
+		smcr_smc_settle(fd, e, SMCR_IO_POLL, true);
+		s = smcr_smc_sock_of(e);
+		if (s)
+			events[slot].events = wanted_mask(sock_poll(s), connecting[k].want);
+		smcr_fdtab_put(e);
+	}
+	return out;
+}
+
+/* ---- poll and select ---------------------------------------------------------------- */
+
+static bool entry_needs_translation(struct smcr_fd_entry *e)
+{
+	unsigned char mode = atomic_load_explicit(&e->mode, memory_order_relaxed);
+
+	if (mode == SMCR_FD_SMC)
+		return atomic_load_explicit(&e->sock, memory_order_relaxed) != NULL;
+	return mode == SMCR_FD_CANDIDATE &&
+	       (atomic_load_explicit(&e->flags, memory_order_relaxed) & SMCR_FD_F_CONNECTING);
+}
+
+bool smcr_smc_poll_needed(const struct pollfd *fds, nfds_t nfds)
+{
+	if (!smcr_smc_enabled || smcr_guard_inside())
+		return false;
+	for (nfds_t i = 0; i < nfds; i++) {
+		struct smcr_fd_entry *e = smcr_fdtab_peek(fds[i].fd);
+
+		if (e && entry_needs_translation(e))
+			return true;
+	}
+	return false;
+}
+
+bool smcr_smc_select_needed(int nfds, const fd_set *r, const fd_set *w, const fd_set *x)
+{
+	if (!smcr_smc_enabled || smcr_guard_inside() || nfds <= 0)
+		return false;
+	if (nfds > FD_SETSIZE)
+		nfds = FD_SETSIZE;
+	for (int fd = 0; fd < nfds; fd++) {
+		struct smcr_fd_entry *e = smcr_fdtab_peek(fd);
+
+		if (e && entry_needs_translation(e) &&
+		    ((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (x && FD_ISSET(fd, x))))
+			return true;
+	}
+	return false;
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+struct poll_slot {
+	struct smcr_fd_entry *e; /* reference held */
+	struct smcr_sock *s;     /* SMC: wait on its ready fd */
+};
+
+static void poll_count(struct poll_slot *slot, short events, int delta)
+{
+	if (events & (POLLIN | POLLRDNORM | POLLRDHUP))
+		atomic_fetch_add_explicit(&slot->e->poll_in, (unsigned)delta, memory_order_relaxed);
+	if (events & (POLLOUT | POLLWRNORM))
+		atomic_fetch_add_explicit(&slot->e->poll_out, (unsigned)delta, memory_order_relaxed);
+	smcr_smc_update_interest(slot->e, slot->s);
+}
+
+static short slot_revents(struct poll_slot *slot, short events)
+{
+	return (short)wanted_mask(sock_poll(slot->s), (uint16_t)events);
+}
+
+int smcr_smc_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
+		   const sigset_t *mask)
+{
+	struct poll_slot stack_slots[32], *slots = stack_slots;
+	struct pollfd stack_copy[32], *copy = stack_copy;
+	int64_t deadline = timeout ? now_ns() + timeout->tv_sec * 1000000000LL + timeout->tv_nsec
+				   : -1;
+	int rc = -1, err = 0;
+
+	if (nfds > 32) {
+		slots = calloc(nfds, sizeof(*slots));
+		copy = calloc(nfds, sizeof(*copy));
+		if (!slots || !copy) {
+			free(slots == stack_slots ? NULL : slots);
+			free(copy == stack_copy ? NULL : copy);
+			errno = ENOMEM;
+			return -1;
+		}
+	}
+	for (nfds_t i = 0; i < nfds; i++) {
+		slots[i].e = NULL;
+		slots[i].s = NULL;
+		if (fds[i].fd < 0)
+			continue;
+		slots[i].e = smcr_fdtab_get(fds[i].fd);
+		if (slots[i].e)
+			slots[i].s = smcr_smc_sock_of(slots[i].e);
+		if (slots[i].s)
+			poll_count(&slots[i], fds[i].events, 1);
+	}
+	for (;;) {
+		struct timespec left, *tp = NULL;
+		int ready = 0, count = 0;
+
+		for (nfds_t i = 0; i < nfds; i++) {
+			copy[i] = fds[i];
+			copy[i].revents = 0;
+			fds[i].revents = 0;
+			if (slots[i].s) {
+				fds[i].revents = slot_revents(&slots[i], fds[i].events);
+				ready += fds[i].revents != 0;
+				copy[i].fd = smcr_sock_ready_fd(slots[i].s);
+				copy[i].events = POLLIN;
+			}
+		}
+		if (ready) {
+			left.tv_sec = 0;
+			left.tv_nsec = 0;
+			tp = &left;
+		} else if (deadline >= 0) {
+			int64_t ns = deadline - now_ns();
+
+			if (ns < 0)
+				ns = 0;
+			left.tv_sec = ns / 1000000000;
+			left.tv_nsec = ns % 1000000000;
+			tp = &left;
+		}
+		rc = smcr_real.ppoll(copy, nfds, tp, mask);
+		if (rc < 0) {
+			err = errno;
+			break;
+		}
+		for (nfds_t i = 0; i < nfds; i++) {
+			if (slots[i].s) {
+				if (copy[i].revents)
+					fds[i].revents = slot_revents(&slots[i], fds[i].events);
+			} else {
+				fds[i].revents = copy[i].revents;
+				if (slots[i].e && (copy[i].revents & (POLLOUT | POLLERR | POLLHUP)) &&
+				    entry_needs_translation(slots[i].e)) {
+					/* A connecting client became writable: handshake now. */
+					smcr_smc_settle(fds[i].fd, slots[i].e, SMCR_IO_POLL, true);
+					slots[i].s = smcr_smc_sock_of(slots[i].e);
+					if (slots[i].s) {
+						poll_count(&slots[i], fds[i].events, 1);
+						fds[i].revents = slot_revents(&slots[i], fds[i].events);
+					}
+				}
+			}
+			count += fds[i].revents != 0;
+		}
+		rc = count;
+		if (count || (deadline >= 0 && now_ns() >= deadline))
+			break;
+		/* Only spurious doorbells: wait again for what is left of the time. */
+	}
+	for (nfds_t i = 0; i < nfds; i++) {
+		if (slots[i].s)
+			poll_count(&slots[i], fds[i].events, -1);
+		smcr_fdtab_put(slots[i].e);
+	}
+	if (slots != stack_slots) {
+		free(slots);
+		free(copy);
+	}
+	if (rc < 0)
+		errno = err;
+	return rc;
+}
+
+int smcr_smc_pselect(int nfds, fd_set *r, fd_set *w, fd_set *x, const struct timespec *timeout,
+		     const sigset_t *mask)
+{
+	struct pollfd stack_fds[64], *fds = stack_fds;
+	nfds_t n = 0;
+	int rc, count = 0;
+
+	if (nfds > FD_SETSIZE)
+		nfds = FD_SETSIZE;
+	if (nfds > 64) {
+		fds = calloc((size_t)nfds, sizeof(*fds));
+		if (!fds) {
+			errno = ENOMEM;
+			return -1;
+		}
+	}
+	for (int fd = 0; fd < nfds; fd++) {
+		short ev = 0;
+
+		if (r && FD_ISSET(fd, r))
+			ev |= POLLIN;
+		if (w && FD_ISSET(fd, w))
+			ev |= POLLOUT;
+		if (x && FD_ISSET(fd, x))
+			ev |= POLLPRI;
+		if (ev) {
+			fds[n].fd = fd;
+			fds[n].events = ev;
+			fds[n].revents = 0;
+			n++;
+		}
+	}
+	rc = smcr_smc_ppoll(fds, n, timeout, mask);
+	if (rc >= 0) {
+		for (nfds_t i = 0; i < n; i++) {
+			if (fds[i].revents & POLLNVAL) {
+				rc = -1;
+				errno = EBADF;
+				break;
+			}
+		}
+	}
+	if (rc >= 0) {
+		if (r)
+			FD_ZERO(r);
+		if (w)
+			FD_ZERO(w);
+		if (x)
+			FD_ZERO(x);
+		for (nfds_t i = 0; i < n; i++) {
+			short re = fds[i].revents;
+
+			if (r && (fds[i].events & POLLIN) && (re & (POLLIN | POLLHUP | POLLERR))) {
+				FD_SET(fds[i].fd, r);
+				count++;
+			}
+			if (w && (fds[i].events & POLLOUT) && (re & (POLLOUT | POLLERR))) {
+				FD_SET(fds[i].fd, w);
+				count++;
+			}
+			if (x && (fds[i].events & POLLPRI) && (re & POLLPRI)) {
+				FD_SET(fds[i].fd, x);
+				count++;
+			}
+		}
+		rc = count;
+	}
+	if (fds != stack_fds)
+		free(fds);
+	return rc;
+}

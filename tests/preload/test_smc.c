@@ -1,0 +1,786 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Same-host SMC under LD_PRELOAD: a server and a client in two processes
+ * (fork) talk over loopback; each case checks the mode of both ends
+ * (smc_preload_fd_mode), the stats each process publishes (handshakes,
+ * fallback reasons, live connection records), and the data by checksum.
+ *
+ *   test_smc CASE     CASE: echo, epoll-lt, epoll-et, epoll-oneshot, poll,
+ *                     select, peek, shutdown, fork-accept, plain-server,
+ *                     plain-client, speak-first, speak-first-plain
+ */
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/select.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "smc_preload.h"
+#include "smcr/stats_abi.h"
+#include "preload_test.h"
+
+#define BIG (3u * 1024 * 1024 + 4321)
+#define REASON_PEERNOSMC 0x03010000u
+
+static struct sockaddr_in server_addr;
+
+/* ---- helpers ------------------------------------------------------------------- */
+
+static uint64_t fnv(uint64_t h, const void *buf, size_t len)
+{
+	const unsigned char *p = buf;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	return h;
+}
+
+#define FNV_INIT 0xcbf29ce484222325ull
+
+static void fill(unsigned char *buf, size_t len, uint32_t seed)
+{
+	uint32_t x = seed | 1;
+
+	for (size_t i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		buf[i] = (unsigned char)x;
+	}
+}
+
+static const char *mode_name(int m)
+{
+	static const char *const names[] = { "untracked", "passthrough", "candidate", "smc",
+					     "fallback" };
+
+	return m >= 0 && m <= 4 ? names[m] : "?";
+}
+
+#define CHECK_MODE(fd, want)                                                             \
+	do {                                                                             \
+		int m_ = smc_preload_fd_mode(fd);                                        \
+		if (m_ != (want)) {                                                      \
+			fprintf(stderr, "%s:%d: pid %d fd %d mode %s, expected %s\n", __FILE__, \
+				__LINE__, (int)getpid(), (fd), mode_name(m_), mode_name(want)); \
+			t_failures++;                                                    \
+		}                                                                        \
+	} while (0)
+
+/* This process's published stats (stats_abi.h), or NULL. */
+static const struct smcr_stats_file *my_stats(void)
+{
+	static const struct smcr_stats_file *f;
+	char path[512];
+	const char *dir = getenv("XDG_RUNTIME_DIR");
+	int fd;
+
+	if (f)
+		return f;
+	snprintf(path, sizeof(path), "%s/smcr/stats.%d", dir, (int)getpid());
+	fd = open(path, O_RDONLY);
+	if (fd < 0) {
+		fprintf(stderr, "pid %d: no stats file %s\n", (int)getpid(), path);
+		return NULL;
+	}
+	f = mmap(NULL, sizeof(*f), PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (f == MAP_FAILED || f->magic != SMCR_STATS_MAGIC) {
+		f = NULL;
+		fprintf(stderr, "pid %d: bad stats file %s\n", (int)getpid(), path);
+	}
+	return f;
+}
+
+/* This process ran (or runs) at least one SMC connection with live bytes. */
+static void check_stats_smc(uint64_t min_bytes)
+{
+	const struct smcr_stats_file *f = my_stats();
+	uint64_t bytes = 0;
+	bool live = false;
+
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	CHECK(f->handshakes_smc >= 1);
+	for (unsigned i = 0; i < SMCR_STATS_MAX_CONNS; i++) {
+		const struct smcr_stats_conn *c = &f->conns[i];
+
+		if (c->state == SMCR_STATS_CONN_LIVE && c->mode == SMCR_STATS_MODE_SMC_SHM) {
+			live = true;
+			bytes += c->bytes_sent + c->bytes_received;
+		}
+	}
+	bytes += f->bytes_sent + f->bytes_received;
+	if (!live && f->conns_open == 0 && f->bytes_sent + f->bytes_received >= min_bytes)
+		live = true; /* already closed and folded into the totals */
+	CHECK(live);
+	if (bytes < min_bytes)
+		fprintf(stderr, "pid %d: stats show %llu SMC bytes, expected >= %llu\n",
+			(int)getpid(), (unsigned long long)bytes, (unsigned long long)min_bytes);
+	CHECK(bytes >= min_bytes);
+}
+
+static void check_stats_fallback(uint32_t reason)
+{
+	const struct smcr_stats_file *f = my_stats();
+	bool found = false;
+
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	CHECK(f->fallbacks >= 1);
+	CHECK(f->handshakes_smc == 0);
+	for (unsigned i = 0; i < SMCR_STATS_MAX_REASONS; i++)
+		if (f->fallback_reasons[i].reason == reason && f->fallback_reasons[i].count > 0)
+			found = true;
+	if (!found)
+		fprintf(stderr, "pid %d: no fallback with reason 0x%08x in the stats\n",
+			(int)getpid(), reason);
+	CHECK(found);
+}
+
+static int connect_to_server(int type_flags)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | type_flags, 0);
+
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&server_addr, sizeof(server_addr)) < 0 &&
+	    errno != EINPROGRESS) {
+		perror("connect");
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* A socket the library never sees: raw system calls, so it stays untracked. */
+static int raw_socket(void)
+{
+	return (int)syscall(SYS_socket, AF_INET, SOCK_STREAM, 0);
+}
+
+static int raw_connect(void)
+{
+	int fd = raw_socket();
+
+	if (fd < 0 || syscall(SYS_connect, fd, &server_addr, sizeof(server_addr)) < 0)
+		return -1;
+	return fd;
+}
+
+static int raw_listen(void)
+{
+	socklen_t len = sizeof(server_addr);
+	int fd = raw_socket(), one = 1;
+
+	memset(&server_addr, 0, sizeof(server_addr));
+	server_addr.sin_family = AF_INET;
+	server_addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (fd < 0 || syscall(SYS_bind, fd, &server_addr, sizeof(server_addr)) < 0 ||
+	    syscall(SYS_listen, fd, 16) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&server_addr, &len) < 0)
+		return -1;
+	return fd;
+}
+
+/* Runs fn in a child process; its exit code is its check result. */
+static pid_t spawn(void (*fn)(void))
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		fn();
+		fflush(stderr);
+		_exit(t_result());
+	}
+	return pid;
+}
+
+static void reap(pid_t pid, const char *what)
+{
+	int status = 0;
+
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		fprintf(stderr, "%s (pid %d) failed: status 0x%x\n", what, (int)pid, status);
+		t_failures++;
+	}
+}
+
+/* ---- echo server variants --------------------------------------------------------- */
+
+/* Reads until EOF and writes everything back, with a mix of calls. */
+static void echo_blocking(int fd)
+{
+	static unsigned char buf[100 * 1000];
+	unsigned round = 0;
+
+	for (;;) {
+		ssize_t n;
+
+		switch (round++ % 3) {
+		case 0: n = read(fd, buf, sizeof(buf)); break;
+		case 1: n = recv(fd, buf, 7777, 0); break;
+		default: {
+			struct iovec iov[2] = { { buf, 1000 }, { buf + 1000, sizeof(buf) - 1000 } };
+			struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
+
+			n = recvmsg(fd, &mh, 0);
+		}
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		CHECK(n >= 0);
+		if (n <= 0)
+			break;
+		CHECK(t_write_all(fd, buf, (size_t)n) == 0);
+	}
+}
+
+/* ---- the client side of an echo ----------------------------------------------------- */
+
+struct writer {
+	int fd;
+	uint64_t hash;
+	size_t len;
+};
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+	unsigned char *data = malloc(w->len);
+	size_t off = 0;
+	unsigned round = 0;
+
+	fill(data, w->len, 42);
+	w->hash = fnv(FNV_INIT, data, w->len);
+	while (off < w->len) {
+		size_t chunk = w->len - off < 65536 - round % 1000 ? w->len - off : 65536 - round % 1000;
+		ssize_t n;
+
+		if (round++ % 2) {
+			struct iovec iov[2] = { { data + off, chunk / 2 },
+						{ data + off + chunk / 2, chunk - chunk / 2 } };
+
+			n = writev(w->fd, iov, 2);
+		} else {
+			n = send(w->fd, data + off, chunk, MSG_NOSIGNAL);
+		}
+		if (n <= 0) {
+			perror("client write");
+			break;
+		}
+		off += (size_t)n;
+	}
+	CHECK(off == w->len);
+	CHECK(shutdown(w->fd, SHUT_WR) == 0);
+	free(data);
+	return NULL;
+}
+
+/* Sends BIG bytes from a thread, reads the echo; both checksums must agree. */
+static void echo_client(int fd)
+{
+	static unsigned char buf[65536];
+	struct writer w = { .fd = fd, .len = BIG };
+	uint64_t h = FNV_INIT;
+	size_t got = 0;
+	pthread_t t;
+
+	CHECK(pthread_create(&t, NULL, writer_main, &w) == 0);
+	for (;;) {
+		ssize_t n = read(fd, buf, sizeof(buf));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		CHECK(n >= 0);
+		if (n <= 0)
+			break;
+		h = fnv(h, buf, (size_t)n);
+		got += (size_t)n;
+	}
+	pthread_join(t, NULL);
+	if (got != BIG || h != w.hash)
+		fprintf(stderr, "echo: got %zu of %u bytes, checksum %s\n", got, BIG,
+			h == w.hash ? "equal" : "DIFFERENT");
+	CHECK(got == BIG && h == w.hash);
+}
+
+/* ---- cases ---------------------------------------------------------------------------- */
+
+static int listen_fd = -1;
+static int expect_mode = SMC_PRELOAD_FD_SMC;
+
+static void client_echo(void)
+{
+	int fd = connect_to_server(0);
+
+	CHECK(fd >= 0);
+	CHECK_MODE(fd, expect_mode);
+	echo_client(fd);
+	if (expect_mode == SMC_PRELOAD_FD_SMC)
+		check_stats_smc(2ull * BIG);
+	else
+		check_stats_fallback(REASON_PEERNOSMC);
+	close(fd);
+}
+
+static int case_echo(void)
+{
+	pid_t client = spawn(client_echo);
+	int fd = accept(listen_fd, NULL, NULL);
+
+	CHECK(fd >= 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_CANDIDATE); /* decided at the first I/O */
+	echo_blocking(fd);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	check_stats_smc(2ull * BIG);
+	close(fd);
+	reap(client, "client");
+	return t_result();
+}
+
+/* smcr client, plain server (untracked listener): TCP with reason PEERNOSMC. */
+static int case_plain_server(void)
+{
+	pid_t client;
+	int fd;
+
+	expect_mode = SMC_PRELOAD_FD_FALLBACK;
+	client = spawn(client_echo);
+	fd = accept(listen_fd, NULL, NULL);
+	CHECK(fd >= 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_UNTRACKED);
+	echo_blocking(fd);
+	close(fd);
+	reap(client, "client");
+	return t_result();
+}
+
+/* Plain client (raw system calls), smcr server: classified TCP, data untouched. */
+static void raw_client_echo(void)
+{
+	int fd = raw_connect();
+
+	CHECK(fd >= 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_UNTRACKED);
+	echo_client(fd);
+	close(fd);
+}
+
+static int case_plain_client(void)
+{
+	pid_t client = spawn(raw_client_echo);
+	int fd = accept(listen_fd, NULL, NULL);
+
+	CHECK(fd >= 0);
+	echo_blocking(fd);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_FALLBACK);
+	check_stats_fallback(REASON_PEERNOSMC);
+	close(fd);
+	reap(client, "client");
+	return t_result();
+}
+
+/* Accept, fork, the child serves (and classifies), the parent closes its copy. */
+static int case_fork_accept(void)
+{
+	pid_t client = spawn(client_echo), worker;
+	int fd = accept(listen_fd, NULL, NULL);
+
+	CHECK(fd >= 0);
+	worker = fork();
+	if (worker == 0) {
+		close(listen_fd);
+		echo_blocking(fd);
+		CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+		check_stats_smc(2ull * BIG);
+		close(fd);
+		_exit(t_result());
+	}
+	close(fd);
+	reap(worker, "worker");
+	reap(client, "client");
+	return t_result();
+}
+
+/* MSG_PEEK, MSG_WAITALL, MSG_DONTWAIT, FIONREAD, SIOCOUTQ, SO_RCVBUF, SO_ERROR. */
+static void client_peek(void)
+{
+	int fd = connect_to_server(0);
+	char buf[64];
+
+	CHECK(fd >= 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(write(fd, "hello ", 6) == 6);
+	usleep(100 * 1000);
+	CHECK(write(fd, "world", 5) == 5);
+	/* The server answers once it has read both parts. */
+	CHECK(recv(fd, buf, 2, MSG_WAITALL) == 2 && memcmp(buf, "ok", 2) == 0);
+	close(fd);
+}
+
+static int case_peek(void)
+{
+	pid_t client = spawn(client_peek);
+	int fd = accept(listen_fd, NULL, NULL), avail = -1, sz = 0, err = -1;
+	socklen_t len = sizeof(sz);
+	char buf[64] = { 0 };
+	ssize_t n;
+
+	CHECK(fd >= 0);
+	/* The first part only (the second follows 100 ms later). */
+	n = recv(fd, buf, sizeof(buf), MSG_PEEK);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(n == 6 && memcmp(buf, "hello ", 6) == 0);
+	CHECK(ioctl(fd, FIONREAD, &avail) == 0 && avail == 6);
+	memset(buf, 0, sizeof(buf));
+	CHECK(recv(fd, buf, 6, MSG_PEEK | MSG_DONTWAIT) == 6);
+	/* WAITALL: blocks until all 11 bytes are there. */
+	CHECK(recv(fd, buf, 11, MSG_WAITALL) == 11 && memcmp(buf, "hello world", 11) == 0);
+	CHECK_FAILS(recv(fd, buf, 1, MSG_DONTWAIT), EAGAIN);
+	CHECK(getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, &len) == 0 && sz >= 16384);
+	len = sizeof(err);
+	CHECK(getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0);
+	CHECK(ioctl(fd, SIOCOUTQ, &avail) == 0 && avail >= 0);
+	/* O_NONBLOCK set through fcntl maps to MSG_DONTWAIT. */
+	CHECK(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) == 0);
+	CHECK_FAILS(read(fd, buf, 1), EAGAIN);
+	CHECK(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0);
+	CHECK(write(fd, "ok", 2) == 2);
+	/* The client closes: EOF. */
+	CHECK(read(fd, buf, 1) == 0);
+	check_stats_smc(13);
+	close(fd);
+	reap(client, "client");
+	return t_result();
+}
+
+/* Half-close both ways; writing after SHUT_WR is EPIPE. */
+static void client_shutdown(void)
+{
+	int fd = connect_to_server(0);
+	char buf[64];
+	size_t got = 0;
+	ssize_t n;
+
+	CHECK(fd >= 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(write(fd, "request", 7) == 7);
+	CHECK(shutdown(fd, SHUT_WR) == 0);
+	CHECK_FAILS(send(fd, "x", 1, MSG_NOSIGNAL), EPIPE);
+	while ((n = read(fd, buf + got, sizeof(buf) - got)) > 0)
+		got += (size_t)n;
+	CHECK(n == 0 && got == 8 && memcmp(buf, "response", 8) == 0);
+	close(fd);
+}
+
+static int case_shutdown(void)
+{
+	pid_t client = spawn(client_shutdown);
+	int fd = accept(listen_fd, NULL, NULL);
+	char buf[64];
+	size_t got = 0;
+	ssize_t n;
+	struct pollfd p;
+
+	CHECK(fd >= 0);
+	while ((n = read(fd, buf + got, sizeof(buf) - got)) > 0)
+		got += (size_t)n;
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(n == 0 && got == 7 && memcmp(buf, "request", 7) == 0);
+	p.fd = fd;
+	p.events = POLLIN | POLLRDHUP;
+	CHECK(poll(&p, 1, 1000) == 1 && (p.revents & POLLRDHUP));
+	/* The other direction still works. */
+	CHECK(write(fd, "response", 8) == 8);
+	CHECK(shutdown(fd, SHUT_WR) == 0);
+	close(fd);
+	reap(client, "client");
+	return t_result();
+}
+
+/* ---- event loops: poll, select, epoll (LT, ET, ONESHOT) --------------------------------- */
+
+enum loop_kind { LOOP_POLL, LOOP_SELECT, LOOP_EPOLL_LT, LOOP_EPOLL_ET, LOOP_EPOLL_ONESHOT };
+static enum loop_kind loop_kind;
+
+/* Waits until fd is ready for events (POLLIN/POLLOUT) through the chosen API. */
+struct waiter {
+	int epfd;
+	bool registered;
+	uint32_t registered_events;
+};
+
+static void waiter_init(struct waiter *w)
+{
+	w->epfd = loop_kind >= LOOP_EPOLL_LT ? epoll_create1(EPOLL_CLOEXEC) : -1;
+	w->registered = false;
+	w->registered_events = 0;
+}
+
+static uint32_t epoll_flags(void)
+{
+	return loop_kind == LOOP_EPOLL_ET ? EPOLLET
+	       : loop_kind == LOOP_EPOLL_ONESHOT ? EPOLLONESHOT
+						 : 0;
+}
+
+/* 1 ready, 0 timed out. */
+static int wait_ready(struct waiter *w, int fd, short events, int timeout_ms)
+{
+	if (loop_kind == LOOP_POLL) {
+		struct pollfd p = { .fd = fd, .events = events };
+		int rc = poll(&p, 1, timeout_ms);
+
+		return rc > 0 && (p.revents & (events | POLLERR | POLLHUP));
+	}
+	if (loop_kind == LOOP_SELECT) {
+		fd_set r, wr;
+		struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
+
+		FD_ZERO(&r);
+		FD_ZERO(&wr);
+		if (events & POLLIN)
+			FD_SET(fd, &r);
+		if (events & POLLOUT)
+			FD_SET(fd, &wr);
+		return select(fd + 1, &r, &wr, NULL, &tv) > 0;
+	}
+	{
+		struct epoll_event ev = { .events = (uint32_t)events | EPOLLRDHUP | epoll_flags(),
+					  .data.u64 = 0xfeed0000u + (unsigned)fd };
+		struct epoll_event out[4];
+		int n;
+
+		/* ET/ONESHOT re-arm by MOD, as real loops do when the interest changes. */
+		if (!w->registered) {
+			CHECK(epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) == 0);
+			w->registered = true;
+		} else if (loop_kind == LOOP_EPOLL_ONESHOT || w->registered_events != ev.events) {
+			CHECK(epoll_ctl(w->epfd, EPOLL_CTL_MOD, fd, &ev) == 0);
+		}
+		w->registered_events = ev.events;
+		n = epoll_wait(w->epfd, out, 4, timeout_ms);
+		for (int i = 0; i < n; i++)
+			CHECK(out[i].data.u64 == 0xfeed0000u + (unsigned)fd);
+		return n > 0;
+	}
+}
+
+/* Non-blocking echo server through the chosen readiness API. */
+static void echo_nonblocking(int fd)
+{
+	static unsigned char buf[50 * 1000];
+	struct waiter w;
+	size_t pending = 0, off = 0;
+	bool eof = false;
+	int idle = 0;
+
+	waiter_init(&w);
+	while (!eof || pending) {
+		ssize_t n;
+
+		if (pending) {
+			n = write(fd, buf + off, pending);
+			if (n > 0) {
+				off += (size_t)n;
+				pending -= (size_t)n;
+				continue;
+			}
+			CHECK(n < 0 && errno == EAGAIN);
+			if (!(n < 0 && errno == EAGAIN))
+				break;
+			if (!wait_ready(&w, fd, POLLOUT, 5000) && ++idle > 3)
+				break;
+			continue;
+		}
+		n = read(fd, buf, sizeof(buf));
+		if (n > 0) {
+			pending = (size_t)n;
+			off = 0;
+			continue;
+		}
+		if (n == 0) {
+			eof = true;
+			continue;
+		}
+		CHECK(errno == EAGAIN);
+		if (errno != EAGAIN)
+			break;
+		if (!wait_ready(&w, fd, POLLIN, 5000) && ++idle > 3)
+			break;
+	}
+	CHECK(eof && pending == 0);
+	if (w.epfd >= 0)
+		close(w.epfd);
+}
+
+/* Client: a non-blocking connect finished through the same readiness API. */
+static void client_loop(void)
+{
+	int fd = connect_to_server(SOCK_NONBLOCK), flags;
+	struct waiter w;
+
+	CHECK(fd >= 0);
+	waiter_init(&w);
+	CHECK(wait_ready(&w, fd, POLLOUT, 5000) == 1);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	if (w.epfd >= 0)
+		close(w.epfd);
+	/* The echo itself with blocking calls (the server is the event loop). */
+	flags = fcntl(fd, F_GETFL);
+	CHECK(fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0);
+	echo_client(fd);
+	check_stats_smc(2ull * BIG);
+	close(fd);
+}
+
+static int case_loop(enum loop_kind kind)
+{
+	pid_t client;
+	int fd;
+	struct waiter w;
+
+	loop_kind = kind;
+	client = spawn(client_loop);
+	/* The listener through the same API. */
+	CHECK(fcntl(listen_fd, F_SETFL, O_NONBLOCK) == 0);
+	waiter_init(&w);
+	CHECK(wait_ready(&w, listen_fd, POLLIN, 5000) == 1);
+	fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK);
+	CHECK(fd >= 0);
+	if (w.epfd >= 0)
+		close(w.epfd);
+	echo_nonblocking(fd);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	check_stats_smc(2ull * BIG);
+	close(fd);
+	reap(client, "client");
+	return t_result();
+}
+
+/* ---- server speaks first -------------------------------------------------------------------- */
+
+static bool raw_client;
+
+static void client_speak_first(void)
+{
+	int fd = raw_client ? raw_connect() : connect_to_server(0);
+	char buf[32] = { 0 };
+
+	CHECK(fd >= 0);
+	CHECK(recv(fd, buf, 12, MSG_WAITALL) == 12 && memcmp(buf, "220 banner\r\n", 12) == 0);
+	CHECK(write(fd, "HELO x\r\n", 8) == 8);
+	CHECK(recv(fd, buf, 8, MSG_WAITALL) == 8 && memcmp(buf, "250 ok\r\n", 8) == 0);
+	if (!raw_client) {
+		int m = smc_preload_fd_mode(fd);
+
+		/* SMC if the Proposal came before the banner, else TCP, declined cleanly. */
+		CHECK(m == SMC_PRELOAD_FD_SMC || m == SMC_PRELOAD_FD_FALLBACK);
+		fprintf(stderr, "speak-first client mode: %s\n", mode_name(m));
+	}
+	close(fd);
+}
+
+static int case_speak_first(bool raw)
+{
+	pid_t client;
+	int fd;
+	char buf[32] = { 0 };
+
+	raw_client = raw;
+	client = spawn(client_speak_first);
+	fd = accept(listen_fd, NULL, NULL);
+	CHECK(fd >= 0);
+	CHECK(write(fd, "220 banner\r\n", 12) == 12);
+	CHECK(recv(fd, buf, 8, MSG_WAITALL) == 8 && memcmp(buf, "HELO x\r\n", 8) == 0);
+	CHECK(write(fd, "250 ok\r\n", 8) == 8);
+	if (raw)
+		CHECK_MODE(fd, SMC_PRELOAD_FD_FALLBACK);
+	fprintf(stderr, "speak-first server mode: %s\n", mode_name(smc_preload_fd_mode(fd)));
+	CHECK(read(fd, buf, 1) == 0);
+	close(fd);
+	reap(client, "client");
+	return t_result();
+}
+
+/* ---- main ---------------------------------------------------------------------------------- */
+
+/* Stats go to the runtime directory meson names (created here, 0700). */
+static void private_runtime_dir(void)
+{
+	const char *dir = getenv("XDG_RUNTIME_DIR");
+
+	if (!dir || !*dir) {
+		fprintf(stderr, "XDG_RUNTIME_DIR is not set\n");
+		exit(T_EXIT_FAIL);
+	}
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		perror(dir);
+		exit(T_EXIT_FAIL);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	const char *which = argc > 1 ? argv[1] : "echo";
+	int rc;
+
+	t_watchdog(60);
+	signal(SIGPIPE, SIG_IGN);
+	private_runtime_dir();
+	if (!smc_preload_active()) {
+		fprintf(stderr, "libsmcr.so is not preloaded\n");
+		return T_EXIT_FAIL;
+	}
+	if (!strcmp(which, "plain-server"))
+		listen_fd = raw_listen();
+	else
+		listen_fd = t_listen_loopback(0, &server_addr);
+	if (listen_fd < 0) {
+		perror("listen");
+		return T_EXIT_FAIL;
+	}
+	if (!strcmp(which, "echo"))
+		rc = case_echo();
+	else if (!strcmp(which, "plain-server"))
+		rc = case_plain_server();
+	else if (!strcmp(which, "plain-client"))
+		rc = case_plain_client();
+	else if (!strcmp(which, "fork-accept"))
+		rc = case_fork_accept();
+	else if (!strcmp(which, "peek"))
+		rc = case_peek();
+	else if (!strcmp(which, "shutdown"))
+		rc = case_shutdown();
+	else if (!strcmp(which, "poll"))
+		rc = case_loop(LOOP_POLL);
+	else if (!strcmp(which, "select"))
+		rc = case_loop(LOOP_SELECT);
+	else if (!strcmp(which, "epoll-lt"))
+		rc = case_loop(LOOP_EPOLL_LT);
+	else if (!strcmp(which, "epoll-et"))
+		rc = case_loop(LOOP_EPOLL_ET);
+	else if (!strcmp(which, "epoll-oneshot"))
+		rc = case_loop(LOOP_EPOLL_ONESHOT);
+	else if (!strcmp(which, "speak-first"))
+		rc = case_speak_first(false);
+	else if (!strcmp(which, "speak-first-plain"))
+		rc = case_speak_first(true);
+	else {
+		fprintf(stderr, "unknown case %s\n", which);
+		return T_EXIT_FAIL;
+	}
+	return rc;
+}
