@@ -54,7 +54,7 @@
 #define RECORD_READ_TRIES 16
 
 /* A stats file claiming more slots than this is not one of ours. */
-#define MAX_SANE_CONNS (1u << 20)
+#define MAX_SANE_CONNS (1u << 16)
 
 #define STATS_PREFIX "stats."
 
@@ -65,8 +65,8 @@ enum command { CMD_SHOW, CMD_STATS, CMD_RESET };
 struct options {
 	enum command cmd;
 	bool json;
-	bool all;       /* closed records too */
-	pid_t pid;      /* 0 = every process */
+	bool all;	 /* closed records too */
+	pid_t pid;	 /* 0 = every process */
 	const char *dir; /* only this directory */
 };
 
@@ -77,11 +77,18 @@ struct conn_view {
 	struct smcr_stats_conn rec;
 };
 
+/* The per-process counters of struct smcr_stats_file, as read at one moment. */
+struct file_counters {
+	uint64_t handshakes_smc, conns_open, fallbacks, handshake_errors, aborts;
+	uint64_t bytes_sent, bytes_received;
+	struct smcr_stats_reason reasons[SMCR_STATS_MAX_REASONS];
+};
+
 struct process_view {
 	pid_t pid;
 	uid_t uid;
 	char program[4 * 16 + 1]; /* comm, unprintable bytes escaped as \ooo */
-	struct smcr_stats_file hdr; /* counters and reasons only; conns[] unused */
+	struct file_counters counters;
 	struct conn_view *conns;
 	size_t nconns;
 };
@@ -116,7 +123,7 @@ static void *xcalloc(size_t n, size_t size)
 	return p;
 }
 
-/* ---- fallback reason names (Linux's SMC_CLC_DECL_* identifiers) --------------------- */
+/* ---- fallback reason names (Linux's SMC_CLC_DECL_* identifiers) ------------------- */
 
 struct reason_name {
 	uint32_t code;
@@ -124,26 +131,46 @@ struct reason_name {
 };
 
 /* Decline codes as defined by the kernel's SMC implementation (peer diagnosis). */
+/* clang-format off */
 static const struct reason_name reason_names[] = {
-	{0x01010000, "MEM"},           {0x02010000, "TIMEOUT_CL"},
-	{0x02020000, "TIMEOUT_AL"},    {0x03000000, "CNFERR"},
-	{0x03010000, "PEERNOSMC"},     {0x03020000, "IPSEC"},
-	{0x03030000, "NOSMCDEV"},      {0x03030001, "NOSMCDDEV"},
-	{0x03030002, "NOSMCRDEV"},     {0x03030003, "NOISM2SUPP"},
-	{0x03030004, "NOV2EXT"},       {0x03030005, "NOV2DEXT"},
-	{0x03030006, "NOSEID"},        {0x03030007, "NOSMCD2DEV"},
-	{0x03030008, "NOUEID"},        {0x03030009, "RELEASEERR"},
-	{0x0303000A, "MAXCONNERR"},    {0x0303000B, "MAXLINKERR"},
-	{0x03040000, "MODEUNSUPP"},    {0x03050000, "RMBE_EC"},
-	{0x03060000, "OPTUNSUPP"},     {0x03070000, "DIFFPREFIX"},
-	{0x03080000, "GETVLANERR"},    {0x03090000, "ISMVLANERR"},
-	{0x030A0000, "NOACTLINK"},     {0x030B0000, "NOSRVLINK"},
-	{0x030C0000, "VERSMISMAT"},    {0x030D0000, "MAX_DMB"},
-	{0x030E0000, "NOROUTE"},       {0x030F0000, "NOINDIRECT"},
-	{0x04000000, "SYNCERR"},       {0x05000000, "PEERDECL"},
-	{0x09990000, "INTERR"},        {0x09990001, "ERR_RTOK"},
-	{0x09990002, "ERR_RDYLNK"},    {0x09990003, "ERR_REGBUF"},
+	{0x01010000, "MEM"},
+	{0x02010000, "TIMEOUT_CL"},
+	{0x02020000, "TIMEOUT_AL"},
+	{0x03000000, "CNFERR"},
+	{0x03010000, "PEERNOSMC"},
+	{0x03020000, "IPSEC"},
+	{0x03030000, "NOSMCDEV"},
+	{0x03030001, "NOSMCDDEV"},
+	{0x03030002, "NOSMCRDEV"},
+	{0x03030003, "NOISM2SUPP"},
+	{0x03030004, "NOV2EXT"},
+	{0x03030005, "NOV2DEXT"},
+	{0x03030006, "NOSEID"},
+	{0x03030007, "NOSMCD2DEV"},
+	{0x03030008, "NOUEID"},
+	{0x03030009, "RELEASEERR"},
+	{0x0303000A, "MAXCONNERR"},
+	{0x0303000B, "MAXLINKERR"},
+	{0x03040000, "MODEUNSUPP"},
+	{0x03050000, "RMBE_EC"},
+	{0x03060000, "OPTUNSUPP"},
+	{0x03070000, "DIFFPREFIX"},
+	{0x03080000, "GETVLANERR"},
+	{0x03090000, "ISMVLANERR"},
+	{0x030A0000, "NOACTLINK"},
+	{0x030B0000, "NOSRVLINK"},
+	{0x030C0000, "VERSMISMAT"},
+	{0x030D0000, "MAX_DMB"},
+	{0x030E0000, "NOROUTE"},
+	{0x030F0000, "NOINDIRECT"},
+	{0x04000000, "SYNCERR"},
+	{0x05000000, "PEERDECL"},
+	{0x09990000, "INTERR"},
+	{0x09990001, "ERR_RTOK"},
+	{0x09990002, "ERR_RDYLNK"},
+	{0x09990003, "ERR_REGBUF"},
 };
+/* clang-format on */
 
 static const char *reason_name(uint32_t code)
 {
@@ -175,7 +202,7 @@ static bool mode_is_smc(uint32_t mode)
 
 /* ---- where the files are ----------------------------------------------------------- */
 
-/* The writer's rule (src/smcr/stats.c): $XDG_RUNTIME_DIR if ours, else /run/user/<uid>. */
+/* The writer's rule (src/smcr/stats.c): $XDG_RUNTIME_DIR if ours, else /run/user/UID. */
 static void own_stats_dir(char *out, size_t len)
 {
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
@@ -210,8 +237,8 @@ static pid_t pid_of_name(const char *name)
 
 enum liveness {
 	PROCESS_ALIVE,
-	PROCESS_GONE,       /* no such pid: the file is stale */
-	PROCESS_NOT_MAPPING, /* the pid lives but does not map the file (exec, pid reuse) */
+	PROCESS_GONE,	     /* no such pid: the file is stale */
+	PROCESS_NOT_MAPPING, /* the pid lives, the file is not mapped (exec, pid reuse) */
 };
 
 /*
@@ -237,13 +264,18 @@ static enum liveness process_liveness(pid_t pid, const char *path, const struct 
 		int path_at = 0;
 
 		/* address perms offset dev inode path */
-		if (sscanf(line, "%*s %*s %*s %x:%x %llu %n", &maj, &min, &ino, &path_at) < 3)
+		if (sscanf(line, "%*s %*s %*s %x:%x %llu %n", &maj, &min, &ino,
+			   &path_at) < 3)
 			continue;
-		if (ino == (unsigned long long)st->st_ino && makedev(maj, min) == st->st_dev)
+		if (ino == (unsigned long long)st->st_ino &&
+		    makedev(maj, min) == st->st_dev)
 			verdict = PROCESS_ALIVE;
-		/* Stacked file systems (overlayfs) show the lower inode: compare the path too. */
-		else if (path_at > 0 && strncmp(line + path_at, path, strlen(path)) == 0 &&
-			 (line[path_at + strlen(path)] == '\n' || line[path_at + strlen(path)] == '\0'))
+		/* Stacked file systems (overlayfs) show the lower inode: compare the path
+		 * too. */
+		else if (path_at > 0 &&
+			 strncmp(line + path_at, path, strlen(path)) == 0 &&
+			 (line[path_at + strlen(path)] == '\n' ||
+			  line[path_at + strlen(path)] == '\0'))
 			verdict = PROCESS_ALIVE;
 	}
 	fclose(maps);
@@ -257,14 +289,14 @@ static void remove_stale(int dirfd, const char *name, const struct stat *judged)
 
 	if (judged->st_uid != geteuid())
 		return;
-	if (fstatat(dirfd, name, &now, AT_SYMLINK_NOFOLLOW) < 0 || now.st_ino != judged->st_ino ||
-	    now.st_dev != judged->st_dev)
+	if (fstatat(dirfd, name, &now, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    now.st_ino != judged->st_ino || now.st_dev != judged->st_dev)
 		return; /* replaced meanwhile: a new process with a reused pid */
 	if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
 		warnx_("cannot remove stale stats file %s: %s", name, strerror(errno));
 }
 
-/* ---- copying a live file consistently ----------------------------------------------- */
+/* ---- copying a live file consistently --------------------------------------------- */
 
 static sigjmp_buf sigbus_jump;
 static volatile sig_atomic_t sigbus_armed;
@@ -319,7 +351,7 @@ static bool copy_record(const struct smcr_stats_conn *src, struct smcr_stats_con
 	return false;
 }
 
-static void copy_counters(const struct smcr_stats_file *src, struct smcr_stats_file *dst)
+static void copy_counters(const struct smcr_stats_file *src, struct file_counters *dst)
 {
 	dst->handshakes_smc = LOAD(src->handshakes_smc);
 	dst->conns_open = LOAD(src->conns_open);
@@ -329,8 +361,8 @@ static void copy_counters(const struct smcr_stats_file *src, struct smcr_stats_f
 	dst->bytes_sent = LOAD(src->bytes_sent);
 	dst->bytes_received = LOAD(src->bytes_received);
 	for (unsigned i = 0; i < SMCR_STATS_MAX_REASONS; i++) {
-		dst->fallback_reasons[i].reason = LOAD(src->fallback_reasons[i].reason);
-		dst->fallback_reasons[i].count = LOAD(src->fallback_reasons[i].count);
+		dst->reasons[i].reason = LOAD(src->fallback_reasons[i].reason);
+		dst->reasons[i].count = LOAD(src->fallback_reasons[i].count);
 	}
 }
 
@@ -344,7 +376,8 @@ static bool record_wanted(const struct smcr_stats_conn *rec, const struct option
 
 /* Records at stride conn_size after header_size: later layouts may grow both. */
 static bool copy_file(const uint8_t *base, uint32_t header_size, uint32_t conn_size,
-		      uint32_t max_conns, const struct options *o, struct process_view *pv)
+		      uint32_t max_conns, const struct options *o,
+		      struct process_view *pv)
 {
 	struct sigaction sa = {.sa_handler = on_sigbus}, old;
 	bool ok = false;
@@ -354,7 +387,8 @@ static bool copy_file(const uint8_t *base, uint32_t header_size, uint32_t conn_s
 	pv->conns = xcalloc(max_conns, sizeof(*pv->conns));
 	if (sigsetjmp(sigbus_jump, 1) == 0) {
 		sigbus_armed = 1;
-		copy_counters((const struct smcr_stats_file *)(const void *)base, &pv->hdr);
+		copy_counters((const struct smcr_stats_file *)(const void *)base,
+			      &pv->counters);
 		for (uint32_t i = 0; i < max_conns; i++) {
 			const void *at = base + header_size + (size_t)i * conn_size;
 			struct conn_view *cv = &pv->conns[pv->nconns];
@@ -396,8 +430,9 @@ static void program_name(const char comm[16], char *out, size_t len)
  * Validate the header of an open stats file and map it.  Returns the mapping
  * (length in *len) or NULL after a warning.  `writable` for reset.
  */
-static void *map_stats_file(int fd, const char *path, const struct stat *st, pid_t name_pid,
-			    bool writable, size_t *len, struct smcr_stats_file *hdr)
+static void *map_stats_file(int fd, const char *path, const struct stat *st,
+			    pid_t name_pid, bool writable, size_t *len,
+			    struct smcr_stats_file *hdr)
 {
 	const size_t fixed = offsetof(struct smcr_stats_file, conns);
 	size_t need;
@@ -410,26 +445,29 @@ static void *map_stats_file(int fd, const char *path, const struct stat *st, pid
 	if (hdr->magic == 0)
 		return NULL; /* its process is between creating and filling it */
 	if (hdr->magic != SMCR_STATS_MAGIC) {
-		warnx_("skipping %s: not an smcr stats file (magic 0x%08" PRIx32 ")", path,
-		       hdr->magic);
+		warnx_("skipping %s: not an smcr stats file (magic 0x%08" PRIx32 ")",
+		       path, hdr->magic);
 		return NULL;
 	}
 	if (hdr->version != SMCR_STATS_VERSION) {
-		warnx_("skipping %s: stats layout version %" PRIu32 ", this smcr-stat reads "
+		warnx_("skipping %s: stats layout version %" PRIu32
+		       ", this smcr-stat reads "
 		       "version %u",
 		       path, hdr->version, SMCR_STATS_VERSION);
 		return NULL;
 	}
 	if (hdr->header_size < fixed || hdr->conn_size < sizeof(struct smcr_stats_conn) ||
-	    hdr->max_conns > MAX_SANE_CONNS || hdr->header_size % 8 || hdr->conn_size % 8) {
-		warnx_("skipping %s: implausible layout (header %" PRIu32 ", record %" PRIu32
-		       ", %" PRIu32 " records)",
+	    hdr->max_conns > MAX_SANE_CONNS || hdr->header_size % 8 ||
+	    hdr->conn_size % 8) {
+		warnx_("skipping %s: implausible layout (header %" PRIu32
+		       ", record %" PRIu32 ", %" PRIu32 " records)",
 		       path, hdr->header_size, hdr->conn_size, hdr->max_conns);
 		return NULL;
 	}
 	if (hdr->pid != name_pid) {
-		warnx_("skipping %s: written by pid %" PRId32 ", not by the pid in its name", path,
-		       hdr->pid);
+		warnx_("skipping %s: written by pid %" PRId32
+		       ", not by the pid in its name",
+		       path, hdr->pid);
 		return NULL;
 	}
 	need = hdr->header_size + (size_t)hdr->conn_size * hdr->max_conns;
@@ -438,7 +476,8 @@ static void *map_stats_file(int fd, const char *path, const struct stat *st, pid
 		       (long long)st->st_size, need);
 		return NULL;
 	}
-	base = mmap(NULL, need, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, fd, 0);
+	base =
+	    mmap(NULL, need, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
 		warnx_("skipping %s: mmap: %s", path, strerror(errno));
 		return NULL;
@@ -457,7 +496,7 @@ static void *map_stats_file(int fd, const char *path, const struct stat *st, pid
  * conns_open is a gauge of live connections, not a counter: it stays.
  * Reason codes stay too: the writer finds its slot by code.
  */
-static void reset_counters(struct smcr_stats_file *f, struct smcr_stats_file *was)
+static void reset_counters(struct smcr_stats_file *f, struct file_counters *was)
 {
 	was->conns_open = LOAD(f->conns_open);
 	was->handshakes_smc = TAKE(f->handshakes_smc);
@@ -467,8 +506,8 @@ static void reset_counters(struct smcr_stats_file *f, struct smcr_stats_file *wa
 	was->bytes_sent = TAKE(f->bytes_sent);
 	was->bytes_received = TAKE(f->bytes_received);
 	for (unsigned i = 0; i < SMCR_STATS_MAX_REASONS; i++) {
-		was->fallback_reasons[i].reason = LOAD(f->fallback_reasons[i].reason);
-		was->fallback_reasons[i].count = TAKE(f->fallback_reasons[i].count);
+		was->reasons[i].reason = LOAD(f->fallback_reasons[i].reason);
+		was->reasons[i].count = TAKE(f->fallback_reasons[i].count);
 	}
 }
 
@@ -481,7 +520,7 @@ static bool reset_file(void *base, struct process_view *pv)
 	sigaction(SIGBUS, &sa, &old);
 	if (sigsetjmp(sigbus_jump, 1) == 0) {
 		sigbus_armed = 1;
-		reset_counters(base, &pv->hdr);
+		reset_counters(base, &pv->counters);
 		ok = true;
 	}
 	sigbus_armed = 0;
@@ -489,7 +528,7 @@ static bool reset_file(void *base, struct process_view *pv)
 	return ok;
 }
 
-/* ---- reading one directory ---------------------------------------------------------- */
+/* ---- reading one directory -------------------------------------------------------- */
 
 static void add_process(struct process_list *pl, const struct process_view *pv)
 {
@@ -513,6 +552,7 @@ static void read_one(int dirfd, const char *dir, const char *name, pid_t pid,
 {
 	bool writable = o->cmd == CMD_RESET;
 	struct process_view pv = {.pid = pid};
+	struct smcr_stats_file *hdr; /* only its part before conns[] is read */
 	char path[PATH_MAX];
 	struct stat st;
 	size_t len = 0;
@@ -520,8 +560,8 @@ static void read_one(int dirfd, const char *dir, const char *name, pid_t pid,
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	fd = openat(dirfd, name, (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC |
-					 O_NONBLOCK);
+	fd = openat(dirfd, name,
+		    (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		if (errno != ENOENT) /* ENOENT: its process just exited */
 			warnx_("skipping %s: %s", path, strerror(errno));
@@ -543,13 +583,16 @@ static void read_one(int dirfd, const char *dir, const char *name, pid_t pid,
 	case PROCESS_ALIVE:
 		break;
 	}
-	base = map_stats_file(fd, path, &st, pid, writable, &len, &pv.hdr);
+	hdr = xcalloc(1, sizeof(*hdr));
+	base = map_stats_file(fd, path, &st, pid, writable, &len, hdr);
 	close(fd);
-	if (!base)
+	if (!base) {
+		free(hdr);
 		return;
+	}
 	pv.uid = st.st_uid;
-	program_name(pv.hdr.comm, pv.program, sizeof(pv.program));
-	if (!copy_file(base, pv.hdr.header_size, pv.hdr.conn_size, pv.hdr.max_conns, o, &pv)) {
+	program_name(hdr->comm, pv.program, sizeof(pv.program));
+	if (!copy_file(base, hdr->header_size, hdr->conn_size, hdr->max_conns, o, &pv)) {
 		warnx_("skipping %s: the file shrank while being read", path);
 	} else if (writable && !reset_file(base, &pv)) {
 		warnx_("cannot reset %s: the file shrank", path);
@@ -558,6 +601,7 @@ static void read_one(int dirfd, const char *dir, const char *name, pid_t pid,
 		add_process(pl, &pv);
 	}
 	munmap(base, len);
+	free(hdr);
 }
 
 static void read_dir(const char *dir, const struct options *o, struct process_list *pl)
@@ -644,7 +688,7 @@ static int by_pid(const void *a, const void *b)
 	return (x->pid > y->pid) - (x->pid < y->pid);
 }
 
-/* ---- formatting helpers ------------------------------------------------------------- */
+/* ---- formatting helpers ----------------------------------------------------------- */
 
 static bool addr_is_v4(const uint8_t a[16])
 {
@@ -697,7 +741,7 @@ static void json_string(const char *s)
 	putchar('"');
 }
 
-/* ---- show: the connection list ------------------------------------------------------- */
+/* ---- show: the connection list ---------------------------------------------------- */
 
 static void print_conn_json(const struct process_view *pv, const struct conn_view *cv)
 {
@@ -706,9 +750,10 @@ static void print_conn_json(const struct process_view *pv, const struct conn_vie
 
 	printf("    {\"pid\": %d, \"program\": ", (int)pv->pid);
 	json_string(pv->program);
-	printf(", \"uid\": %u, \"slot\": %u, \"generation\": %" PRIu32 ", ", (unsigned)pv->uid,
-	       cv->slot, r->generation);
-	printf("\"state\": \"%s\", \"mode\": \"%s\", \"role\": \"%s\", \"fd\": %" PRId32 ",\n",
+	printf(", \"uid\": %u, \"slot\": %u, \"generation\": %" PRIu32 ", ",
+	       (unsigned)pv->uid, cv->slot, r->generation);
+	printf("\"state\": \"%s\", \"mode\": \"%s\", \"role\": \"%s\", \"fd\": %" PRId32
+	       ",\n",
 	       r->state == SMCR_STATS_CONN_LIVE ? "live" : "closed", mode_name(r->mode),
 	       r->role ? "server" : "client", r->tcp_fd);
 	printf("     \"family\": \"%s\", ", addr_is_v4(r->local_addr) ? "ipv4" : "ipv6");
@@ -719,7 +764,8 @@ static void print_conn_json(const struct process_view *pv, const struct conn_vie
 	if (mode_is_smc(r->mode))
 		printf("     \"fallback_code\": null, \"fallback_name\": null, ");
 	else
-		printf("     \"fallback_code\": \"0x%08" PRIx32 "\", \"fallback_name\": \"%s\", ",
+		printf("     \"fallback_code\": \"0x%08" PRIx32
+		       "\", \"fallback_name\": \"%s\", ",
 		       r->fallback_reason, reason_name(r->fallback_reason));
 	if (mode_is_smc(r->mode)) {
 		printf("\"bytes_sent\": %" PRIu64 ", \"bytes_received\": %" PRIu64 ", ",
@@ -729,7 +775,7 @@ static void print_conn_json(const struct process_view *pv, const struct conn_vie
 		printf("     \"rmb_size\": %" PRIu32 ", \"peer_rmb_size\": %" PRIu32 ", ",
 		       r->rmb_size, r->peer_rmb_size);
 	} else {
-		/* The library does not count the bytes of plain TCP; there are no rings. */
+		/* The library does not count plain TCP's bytes; there are no rings. */
 		printf("\"bytes_sent\": null, \"bytes_received\": null, "
 		       "\"cdc_sent\": null, \"cdc_received\": null,\n"
 		       "     \"rmb_size\": null, \"peer_rmb_size\": null, ");
@@ -754,12 +800,25 @@ static void show_json(const struct process_list *pl)
 	printf("%s]}\n", first ? "" : "\n");
 }
 
-enum { COL_PID, COL_PROG, COL_STATE, COL_MODE, COL_ROLE, COL_LOCAL, COL_PEER, COL_FALLBACK,
-       COL_SENT, COL_RECV, COL_RMB, COL_LGR, NCOLS };
+enum {
+	COL_PID,
+	COL_PROG,
+	COL_STATE,
+	COL_MODE,
+	COL_ROLE,
+	COL_LOCAL,
+	COL_PEER,
+	COL_FALLBACK,
+	COL_SENT,
+	COL_RECV,
+	COL_RMB,
+	COL_LGR,
+	NCOLS
+};
 
 static const char *const col_titles[NCOLS] = {
-	"PID", "PROGRAM", "STATE", "MODE", "ROLE", "LOCAL", "PEER", "FALLBACK",
-	"SENT", "RECEIVED", "RMB/PEER", "LGR",
+    "PID",  "PROGRAM",	"STATE", "MODE",     "ROLE",	 "LOCAL",
+    "PEER", "FALLBACK", "SENT",	 "RECEIVED", "RMB/PEER", "LGR",
 };
 
 /* Numbers right-aligned, text left-aligned. */
@@ -772,11 +831,13 @@ static bool col_numeric(int col)
 #define CELL_LEN 80
 typedef char row_t[NCOLS][CELL_LEN];
 
-static void conn_row(const struct process_view *pv, const struct smcr_stats_conn *r, row_t row)
+static void conn_row(const struct process_view *pv, const struct smcr_stats_conn *r,
+		     row_t row)
 {
 	snprintf(row[COL_PID], CELL_LEN, "%d", (int)pv->pid);
 	snprintf(row[COL_PROG], CELL_LEN, "%s", pv->program);
-	snprintf(row[COL_STATE], CELL_LEN, "%s", r->state == SMCR_STATS_CONN_LIVE ? "live" : "closed");
+	snprintf(row[COL_STATE], CELL_LEN, "%s",
+		 r->state == SMCR_STATS_CONN_LIVE ? "live" : "closed");
 	snprintf(row[COL_MODE], CELL_LEN, "%s", mode_name(r->mode));
 	snprintf(row[COL_ROLE], CELL_LEN, "%s", r->role ? "server" : "client");
 	endpoint_text(r->local_addr, r->local_port, row[COL_LOCAL], CELL_LEN);
@@ -789,7 +850,8 @@ static void conn_row(const struct process_view *pv, const struct smcr_stats_conn
 	if (mode_is_smc(r->mode)) {
 		snprintf(row[COL_SENT], CELL_LEN, "%" PRIu64, r->bytes_sent);
 		snprintf(row[COL_RECV], CELL_LEN, "%" PRIu64, r->bytes_received);
-		snprintf(row[COL_RMB], CELL_LEN, "%" PRIu32 "/%" PRIu32, r->rmb_size, r->peer_rmb_size);
+		snprintf(row[COL_RMB], CELL_LEN, "%" PRIu32 "/%" PRIu32, r->rmb_size,
+			 r->peer_rmb_size);
 	} else { /* plain TCP: not counted by the library, no rings */
 		snprintf(row[COL_SENT], CELL_LEN, "-");
 		snprintf(row[COL_RECV], CELL_LEN, "-");
@@ -842,11 +904,12 @@ static void show_table(const struct process_list *pl)
 		print_row(cells, width);
 	}
 	if (nrows == 0)
-		printf("(no connections in %zu smcr process%s)\n", pl->n, pl->n == 1 ? "" : "es");
+		printf("(no connections in %zu smcr process%s)\n", pl->n,
+		       pl->n == 1 ? "" : "es");
 	free(rows);
 }
 
-/* ---- stats: per-process counters ---------------------------------------------------- */
+/* ---- stats: per-process counters -------------------------------------------------- */
 
 /* Counters of one process, or of all of them added up (pid 0). */
 struct counters {
@@ -867,13 +930,13 @@ static void add_reason(struct counters *c, uint32_t code, uint64_t count)
 			return;
 		}
 	if (c->nreasons < SMCR_STATS_MAX_REASONS)
-		c->reasons[c->nreasons++] = (struct smcr_stats_reason){.reason = code,
-								       .count = count};
+		c->reasons[c->nreasons++] =
+		    (struct smcr_stats_reason){.reason = code, .count = count};
 }
 
 static void add_counters(struct counters *c, const struct process_view *pv)
 {
-	const struct smcr_stats_file *f = &pv->hdr;
+	const struct file_counters *f = &pv->counters;
 
 	c->handshakes_smc += f->handshakes_smc;
 	c->fallbacks += f->fallbacks;
@@ -889,7 +952,7 @@ static void add_counters(struct counters *c, const struct process_view *pv)
 			c->live_bytes_received += pv->conns[i].rec.bytes_received;
 		}
 	for (unsigned i = 0; i < SMCR_STATS_MAX_REASONS; i++)
-		add_reason(c, f->fallback_reasons[i].reason, f->fallback_reasons[i].count);
+		add_reason(c, f->reasons[i].reason, f->reasons[i].count);
 }
 
 static uint64_t handshakes(const struct counters *c)
@@ -902,17 +965,19 @@ static void counters_json(const struct counters *c)
 	printf("\"handshakes\": %" PRIu64 ", \"handshakes_smc\": %" PRIu64
 	       ", \"fallbacks\": %" PRIu64 ", \"handshake_errors\": %" PRIu64
 	       ", \"aborts\": %" PRIu64 ", \"connections_open\": %" PRIu64 ",\n",
-	       handshakes(c), c->handshakes_smc, c->fallbacks, c->handshake_errors, c->aborts,
-	       c->conns_open);
-	printf("     \"closed_bytes_sent\": %" PRIu64 ", \"closed_bytes_received\": %" PRIu64
-	       ", \"live_bytes_sent\": %" PRIu64 ", \"live_bytes_received\": %" PRIu64 ",\n",
+	       handshakes(c), c->handshakes_smc, c->fallbacks, c->handshake_errors,
+	       c->aborts, c->conns_open);
+	printf("     \"closed_bytes_sent\": %" PRIu64
+	       ", \"closed_bytes_received\": %" PRIu64 ", \"live_bytes_sent\": %" PRIu64
+	       ", \"live_bytes_received\": %" PRIu64 ",\n",
 	       c->closed_bytes_sent, c->closed_bytes_received, c->live_bytes_sent,
 	       c->live_bytes_received);
 	printf("     \"fallback_reasons\": [");
 	for (unsigned i = 0; i < c->nreasons; i++)
-		printf("%s{\"code\": \"0x%08" PRIx32 "\", \"name\": \"%s\", \"count\": %" PRIu64 "}",
-		       i ? ", " : "", c->reasons[i].reason, reason_name(c->reasons[i].reason),
-		       c->reasons[i].count);
+		printf("%s{\"code\": \"0x%08" PRIx32
+		       "\", \"name\": \"%s\", \"count\": %" PRIu64 "}",
+		       i ? ", " : "", c->reasons[i].reason,
+		       reason_name(c->reasons[i].reason), c->reasons[i].count);
 	printf("]");
 }
 
@@ -920,14 +985,16 @@ static void stats_json(const struct process_list *pl, bool reset)
 {
 	struct counters total = {0};
 
-	printf("{\"format\": \"smcr-stat\", \"version\": %d, \"reset\": %s, \"processes\": [",
+	printf("{\"format\": \"smcr-stat\", \"version\": %d, \"reset\": %s, "
+	       "\"processes\": [",
 	       JSON_FORMAT_VERSION, reset ? "true" : "false");
 	for (size_t p = 0; p < pl->n; p++) {
 		struct counters c = {0};
 
 		add_counters(&c, &pl->v[p]);
 		add_counters(&total, &pl->v[p]);
-		printf("%s    {\"pid\": %d, \"program\": ", p ? ",\n" : "\n", (int)pl->v[p].pid);
+		printf("%s    {\"pid\": %d, \"program\": ", p ? ",\n" : "\n",
+		       (int)pl->v[p].pid);
 		json_string(pl->v[p].program);
 		printf(", \"uid\": %u,\n     ", (unsigned)pl->v[p].uid);
 		counters_json(&c);
@@ -946,12 +1013,14 @@ static void counters_text(const struct counters *c)
 	printf("    errors            %12" PRIu64 "\n", c->handshake_errors);
 	printf("  Open SMC conns      %12" PRIu64 "\n", c->conns_open);
 	printf("  Aborted SMC conns   %12" PRIu64 "\n", c->aborts);
-	printf("  Bytes sent          %12" PRIu64 "  (closed %" PRIu64 ", live %" PRIu64 ")\n",
+	printf("  Bytes sent          %12" PRIu64 "  (closed %" PRIu64 ", live %" PRIu64
+	       ")\n",
 	       c->closed_bytes_sent + c->live_bytes_sent, c->closed_bytes_sent,
 	       c->live_bytes_sent);
-	printf("  Bytes received      %12" PRIu64 "  (closed %" PRIu64 ", live %" PRIu64 ")\n",
-	       c->closed_bytes_received + c->live_bytes_received, c->closed_bytes_received,
-	       c->live_bytes_received);
+	printf("  Bytes received      %12" PRIu64 "  (closed %" PRIu64 ", live %" PRIu64
+	       ")\n",
+	       c->closed_bytes_received + c->live_bytes_received,
+	       c->closed_bytes_received, c->live_bytes_received);
 	if (c->nreasons)
 		printf("  Fallback reasons\n");
 	for (unsigned i = 0; i < c->nreasons; i++)
@@ -988,26 +1057,27 @@ static void stats_text(const struct process_list *pl, bool reset)
 
 static void usage(FILE *to)
 {
-	fprintf(to,
-		"Usage: %s [show|json|stats|reset] [OPTIONS]\n"
-		"List the SMC connections of running smcr processes (like smcss) or their\n"
-		"counters (like smcr stats).\n"
-		"\n"
-		"Commands:\n"
-		"  show         connections (default)\n"
-		"  json         connections as JSON (same as show --json)\n"
-		"  stats        per-process counters: handshakes, SMC vs fallback, reasons\n"
-		"  reset        print the counters, then set them to zero\n"
-		"\n"
-		"Options:\n"
-		"  -a, --all        also list closed connections still in the records\n"
-		"  -j, --json       JSON output\n"
-		"  -p, --pid PID    only process PID\n"
-		"  -s, --stats      same as the stats command\n"
-		"      --dir DIR    read only stats files in DIR (default: the runtime dir)\n"
-		"  -h, --help       this help\n"
-		"  -v, --version    print the version\n",
-		progname);
+	fprintf(
+	    to,
+	    "Usage: %s [show|json|stats|reset] [OPTIONS]\n"
+	    "List the SMC connections of running smcr processes (like smcss) or their\n"
+	    "counters (like smcr stats).\n"
+	    "\n"
+	    "Commands:\n"
+	    "  show         connections (default)\n"
+	    "  json         connections as JSON (same as show --json)\n"
+	    "  stats        per-process counters: handshakes, SMC vs fallback, reasons\n"
+	    "  reset        print the counters, then set them to zero\n"
+	    "\n"
+	    "Options:\n"
+	    "  -a, --all        also list closed connections still in the records\n"
+	    "  -j, --json       JSON output\n"
+	    "  -p, --pid PID    only process PID\n"
+	    "  -s, --stats      same as the stats command\n"
+	    "      --dir DIR    read only stats files in DIR (default: the runtime dir)\n"
+	    "  -h, --help       this help\n"
+	    "  -v, --version    print the version\n",
+	    progname);
 }
 
 static bool parse_pid(const char *s, pid_t *out)
@@ -1027,10 +1097,10 @@ static bool parse_pid(const char *s, pid_t *out)
 static int parse_args(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
-		{"all", no_argument, NULL, 'a'},   {"json", no_argument, NULL, 'j'},
-		{"pid", required_argument, NULL, 'p'}, {"stats", no_argument, NULL, 's'},
-		{"dir", required_argument, NULL, 'D'}, {"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'v'},   {NULL, 0, NULL, 0},
+	    {"all", no_argument, NULL, 'a'},	   {"json", no_argument, NULL, 'j'},
+	    {"pid", required_argument, NULL, 'p'}, {"stats", no_argument, NULL, 's'},
+	    {"dir", required_argument, NULL, 'D'}, {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'v'},   {NULL, 0, NULL, 0},
 	};
 	int c;
 
@@ -1104,7 +1174,8 @@ int main(int argc, char **argv)
 
 	if (rc)
 		return rc - 1;
-	/* Closed records are needed for nothing but --all; the counters views never list them. */
+	/* Closed records are needed for nothing but --all; the counters views never list
+	 * them. */
 	if (o.cmd != CMD_SHOW)
 		o.all = false;
 	read_all(&o, &pl);
@@ -1113,7 +1184,8 @@ int main(int argc, char **argv)
 	if (o.cmd == CMD_SHOW)
 		o.json ? show_json(&pl) : show_table(&pl);
 	else
-		o.json ? stats_json(&pl, o.cmd == CMD_RESET) : stats_text(&pl, o.cmd == CMD_RESET);
+		o.json ? stats_json(&pl, o.cmd == CMD_RESET)
+		       : stats_text(&pl, o.cmd == CMD_RESET);
 	for (size_t i = 0; i < pl.n; i++)
 		free(pl.v[i].conns);
 	free(pl.v);

@@ -110,7 +110,8 @@ static struct smcr_sock *fake_sock(int fd, bool server, uint32_t rmb, uint32_t p
 	return s;
 }
 
-static void set_bytes(struct smcr_sock *s, uint64_t sent, uint64_t received, uint64_t cdcs)
+static void set_bytes(struct smcr_sock *s, uint64_t sent, uint64_t received,
+		      uint64_t cdcs)
 {
 	s->bytes_sent = sent;
 	s->bytes_received = received;
@@ -143,7 +144,8 @@ static void recv_all(struct smcr_sock *s, size_t len)
 	char buf[4096];
 
 	while (len > 0) {
-		ssize_t n = smcr_sock_recv(s, buf, len < sizeof(buf) ? len : sizeof(buf), 0);
+		ssize_t n =
+		    smcr_sock_recv(s, buf, len < sizeof(buf) ? len : sizeof(buf), 0);
 
 		if (n <= 0)
 			die("smcr_sock_recv");
@@ -158,13 +160,14 @@ static void real_pair_open(struct real_pair *p)
 	pthread_t t;
 	int c = SMCR_CLASSIFY_NEED_MORE;
 
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t len = sizeof(a);
 
 	memset(data, 'x', sizeof(data));
 	p->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (p->lfd < 0 || bind(p->lfd, (struct sockaddr *)&a, len) < 0 || listen(p->lfd, 4) < 0 ||
-	    getsockname(p->lfd, (struct sockaddr *)&a, &len) < 0)
+	if (p->lfd < 0 || bind(p->lfd, (struct sockaddr *)&a, len) < 0 ||
+	    listen(p->lfd, 4) < 0 || getsockname(p->lfd, (struct sockaddr *)&a, &len) < 0)
 		die("listener");
 	if (smcr_listener_register(p->lfd, &p->reg) != 0)
 		die("smcr_listener_register");
@@ -181,7 +184,8 @@ static void real_pair_open(struct real_pair *p)
 		if (c == SMCR_CLASSIFY_NEED_MORE)
 			poll(NULL, 0, 1);
 	}
-	if (c != SMCR_CLASSIFY_PROPOSAL || smcr_sock_accept(p->sfd, &real_opts, &p->s) != 0)
+	if (c != SMCR_CLASSIFY_PROPOSAL ||
+	    smcr_sock_accept(p->sfd, &real_opts, &p->s) != 0)
 		die("SMC accept");
 	pthread_join(t, NULL);
 	if (p->crc != 0 || !p->c)
@@ -254,7 +258,8 @@ static void publish_fixture(void)
 	       (int)getpid(), smcr_stats_path(), have_v6 ? "true" : "false",
 	       port_of(c4, false), port_of(c4, true), have_v6 ? port_of(s6, false) : 0,
 	       have_v6 ? port_of(s6, true) : 0, port_of(cx, false), c4, s6,
-	       port_of(st, false), st, port_of(real->cfd, false), port_of(real->sfd, false));
+	       port_of(st, false), st, port_of(real->cfd, false),
+	       port_of(real->sfd, false));
 	fflush(stdout);
 }
 
@@ -363,7 +368,7 @@ int main(int argc, char **argv)
 		return fake_file((uint32_t)strtoul(argv[2], NULL, 0),
 				 (uint32_t)strtoul(argv[3], NULL, 0));
 	if (argc == 3 && strcmp(argv[1], "name") == 0) {
-		/* Before the first record: the file's comm is taken when it is created. */
+		/* Before the first record: the file takes comm when it is created. */
 		prctl(PR_SET_NAME, argv[2], 0, 0, 0);
 	} else if (argc != 1) {
 		fprintf(stderr, "usage: stats-writer [name COMM | fake MAGIC VERSION]\n");
