@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# iperf3 (client sends, -R server sends, -P 4 parallel streams) with both ends
+# under smc_run: every connection (control and data) in SMC mode by the
+# client's log and the server's published stats; iperf3's own byte counts
+# must be sane.
+source "$(dirname -- "${BASH_SOURCE[0]}")/smc_lib.sh"
+need iperf3
+
+check_json() {
+    "$PYTHON" - "$1" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+if "error" in doc:
+    sys.exit(f"iperf3 error: {doc['error']}")
+end = doc["end"]
+sent, recv = end["sum_sent"]["bytes"], end["sum_received"]["bytes"]
+print(f"sent {sent} received {recv} bytes, {end['sum_received']['bits_per_second'] / 1e9:.2f} Gbit/s")
+sys.exit(0 if recv > 0 and sent >= recv else "bytes not sane")
+PY
+}
+
+port=$(free_port 4)
+mode=smcr
+start_server smcr iperf3-server iperf3 -s -B 127.0.0.1 -p "$port"
+pid=$server_pid
+wait_listen "$pid" "$port"
+conns=0
+for run in "send:" "reverse:-R" "parallel:-P 4"; do
+    name=${run%%:*}
+    read -ra flags <<<"${run#*:}"
+    run_client smcr "iperf3-$name" 30 iperf3 -c 127.0.0.1 -p "$port" -t 1 -J "${flags[@]}"
+    [[ $exit_code -eq 0 ]] || fail "iperf3 $name exited $exit_code"
+    log "$name: $(check_json "$work/iperf3-$name.smcr.out")" || fail "iperf3 $name: bad result"
+    assert_smc_log "iperf3-$name" 2
+    conns=$((conns + $(smc_lines "iperf3-$name")))
+done
+assert_smc_stats "iperf3 server" "$conns" "$pid"

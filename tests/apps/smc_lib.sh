@@ -1,0 +1,59 @@
+# SPDX-License-Identifier: MIT
+# Shared by the smc_*.sh tests: real programs under smc_run on both ends of a
+# loopback connection, each test asserting that the connections ran in SMC
+# mode (same-host shared memory) from what the library itself reports:
+#  - the SMC_DEBUG log (smc_run -d): one line per connection,
+#    "fd N: smc-shm (client|server): ..." or "fd N: tcp-fallback (...): reason";
+#  - the stats each smcr process publishes, read with smcr-stat while the
+#    server is alive (a private XDG_RUNTIME_DIR per test run).
+# The data is checked by checksums. Sourced after lib.sh's conventions.
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+
+export XDG_RUNTIME_DIR=$work/run
+mkdir -m 700 "$XDG_RUNTIME_DIR"
+SMCR_STAT_BIN=${SMCR_STAT_BIN:-${SMCR_BUILD_DIR:-}/src/tools/smcr-stat}
+[[ -x $SMCR_STAT_BIN ]] || skip "smcr-stat is not built ($SMCR_STAT_BIN)"
+[[ -n $PYTHON ]] || skip "python3 is not installed"
+
+# smc_lines NAME: how many connections NAME's log says ran SMC.
+smc_lines() { grep -c ': smc-shm (' "$work/$1.smcr.err" || true; }
+
+# assert_smc_log NAME MIN: NAME (run with mode smcr) logged at least MIN SMC
+# connections and no fallback.
+assert_smc_log() {
+    local name=$1 min=$2 n fallbacks
+    n=$(smc_lines "$name")
+    fallbacks=$(grep -c ': tcp-fallback (' "$work/$name.smcr.err" || true)
+    if [[ $fallbacks -ne 0 ]]; then
+        grep ': tcp-fallback (' "$work/$name.smcr.err" | head -3 >&2
+        fail "$name: $fallbacks connection(s) fell back to TCP"
+    fi
+    [[ $n -ge $min ]] || fail "$name: $n connection(s) in SMC mode in its log, expected at least $min"
+    log "$name: $n connection(s) in SMC mode (SMC_DEBUG log), no fallback"
+}
+
+# stats_of PID FIELD: a counter of live smcr process PID (smcr-stat stats --json).
+stats_of() {
+    "$SMCR_STAT_BIN" stats --json -p "$1" --dir "$XDG_RUNTIME_DIR/smcr" 2>/dev/null |
+        "$PYTHON" -c '
+import json, sys
+doc = json.load(sys.stdin)
+procs = doc.get("processes", [])
+print(sum(p.get(sys.argv[1], 0) for p in procs) if procs else -1)' "$2"
+}
+
+# assert_smc_stats WHAT MIN PID...: the processes together made at least MIN SMC
+# handshakes and no fallback, by their published stats.
+assert_smc_stats() {
+    local what=$1 min=$2 pid smc=0 fb=0 n
+    shift 2
+    for pid in "$@"; do
+        n=$(stats_of "$pid" handshakes_smc)
+        [[ $n -ge 0 ]] || continue
+        smc=$((smc + n))
+        fb=$((fb + $(stats_of "$pid" fallbacks)))
+    done
+    [[ $fb -eq 0 ]] || fail "$what: $fb fallback(s) in the stats"
+    [[ $smc -ge $min ]] || fail "$what: $smc SMC handshake(s) in the stats, expected at least $min"
+    log "$what: $smc SMC handshake(s) in its stats, no fallback"
+}
