@@ -9,9 +9,10 @@
  *                             churn MS   reuse record slots for MS milliseconds
  *                             exit       exit normally (the file is removed)
  *                           EOF exits too.  `name` sets the process name first.
- *   stats-writer fake MAGIC VERSION
+ *   stats-writer fake MAGIC VERSION [SIZE|flap]
  *                           publishes a hand-made file with that magic and layout
- *                           version as <runtime dir>/smcr/stats.<pid>, keeps it
+ *                           version (cut to SIZE bytes, or flapping in size) as
+ *                           <runtime dir>/smcr/stats.<pid>, keeps it
  *                           mapped (a live process), prints its pid, waits for EOF.
  *
  * The stats directory is the engine's: $XDG_RUNTIME_DIR/smcr (the test sets
@@ -327,8 +328,24 @@ static void serve_commands(void)
 	}
 }
 
-/* A file of the real size with a header the tool must refuse. */
-static int fake_file(uint32_t magic, uint32_t version)
+/*
+ * Until stdin closes, cut the file to its first page and restore it, over and
+ * over: a reader that passed the size check may find its records gone (SIGBUS).
+ */
+static void flap_size(int fd, off_t full)
+{
+	struct pollfd in = {.fd = 0, .events = POLLIN};
+
+	while (poll(&in, 1, 0) == 0)
+		if (ftruncate(fd, 4096) < 0 || ftruncate(fd, full) < 0)
+			die("ftruncate");
+}
+
+/*
+ * A file with a header the tool must refuse, cut to `size` bytes when > 0;
+ * size < 0: a valid file whose size flaps (flap_size).
+ */
+static int fake_file(uint32_t magic, uint32_t version, off_t size)
 {
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
 	struct smcr_stats_file *f;
@@ -354,8 +371,13 @@ static int fake_file(uint32_t magic, uint32_t version)
 	f->pid = (int32_t)getpid();
 	f->conns[0].state = SMCR_STATS_CONN_LIVE;
 	f->conns[0].generation = 1;
+	/* Our mapping stays; only the file's tail is gone. */
+	if (size > 0 && ftruncate(fd, size) < 0)
+		die("ftruncate");
 	printf("{\"pid\": %d, \"path\": \"%s\"}\n", (int)getpid(), path);
 	fflush(stdout);
+	if (size < 0)
+		flap_size(fd, (off_t)sizeof(*f));
 	while (fgetc(stdin) != EOF)
 		;
 	unlink(path);
@@ -364,14 +386,23 @@ static int fake_file(uint32_t magic, uint32_t version)
 
 int main(int argc, char **argv)
 {
-	if (argc == 4 && strcmp(argv[1], "fake") == 0)
+	if ((argc == 4 || argc == 5) && strcmp(argv[1], "fake") == 0) {
+		off_t size = 0;
+
+		if (argc == 5)
+			size = strcmp(argv[4], "flap") == 0
+				   ? -1
+				   : (off_t)strtoul(argv[4], NULL, 0);
 		return fake_file((uint32_t)strtoul(argv[2], NULL, 0),
-				 (uint32_t)strtoul(argv[3], NULL, 0));
+				 (uint32_t)strtoul(argv[3], NULL, 0), size);
+	}
 	if (argc == 3 && strcmp(argv[1], "name") == 0) {
 		/* Before the first record: the file takes comm when it is created. */
 		prctl(PR_SET_NAME, argv[2], 0, 0, 0);
 	} else if (argc != 1) {
-		fprintf(stderr, "usage: stats-writer [name COMM | fake MAGIC VERSION]\n");
+		fprintf(
+		    stderr,
+		    "usage: stats-writer [name COMM | fake MAGIC VERSION [SIZE|flap]]\n");
 		return 2;
 	}
 	publish_fixture();

@@ -264,6 +264,7 @@ def case_bad_header(case):
     _, good = case.start()
     _, badver = case.start("fake", hex(0x534D4353), "99")
     _, badmagic = case.start("fake", "0x12345678", "1")
+    _, short = case.start("fake", hex(0x534D4353), "1", "4096")  # records cut off
     doc, err = case.tool_json("--json", "--dir", case.statsdir)
     pids = {c["pid"] for c in doc["connections"]}
     check_eq(pids, {good["pid"]}, "pids listed beside bad files")
@@ -272,6 +273,8 @@ def case_bad_header(case):
           f"warning about the version in stderr: {err!r}")
     check(f"stats.{badmagic['pid']}: not an smcr stats file (magic 0x12345678)" in err,
           f"warning about the magic in stderr: {err!r}")
+    check(f"stats.{short['pid']}: 4096 bytes, its header promises" in err,
+          f"warning about the short file in stderr: {err!r}")
     check(os.path.exists(badver["path"]) and os.path.exists(badmagic["path"]),
           "files of live processes must never be removed")
     stats, err = case.tool_json("stats", "--json", "--dir", case.statsdir)
@@ -338,6 +341,25 @@ def case_concurrent_writer(case):
             check_eq(c["bytes_received"], 2 * c["bytes_sent"], "a churned record's bytes")
 
 
+def case_file_shrinks(case):
+    """A file cut short while being read (SIGBUS on the mapping): skipped, never a crash."""
+    p, w = case.start("fake", hex(0x534D4353), "1", "flap")
+    outcomes = set()
+    for _ in range(40):
+        doc, err = case.tool_json("--json", "--dir", case.statsdir)
+        pids = {c["pid"] for c in doc["connections"]}
+        check(pids <= {w["pid"]}, f"unexpected pids {pids}")
+        if "shrank while being read" in err:
+            outcomes.add("sigbus")
+        elif "its header promises" in err:
+            outcomes.add("short")
+        elif pids:
+            outcomes.add("read")
+    p.stdin.close()
+    check_eq(p.wait(timeout=TIMEOUT), 0, "exit status of the flapping writer")
+    print(f"     file_shrinks outcomes: {sorted(outcomes)}")
+
+
 def case_odd_program_name(case):
     """A process name with a quote, a backslash and a non-ASCII byte stays valid JSON."""
     _, w = case.start("name", os.fsdecode(b'we"ird\\\xff'))
@@ -357,7 +379,7 @@ def case_usage(case):
 
 
 CASES = [case_empty, case_fixture, case_bad_header, case_dead_pid, case_concurrent_writer,
-         case_odd_program_name, case_usage]
+         case_file_shrinks, case_odd_program_name, case_usage]
 
 
 def main():
