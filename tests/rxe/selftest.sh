@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Soft-RoCE checks, run INSIDE scripts/rxe-vm (-n pair) by the meson suite 'rxe':
-#   scripts/rxe-vm -- tests/rxe/selftest.sh BUILD/tests/rxe/mr_access_probe
+#   scripts/rxe-vm -- tests/rxe/selftest.sh BUILD/tests/rxe/{mr_access_probe,smc_echo,verbs_stream}
 # Proves the two-"host" setup the RDMA tests rely on: rxe0/rxe1 with RoCEv2 GIDs for their
 # IPv4 and IPv6 addresses, verbs traffic rxe0 -> rxe1 that really crosses veth0 (UDP 4791),
 # rdma_cm over IPv4 and IPv6, that the device enforces a memory region's access rights, and
-# that the kernel's own SMC-R (AF_SMC) moves its data over RoCE, as rxe-vm configures it.
+# that the kernel's own SMC-R (AF_SMC) moves its data over RoCE, as rxe-vm configures it;
+# then smcr's own verbs layer (src/smcr/ib.c, wr.c) between the two "hosts".
 # Prints one line per check and "N passed, N failed"; exit 0 only if all passed.
 set -u
 probe=${1:?usage: selftest.sh PATH/TO/mr_access_probe PATH/TO/smc_echo}
-smc_echo=${2:?usage: selftest.sh PATH/TO/mr_access_probe PATH/TO/smc_echo}
+smc_echo=${2:?usage: selftest.sh PATH/TO/mr_access_probe PATH/TO/smc_echo PATH/TO/verbs_stream}
+verbs_stream=${3:?usage: selftest.sh PATH/TO/mr_access_probe PATH/TO/smc_echo PATH/TO/verbs_stream}
 
 [[ ${RXE_VM:-} == 1 && ${RXE_VM_NET:-} == pair ]] || {
     echo "selftest.sh: run me inside 'scripts/rxe-vm -n pair'" >&2
@@ -193,6 +195,34 @@ if [[ ${RXE_VM_SMC:-0} == 1 ]]; then
     }
     check "kernel SMC-R configured (user EID, PNET ids veth0/rxe0 and veth1/rxe1)" smc_configured
 fi
+
+# ------------------------------------ smcr's verbs layer: src/smcr/ib.c and wr.c ----
+# verbs_stream: one endpoint per "host" finds its RDMA port and RoCE v2 GID from its TCP
+# socket's local address, both trade QP number/PSN/GID/MAC and RMB address/rkey over that
+# TCP connection (as CLC does), then 500 round trips of a 44-byte SEND and a stream by RDMA
+# WRITE into the peer's 256 KiB RMB (wrapping) plus CDC-like SENDs, every byte checked.
+# The stream must cross veth0 as RoCEv2 while the TCP connection stays quiet.
+verbs_run() { # PREF(4|6) SERVER_ADDR CLIENT_ADDR PORT BYTES
+    local pref=$1 srv=$2 cli=$3 port=$4 bytes=$5 ring=$((256 << 10))
+    local out0 in0 out1 in1 tcp0 tcp1 tcp roce
+    read -r out0 in0 <<< "$(snapshot "$pref" bytes)"
+    read -r tcp0 _ <<< "$(snapshot 8 bytes)"
+    run_pair "verbs_stream $cli -> $srv: $((bytes >> 20)) MiB by RDMA WRITE through a 256 KiB RMB" \
+        "'$verbs_stream' server $srv $port $bytes $ring" \
+        "'$verbs_stream' client $srv $port $cli $bytes $ring" \
+        "wait_line '$logs/server' listening"
+    read -r out1 in1 <<< "$(snapshot "$pref" bytes)"
+    read -r tcp1 _ <<< "$(snapshot 8 bytes)"
+    roce=$((out1 - out0)) tcp=$((tcp1 - tcp0))
+    # pref 8 counts IPv4 TCP only: the IPv6 run checks RoCE bytes alone
+    if [[ $roce -ge $bytes && ( $pref == 6 || $tcp -lt 65536 ) ]]; then
+        pass "verbs_stream $cli -> $srv crossed veth0 as RoCEv2 ($roce bytes out; IPv4 TCP $tcp bytes)"
+    else
+        fail "verbs_stream $cli -> $srv: RoCEv2 bytes out $roce (want >= $bytes), IPv4 TCP $tcp"
+    fi
+}
+verbs_run 4 10.77.0.2 10.77.0.1 7473 $((64 << 20))
+verbs_run 6 fd77::2 fd77::1 7474 $((8 << 20))
 
 rm -rf "$logs"
 echo "$passed passed, $failed failed (${SECONDS}s in the guest)"

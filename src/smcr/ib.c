@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Device side of the verbs transport (see ib.h).
+ *
+ * Finding the device: the GID tables of all RDMA ports are searched for a
+ * RoCE v2 entry equal to the local address (IPv4-mapped for IPv4).  That is
+ * the port the kernel itself associates with the address's netdev; rxe, mlx5
+ * and the rest fill these tables from the netdev's addresses.  RoCE v1 GIDs
+ * are ignored: SMC-Rv1 needs them, but user space speaks SMC-Rv2 only for now
+ * (soft-RoCE has no RoCE v1 GIDs at all).
+ */
+#include "smcr/ib.h"
+
+#include <errno.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "smcr/sys.h"
+
+/* QP attributes as the kernel's SMC-R uses them (smc-r-protocol.md §4.2). */
+#define IB_ACK_TIMEOUT	 15 /* 4.096 us << 15 = 134 ms */
+#define IB_RETRY_CNT	 7
+#define IB_RNR_RETRY	 7 /* infinite */
+#define IB_MIN_RNR_TIMER 5
+#define IB_HOP_LIMIT	 64
+#define IB_GID_TABLE_MAX 1024
+
+int smcr_ib_addr_gid(const struct sockaddr *addr, uint8_t gid[SMCR_IB_GID_LEN])
+{
+	if (addr->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)addr;
+
+		memset(gid, 0, 10);
+		gid[10] = gid[11] = 0xff;
+		memcpy(gid + 12, &in->sin_addr, 4);
+		return 0;
+	}
+	if (addr->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)addr;
+
+		memcpy(gid, &in6->sin6_addr, SMCR_IB_GID_LEN);
+		return 0;
+	}
+	return -EAFNOSUPPORT;
+}
+
+/* The netdev's MAC from sysfs ("aa:bb:cc:dd:ee:ff\n"); zeros if unknown. */
+static void read_mac(unsigned int ifindex, uint8_t mac[SMCR_IB_MAC_LEN])
+{
+	char ifname[IF_NAMESIZE], path[64 + IF_NAMESIZE];
+	unsigned int b[SMCR_IB_MAC_LEN];
+	FILE *f;
+
+	memset(mac, 0, SMCR_IB_MAC_LEN);
+	if (!if_indextoname(ifindex, ifname))
+		return;
+	snprintf(path, sizeof(path), "/sys/class/net/%s/address", ifname);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	if (fscanf(f, "%x:%x:%x:%x:%x:%x", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5]) == 6) {
+		for (int i = 0; i < SMCR_IB_MAC_LEN; i++)
+			mac[i] = (uint8_t)b[i];
+	}
+	fclose(f);
+}
+
+/*
+ * Does this open device hold a RoCE v2 GID equal to `gid`?  Fills the port
+ * fields and returns true if so.
+ */
+static bool device_has_gid(struct ibv_context *ctx, const uint8_t gid[SMCR_IB_GID_LEN],
+			   struct smcr_ib_port *port)
+{
+	struct ibv_gid_entry *table = calloc(IB_GID_TABLE_MAX, sizeof(*table));
+	ssize_t n;
+	bool found = false;
+
+	if (!table)
+		return false;
+	n = ibv_query_gid_table(ctx, table, IB_GID_TABLE_MAX, 0);
+	for (ssize_t i = 0; i < n && !found; i++) {
+		struct ibv_port_attr pattr;
+
+		if (table[i].gid_type != IBV_GID_TYPE_ROCE_V2 ||
+		    memcmp(table[i].gid.raw, gid, SMCR_IB_GID_LEN) != 0 ||
+		    table[i].gid_index > UINT8_MAX || table[i].port_num > UINT8_MAX)
+			continue;
+		if (ibv_query_port(ctx, (uint8_t)table[i].port_num, &pattr) ||
+		    pattr.state != IBV_PORT_ACTIVE ||
+		    pattr.link_layer != IBV_LINK_LAYER_ETHERNET)
+			continue;
+		port->port_num = (uint8_t)table[i].port_num;
+		port->gid_index = (uint8_t)table[i].gid_index;
+		port->active_mtu = pattr.active_mtu;
+		port->ifindex = table[i].ndev_ifindex;
+		memcpy(port->gid, gid, SMCR_IB_GID_LEN);
+		found = true;
+	}
+	free(table);
+	return found;
+}
+
+int smcr_ib_port_open(const struct sockaddr *local, struct smcr_ib_port **out)
+{
+	uint8_t gid[SMCR_IB_GID_LEN];
+	struct ibv_device **list;
+	struct smcr_ib_port *port;
+	int n = 0, rc;
+
+	rc = smcr_ib_addr_gid(local, gid);
+	if (rc)
+		return rc;
+	port = calloc(1, sizeof(*port));
+	if (!port)
+		return -ENOMEM;
+	list = ibv_get_device_list(&n);
+	if (!list) {
+		free(port);
+		return -ENODEV;
+	}
+	rc = -ENODEV;
+	for (int i = 0; i < n && !port->ctx; i++) {
+		struct ibv_context *ctx = ibv_open_device(list[i]);
+
+		if (!ctx)
+			continue;
+		if (device_has_gid(ctx, gid, port)) {
+			port->ctx = ctx;
+			snprintf(port->name, sizeof(port->name), "%s",
+				 ibv_get_device_name(list[i]));
+		} else {
+			ibv_close_device(ctx);
+		}
+	}
+	ibv_free_device_list(list);
+	if (!port->ctx)
+		goto fail;
+	port->pd = ibv_alloc_pd(port->ctx);
+	if (!port->pd) {
+		rc = -errno;
+		goto fail;
+	}
+	read_mac(port->ifindex, port->mac);
+	*out = port;
+	return 0;
+fail:
+	smcr_ib_port_close(port);
+	return rc;
+}
+
+void smcr_ib_port_close(struct smcr_ib_port *port)
+{
+	if (!port)
+		return;
+	if (port->pd)
+		ibv_dealloc_pd(port->pd);
+	if (port->ctx)
+		ibv_close_device(port->ctx);
+	free(port);
+}
+
+struct ibv_mr *smcr_ib_reg_rmb(struct smcr_ib_port *port, void *buf, size_t len)
+{
+	/* Never REMOTE_READ or atomics: a peer may only fill our ring (design §7). */
+	return ibv_reg_mr(port->pd, buf, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+}
+
+struct ibv_mr *smcr_ib_reg_source(struct smcr_ib_port *port, void *buf, size_t len)
+{
+	return ibv_reg_mr(port->pd, buf, len, 0);
+}
+
+struct ibv_mr *smcr_ib_reg_sink(struct smcr_ib_port *port, void *buf, size_t len)
+{
+	return ibv_reg_mr(port->pd, buf, len, IBV_ACCESS_LOCAL_WRITE);
+}
+
+struct ibv_qp *smcr_ib_qp_create(struct smcr_ib_port *port, struct ibv_cq *cq,
+				 uint32_t max_send_wr, uint32_t max_recv_wr)
+{
+	struct ibv_qp_init_attr init = {
+		.send_cq = cq,
+		.recv_cq = cq,
+		.qp_type = IBV_QPT_RC,
+		.sq_sig_all = 0, /* only CDC/LLC SENDs are signaled; they retire the WRITEs */
+		.cap = { .max_send_wr = max_send_wr,
+			 .max_recv_wr = max_recv_wr,
+			 .max_send_sge = 2,
+			 .max_recv_sge = 1 },
+	};
+	struct ibv_qp_attr attr = {
+		.qp_state = IBV_QPS_INIT,
+		.pkey_index = 0,
+		.port_num = port->port_num,
+		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+	};
+	struct ibv_qp *qp = ibv_create_qp(port->pd, &init);
+
+	if (!qp)
+		return NULL;
+	if (ibv_modify_qp(qp, &attr,
+			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
+		int err = errno;
+
+		ibv_destroy_qp(qp);
+		errno = err;
+		return NULL;
+	}
+	return qp;
+}
+
+int smcr_ib_qp_connect(struct smcr_ib_port *port, struct ibv_qp *qp,
+		       const struct smcr_ib_qp_info *peer, uint32_t own_psn)
+{
+	struct ibv_qp_attr rtr = {
+		.qp_state = IBV_QPS_RTR,
+		.dest_qp_num = peer->qpn & 0xffffffu,
+		.rq_psn = peer->psn & 0xffffffu,
+		.max_dest_rd_atomic = 1,
+		.min_rnr_timer = IB_MIN_RNR_TIMER,
+		.ah_attr = {
+			.is_global = 1,
+			.port_num = port->port_num,
+			.grh = { .sgid_index = port->gid_index, .hop_limit = IB_HOP_LIMIT },
+		},
+	};
+	struct ibv_qp_attr rts = {
+		.qp_state = IBV_QPS_RTS,
+		.timeout = IB_ACK_TIMEOUT,
+		.retry_cnt = IB_RETRY_CNT,
+		.rnr_retry = IB_RNR_RETRY,
+		.sq_psn = own_psn & 0xffffffu,
+		.max_rd_atomic = 1,
+	};
+
+	if (peer->mtu < IBV_MTU_256 || peer->mtu > IBV_MTU_4096)
+		return -EINVAL;
+	/* the smaller of the two ends' MTUs: both sides compute the same */
+	rtr.path_mtu = peer->mtu < port->active_mtu ? (enum ibv_mtu)peer->mtu : port->active_mtu;
+	memcpy(rtr.ah_attr.grh.dgid.raw, peer->gid, SMCR_IB_GID_LEN);
+	if (ibv_modify_qp(qp, &rtr,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+				  IBV_QP_MIN_RNR_TIMER))
+		return -errno;
+	if (ibv_modify_qp(qp, &rts,
+			  IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+		return -errno;
+	return 0;
+}
+
+int smcr_ib_qp_error(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+
+	return ibv_modify_qp(qp, &attr, IBV_QP_STATE) ? -errno : 0;
+}
+
+uint32_t smcr_ib_random_psn(void)
+{
+	uint32_t psn = 0;
+
+	if (smcr_sys_random(&psn, sizeof(psn)) < 0)
+		psn = (uint32_t)smcr_sys_now_ms();
+	return psn & 0xffffffu;
+}

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Device side of the verbs transport: which RDMA port and RoCE v2 GID belong
+ * to a TCP connection's local address, its protection domain, memory regions
+ * and the RC queue pair's state machine (RESET -> INIT -> RTR -> RTS) driven
+ * by the peer's QP number, GID and PSN as the CLC messages carry them.
+ *
+ * SMC-R exchanges the QP parameters inside CLC, so there is no rdma_cm here:
+ * the kernel's SMC-R does the same, and it keeps the data QP independent of
+ * rdma_cm's own connection state.
+ *
+ * Only ib.c, wr.c and verbs.c (and tests of them) include this header: they
+ * are the only code that sees <infiniband/verbs.h>.
+ */
+#ifndef SMCR_IB_H
+#define SMCR_IB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <infiniband/verbs.h>
+
+#define SMCR_IB_GID_LEN 16
+#define SMCR_IB_MAC_LEN 6
+
+/* One opened RDMA port with the RoCE v2 GID of one local IP address. */
+struct smcr_ib_port {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	uint8_t port_num;
+	uint8_t gid_index;
+	uint8_t gid[SMCR_IB_GID_LEN];
+	uint8_t mac[SMCR_IB_MAC_LEN]; /* of the netdev the GID belongs to */
+	enum ibv_mtu active_mtu;
+	unsigned int ifindex;
+	char name[IBV_SYSFS_NAME_MAX];
+};
+
+/* What each side of a link tells the other (CLC Accept/Confirm fields). */
+struct smcr_ib_qp_info {
+	uint8_t gid[SMCR_IB_GID_LEN];
+	uint8_t mac[SMCR_IB_MAC_LEN];
+	uint32_t qpn; /* 24 bits */
+	uint32_t psn; /* 24 bits: the first PSN this side sends */
+	uint8_t mtu;  /* enum ibv_mtu, 1 (256) .. 5 (4096), as CLC's qp_mtu */
+};
+
+/*
+ * The 16-byte GID that stands for an IP address: IPv4 as ::ffff:a.b.c.d (how
+ * RoCE v2 GID tables hold it), IPv6 as is.  0 or -EAFNOSUPPORT.
+ */
+int smcr_ib_addr_gid(const struct sockaddr *addr, uint8_t gid[SMCR_IB_GID_LEN]);
+
+/*
+ * Find the RDMA port holding a RoCE v2 GID for `local` (the TCP connection's
+ * own address) and open it with a fresh protection domain.  -ENODEV when no
+ * device has such a GID, other -errno on failure.
+ */
+int smcr_ib_port_open(const struct sockaddr *local, struct smcr_ib_port **out);
+void smcr_ib_port_close(struct smcr_ib_port *port);
+
+/*
+ * An RMB: the peer may write into it and nothing else (no remote read, no
+ * atomics), exactly over [buf, buf + len).
+ */
+struct ibv_mr *smcr_ib_reg_rmb(struct smcr_ib_port *port, void *buf, size_t len);
+/* A local buffer the device only reads from (RDMA WRITE and SEND sources). */
+struct ibv_mr *smcr_ib_reg_source(struct smcr_ib_port *port, void *buf, size_t len);
+/* A local buffer the device writes into (receive buffers). */
+struct ibv_mr *smcr_ib_reg_sink(struct smcr_ib_port *port, void *buf, size_t len);
+
+/*
+ * RC QP on `cq` (send and receive), moved to INIT with remote-write access so
+ * that receives can be posted before the peer is known.  NULL + errno.
+ */
+struct ibv_qp *smcr_ib_qp_create(struct smcr_ib_port *port, struct ibv_cq *cq,
+				 uint32_t max_send_wr, uint32_t max_recv_wr);
+/* INIT -> RTR towards `peer`, then RTR -> RTS sending from `own_psn`.  0 or -errno. */
+int smcr_ib_qp_connect(struct smcr_ib_port *port, struct ibv_qp *qp,
+		       const struct smcr_ib_qp_info *peer, uint32_t own_psn);
+/* Any state -> ERR: outstanding work requests complete with flush errors. */
+int smcr_ib_qp_error(struct ibv_qp *qp);
+
+/* A random 24-bit start PSN. */
+uint32_t smcr_ib_random_psn(void);
+
+#endif /* SMCR_IB_H */

@@ -1,0 +1,481 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Work requests on one SMC-R link (see wr.h).
+ *
+ * Send-queue accounting: every posted send-queue WR gets the next number of
+ * `wr_posted`; only message SENDs are signaled, and their wr_id is that
+ * number, so the completion of message N retires every WR up to N (RC
+ * completes in order).  WRITEs may use all slots but one, so a message can
+ * always be posted to retire them; writes with no message outstanding and
+ * no room fail with -ENOBUFS instead of waiting for ever.
+ *
+ * Receive wr_ids carry RECV_TAG plus the slot index; a received message
+ * stays in its slot until the caller took it, then the slot is re-posted.
+ * 48 slots and one message per CDC: a peer that runs further ahead than
+ * that meets receiver-not-ready and retries (rnr_retry 7 = for ever), as
+ * with the kernel.
+ */
+#include "smcr/wr.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/real.h"
+#include "smcr/sys.h"
+
+#define RECV_TAG     (1ull << 63)
+#define POLL_BATCH   16
+#define ERRTEXT_LEN  96
+
+struct smcr_wr_link {
+	struct smcr_ib_port *port;
+	struct ibv_comp_channel *channel;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	uint8_t *send_slots; /* SMCR_WR_SEND_SLOTS x SMCR_WR_SLOT_LEN */
+	uint8_t *recv_slots; /* SMCR_WR_RECV_SLOTS x SMCR_WR_SLOT_LEN */
+	struct ibv_mr *send_mr;
+	struct ibv_mr *recv_mr;
+	uint32_t psn;
+	uint64_t wr_posted;  /* send-queue WRs posted so far */
+	uint64_t wr_retired; /* ... of which known complete */
+	uint64_t msgs_posted;
+	uint64_t msgs_done;
+	/* received, not yet taken: slot indexes in arrival order */
+	uint32_t rx_slot[SMCR_WR_RECV_SLOTS];
+	uint32_t rx_head;
+	uint32_t rx_count;
+	int error; /* sticky: 0 or -errno */
+	char errtext[ERRTEXT_LEN];
+	struct smcr_wr_stats stats;
+};
+
+/* Record the first failure: "where: what". */
+static void link_fail(struct smcr_wr_link *link, int err, const char *where, const char *what)
+{
+	if (link->error)
+		return;
+	link->error = err;
+	snprintf(link->errtext, sizeof(link->errtext), "%s: %s", where, what);
+}
+
+static int post_recv_slot(struct smcr_wr_link *link, uint32_t slot)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)(link->recv_slots + (size_t)slot * SMCR_WR_SLOT_LEN),
+		.length = SMCR_WR_SLOT_LEN,
+		.lkey = link->recv_mr->lkey,
+	};
+	struct ibv_recv_wr wr = { .wr_id = RECV_TAG | slot, .sg_list = &sge, .num_sge = 1 };
+	struct ibv_recv_wr *bad;
+	int rc = ibv_post_recv(link->qp, &wr, &bad);
+
+	if (rc) {
+		link_fail(link, -ECONNRESET, "ibv_post_recv", strerror(rc));
+		return -rc;
+	}
+	return 0;
+}
+
+static void take_completion(struct smcr_wr_link *link, const struct ibv_wc *wc)
+{
+	bool is_recv = wc->wr_id & RECV_TAG;
+
+	if (wc->status != IBV_WC_SUCCESS) {
+		link_fail(link, -ECONNRESET, is_recv ? "receive" : "send",
+			  ibv_wc_status_str(wc->status));
+		return;
+	}
+	if (!is_recv) {
+		link->wr_retired = wc->wr_id;
+		link->msgs_done++;
+		return;
+	}
+	if (wc->byte_len < SMCR_WR_MSG_LEN) {
+		/* the kernel drops short messages too; keep the slot in use */
+		post_recv_slot(link, (uint32_t)(wc->wr_id & ~RECV_TAG));
+		return;
+	}
+	link->rx_slot[(link->rx_head + link->rx_count) % SMCR_WR_RECV_SLOTS] =
+		(uint32_t)(wc->wr_id & ~RECV_TAG);
+	link->rx_count++;
+	link->stats.msgs_received++;
+}
+
+/* Take every completion the CQ holds. */
+static void poll_cq(struct smcr_wr_link *link)
+{
+	struct ibv_wc wc[POLL_BATCH];
+	int n;
+
+	do {
+		n = ibv_poll_cq(link->cq, POLL_BATCH, wc);
+		if (n < 0) {
+			link_fail(link, -ECONNRESET, "ibv_poll_cq", "failed");
+			return;
+		}
+		for (int i = 0; i < n; i++)
+			take_completion(link, &wc[i]);
+	} while (n == POLL_BATCH);
+}
+
+int smcr_wr_fd(const struct smcr_wr_link *link)
+{
+	return link->channel->fd;
+}
+
+int smcr_wr_arm(struct smcr_wr_link *link, bool any)
+{
+	struct ibv_cq *cq;
+	void *ctx;
+	unsigned int events = 0;
+
+	/* the fd is non-blocking: this takes only events already there */
+	while (ibv_get_cq_event(link->channel, &cq, &ctx) == 0)
+		events++;
+	if (events)
+		ibv_ack_cq_events(link->cq, events);
+	if (ibv_req_notify_cq(link->cq, any ? 0 : 1))
+		return -errno;
+	return 0;
+}
+
+/* Something the waiter may care about: a message, a retired SEND, a failure. */
+static uint64_t progress(const struct smcr_wr_link *link)
+{
+	return link->rx_count + link->msgs_done + (link->error != 0);
+}
+
+/*
+ * Wait for a completion event, then take the completions: 1 something
+ * happened, 0 deadline passed, -errno.  A completion that slipped in before
+ * the arm raised no event: the look at the CQ right after arming catches it,
+ * and then we must not sleep (the event will not come).
+ */
+static int wait_completions(struct smcr_wr_link *link, bool any, int64_t deadline)
+{
+	uint64_t before = progress(link);
+	int rc = smcr_wr_arm(link, any);
+
+	if (rc)
+		return rc;
+	poll_cq(link);
+	if (progress(link) != before)
+		return 1;
+	rc = smcr_sys_wait_fd(smcr_wr_fd(link), POLLIN, deadline);
+	if (rc > 0)
+		poll_cq(link);
+	return rc;
+}
+
+static bool has_send_room(const struct smcr_wr_link *link, uint32_t wrs, bool is_msg)
+{
+	uint64_t in_flight = link->wr_posted - link->wr_retired;
+	uint64_t limit = is_msg ? SMCR_WR_MAX_SEND_WR : SMCR_WR_MAX_SEND_WR - 1;
+
+	if (is_msg && link->msgs_posted - link->msgs_done >= SMCR_WR_SEND_SLOTS)
+		return false;
+	return in_flight + wrs <= limit;
+}
+
+/* Until `wrs` send-queue slots are free: 0, or -errno (-ETIMEDOUT, -ENOBUFS). */
+static int wait_send_room(struct smcr_wr_link *link, uint32_t wrs, bool is_msg, int timeout_ms)
+{
+	int64_t deadline = smcr_sys_deadline(timeout_ms);
+	bool waited = false;
+
+	for (;;) {
+		int rc;
+
+		if (link->error)
+			return link->error;
+		if (has_send_room(link, wrs, is_msg))
+			break;
+		poll_cq(link);
+		if (has_send_room(link, wrs, is_msg))
+			break;
+		/* only message completions retire WRs: none outstanding, none coming */
+		if (link->msgs_posted == link->msgs_done)
+			return -ENOBUFS;
+		waited = true;
+		rc = wait_completions(link, true, deadline);
+		if (rc == 0)
+			return -ETIMEDOUT;
+		if (rc < 0)
+			return rc;
+	}
+	if (waited)
+		link->stats.send_waits++;
+	return 0;
+}
+
+int smcr_wr_send_msg(struct smcr_wr_link *link, const uint8_t msg[SMCR_WR_MSG_LEN],
+		     int timeout_ms)
+{
+	uint8_t *slot;
+	struct ibv_sge sge;
+	struct ibv_send_wr wr, *bad;
+	int rc = wait_send_room(link, 1, true, timeout_ms);
+
+	if (rc)
+		return rc;
+	slot = link->send_slots + (link->msgs_posted % SMCR_WR_SEND_SLOTS) * SMCR_WR_SLOT_LEN;
+	memcpy(slot, msg, SMCR_WR_MSG_LEN);
+	sge = (struct ibv_sge){ .addr = (uintptr_t)slot,
+				.length = SMCR_WR_MSG_LEN,
+				.lkey = link->send_mr->lkey };
+	wr = (struct ibv_send_wr){
+		.wr_id = link->wr_posted + 1,
+		.sg_list = &sge,
+		.num_sge = 1,
+		.opcode = IBV_WR_SEND,
+		.send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED,
+	};
+	rc = ibv_post_send(link->qp, &wr, &bad);
+	if (rc) {
+		link_fail(link, -ECONNRESET, "ibv_post_send (message)", strerror(rc));
+		return -ECONNRESET;
+	}
+	link->wr_posted++;
+	link->msgs_posted++;
+	link->stats.msgs_sent++;
+	return 0;
+}
+
+static bool inside_mr(const struct ibv_mr *mr, const void *p, uint32_t len)
+{
+	uintptr_t start = (uintptr_t)mr->addr, at = (uintptr_t)p;
+
+	return at >= start && at - start <= mr->length && len <= mr->length - (at - start);
+}
+
+/* One or two WRITEs: [src0, +len0) -> remote0 and [src1, +len1) -> remote1. */
+static int post_writes(struct smcr_wr_link *link, struct ibv_mr *mr, const uint8_t *src0,
+		       uint32_t len0, uint64_t remote0, const uint8_t *src1, uint32_t len1,
+		       uint64_t remote1, uint32_t rkey, int timeout_ms)
+{
+	struct ibv_sge sge[2] = {
+		{ .addr = (uintptr_t)src0, .length = len0, .lkey = mr->lkey },
+		{ .addr = (uintptr_t)src1, .length = len1, .lkey = mr->lkey },
+	};
+	struct ibv_send_wr wr[2], *bad;
+	uint32_t n = len1 ? 2 : 1;
+	int rc;
+
+	if (!inside_mr(mr, src0, len0) || (len1 && !inside_mr(mr, src1, len1)))
+		return -EINVAL;
+	rc = wait_send_room(link, n, false, timeout_ms);
+	if (rc)
+		return rc;
+	for (uint32_t i = 0; i < n; i++) {
+		wr[i] = (struct ibv_send_wr){
+			.wr_id = link->wr_posted + 1 + i,
+			.next = i + 1 < n ? &wr[i + 1] : NULL,
+			.sg_list = &sge[i],
+			.num_sge = 1,
+			.opcode = IBV_WR_RDMA_WRITE,
+			.wr.rdma = { .remote_addr = i ? remote1 : remote0, .rkey = rkey },
+		};
+	}
+	rc = ibv_post_send(link->qp, wr, &bad);
+	if (rc) {
+		link_fail(link, -ECONNRESET, "ibv_post_send (write)", strerror(rc));
+		return -ECONNRESET;
+	}
+	link->wr_posted += n;
+	link->stats.writes += n;
+	link->stats.bytes_written += (uint64_t)len0 + len1;
+	if (n == 2)
+		link->stats.wrapped++;
+	return 0;
+}
+
+static bool ring_range_ok(const struct smcr_wr_remote_rmb *rmb, uint32_t offset, uint32_t len)
+{
+	return rmb->size > 0 && offset < rmb->size && len > 0 && len <= rmb->size;
+}
+
+int smcr_wr_write_ring(struct smcr_wr_link *link, struct ibv_mr *src_mr, const void *src,
+		       const struct smcr_wr_remote_rmb *rmb, uint32_t offset, uint32_t len,
+		       int timeout_ms)
+{
+	uint32_t first;
+
+	if (!ring_range_ok(rmb, offset, len))
+		return -EINVAL;
+	first = len < rmb->size - offset ? len : rmb->size - offset;
+	return post_writes(link, src_mr, src, first, rmb->addr + offset,
+			   (const uint8_t *)src + first, len - first, rmb->addr, rmb->rkey,
+			   timeout_ms);
+}
+
+int smcr_wr_write_mirrored(struct smcr_wr_link *link, struct ibv_mr *src_mr,
+			   const struct smcr_wr_remote_rmb *rmb, uint32_t offset, uint32_t len,
+			   int timeout_ms)
+{
+	const uint8_t *base = src_mr->addr;
+	uint32_t first;
+
+	if (!ring_range_ok(rmb, offset, len) || src_mr->length < rmb->size)
+		return -EINVAL;
+	first = len < rmb->size - offset ? len : rmb->size - offset;
+	return post_writes(link, src_mr, base + offset, first, rmb->addr + offset, base,
+			   len - first, rmb->addr, rmb->rkey, timeout_ms);
+}
+
+int smcr_wr_flush(struct smcr_wr_link *link, int timeout_ms)
+{
+	int64_t deadline = smcr_sys_deadline(timeout_ms);
+
+	for (;;) {
+		int rc;
+
+		poll_cq(link);
+		if (link->error)
+			return link->error;
+		if (link->msgs_done == link->msgs_posted)
+			return 0;
+		rc = wait_completions(link, true, deadline);
+		if (rc == 0)
+			return -ETIMEDOUT;
+		if (rc < 0)
+			return rc;
+	}
+}
+
+int smcr_wr_recv_msg(struct smcr_wr_link *link, uint8_t msg[SMCR_WR_MSG_LEN])
+{
+	uint32_t slot;
+
+	if (!link->rx_count)
+		poll_cq(link);
+	if (!link->rx_count)
+		return link->error ? -ECONNRESET : 0;
+	slot = link->rx_slot[link->rx_head];
+	link->rx_head = (link->rx_head + 1) % SMCR_WR_RECV_SLOTS;
+	link->rx_count--;
+	/* copy out first: the slot is ours only until it is re-posted */
+	memcpy(msg, link->recv_slots + (size_t)slot * SMCR_WR_SLOT_LEN, SMCR_WR_MSG_LEN);
+	if (!link->error)
+		post_recv_slot(link, slot);
+	return 1;
+}
+
+int smcr_wr_wait_msg(struct smcr_wr_link *link, int timeout_ms)
+{
+	int64_t deadline = smcr_sys_deadline(timeout_ms);
+
+	for (;;) {
+		int rc;
+
+		poll_cq(link);
+		if (link->rx_count || link->error)
+			return 1;
+		rc = wait_completions(link, false, deadline);
+		if (rc < 0)
+			return rc;
+		if (link->rx_count || link->error)
+			return 1;
+		if (rc == 0)
+			return 0;
+	}
+}
+
+/* ---- life cycle ---------------------------------------------------------------- */
+
+int smcr_wr_link_create(struct smcr_ib_port *port, struct smcr_wr_link **out)
+{
+	struct smcr_wr_link *link = calloc(1, sizeof(*link));
+	int rc = -ENOMEM;
+
+	if (!link)
+		return -ENOMEM;
+	link->port = port;
+	link->send_slots = calloc(SMCR_WR_SEND_SLOTS, SMCR_WR_SLOT_LEN);
+	link->recv_slots = calloc(SMCR_WR_RECV_SLOTS, SMCR_WR_SLOT_LEN);
+	if (!link->send_slots || !link->recv_slots)
+		goto fail;
+	link->send_mr = smcr_ib_reg_source(port, link->send_slots,
+					   SMCR_WR_SEND_SLOTS * SMCR_WR_SLOT_LEN);
+	link->recv_mr = smcr_ib_reg_sink(port, link->recv_slots,
+					 SMCR_WR_RECV_SLOTS * SMCR_WR_SLOT_LEN);
+	link->channel = ibv_create_comp_channel(port->ctx);
+	if (!link->send_mr || !link->recv_mr || !link->channel)
+		goto fail_errno;
+	if (smcr_real.fcntl(link->channel->fd, F_SETFL,
+			    smcr_real.fcntl(link->channel->fd, F_GETFL) | O_NONBLOCK) < 0)
+		goto fail_errno;
+	link->cq = ibv_create_cq(port->ctx, (int)(SMCR_WR_MAX_SEND_WR + SMCR_WR_RECV_SLOTS),
+				 link, link->channel, 0);
+	if (!link->cq)
+		goto fail_errno;
+	link->qp = smcr_ib_qp_create(port, link->cq, SMCR_WR_MAX_SEND_WR, SMCR_WR_RECV_SLOTS);
+	if (!link->qp)
+		goto fail_errno;
+	for (uint32_t i = 0; i < SMCR_WR_RECV_SLOTS; i++) {
+		rc = post_recv_slot(link, i);
+		if (rc)
+			goto fail;
+	}
+	rc = smcr_wr_arm(link, false);
+	if (rc)
+		goto fail;
+	link->psn = smcr_ib_random_psn();
+	*out = link;
+	return 0;
+fail_errno:
+	rc = errno ? -errno : -EIO;
+fail:
+	smcr_wr_link_destroy(link);
+	return rc;
+}
+
+void smcr_wr_link_info(const struct smcr_wr_link *link, struct smcr_ib_qp_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	memcpy(out->gid, link->port->gid, SMCR_IB_GID_LEN);
+	memcpy(out->mac, link->port->mac, SMCR_IB_MAC_LEN);
+	out->qpn = link->qp->qp_num;
+	out->psn = link->psn;
+	out->mtu = (uint8_t)link->port->active_mtu;
+}
+
+int smcr_wr_link_connect(struct smcr_wr_link *link, const struct smcr_ib_qp_info *peer)
+{
+	return smcr_ib_qp_connect(link->port, link->qp, peer, link->psn);
+}
+
+void smcr_wr_link_destroy(struct smcr_wr_link *link)
+{
+	if (!link)
+		return;
+	if (link->qp) {
+		smcr_ib_qp_error(link->qp);
+		ibv_destroy_qp(link->qp);
+	}
+	if (link->cq)
+		ibv_destroy_cq(link->cq);
+	if (link->channel)
+		ibv_destroy_comp_channel(link->channel);
+	if (link->send_mr)
+		ibv_dereg_mr(link->send_mr);
+	if (link->recv_mr)
+		ibv_dereg_mr(link->recv_mr);
+	free(link->send_slots);
+	free(link->recv_slots);
+	free(link);
+}
+
+const char *smcr_wr_link_error(const struct smcr_wr_link *link)
+{
+	return link->errtext;
+}
+
+void smcr_wr_link_stats(const struct smcr_wr_link *link, struct smcr_wr_stats *out)
+{
+	*out = link->stats;
+}

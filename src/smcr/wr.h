@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Work requests on one SMC-R link (one RC QP): RDMA WRITEs into the peer's
+ * RMB and 44-byte SENDs (CDC and LLC messages), with their completions taken
+ * through a completion channel whose fd the caller can poll, so readiness
+ * stays kernel-visible and an idle link costs no CPU.
+ *
+ * The layout follows the kernel's SMC-R (smc-r-protocol.md §4.1, §4.3):
+ *  - 16 message slots of 48 bytes for outgoing SENDs, each SIGNALED and
+ *    SOLICITED (a Linux peer arms its CQ for solicited events only);
+ *  - WRITEs unsignaled, posted right before the SEND that announces them:
+ *    RC ordering makes the data visible before the message, and that SEND's
+ *    completion retires them;
+ *  - 48 receive slots of 48 bytes, all posted from the start, each re-posted
+ *    as soon as its message has been copied out.
+ * One CQ carries both directions; a failed completion puts the link into a
+ * sticky error state (every later call returns -ECONNRESET).
+ *
+ * Not thread-safe: the caller serialises calls on one link.
+ */
+#ifndef SMCR_WR_H
+#define SMCR_WR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "smcr/ib.h"
+
+#define SMCR_WR_MSG_LEN	   44u
+#define SMCR_WR_SLOT_LEN   48u
+#define SMCR_WR_SEND_SLOTS 16u
+#define SMCR_WR_RECV_SLOTS 48u
+/* every message may come with up to two WRITEs (destination wrap) */
+#define SMCR_WR_MAX_SEND_WR (SMCR_WR_SEND_SLOTS * 3u)
+
+struct smcr_wr_link;
+
+/* The peer's RMB as CLC describes it. */
+struct smcr_wr_remote_rmb {
+	uint64_t addr;
+	uint32_t rkey;
+	uint32_t size;
+};
+
+/* Counters for tests and stats. */
+struct smcr_wr_stats {
+	uint64_t writes;       /* RDMA WRITE work requests */
+	uint64_t wrapped;      /* ring writes split in two at the end of the RMB */
+	uint64_t bytes_written;
+	uint64_t msgs_sent;
+	uint64_t msgs_received;
+	uint64_t send_waits;   /* times a SEND waited for a free slot */
+};
+
+/*
+ * CQ + completion channel + RC QP (in INIT, receives posted) on `port`.
+ * 0 or -errno.
+ */
+int smcr_wr_link_create(struct smcr_ib_port *port, struct smcr_wr_link **out);
+/* What the peer needs to reach this link (goes into CLC). */
+void smcr_wr_link_info(const struct smcr_wr_link *link, struct smcr_ib_qp_info *out);
+/* Move the QP to RTS towards `peer`.  0 or -errno. */
+int smcr_wr_link_connect(struct smcr_wr_link *link, const struct smcr_ib_qp_info *peer);
+/* Move the QP to ERR (the peer sees its writes fail), drop everything. */
+void smcr_wr_link_destroy(struct smcr_wr_link *link);
+
+/*
+ * Queue RDMA WRITEs of `len` bytes from `src` (inside the registered `src_mr`)
+ * into the peer's RMB at `offset`, split in two where it wraps; the data
+ * becomes visible to the peer no later than the next message.  Waits (at
+ * most `timeout_ms`) for send-queue room.  0 or -errno.
+ */
+int smcr_wr_write_ring(struct smcr_wr_link *link, struct ibv_mr *src_mr, const void *src,
+		       const struct smcr_wr_remote_rmb *rmb, uint32_t offset, uint32_t len,
+		       int timeout_ms);
+/*
+ * Same, where the source mirrors the peer's RMB (the kernel's send buffer
+ * layout): the bytes for ring offset X live at src_mr->addr + X, so a wrapped
+ * write also wraps in the source.
+ */
+int smcr_wr_write_mirrored(struct smcr_wr_link *link, struct ibv_mr *src_mr,
+			   const struct smcr_wr_remote_rmb *rmb, uint32_t offset, uint32_t len,
+			   int timeout_ms);
+
+/* Post one 44-byte message (SIGNALED | SOLICITED).  0 or -errno. */
+int smcr_wr_send_msg(struct smcr_wr_link *link, const uint8_t msg[SMCR_WR_MSG_LEN],
+		     int timeout_ms);
+
+/*
+ * Until every posted message has completed (the peer has it), at most
+ * timeout_ms: call before destroying a link whose last message matters, as
+ * destroy moves the QP to ERR and flushes what is still queued.  0 or -errno.
+ */
+int smcr_wr_flush(struct smcr_wr_link *link, int timeout_ms);
+
+/*
+ * Take completions and the next received message: 1 one copied into msg, 0
+ * none pending, -ECONNRESET the link failed (after every message that
+ * arrived before the failure was taken).
+ */
+int smcr_wr_recv_msg(struct smcr_wr_link *link, uint8_t msg[SMCR_WR_MSG_LEN]);
+
+/*
+ * The completion channel's fd (non-blocking): readable once an armed CQ
+ * produced an event.  smcr_wr_arm() acknowledges past events and arms it
+ * again, for incoming messages and errors only (`any` = also for our own
+ * send completions); afterwards the caller must look for messages once more
+ * (one may have arrived before the arm).  0 or -errno.
+ */
+int smcr_wr_fd(const struct smcr_wr_link *link);
+int smcr_wr_arm(struct smcr_wr_link *link, bool any);
+
+/*
+ * Block until a message is pending or the link failed, at most timeout_ms:
+ * 1 ready (call smcr_wr_recv_msg), 0 timed out, -errno.
+ */
+int smcr_wr_wait_msg(struct smcr_wr_link *link, int timeout_ms);
+
+/* The failure that stopped the link, as text ("" while it works). */
+const char *smcr_wr_link_error(const struct smcr_wr_link *link);
+void smcr_wr_link_stats(const struct smcr_wr_link *link, struct smcr_wr_stats *out);
+
+#endif /* SMCR_WR_H */
