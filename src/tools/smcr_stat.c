@@ -270,8 +270,8 @@ static enum liveness process_liveness(pid_t pid, const char *path, const struct 
 		if (ino == (unsigned long long)st->st_ino &&
 		    makedev(maj, min) == st->st_dev)
 			verdict = PROCESS_ALIVE;
-		/* Stacked file systems (overlayfs) show the lower inode: compare the path
-		 * too. */
+		/* Stacked file systems (overlayfs) may show another inode: the path too.
+		 */
 		else if (path_at > 0 &&
 			 strncmp(line + path_at, path, strlen(path)) == 0 &&
 			 (line[path_at + strlen(path)] == '\n' ||
@@ -552,8 +552,8 @@ static void read_one(int dirfd, const char *dir, const char *name, pid_t pid,
 {
 	bool writable = o->cmd == CMD_RESET;
 	struct process_view pv = {.pid = pid};
-	struct smcr_stats_file *hdr; /* only its part before conns[] is read */
-	char path[PATH_MAX];
+	struct smcr_stats_file *hdr;	    /* only its part before conns[] is read */
+	char path[PATH_MAX + NAME_MAX + 2]; /* dir/name */
 	struct stat st;
 	size_t len = 0;
 	void *base;
@@ -606,6 +606,7 @@ static void read_one(int dirfd, const char *dir, const char *name, pid_t pid,
 
 static void read_dir(const char *dir, const struct options *o, struct process_list *pl)
 {
+	char absolute[PATH_MAX];
 	struct dirent *de;
 	DIR *d;
 	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -615,6 +616,9 @@ static void read_dir(const char *dir, const struct options *o, struct process_li
 			warnx_("cannot read %s: %s", dir, strerror(errno));
 		return;
 	}
+	/* As /proc/PID/maps names the files (process_liveness compares paths). */
+	if (realpath(dir, absolute))
+		dir = absolute;
 	d = fdopendir(dirfd);
 	if (!d) {
 		close(dirfd);
