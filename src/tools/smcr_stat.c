@@ -792,7 +792,7 @@ static void show_json(const struct process_list *pl)
 {
 	bool first = true;
 
-	printf("{\"format\": \"smcr-stat\", \"version\": %d, \"processes\": %zu, "
+	printf("{\"format\": \"smcr-stat\", \"version\": %d, \"process_count\": %zu, "
 	       "\"connections\": [",
 	       JSON_FORMAT_VERSION, pl->n);
 	for (size_t p = 0; p < pl->n; p++)

@@ -112,7 +112,7 @@ def case_empty(case):
     check_eq(r.stderr, "", "stderr without processes")
     doc, _ = case.tool_json("--json", "--dir", case.statsdir)
     check_eq(doc["connections"], [], "connections without processes")
-    check_eq(doc["processes"], 0, "process count without processes")
+    check_eq(doc["process_count"], 0, "process count without processes")
     doc, _ = case.tool_json("stats", "--json", "--dir", case.statsdir)
     check_eq(doc["processes"], [], "stats without processes")
     check_eq(doc["total"]["handshakes"], 0, "total handshakes without processes")
@@ -203,7 +203,7 @@ def case_fixture(case):
     check_fixture_conns(doc, w, with_closed=False)
     # `json` command, the directory named explicitly: only this writer is there.
     doc, _ = case.tool_json("json", "--dir", case.statsdir)
-    check_eq(doc["processes"], 1, "processes in the test directory")
+    check_eq(doc["process_count"], 1, "processes in the test directory")
     check_fixture_conns(doc, w, with_closed=False)
     doc, _ = case.tool_json("--json", "--all", "--dir", case.statsdir)
     check_fixture_conns(doc, w, with_closed=True)
@@ -268,7 +268,7 @@ def case_bad_header(case):
     doc, err = case.tool_json("--json", "--dir", case.statsdir)
     pids = {c["pid"] for c in doc["connections"]}
     check_eq(pids, {good["pid"]}, "pids listed beside bad files")
-    check_eq(doc["processes"], 1, "processes counted beside bad files")
+    check_eq(doc["process_count"], 1, "processes counted beside bad files")
     check(f"stats.{badver['pid']}: stats layout version 99" in err,
           f"warning about the version in stderr: {err!r}")
     check(f"stats.{badmagic['pid']}: not an smcr stats file (magic 0x12345678)" in err,
