@@ -4,15 +4,13 @@
 # mode (same-host shared memory) from what the library itself reports:
 #  - the SMC_DEBUG log (smc_run -d): one line per connection,
 #    "fd N: smc-shm (client|server): ..." or "fd N: tcp-fallback (...): reason";
-#  - the stats each smcr process publishes, read with smcr-stat while the
-#    server is alive (a private XDG_RUNTIME_DIR per test run).
+#  - the stats each smcr process publishes (include/smcr/stats_abi.h), read
+#    while the server is alive (a private XDG_RUNTIME_DIR per test run).
 # The data is checked by checksums. Sourced after lib.sh's conventions.
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
 export XDG_RUNTIME_DIR=$work/run
 mkdir -m 700 "$XDG_RUNTIME_DIR"
-SMCR_STAT_BIN=${SMCR_STAT_BIN:-${SMCR_BUILD_DIR:-}/src/tools/smcr-stat}
-[[ -x $SMCR_STAT_BIN ]] || skip "smcr-stat is not built ($SMCR_STAT_BIN)"
 [[ -n $PYTHON ]] || skip "python3 is not installed"
 
 # smc_lines NAME: how many connections NAME's log says ran SMC.
@@ -32,14 +30,24 @@ assert_smc_log() {
     log "$name: $n connection(s) in SMC mode (SMC_DEBUG log), no fallback"
 }
 
-# stats_of PID FIELD: a counter of live smcr process PID (smcr-stat stats --json).
+# stats_of PID FIELD: a counter of live smcr process PID, read from the stats
+# file it publishes (include/smcr/stats_abi.h: magic, version, sizes, pid,
+# comm[16], then 64-bit handshakes_smc, conns_open, fallbacks, ...); -1 if the
+# process publishes none. Read directly, so the test depends on the ABI only.
 stats_of() {
-    "$SMCR_STAT_BIN" stats --json -p "$1" --dir "$XDG_RUNTIME_DIR/smcr" 2>/dev/null |
-        "$PYTHON" -c '
-import json, sys
-doc = json.load(sys.stdin)
-procs = doc.get("processes", [])
-print(sum(p.get(sys.argv[1], 0) for p in procs) if procs else -1)' "$2"
+    "$PYTHON" - "$XDG_RUNTIME_DIR/smcr/stats.$1" "$2" <<'PY'
+import struct, sys
+fields = ["handshakes_smc", "conns_open", "fallbacks", "handshake_errors", "aborts"]
+try:
+    head = open(sys.argv[1], "rb").read(40 + 8 * len(fields))
+except OSError:
+    print(-1)
+    sys.exit(0)
+magic, version = struct.unpack_from("<II", head, 0)
+if magic != 0x534D4353 or version != 1:
+    sys.exit(f"{sys.argv[1]}: not an smcr stats file (magic {magic:#x}, version {version})")
+print(struct.unpack_from("<Q", head, 40 + 8 * fields.index(sys.argv[2]))[0])
+PY
 }
 
 # assert_smc_stats WHAT MIN PID...: the processes together made at least MIN SMC

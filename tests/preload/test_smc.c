@@ -7,7 +7,8 @@
  *
  *   test_smc CASE     CASE: echo, epoll-lt, epoll-et, epoll-oneshot, poll,
  *                     select, peek, shutdown, fork-accept, plain-server,
- *                     plain-client, speak-first, speak-first-plain
+ *                     plain-client, speak-first, speak-first-plain, epoll-multi,
+ *                     idle, exec, kill
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -715,6 +716,199 @@ static int case_speak_first(bool raw)
 	return t_result();
 }
 
+/* ---- epoll: registered before the first I/O, two sets, nested --------------------------- */
+
+static void client_slow_echo(void)
+{
+	int fd = connect_to_server(0);
+	char buf[16];
+
+	CHECK(fd >= 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	usleep(50 * 1000);
+	CHECK(write(fd, "ping", 4) == 4);
+	CHECK(recv(fd, buf, 4, MSG_WAITALL) == 4 && memcmp(buf, "pong", 4) == 0);
+	usleep(50 * 1000);
+	CHECK(write(fd, "again", 5) == 5);
+	CHECK(recv(fd, buf, 1, 0) == 0); /* the server closes */
+	close(fd);
+}
+
+/*
+ * The accepted socket goes into two epoll sets (one edge-triggered) and one
+ * of them into a third (nested) before any I/O: classification happens at the
+ * first read, and the registrations move to the engine's doorbell.
+ */
+static int case_epoll_multi(void)
+{
+	pid_t client = spawn(client_slow_echo);
+	int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK), ep1, ep2, outer;
+	struct epoll_event ev, out[4];
+	char buf[16];
+
+	CHECK(fd >= 0);
+	ep1 = epoll_create1(0);
+	ep2 = epoll_create1(0);
+	outer = epoll_create1(0);
+	ev.events = EPOLLIN | EPOLLRDHUP;
+	ev.data.u64 = 111;
+	CHECK(epoll_ctl(ep1, EPOLL_CTL_ADD, fd, &ev) == 0);
+	ev.events = EPOLLIN | EPOLLET;
+	ev.data.u64 = 222;
+	CHECK(epoll_ctl(ep2, EPOLL_CTL_ADD, fd, &ev) == 0);
+	ev.events = EPOLLIN;
+	ev.data.u64 = 333;
+	CHECK(epoll_ctl(outer, EPOLL_CTL_ADD, ep1, &ev) == 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_CANDIDATE);
+
+	/* The Proposal makes the TCP socket readable: the first read classifies. */
+	CHECK(epoll_wait(ep1, out, 4, 5000) == 1 && out[0].data.u64 == 111);
+	{
+		ssize_t n = -1;
+
+		/* The handshake, then "ping" (50 ms later), through ep1 (now the doorbell). */
+		for (int i = 0; i < 100 && (n = read(fd, buf, sizeof(buf))) < 0 && errno == EAGAIN;
+		     i++)
+			CHECK(epoll_wait(ep1, out, 4, 100) >= 0);
+		CHECK(n == 4 && memcmp(buf, "ping", 4) == 0);
+	}
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(write(fd, "pong", 4) == 4);
+	/* The next message wakes all three sets. */
+	CHECK(epoll_wait(ep2, out, 4, 5000) == 1 && out[0].data.u64 == 222);
+	CHECK(epoll_wait(ep1, out, 4, 5000) == 1 && out[0].data.u64 == 111 &&
+	      (out[0].events & EPOLLIN));
+	CHECK(epoll_wait(outer, out, 4, 5000) == 1 && out[0].data.u64 == 333);
+	memset(buf, 0, sizeof(buf));
+	CHECK(recv(fd, buf, sizeof(buf), 0) == 5 && memcmp(buf, "again", 5) == 0);
+	/* Nothing more: level-triggered ep1 stays quiet, no busy wake-up. */
+	CHECK(epoll_wait(ep1, out, 4, 100) == 0);
+	CHECK(epoll_ctl(ep1, EPOLL_CTL_DEL, fd, NULL) == 0);
+	CHECK(epoll_ctl(ep2, EPOLL_CTL_DEL, fd, NULL) == 0);
+	CHECK(epoll_ctl(ep2, EPOLL_CTL_DEL, fd, NULL) == -1 && errno == ENOENT);
+	close(fd);
+	close(outer);
+	close(ep1);
+	close(ep2);
+	reap(client, "client");
+	return t_result();
+}
+
+/* ---- an idle connection costs no CPU --------------------------------------------------- */
+
+static double cpu_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void client_idle(void)
+{
+	int fd = connect_to_server(0);
+	char buf[4];
+
+	CHECK(fd >= 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(write(fd, "x", 1) == 1);
+	/* The server waits a second in poll, epoll and a blocking read. */
+	CHECK(recv(fd, buf, 1, 0) == 1);
+	usleep(300 * 1000);
+	CHECK(write(fd, "y", 1) == 1);
+	CHECK(recv(fd, buf, 1, 0) == 0);
+	close(fd);
+}
+
+static int case_idle(void)
+{
+	pid_t client = spawn(client_idle);
+	int fd = accept(listen_fd, NULL, NULL), ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLIN }, out;
+	struct pollfd p;
+	double before;
+	char c;
+
+	CHECK(fd >= 0);
+	CHECK(read(fd, &c, 1) == 1);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	before = cpu_seconds();
+	p.fd = fd;
+	p.events = POLLIN;
+	CHECK(poll(&p, 1, 400) == 0);
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+	CHECK(epoll_wait(ep, &out, 1, 400) == 0);
+	CHECK(write(fd, "z", 1) == 1);
+	CHECK(read(fd, &c, 1) == 1 && c == 'y'); /* blocks about 300 ms */
+	{
+		double used = cpu_seconds() - before;
+
+		if (used > 0.05)
+			fprintf(stderr, "idle waits used %.3f s of CPU\n", used);
+		CHECK(used <= 0.05);
+	}
+	close(ep);
+	close(fd);
+	reap(client, "client");
+	return t_result();
+}
+
+/* ---- the peer ends abruptly: exec, SIGKILL ----------------------------------------------- */
+
+static bool end_by_exec;
+
+static void client_then_die(void)
+{
+	int fd = connect_to_server(0);
+
+	CHECK(fd >= 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(write(fd, "go", 2) == 2);
+	if (end_by_exec) {
+		/* The SMC connection cannot cross exec: the peer must see it end. */
+		execl("/bin/sleep", "sleep", "3", (char *)NULL);
+		perror("exec");
+		_exit(1);
+	}
+	for (;;)
+		pause(); /* killed by the server */
+}
+
+static int case_abrupt(bool exec)
+{
+	pid_t client;
+	int fd;
+	char buf[8];
+	ssize_t n;
+	struct timespec t0, t1;
+
+	end_by_exec = exec;
+	client = spawn(client_then_die);
+	fd = accept(listen_fd, NULL, NULL);
+	CHECK(fd >= 0);
+	CHECK(recv(fd, buf, 2, MSG_WAITALL) == 2);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	if (!exec)
+		kill(client, SIGKILL);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	n = read(fd, buf, sizeof(buf));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	/* EOF or a reset, within a second (exec'ed sleep would run for 3 s). */
+	CHECK(n == 0 || (n < 0 && errno == ECONNRESET));
+	CHECK(t1.tv_sec - t0.tv_sec < 2);
+	fprintf(stderr, "peer %s: read returned %zd (%s) after %ld ms\n", exec ? "exec'ed" : "killed",
+		n, n < 0 ? strerror(errno) : "EOF",
+		(long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000));
+	close(fd);
+	if (exec) {
+		kill(client, SIGKILL);
+		waitpid(client, NULL, 0);
+	} else {
+		waitpid(client, NULL, 0);
+	}
+	return t_result();
+}
+
 /* ---- main ---------------------------------------------------------------------------------- */
 
 /* Stats go to the runtime directory meson names (created here, 0700). */
@@ -778,6 +972,14 @@ int main(int argc, char **argv)
 		rc = case_speak_first(false);
 	else if (!strcmp(which, "speak-first-plain"))
 		rc = case_speak_first(true);
+	else if (!strcmp(which, "epoll-multi"))
+		rc = case_epoll_multi();
+	else if (!strcmp(which, "idle"))
+		rc = case_idle();
+	else if (!strcmp(which, "exec"))
+		rc = case_abrupt(true);
+	else if (!strcmp(which, "kill"))
+		rc = case_abrupt(false);
 	else {
 		fprintf(stderr, "unknown case %s\n", which);
 		return T_EXIT_FAIL;
