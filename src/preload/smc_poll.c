@@ -87,16 +87,24 @@ static struct ep_rec *rec_at(uint32_t index_plus_one)
 	return index_plus_one ? &ep_arena[index_plus_one - 1] : NULL;
 }
 
-/* The record behind a reported data value, or NULL (the application's own). */
-static struct ep_rec *rec_from_data(uint64_t data)
+/*
+ * The record behind a reported data value, or NULL (the application's own).
+ * *stale: the value is a record that was freed (a report that raced with the
+ * socket's release): it must not reach the application.
+ */
+static struct ep_rec *rec_from_data(uint64_t data, bool *stale)
 {
 	uintptr_t base = (uintptr_t)ep_arena, p = (uintptr_t)data;
 	uint32_t high = atomic_load_explicit(&ep_high, memory_order_acquire);
 
+	*stale = false;
 	if (!ep_arena || p < base || p >= base + (uintptr_t)high * sizeof(struct ep_rec) ||
 	    (p - base) % sizeof(struct ep_rec))
 		return NULL;
-	return ((struct ep_rec *)p)->in_use ? (struct ep_rec *)p : NULL;
+	if (((struct ep_rec *)p)->in_use)
+		return (struct ep_rec *)p;
+	*stale = true;
+	return NULL;
 }
 
 /* ep_lock held. */
@@ -374,11 +382,13 @@ int smcr_smc_epoll_filter(int epfd, struct epoll_event *events, int n)
 	(void)epfd;
 	pthread_mutex_lock(&ep_lock);
 	for (int i = 0; i < n; i++) {
-		struct ep_rec *r = rec_from_data(events[i].data.u64);
+		bool stale;
+		struct ep_rec *r = rec_from_data(events[i].data.u64, &stale);
 		struct smcr_fd_entry *e;
 
 		if (!r) {
-			events[out++] = events[i];
+			if (!stale)
+				events[out++] = events[i];
 			continue;
 		}
 		e = r->entry;
