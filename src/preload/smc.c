@@ -12,6 +12,22 @@
  * application may close, dup2 over or reuse its numbers as it likes; the
  * socket the engine shuts down at the end is always the right one, and it
  * stays open until the engine has sent its last control message.
+ *
+ * Processes: the mode decision happens in whichever process does the first
+ * I/O (accept-then-fork servers classify in the worker). An SMC connection
+ * belongs to the process that made it (entry->owner): a forked child that
+ * inherited it gets ECONNRESET from data calls and only forgets it on close,
+ * so the parent's connection runs on. exec: the engine's fds (its TCP
+ * duplicate, the shm rendezvous socket, rings, doorbells) are close-on-exec,
+ * so an SMC connection cannot cross exec; the peer sees the process vanish
+ * and aborts (reset, prompt: tests/preload/test_smc.c "exec"). The new image
+ * keeps only the application's TCP fd, which the peer's reset ends too.
+ *
+ * Known limits: a client and its server in one process stay TCP (the
+ * handshake would wait for the server's first I/O on the same thread); a
+ * server that writes first waits SMCR_SPEAK_FIRST_WAIT_MS (20 ms) for a
+ * local client's Proposal, and if it comes later it is declined (the smcr
+ * client then fails that connection: its reply was the server's banner).
  */
 #include "preload/smc.h"
 

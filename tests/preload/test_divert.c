@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The SMC-mode branch of the data-path wrappers. Nothing sets SMC mode in
- * this issue, so this program links the wrappers in directly (no
- * LD_PRELOAD), marks one connection SMC through the fd table, and checks
+ * The SMC-mode branch of the data-path wrappers without an engine socket.
+ * This program links the wrappers in directly (no LD_PRELOAD), marks one
+ * connection SMC through the fd table (no engine socket behind it), and checks
  * that every data call on it returns exactly what the same call returns
  * on an untouched connection: data, return value, errno, address length.
  * That is the contract the engine's divert_recvmsg/divert_sendmsg inherit.
