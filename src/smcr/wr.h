@@ -100,6 +100,9 @@ int smcr_wr_flush(struct smcr_wr_link *link, int timeout_ms);
  */
 int smcr_wr_recv_msg(struct smcr_wr_link *link, uint8_t msg[SMCR_WR_MSG_LEN]);
 
+/* Take completions: is a message waiting, or has the link failed? */
+bool smcr_wr_msg_pending(struct smcr_wr_link *link);
+
 /*
  * The completion channel's fd (non-blocking): readable once an armed CQ
  * produced an event.  smcr_wr_arm() acknowledges past events and arms it

@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Soft-RoCE checks, run INSIDE scripts/rxe-vm (-n pair) by the meson suite 'rxe':
-#   scripts/rxe-vm -- tests/rxe/selftest.sh BUILD/tests/rxe/{mr_access_probe,smc_echo,verbs_stream}
+#   scripts/rxe-vm -- tests/rxe/selftest.sh \
+#       BUILD/tests/rxe/{mr_access_probe,smc_echo,verbs_stream,verbs_engine}
 # Proves the two-"host" setup the RDMA tests rely on: rxe0/rxe1 with RoCEv2 GIDs for their
 # IPv4 and IPv6 addresses, verbs traffic rxe0 -> rxe1 that really crosses veth0 (UDP 4791),
 # rdma_cm over IPv4 and IPv6, that the device enforces a memory region's access rights, and
 # that the kernel's own SMC-R (AF_SMC) moves its data over RoCE, as rxe-vm configures it;
-# then smcr's own verbs layer (src/smcr/ib.c, wr.c) between the two "hosts".
+# then smcr's own verbs layer (src/smcr/ib.c, wr.c) and the engine over its verbs
+# transport (src/smcr/verbs.c) between the two "hosts".
 # Prints one line per check and "N passed, N failed"; exit 0 only if all passed.
 set -u
 probe=${1:?usage: selftest.sh PATH/TO/mr_access_probe PATH/TO/smc_echo}
 smc_echo=${2:?usage: selftest.sh PATH/TO/mr_access_probe PATH/TO/smc_echo PATH/TO/verbs_stream}
-verbs_stream=${3:?usage: selftest.sh PATH/TO/mr_access_probe PATH/TO/smc_echo PATH/TO/verbs_stream}
+usage="usage: selftest.sh PATH/TO/{mr_access_probe,smc_echo,verbs_stream,verbs_engine}"
+verbs_stream=${3:?$usage}
+verbs_engine=${4:?$usage}
 
 [[ ${RXE_VM:-} == 1 && ${RXE_VM_NET:-} == pair ]] || {
     echo "selftest.sh: run me inside 'scripts/rxe-vm -n pair'" >&2
@@ -202,27 +206,36 @@ fi
 # TCP connection (as CLC does), then 500 round trips of a 44-byte SEND and a stream by RDMA
 # WRITE into the peer's 256 KiB RMB (wrapping) plus CDC-like SENDs, every byte checked.
 # The stream must cross veth0 as RoCEv2 while the TCP connection stays quiet.
-verbs_run() { # PREF(4|6) SERVER_ADDR CLIENT_ADDR PORT BYTES
-    local pref=$1 srv=$2 cli=$3 port=$4 bytes=$5 ring=$((256 << 10))
+#
+# verbs_engine: the engine's own data path (CDC, cursors, flow control, close) over the
+# verbs transport, its CLC flow driven by the test with smcr_verbs_ops (conn.c does not
+# select that transport yet); every byte checked, the stream must go as RoCEv2.
+verbs_run() { # NAME PREF(4|6) SERVER_ADDR CLIENT_ADDR PORT BYTES -- SERVER_ARGS -- CLIENT_ARGS
+    local name=$1 pref=$2 srv=$3 cli=$4 port=$5 bytes=$6 prog
     local out0 in0 out1 in1 tcp0 tcp1 tcp roce
+    prog=$([[ $name == verbs_stream ]] && echo "$verbs_stream" || echo "$verbs_engine")
+    local extra=''
+    [[ $name == verbs_stream ]] && extra=" $((256 << 10))"
     read -r out0 in0 <<< "$(snapshot "$pref" bytes)"
     read -r tcp0 _ <<< "$(snapshot 8 bytes)"
-    run_pair "verbs_stream $cli -> $srv: $((bytes >> 20)) MiB by RDMA WRITE through a 256 KiB RMB" \
-        "'$verbs_stream' server $srv $port $bytes $ring" \
-        "'$verbs_stream' client $srv $port $cli $bytes $ring" \
+    run_pair "$name $cli -> $srv: $((bytes >> 20)) MiB through a 256 KiB RMB, every byte checked" \
+        "'$prog' server $srv $port $bytes$extra" \
+        "'$prog' client $srv $port $cli $bytes$extra" \
         "wait_line '$logs/server' listening"
     read -r out1 in1 <<< "$(snapshot "$pref" bytes)"
     read -r tcp1 _ <<< "$(snapshot 8 bytes)"
     roce=$((out1 - out0)) tcp=$((tcp1 - tcp0))
-    # pref 8 counts IPv4 TCP only: the IPv6 run checks RoCE bytes alone
+    # pref 8 counts IPv4 TCP only: the IPv6 runs check RoCE bytes alone
     if [[ $roce -ge $bytes && ( $pref == 6 || $tcp -lt 65536 ) ]]; then
-        pass "verbs_stream $cli -> $srv crossed veth0 as RoCEv2 ($roce bytes out; IPv4 TCP $tcp bytes)"
+        pass "$name $cli -> $srv crossed veth0 as RoCEv2 ($roce bytes out; IPv4 TCP $tcp bytes)"
     else
-        fail "verbs_stream $cli -> $srv: RoCEv2 bytes out $roce (want >= $bytes), IPv4 TCP $tcp"
+        fail "$name $cli -> $srv: RoCEv2 bytes out $roce (want >= $bytes), IPv4 TCP $tcp"
     fi
 }
-verbs_run 4 10.77.0.2 10.77.0.1 7473 $((64 << 20))
-verbs_run 6 fd77::2 fd77::1 7474 $((8 << 20))
+verbs_run verbs_stream 4 10.77.0.2 10.77.0.1 7473 $((64 << 20))
+verbs_run verbs_stream 6 fd77::2 fd77::1 7474 $((8 << 20))
+verbs_run verbs_engine 4 10.77.0.2 10.77.0.1 7475 $((16 << 20))
+verbs_run verbs_engine 6 fd77::2 fd77::1 7476 $((4 << 20))
 
 rm -rf "$logs"
 echo "$passed passed, $failed failed (${SECONDS}s in the guest)"
