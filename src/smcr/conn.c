@@ -25,6 +25,7 @@
 #include "common/log.h"
 #include "common/real.h"
 #include "smcr/clc.h"
+#include "smcr/registry.h"
 #include "smcr/shm.h"
 #include "smcr/sys.h"
 #include "smcr/stats.h"
@@ -232,7 +233,7 @@ bool smcr_peer_is_registered(int tcp_fd)
 	/* Same host: loopback, or the kernel routed us to one of our own addresses. */
 	if (!sockaddr_is_loopback(&peer) && !same_addr(&peer, &self))
 		return false;
-	return smcr_registry_has(sockaddr_port(&peer));
+	return smcr_registry_vouches(tcp_fd, &peer);
 }
 
 /*
@@ -483,15 +484,16 @@ int smcr_sock_decline_late_proposal(int tcp_fd, uint32_t reason)
 /* ---- listener registry --------------------------------------------------------------- */
 
 struct smcr_listener {
-	int reg_fd;
+	struct smcr_registration reg;
 };
 
 int smcr_listener_register(int listen_fd, struct smcr_listener **out)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
+	struct smcr_registration reg;
 	struct smcr_listener *l;
-	int fd;
+	int rc;
 
 	*out = NULL;
 	smcr_real_bind();
@@ -499,16 +501,17 @@ int smcr_listener_register(int listen_fd, struct smcr_listener **out)
 		return -errno;
 	if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6)
 		return -EAFNOSUPPORT;
-	fd = smcr_registry_add(sockaddr_port(&ss));
-	/* Registered by another process already (prefork, SO_REUSEPORT): fine. */
-	if (fd < 0 && fd != -EADDRINUSE)
-		return fd;
+	rc = smcr_registry_add(listen_fd, sockaddr_port(&ss), &reg);
+	/* Registered by another process already (prefork, SO_REUSEPORT): fine;
+	 * by another user: warned, and clients will not believe it. */
+	if (rc < 0 && rc != -EADDRINUSE)
+		return rc;
 	l = calloc(1, sizeof(*l));
 	if (!l) {
-		smcr_sys_close(fd);
+		smcr_registry_remove(&reg);
 		return -ENOMEM;
 	}
-	l->reg_fd = fd;
+	l->reg = reg;
 	*out = l;
 	return 0;
 }
@@ -517,7 +520,7 @@ void smcr_listener_unregister(struct smcr_listener *l)
 {
 	if (!l)
 		return;
-	smcr_sys_close(l->reg_fd);
+	smcr_registry_remove(&l->reg);
 	free(l);
 }
 

@@ -1,29 +1,69 @@
 // SPDX-License-Identifier: MIT
 /*
  * Host-local registry of smcr listeners (design §4: propose only to a peer
- * known to speak SMC).  A listener binds an abstract UNIX datagram socket
- * "smcr/l/<netns inode>/<port>"; a client connecting to a local address checks
- * for the name with connect() on a datagram socket, which succeeds exactly
- * when the name is bound and costs no backlog on the listener's side.
- * Abstract names are per network namespace and vanish with the last process
- * holding the socket, so a crashed server leaves nothing behind.
+ * known to speak SMC).  A listener binds and listens on an abstract UNIX
+ * seqpacket socket "smcr/l/<netns inode>/<port>".  Abstract names are per
+ * network namespace and vanish with the last process holding the socket, so a
+ * crashed server leaves nothing behind.
  *
- * Known limit: abstract names carry no owner, so a local user could register
- * a port it does not serve and make local smcr clients propose to that port's
- * real (plain TCP) server.  Closing that needs the TCP listener's owner check
- * (sock_diag), left as an open point.
+ * Abstract names have no owner and no permissions: any local user can bind
+ * any name.  So the name alone proves nothing (design §7).  A client believes
+ * an entry only when the kernel vouches for it, through NETLINK_SOCK_DIAG:
+ *   - unix_diag reports the uid that created the registry socket
+ *     (UNIX_DIAG_UID; kernel-maintained, a user cannot chown a socket to
+ *     someone else);
+ *   - inet_diag reports the uid of every TCP listener on that port that can
+ *     have accepted our connection (bound to the peer address or a wildcard,
+ *     IPv4 and IPv6);
+ * and all of them must be the same user.  Another user can therefore neither
+ * make clients propose SMC to a plain server it does not own, nor usurp a
+ * real smcr listener: an entry squatted by another uid is simply not
+ * believed (the clients stay on TCP) and the real listener logs a warning.
+ * Processes of one user are one trust domain (same-user spoofing is out of
+ * scope, as for everything else a user's processes can do to each other).
+ *
+ * Looking the name up through unix_diag rather than connect() also means a
+ * lookup leaves nothing queued on the listener's registry socket, which never
+ * accepts.  The dump asks only for listening unix sockets, a short list.
+ * Abstract names live in one namespace per socket type, so the registrant
+ * also binds the same name on a datagram socket: a client's connect() to it
+ * failing with ECONNREFUSED says "not registered" for the price of two system
+ * calls, before any diag dump (a squatted probe name only costs the dump).
+ *
+ * Not checked: that the registry socket and the TCP listener are held by the
+ * same process (unix_diag carries no pid; scanning /proc per connect is too
+ * costly).  That would only separate processes of the same user.
  */
+#include "smcr/registry.h"
+
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/sockios.h>
+#include <linux/unix_diag.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "common/real.h"
-#include "smcr/shm.h"
 #include "smcr/sys.h"
+
+/* An id no socket owner can have: the lookup failed or was ambiguous. */
+#define NO_UID ((uint32_t)-1)
+
+/* TCP_LISTEN in the kernel's state numbering (include/net/tcp_states.h). */
+#define DIAG_STATE_LISTEN 10
+#define DIAG_STATE_SYN_RECV 3
 
 static unsigned long long netns_inode(void)
 {
@@ -32,48 +72,515 @@ static unsigned long long netns_inode(void)
 	return stat("/proc/self/ns/net", &st) == 0 ? (unsigned long long)st.st_ino : 0;
 }
 
-static socklen_t registry_name(uint16_t port, struct sockaddr_un *sa)
+/* Name without the leading NUL; returns its length. */
+static size_t registry_name(uint16_t port, char *out, size_t len)
 {
-	int n;
+	int n = snprintf(out, len, "smcr/l/%llu/%u", netns_inode(), (unsigned)port);
+
+	return n > 0 && (size_t)n < len ? (size_t)n : 0;
+}
+
+static socklen_t registry_sockaddr(uint16_t port, struct sockaddr_un *sa)
+{
+	size_t n;
 
 	memset(sa, 0, sizeof(*sa));
 	sa->sun_family = AF_UNIX;
-	n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "smcr/l/%llu/%u",
-		     netns_inode(), (unsigned)port);
-	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+	n = registry_name(port, sa->sun_path + 1, sizeof(sa->sun_path) - 1);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }
 
-int smcr_registry_add(uint16_t port)
+static uint16_t port_of(const struct sockaddr_storage *ss);
+
+/* ---- sock_diag ----------------------------------------------------------------------- */
+
+typedef void (*diag_visit_fn)(const struct nlmsghdr *nh, void *ctx);
+
+/*
+ * Send one SOCK_DIAG_BY_FAMILY request on the NETLINK_SOCK_DIAG socket `fd`
+ * and hand every answer to `visit`: a dump (all matching sockets, ended by
+ * NLMSG_DONE) or a lookup of one socket (one answer or an error).  0 when
+ * complete, -errno otherwise (then nothing may be concluded).
+ */
+static int diag_query(int fd, const void *req, size_t req_len, bool dump, diag_visit_fn visit,
+		      void *ctx)
+{
+	struct {
+		struct nlmsghdr nh;
+		uint8_t body[sizeof(struct inet_diag_req_v2)];
+	} msg;
+	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+	enum { BUF_LEN = 32768 };
+	uint8_t *buf;
+	int rc = -EIO;
+	bool done = false;
+
+	if (req_len > sizeof(msg.body))
+		return -EINVAL;
+	memset(&msg, 0, sizeof(msg));
+	msg.nh.nlmsg_len = (uint32_t)NLMSG_LENGTH(req_len);
+	msg.nh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+	msg.nh.nlmsg_flags = (uint16_t)(NLM_F_REQUEST | (dump ? NLM_F_DUMP : 0));
+	msg.nh.nlmsg_seq = 1;
+	memcpy(msg.body, req, req_len);
+
+	buf = malloc(BUF_LEN);
+	if (!buf)
+		return -ENOMEM;
+	if (smcr_real.sendto(fd, &msg, msg.nh.nlmsg_len, 0, (struct sockaddr *)&kernel,
+			     sizeof(kernel)) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	while (!done) {
+		ssize_t n = smcr_real.recv(fd, buf, BUF_LEN, 0);
+		const struct nlmsghdr *nh;
+		size_t left;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = n < 0 ? -errno : -EIO;
+			goto out;
+		}
+		left = (size_t)n;
+		for (nh = (const struct nlmsghdr *)(const void *)buf; NLMSG_OK(nh, left);
+		     nh = NLMSG_NEXT(nh, left)) {
+			if (nh->nlmsg_type == NLMSG_DONE) {
+				done = true;
+				break;
+			}
+			if (nh->nlmsg_type == NLMSG_ERROR) {
+				const struct nlmsgerr *e = NLMSG_DATA(nh);
+
+				rc = nh->nlmsg_len >= NLMSG_LENGTH(sizeof(*e)) && e->error < 0
+					     ? e->error
+					     : -EIO;
+				goto out;
+			}
+			if (nh->nlmsg_type == SOCK_DIAG_BY_FAMILY) {
+				visit(nh, ctx);
+				if (!dump) {
+					done = true;
+					break;
+				}
+			}
+		}
+	}
+	rc = 0;
+out:
+	free(buf);
+	return rc;
+}
+
+/* Who created the listening abstract unix socket called `name`? */
+struct unix_owner_query {
+	const char *name;
+	size_t name_len;
+	uint32_t uid;  /* NO_UID until found */
+	unsigned hits; /* a name is bound once per netns; more would be a surprise */
+};
+
+static void unix_owner_visit(const struct nlmsghdr *nh, void *ctx)
+{
+	struct unix_owner_query *q = ctx;
+	const struct unix_diag_msg *m = NLMSG_DATA(nh);
+	size_t len = nh->nlmsg_len;
+	const struct rtattr *a;
+	bool named = false;
+	uint32_t uid = NO_UID;
+	size_t alen;
+
+	if (len < NLMSG_LENGTH(sizeof(*m)))
+		return;
+	alen = len - NLMSG_LENGTH(sizeof(*m));
+	for (a = (const struct rtattr *)(m + 1); RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
+		const char *p = RTA_DATA(a);
+		size_t plen = RTA_PAYLOAD(a);
+
+		if (a->rta_type == UNIX_DIAG_NAME)
+			/* Abstract: a leading NUL, then exactly the name (no terminator). */
+			named = plen == q->name_len + 1 && p[0] == '\0' &&
+				memcmp(p + 1, q->name, q->name_len) == 0;
+		else if (a->rta_type == UNIX_DIAG_UID && plen >= sizeof(uint32_t))
+			memcpy(&uid, p, sizeof(uid));
+	}
+	if (!named)
+		return;
+	q->hits++;
+	q->uid = q->hits == 1 ? uid : NO_UID;
+}
+
+static int diag_socket(void)
+{
+	int fd = smcr_real.socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+
+	return fd < 0 ? -errno : fd;
+}
+
+static uint32_t registry_owner(int nl, uint16_t port)
+{
+	char name[64];
+	struct unix_owner_query q = { .name = name, .uid = NO_UID };
+	struct unix_diag_req req = {
+		.sdiag_family = AF_UNIX,
+		.udiag_states = 1u << DIAG_STATE_LISTEN,
+		.udiag_show = UDIAG_SHOW_NAME | UDIAG_SHOW_UID,
+	};
+
+	q.name_len = registry_name(port, name, sizeof(name));
+	if (q.name_len == 0 || diag_query(nl, &req, sizeof(req), true, unix_owner_visit, &q) < 0)
+		return NO_UID;
+	return q.uid;
+}
+
+/* An address in 16 bytes: IPv4 as ::ffff:a.b.c.d. */
+struct addr16 {
+	uint8_t b[16];
+};
+
+static const uint8_t v4mapped_prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+static bool addr16_is_v4(const struct addr16 *a)
+{
+	return memcmp(a->b, v4mapped_prefix, 12) == 0;
+}
+
+static bool addr16_is_zero(const uint8_t *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (b[i])
+			return false;
+	return true;
+}
+
+/*
+ * Owners of the TCP listeners on `port` that can have accepted a connection
+ * to `dst`: bound to dst itself or to a wildcard of a family that reaches it
+ * (an IPv6 wildcard listener reaches IPv4 unless V6ONLY, which diag does not
+ * say, so it counts).  Conservative: one owner differing spoils the answer.
+ */
+struct listener_query {
+	struct addr16 dst;
+	uint16_t port;
+	uint32_t uid;    /* NO_UID until found; NO_UID again when owners differ */
+	unsigned found;
+};
+
+static void listener_visit(const struct nlmsghdr *nh, void *ctx)
+{
+	struct listener_query *q = ctx;
+	const struct inet_diag_msg *m = NLMSG_DATA(nh);
+	struct addr16 src;
+	bool reaches;
+
+	if (nh->nlmsg_len < NLMSG_LENGTH(sizeof(*m)) || m->idiag_state != DIAG_STATE_LISTEN ||
+	    ntohs(m->id.idiag_sport) != q->port)
+		return;
+	if (m->idiag_family == AF_INET) {
+		memcpy(src.b, v4mapped_prefix, 12);
+		memcpy(src.b + 12, m->id.idiag_src, 4);
+		reaches = addr16_is_v4(&q->dst) &&
+			  (addr16_is_zero(src.b + 12, 4) || memcmp(&src, &q->dst, 16) == 0);
+	} else if (m->idiag_family == AF_INET6) {
+		memcpy(src.b, m->id.idiag_src, 16);
+		reaches = addr16_is_zero(src.b, 16) || memcmp(&src, &q->dst, 16) == 0;
+	} else {
+		return;
+	}
+	if (!reaches)
+		return;
+	if (q->found++ == 0)
+		q->uid = m->idiag_uid;
+	else if (q->uid != m->idiag_uid)
+		q->uid = NO_UID;
+}
+
+static uint32_t listener_owner(int nl, const struct addr16 *dst, uint16_t port)
+{
+	struct listener_query q = { .dst = *dst, .port = port, .uid = NO_UID };
+	static const uint8_t families[] = { AF_INET, AF_INET6 };
+
+	for (size_t i = 0; i < sizeof(families); i++) {
+		struct inet_diag_req_v2 req = {
+			.sdiag_family = families[i],
+			.sdiag_protocol = IPPROTO_TCP,
+			.idiag_states = 1u << DIAG_STATE_LISTEN,
+		};
+
+		/* An IPv6 destination is never served by an IPv4 listener. */
+		if (families[i] == AF_INET && !addr16_is_v4(dst))
+			continue;
+		if (diag_query(nl, &req, sizeof(req), true, listener_visit, &q) < 0)
+			return NO_UID;
+	}
+	return q.found ? q.uid : NO_UID;
+}
+
+/*
+ * The fast, exact answer: the server's end of our very connection, looked up
+ * by its 4-tuple (a hash lookup in the kernel, where the listener dump walks
+ * every listening bucket).  An accepted or not-yet-accepted child carries the
+ * owner of the listener that made it.  Only a full socket counts: a request
+ * socket (SYN_RECV) reports uid 0, and kernels before sk_uid-based diag
+ * report 0 for a child still in the accept queue, so anything but a match
+ * sends the caller on to the listener dump, never to a yes.
+ */
+struct conn_query {
+	uint32_t uid;
+};
+
+static void conn_visit(const struct nlmsghdr *nh, void *ctx)
+{
+	struct conn_query *q = ctx;
+	const struct inet_diag_msg *m = NLMSG_DATA(nh);
+
+	if (nh->nlmsg_len >= NLMSG_LENGTH(sizeof(*m)) && m->idiag_state != DIAG_STATE_SYN_RECV &&
+	    m->idiag_state != DIAG_STATE_LISTEN)
+		q->uid = m->idiag_uid;
+}
+
+static void diag_addr(uint32_t out[4], const struct sockaddr_storage *ss)
+{
+	memset(out, 0, 16);
+	if (ss->ss_family == AF_INET)
+		memcpy(out, &((const struct sockaddr_in *)(const void *)ss)->sin_addr, 4);
+	else
+		memcpy(out, &((const struct sockaddr_in6 *)(const void *)ss)->sin6_addr, 16);
+}
+
+static uint32_t server_end_owner(int nl, const struct sockaddr_storage *self,
+				 const struct sockaddr_storage *peer)
+{
+	struct conn_query q = { .uid = NO_UID };
+	struct inet_diag_req_v2 req = {
+		.sdiag_family = (uint8_t)peer->ss_family,
+		.sdiag_protocol = IPPROTO_TCP,
+		.idiag_states = ~0u,
+		.id = {
+			.idiag_sport = htons(port_of(peer)),
+			.idiag_dport = htons(port_of(self)),
+			.idiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE },
+		},
+	};
+
+	diag_addr(req.id.idiag_src, peer);
+	diag_addr(req.id.idiag_dst, self);
+	if (diag_query(nl, &req, sizeof(req), false, conn_visit, &q) < 0)
+		return NO_UID;
+	return q.uid;
+}
+
+/* ---- user ids the kernel could not map ------------------------------------------------ */
+
+/*
+ * diag reports uids as seen from our user namespace; every uid not mapped
+ * there reads as the overflow uid.  In a container two different outside
+ * users could thus both read 65534 and look alike.  The overflow uid counts
+ * only when it is a real, mapped uid of our namespace (as on the host).
+ */
+static uint32_t read_overflow_uid(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/overflowuid", "re");
+	unsigned v = 65534;
+
+	if (f) {
+		if (fscanf(f, "%u", &v) != 1)
+			v = 65534;
+		fclose(f);
+	}
+	return v;
+}
+
+static bool uid_is_mapped(uint32_t uid)
+{
+	FILE *f = fopen("/proc/self/uid_map", "re");
+	unsigned long inside, outside, count;
+	bool mapped = false;
+
+	if (!f)
+		return false;
+	while (!mapped && fscanf(f, "%lu %lu %lu", &inside, &outside, &count) == 3)
+		mapped = uid >= inside && uid - inside < count;
+	fclose(f);
+	return mapped;
+}
+
+static bool uid_is_distinct(uint32_t uid)
+{
+	/* 0 unknown, 1 ambiguous overflow uid, 2 real overflow uid. */
+	static int overflow_state;
+	static uint32_t overflow_uid;
+	int st = __atomic_load_n(&overflow_state, __ATOMIC_ACQUIRE);
+
+	if (uid == NO_UID)
+		return false;
+	if (st == 0) {
+		uint32_t v = read_overflow_uid();
+
+		__atomic_store_n(&overflow_uid, v, __ATOMIC_RELAXED);
+		st = uid_is_mapped(v) ? 2 : 1;
+		__atomic_store_n(&overflow_state, st, __ATOMIC_RELEASE);
+	}
+	return uid != __atomic_load_n(&overflow_uid, __ATOMIC_RELAXED) || st == 2;
+}
+
+/* ---- the registry ---------------------------------------------------------------------- */
+
+static struct addr16 addr16_of(const struct sockaddr_storage *ss)
+{
+	struct addr16 a;
+
+	if (ss->ss_family == AF_INET) {
+		memcpy(a.b, v4mapped_prefix, 12);
+		memcpy(a.b + 12, &((const struct sockaddr_in *)(const void *)ss)->sin_addr, 4);
+	} else {
+		memcpy(a.b, &((const struct sockaddr_in6 *)(const void *)ss)->sin6_addr, 16);
+	}
+	return a;
+}
+
+static uint16_t port_of(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)(const void *)ss)->sin_port);
+	return ntohs(((const struct sockaddr_in6 *)(const void *)ss)->sin6_port);
+}
+
+/*
+ * The registry names carry our current netns; diag answers for it too.  A
+ * socket made in another namespace (setns after socket()) is not ours to judge.
+ */
+static bool socket_in_our_netns(int fd)
+{
+	struct stat st;
+	int ns = smcr_real.ioctl(fd, SIOCGSKNS);
+	bool same;
+
+	if (ns < 0) /* no SIOCGSKNS (old kernel, or no CAP in the netns's user ns) */
+		return errno == ENOTTY || errno == EPERM;
+	same = fstat(ns, &st) == 0 && (unsigned long long)st.st_ino == netns_inode();
+	smcr_sys_close(ns);
+	return same;
+}
+
+/* A socket of `type` bound to the registry name of `port`, or -errno. */
+static int bind_registry_name(int type, uint16_t port)
 {
 	struct sockaddr_un sa;
-	socklen_t len = registry_name(port, &sa);
-	int fd;
+	socklen_t len = registry_sockaddr(port, &sa);
+	int fd, err;
 
-	smcr_real_bind();
-	fd = smcr_real.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	fd = smcr_real.socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
-	if (smcr_real.bind(fd, (struct sockaddr *)&sa, len) < 0) {
-		int err = -errno;
-
-		smcr_sys_close(fd);
-		return err;
-	}
-	return fd;
+	if (smcr_real.bind(fd, (struct sockaddr *)&sa, len) == 0 &&
+	    (type != SOCK_SEQPACKET || smcr_real.listen(fd, 0) == 0))
+		return fd;
+	err = -errno;
+	smcr_sys_close(fd);
+	return err;
 }
 
-bool smcr_registry_has(uint16_t port)
+static void warn_if_squatted(int listen_fd, uint16_t port)
+{
+	struct stat st;
+	uint32_t holder;
+	int nl = diag_socket();
+
+	holder = nl >= 0 ? registry_owner(nl, port) : NO_UID;
+	if (nl >= 0)
+		smcr_sys_close(nl);
+	if (fstat(listen_fd, &st) == 0 && holder != (uint32_t)st.st_uid)
+		smcr_warn("port %u: the smcr registry name is held by %s %u, not by this "
+			  "listener's owner (uid %u); local clients will use TCP with it",
+			  (unsigned)port, holder == NO_UID ? "unknown owner" : "uid",
+			  holder == NO_UID ? 0u : (unsigned)holder, (unsigned)st.st_uid);
+}
+
+int smcr_registry_add(int listen_fd, uint16_t port, struct smcr_registration *out)
+{
+	int fd;
+
+	out->owner_fd = out->probe_fd = -1;
+	smcr_real_bind();
+	/* Listening makes the name visible to the LISTEN-only diag dump; nobody connects. */
+	fd = bind_registry_name(SOCK_SEQPACKET, port);
+	if (fd < 0) {
+		/* Taken: by our own user (prefork, SO_REUSEPORT) or squatted by another. */
+		if (fd == -EADDRINUSE)
+			warn_if_squatted(listen_fd, port);
+		return fd;
+	}
+	out->owner_fd = fd;
+	/*
+	 * The probe name only answers "is anybody registered?" cheaply.  If it is
+	 * taken by someone else, it exists anyway, which is all a probe says.
+	 */
+	fd = bind_registry_name(SOCK_DGRAM, port);
+	out->probe_fd = fd >= 0 ? fd : -1;
+	return 0;
+}
+
+void smcr_registry_remove(struct smcr_registration *r)
+{
+	if (r->owner_fd >= 0)
+		smcr_sys_close(r->owner_fd);
+	if (r->probe_fd >= 0)
+		smcr_sys_close(r->probe_fd);
+	r->owner_fd = r->probe_fd = -1;
+}
+
+/*
+ * Nobody bound the probe name: not registered, decided with one connect()
+ * instead of a diag dump (the usual answer for plain local servers).
+ */
+static bool probe_name_exists(uint16_t port)
 {
 	struct sockaddr_un sa;
-	socklen_t len = registry_name(port, &sa);
+	socklen_t len = registry_sockaddr(port, &sa);
 	bool found;
 	int fd;
 
-	smcr_real_bind();
 	fd = smcr_real.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return false;
-	found = smcr_real.connect(fd, (struct sockaddr *)&sa, len) == 0;
+		return true; /* cannot tell: let the full check decide */
+	found = smcr_real.connect(fd, (struct sockaddr *)&sa, len) == 0 || errno != ECONNREFUSED;
 	smcr_sys_close(fd);
 	return found;
+}
+
+bool smcr_registry_vouches(int tcp_fd, const struct sockaddr_storage *peer)
+{
+	struct sockaddr_storage self;
+	socklen_t self_len = sizeof(self);
+	uint16_t port = port_of(peer);
+	struct addr16 dst = addr16_of(peer);
+	uint32_t registrant, listener = NO_UID;
+	int nl;
+
+	smcr_real_bind();
+	if (!probe_name_exists(port) || !socket_in_our_netns(tcp_fd))
+		return false;
+	nl = diag_socket();
+	if (nl < 0)
+		return false;
+	registrant = registry_owner(nl, port);
+	if (registrant != NO_UID &&
+	    smcr_real.getsockname(tcp_fd, (struct sockaddr *)&self, &self_len) == 0 &&
+	    self.ss_family == peer->ss_family)
+		listener = server_end_owner(nl, &self, peer);
+	if (registrant != NO_UID && listener != registrant)
+		listener = listener_owner(nl, &dst, port);
+	smcr_sys_close(nl);
+	if (registrant == NO_UID)
+		return false; /* not registered (the common case for plain servers) */
+	if (listener != registrant || !uid_is_distinct(listener)) {
+		smcr_info("port %u: registry entry of uid %d does not match the TCP listener's "
+			  "owner (uid %d): not proposing SMC",
+			  (unsigned)port, registrant == NO_UID ? -1 : (int)registrant,
+			  listener == NO_UID ? -1 : (int)listener);
+		return false;
+	}
+	return true;
 }

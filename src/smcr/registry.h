@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Host-local registry of smcr listeners (design §4: propose only to a peer
+ * known to speak SMC; §7: and never because another user said so).
+ */
+#ifndef SMCR_REGISTRY_H
+#define SMCR_REGISTRY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+/* The sockets holding one registration (close both to unregister). */
+struct smcr_registration {
+	int owner_fd; /* listening seqpacket socket: the name whose owner diag reports */
+	int probe_fd; /* datagram socket, same name: a cheap "anybody there?" */
+};
+
+/*
+ * Register the listening TCP socket `listen_fd` (bound to `port`) under the
+ * abstract UNIX name "smcr/l/<netns inode>/<port>".  0 or -errno.
+ * -EADDRINUSE when the name is taken: by a process of the listener's own user
+ * (prefork, SO_REUSEPORT: fine), or by another user (squatting), which is
+ * logged as a warning; local clients then stay on TCP for that port.
+ */
+int smcr_registry_add(int listen_fd, uint16_t port, struct smcr_registration *out);
+void smcr_registry_remove(struct smcr_registration *r);
+
+/*
+ * May a client propose SMC on `tcp_fd`, connected to the local address
+ * `peer`?  True only when the registry name for peer's port exists in the
+ * socket's network namespace and the kernel reports that its owner (uid) is
+ * the owner of every TCP listener that can have accepted the connection.
+ */
+bool smcr_registry_vouches(int tcp_fd, const struct sockaddr_storage *peer);
+
+#endif /* SMCR_REGISTRY_H */
