@@ -64,8 +64,9 @@ struct smcr_fd_entry {
 	int engine_fd;             /* -1 = none */
 	int owner;                 /* pid */
 	uint32_t fallback_reason;  /* why the connection stayed TCP */
-	void *listener;            /* struct smcr_listener * of a registered listener */
-	uint16_t listen_port;      /* its port */
+	void *listener;            /* listener registration (smc.c): of a listener, or
+				    * of the listener of an unclassified accepted socket */
+	uint16_t listen_port;      /* a listener's port */
 	atomic_uint poll_in;       /* threads in poll/select waiting for POLLIN */
 	atomic_uint poll_out;      /* ... for POLLOUT */
 	unsigned epoll_events;     /* EPOLLIN|EPOLLOUT of its epoll registrations */

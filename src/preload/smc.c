@@ -159,6 +159,37 @@ static bool peer_is_local(int fd)
 	return false;
 }
 
+/*
+ * A listener's registration, shared by the listening socket and the
+ * connections accepted from it that are not classified yet: a server that
+ * accepts one connection and closes its listener (socat, iperf3 -1) must
+ * still be registered when its client, connected a moment earlier, checks
+ * the registry. Per-process counts (a forked child has its own copy, and its
+ * own duplicate of the registration's fd).
+ */
+struct listener_reg {
+	struct smcr_listener *l;
+	atomic_uint refs;
+	uint16_t port;
+	pid_t pid;
+};
+
+static struct listener_reg *reg_get(struct listener_reg *r)
+{
+	atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);
+	return r;
+}
+
+static void reg_put(struct listener_reg *r)
+{
+	if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	if (r->pid == smcr_smc_pid)
+		own_listener_set(r->port, r->pid, false);
+	smcr_listener_unregister(r->l);
+	free(r);
+}
+
 /* ---- small helpers ----------------------------------------------------------- */
 
 static int64_t now_ms(void)
@@ -244,6 +275,16 @@ static int timeval_ms(int fd, int name)
 static void apply_timeouts(int fd, struct smcr_sock *s)
 {
 	smcr_sock_set_timeouts(s, timeval_ms(fd, SO_RCVTIMEO), timeval_ms(fd, SO_SNDTIMEO));
+}
+
+/* A decided connection no longer keeps its listener registered. */
+static void drop_listener_ref(struct smcr_fd_entry *e)
+{
+	if ((entry_flags(e) & SMCR_FD_F_ACCEPTED) && e->listener &&
+	    entry_mode(e) != SMCR_FD_CANDIDATE) {
+		reg_put(e->listener);
+		e->listener = NULL;
+	}
 }
 
 /* ---- outcomes of a decision ---------------------------------------------------- */
@@ -474,6 +515,7 @@ int smcr_smc_settle(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, boo
 			else
 				rc = client_decide(fd, e);
 		}
+		drop_listener_ref(e);
 		smcr_guard_leave();
 		decision_unlock(e);
 		if (rc != WAIT_DATA)
@@ -501,16 +543,23 @@ void smcr_smc_after_listen(int fd)
 	if (!e->listener && decision_lock(e)) {
 		smcr_guard_enter();
 		if (!e->listener) {
-			rc = smcr_listener_register(fd, &l);
+			struct listener_reg *r = calloc(1, sizeof(*r));
+
+			rc = r ? smcr_listener_register(fd, &l) : -ENOMEM;
 			if (rc == 0) {
 				uint16_t port = local_port(fd);
 
-				e->listener = l;
+				r->l = l;
+				r->port = port;
+				r->pid = smcr_smc_pid;
+				atomic_store(&r->refs, 1);
+				e->listener = r;
 				e->listen_port = port;
 				e->owner = smcr_smc_pid;
 				own_listener_set(port, smcr_smc_pid, true);
 				smcr_dbg("fd %d: listener on port %u registered for SMC", fd, port);
 			} else {
+				free(r);
 				smcr_warn("fd %d: cannot register the listener for SMC: %s", fd,
 					  strerror(-rc));
 			}
@@ -554,11 +603,23 @@ void smcr_smc_set_nonblock(int fd, bool on)
 		atomic_fetch_and_explicit(&e->flags, ~SMCR_FD_F_NONBLOCK, memory_order_relaxed);
 }
 
-void smcr_smc_after_accept(int fd, int flags)
+void smcr_smc_after_accept(int listen_fd, int fd)
 {
-	if (flags & SOCK_NONBLOCK)
-		smcr_smc_set_nonblock(fd, true);
+	struct smcr_fd_entry *listener, *e;
+
+	if (!smcr_smc_enabled || !smcr_preload_table_writable())
+		return;
+	listener = smcr_fdtab_get(listen_fd);
+	e = smcr_fdtab_peek(fd);
+	if (listener && e && listener->listener && decision_lock(listener)) {
+		/* Read under the listener's lock: a concurrent listen() may set it. */
+		if (listener->listener)
+			e->listener = reg_get(listener->listener);
+		decision_unlock(listener);
+	}
+	smcr_fdtab_put(listener);
 }
+
 
 /*
  * The last reference to an entry is gone (fdtab.h): the application closed
@@ -575,9 +636,7 @@ static void release_entry(struct smcr_fd_entry *e)
 	smcr_guard_enter();
 	smcr_smc_epoll_forget(e, owner ? s : NULL);
 	if (e->listener) {
-		if (owner)
-			own_listener_set(e->listen_port, smcr_smc_pid, false);
-		smcr_listener_unregister(e->listener);
+		reg_put(e->listener);
 		e->listener = NULL;
 	}
 	if (s && owner) {

@@ -44,7 +44,8 @@ void smcr_smc_reinit_child(void);
 void smcr_smc_after_listen(int fd);
 /* After a successful blocking connect, or EINPROGRESS. 0, or -1 with errno. */
 int smcr_smc_after_connect(int fd, int ret);
-void smcr_smc_after_accept(int fd, int flags);
+/* fd came out of accept on listen_fd (and is tracked already). */
+void smcr_smc_after_accept(int listen_fd, int fd);
 void smcr_smc_set_nonblock(int fd, bool on);
 
 /* Calls on an SMC socket: *handled says whether the engine answered. */

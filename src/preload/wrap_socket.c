@@ -116,9 +116,11 @@ static int after_accept(int listen_fd, int fd, int flags)
 
 		if (smcr_preload_track(fd, domain,
 				       SMCR_FD_F_ACCEPTED |
-					       ((flags & SOCK_NONBLOCK) ? SMCR_FD_F_NONBLOCK : 0)))
+					       ((flags & SOCK_NONBLOCK) ? SMCR_FD_F_NONBLOCK : 0))) {
 			smcr_dbg("fd %d: accepted on fd %d, %s TCP socket tracked", fd, listen_fd,
 				 domain_name(domain));
+			smcr_smc_after_accept(listen_fd, fd);
+		}
 	} else {
 		smcr_preload_forget(fd);
 	}

@@ -8,7 +8,7 @@
  *   test_smc CASE     CASE: echo, epoll-lt, epoll-et, epoll-oneshot, poll,
  *                     select, peek, shutdown, fork-accept, plain-server,
  *                     plain-client, speak-first, speak-first-plain, epoll-multi,
- *                     idle, exec, kill
+ *                     idle, exec, kill, listener-closed
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -909,6 +909,44 @@ static int case_abrupt(bool exec)
 	return t_result();
 }
 
+/* ---- the server closes its listener right after accept ------------------------------------ */
+
+static int sync_pipe[2];
+
+/* Non-blocking connect; the handshake starts only after the listener is gone. */
+static void client_after_listener_closed(void)
+{
+	int fd = connect_to_server(SOCK_NONBLOCK);
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	char c;
+
+	CHECK(fd >= 0);
+	CHECK(read(sync_pipe[0], &c, 1) == 1); /* the server accepted and closed it */
+	CHECK(poll(&p, 1, 5000) == 1 && (p.revents & POLLOUT));
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(fcntl(fd, F_SETFL, 0) == 0);
+	echo_client(fd);
+	close(fd);
+}
+
+static int case_listener_closed(void)
+{
+	pid_t client;
+	int fd;
+
+	CHECK(pipe(sync_pipe) == 0);
+	client = spawn(client_after_listener_closed);
+	fd = accept(listen_fd, NULL, NULL);
+	CHECK(fd >= 0);
+	close(listen_fd); /* as socat and iperf3 -1 do */
+	CHECK(write(sync_pipe[1], "x", 1) == 1);
+	echo_blocking(fd);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	close(fd);
+	reap(client, "client");
+	return t_result();
+}
+
 /* ---- main ---------------------------------------------------------------------------------- */
 
 /* Stats go to the runtime directory meson names (created here, 0700). */
@@ -980,6 +1018,8 @@ int main(int argc, char **argv)
 		rc = case_abrupt(true);
 	else if (!strcmp(which, "kill"))
 		rc = case_abrupt(false);
+	else if (!strcmp(which, "listener-closed"))
+		rc = case_listener_closed();
 	else {
 		fprintf(stderr, "unknown case %s\n", which);
 		return T_EXIT_FAIL;
