@@ -8,7 +8,8 @@
  * is a directory owned by the user, else /run/user/<uid>; the smcr directory
  * is 0700 and the file 0600, so only the same user (and root) can read it.
  * The file is removed when the process exits normally; a reader should treat
- * a file whose pid is gone as stale.
+ * a file whose pid is gone as stale.  A forked child publishes its own file
+ * (its own pid, counters from zero) at its first stats event.
  *
  * Concurrency: the writer updates fields with relaxed 64-bit stores; a reader
  * may see a record half-updated across fields (bytes of one record are not
@@ -29,6 +30,9 @@
 enum smcr_stats_conn_state {
 	SMCR_STATS_CONN_FREE = 0,
 	SMCR_STATS_CONN_LIVE = 1,
+	/* A forked child's slot still referenced by a connection it inherited:
+	 * the parent's to show, not the child's (readers skip it). */
+	SMCR_STATS_CONN_INHERITED = 2,
 };
 
 enum smcr_stats_mode {

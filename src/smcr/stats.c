@@ -6,10 +6,16 @@
  * shared so the stats tool can read it while we run.  Writers update single
  * fields with relaxed atomics; record slots are claimed with a CAS on `state`.
  *
- * fork: the child must not write into the parent's file.  It swaps the shared
- * mapping for a private copy at the same address (records of inherited
- * connections stay valid pointers) and publishes a file of its own for
- * connections it makes itself.
+ * fork: the child must not write into the parent's file, and its
+ * connections must be visible (prefork and accept-then-fork servers do all
+ * their work in children).  At fork the child swaps the shared mapping for a
+ * zeroed private one at the same address, so that pointers to records of
+ * inherited connections stay valid; those slots are marked INHERITED (hidden
+ * from readers, never claimed until freed).  Its own counters start at zero.
+ * It publishes stats.<its pid> lazily, at its first stats event: a child that
+ * never connects (a worker that only execs, a daemonising fork) costs no file,
+ * and the fork itself costs one mmap() and a scan of the slot states, with no
+ * allocation or file system work in the atfork handler.
  */
 #include "smcr/stats.h"
 
@@ -38,6 +44,10 @@ static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct smcr_stats_file *area;
 static char area_path[256];
 static bool atfork_done;
+/* A forked child whose area is private until its first stats event. */
+static bool publish_pending;
+/* A forked child that could not get its own area: every stats call is a no-op. */
+static bool stats_off;
 
 #define ADD(field, v) __atomic_fetch_add(&(field), (v), __ATOMIC_RELAXED)
 #define SUB(field, v) __atomic_fetch_sub(&(field), (v), __ATOMIC_RELAXED)
@@ -85,25 +95,43 @@ static void area_header(struct smcr_stats_file *f)
 	prctl(PR_GET_NAME, f->comm, 0, 0, 0);
 }
 
-/* The shared file, or NULL (stats then stay private). */
-static struct smcr_stats_file *area_publish(void)
+/* A new stats file of our pid, sized for the area: its fd, or -1 (errno set). */
+static int area_create_file(void)
 {
 	char dir[240];
-	struct smcr_stats_file *f;
 	int fd;
 
-	if (!runtime_dir(dir, sizeof(dir)))
-		return NULL;
+	if (!runtime_dir(dir, sizeof(dir))) {
+		snprintf(area_path, sizeof(area_path), "<runtime dir>");
+		return -1;
+	}
 	snprintf(area_path, sizeof(area_path), "%s/stats.%d", dir, (int)getpid());
 	unlink(area_path); /* a stale file of an earlier process with our pid */
 	fd = smcr_real.open(area_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
-		goto fail;
-	if (ftruncate(fd, (off_t)sizeof(*f)) < 0) {
+		return -1;
+	if (ftruncate(fd, (off_t)sizeof(struct smcr_stats_file)) < 0) {
 		smcr_sys_close(fd);
 		unlink(area_path);
-		goto fail;
+		return -1;
 	}
+	return fd;
+}
+
+static void publish_failed(void)
+{
+	smcr_info("stats stay private: cannot publish %s: %s", area_path, strerror(errno));
+	area_path[0] = '\0';
+}
+
+/* The shared file, or NULL (stats then stay private). */
+static struct smcr_stats_file *area_publish(void)
+{
+	struct smcr_stats_file *f;
+	int fd = area_create_file();
+
+	if (fd < 0)
+		goto fail;
 	f = mmap(NULL, sizeof(*f), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	smcr_sys_close(fd);
 	if (f == MAP_FAILED) {
@@ -112,9 +140,36 @@ static struct smcr_stats_file *area_publish(void)
 	}
 	return f;
 fail:
-	smcr_info("stats stay private: cannot publish %s: %s", area_path, strerror(errno));
-	area_path[0] = '\0';
+	publish_failed();
 	return NULL;
+}
+
+/*
+ * A forked child's first stats event: its private area (header, inherited
+ * slot marks, whatever it counted so far) becomes stats.<pid>, mapped shared
+ * over the same address so every record pointer stays valid.  Under
+ * stats_lock; a counter bumped by another thread between the copy and the
+ * remap may be lost, nothing worse.
+ */
+static void area_republish(struct smcr_stats_file *f)
+{
+	int fd;
+
+	area_header(f);
+	fd = area_create_file();
+	if (fd < 0) {
+		publish_failed();
+		return;
+	}
+	if (pwrite(fd, f, sizeof(*f), 0) != (ssize_t)sizeof(*f) ||
+	    mmap(f, sizeof(*f), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
+		    MAP_FAILED) {
+		smcr_sys_close(fd);
+		unlink(area_path);
+		publish_failed();
+		return;
+	}
+	smcr_sys_close(fd);
 }
 
 static void remove_file_at_exit(void)
@@ -123,24 +178,39 @@ static void remove_file_at_exit(void)
 		unlink(area_path);
 }
 
+/*
+ * atfork child handler: only system calls and plain stores here (the child of
+ * a multi-threaded parent may run it with another thread's locks held).
+ */
 static void stats_child(void)
 {
-	void *copy;
+	uint32_t inherited[SMCR_STATS_MAX_CONNS / 32] = { 0 };
+	struct smcr_stats_file *f = area;
 
 	pthread_mutex_init(&stats_lock, NULL);
-	if (!area || !area_path[0])
+	if (!f)
 		return;
-	/* Private copy in place: inherited records stay valid, the parent's file untouched. */
-	copy = malloc(sizeof(*area));
-	if (copy) {
-		memcpy(copy, area, sizeof(*area));
-		if (mmap(area, sizeof(*area), PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED)
-			memcpy(area, copy, sizeof(*area));
-		free(copy);
+	for (unsigned i = 0; i < SMCR_STATS_MAX_CONNS; i++)
+		if (__atomic_load_n(&f->conns[i].state, __ATOMIC_RELAXED) != SMCR_STATS_CONN_FREE)
+			inherited[i / 32] |= 1u << (i % 32);
+	/*
+	 * Fresh zeroed private pages at the same address: the parent's file is
+	 * no longer ours, and the parent's counters and records are not ours
+	 * to publish.  If this fails (ENOMEM), the child keeps no stats at all
+	 * rather than write into its parent's file.
+	 */
+	if (mmap(f, sizeof(*f), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+		 -1, 0) == MAP_FAILED) {
+		stats_off = true;
+		area_path[0] = '\0';
+		return;
 	}
+	for (unsigned i = 0; i < SMCR_STATS_MAX_CONNS; i++)
+		if (inherited[i / 32] & (1u << (i % 32)))
+			f->conns[i].state = SMCR_STATS_CONN_INHERITED;
+	f->pid = (int32_t)getpid(); /* its exit handler must not unlink the parent's file */
 	area_path[0] = '\0';
-	area->pid = (int32_t)getpid(); /* our own copy now */
+	publish_pending = true;
 }
 
 static void stats_prepare(void)
@@ -157,10 +227,16 @@ static struct smcr_stats_file *stats_get(void)
 {
 	struct smcr_stats_file *f = __atomic_load_n(&area, __ATOMIC_ACQUIRE);
 
-	if (f)
+	if (stats_off)
+		return NULL;
+	if (f && !__atomic_load_n(&publish_pending, __ATOMIC_ACQUIRE))
 		return f;
 	smcr_real_bind();
 	pthread_mutex_lock(&stats_lock);
+	if (area && publish_pending) {
+		area_republish(area);
+		__atomic_store_n(&publish_pending, false, __ATOMIC_RELEASE);
+	}
 	if (!area) {
 		f = area_publish();
 		if (!f) {
@@ -270,7 +346,7 @@ void smcr_stats_tcp_close(struct smcr_tcp_record *rec)
 {
 	struct smcr_stats_conn *c = (struct smcr_stats_conn *)rec;
 
-	if (c)
+	if (c && !stats_off)
 		__atomic_store_n(&c->state, SMCR_STATS_CONN_FREE, __ATOMIC_RELEASE);
 }
 
@@ -278,7 +354,7 @@ void smcr_stats_conn_update(const struct smcr_sock *s)
 {
 	struct smcr_stats_conn *c = s->stats;
 
-	if (!c)
+	if (!c || stats_off)
 		return;
 	SET(c->bytes_sent, s->bytes_sent);
 	SET(c->bytes_received, s->bytes_received);
@@ -290,7 +366,7 @@ void smcr_stats_conn_close(const struct smcr_sock *s, int aborted)
 {
 	struct smcr_stats_file *f = area;
 
-	if (!f)
+	if (!f || stats_off)
 		return;
 	SUB(f->conns_open, 1);
 	ADD(f->bytes_sent, s->bytes_sent);

@@ -7,6 +7,10 @@
  *   stats-writer [name COMM] records (see publish_fixture), prints one JSON line
  *                           describing them, then obeys commands on stdin:
  *                             churn MS   reuse record slots for MS milliseconds
+ *                             fork       fork a child that opens one record of
+ *                                        its own (4096/8192 rings, 11 sent, 22
+ *                                        received) and prints a JSON line
+ *                             reap       end that child normally, print its status
  *                             exit       exit normally (the file is removed)
  *                           EOF exits too.  `name` sets the process name first.
  *   stats-writer fake MAGIC VERSION [SIZE|flap]
@@ -31,6 +35,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -314,6 +319,71 @@ static void churn(int ms)
 	fflush(stdout);
 }
 
+/* The forked child of "fork": its pid and the pipe whose closing ends it. */
+static pid_t forked_pid;
+static int forked_hold = -1;
+
+/*
+ * An accept-then-fork server in miniature: the child inherits the fixture's
+ * records and makes one connection of its own.  It reports whether its stats
+ * file existed before that first record (it must not: publishing is lazy).
+ */
+static void fork_child(void)
+{
+	char parent_path[300], own_path[320], *slash;
+	int hold[2], c, s;
+	struct stat st;
+
+	snprintf(parent_path, sizeof(parent_path), "%s", smcr_stats_path());
+	if (pipe2(hold, O_CLOEXEC) < 0)
+		die("pipe2");
+	fflush(stdout);
+	forked_pid = fork();
+	if (forked_pid < 0)
+		die("fork");
+	if (forked_pid == 0) {
+		struct smcr_sock *mine;
+		bool before;
+		char b;
+
+		close(hold[1]);
+		slash = strrchr(parent_path, '/');
+		if (slash)
+			*slash = '\0';
+		snprintf(own_path, sizeof(own_path), "%s/stats.%d", parent_path, (int)getpid());
+		before = stat(own_path, &st) == 0;
+		if (!tcp_pair(AF_INET, &c, &s))
+			die("loopback TCP");
+		mine = fake_sock(c, false, 4096, 8192);
+		set_bytes(mine, 11, 22, 3);
+		printf("{\"child_pid\": %d, \"child_port\": %u, \"path\": \"%s\", "
+		       "\"file_before_record\": %s}\n",
+		       (int)getpid(), port_of(c, false), smcr_stats_path(),
+		       before ? "true" : "false");
+		fflush(stdout);
+		while (read(hold[0], &b, 1) > 0) /* until the parent closes its end */
+			;
+		smcr_stats_conn_close(mine, 0);
+		free(mine);
+		exit(0);
+	}
+	close(hold[0]);
+	forked_hold = hold[1];
+}
+
+static void reap_child(void)
+{
+	int status = -1;
+
+	if (forked_hold < 0)
+		return;
+	close(forked_hold);
+	forked_hold = -1;
+	waitpid(forked_pid, &status, 0);
+	printf("reaped %d\n", status);
+	fflush(stdout);
+}
+
 static void serve_commands(void)
 {
 	char line[64];
@@ -323,6 +393,10 @@ static void serve_commands(void)
 
 		if (sscanf(line, "churn %d", &ms) == 1)
 			churn(ms);
+		else if (strncmp(line, "fork", 4) == 0)
+			fork_child();
+		else if (strncmp(line, "reap", 4) == 0)
+			reap_child();
 		else if (strncmp(line, "exit", 4) == 0)
 			return;
 	}

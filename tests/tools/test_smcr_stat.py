@@ -341,6 +341,35 @@ def case_concurrent_writer(case):
             check_eq(c["bytes_received"], 2 * c["bytes_sent"], "a churned record's bytes")
 
 
+def case_forked_child(case):
+    """A forked child publishes its own file at its first record (prefork servers)."""
+    p, w = case.start()
+    p.stdin.write("fork\n")
+    p.stdin.flush()
+    child = json.loads(read_line(p))
+    cpid = child["child_pid"]
+    check(not child["file_before_record"], "the child published before its first record")
+    check_eq(child["path"], os.path.join(case.statsdir, f"stats.{cpid}"), "child's file")
+    check(os.path.exists(child["path"]), "the child's file exists")
+    doc, err = case.tool_json("--json", "--dir", case.statsdir)
+    check_eq(err, "", "stderr with a forked child")
+    mine = conns_of(doc, cpid)
+    check_eq(len(mine), 1, "records listed for the child (its own only, none inherited)")
+    check_eq((mine[0]["local_port"], mine[0]["mode"], mine[0]["bytes_sent"],
+              mine[0]["bytes_received"], mine[0]["rmb_size"], mine[0]["peer_rmb_size"]),
+             (child["child_port"], "smc-shm", 11, 22, 4096, 8192), "the child's record")
+    check_fixture_conns(doc, w, with_closed=False)  # the parent's, unchanged
+    stats, _ = case.tool_json("stats", "--json", "--dir", case.statsdir)
+    procs = {q["pid"]: q for q in stats["processes"]}
+    check_eq(set(procs), {w["pid"], cpid}, "processes in stats")
+    check_eq(procs[cpid]["handshakes"], 1, "the child's handshakes (from zero at fork)")
+    p.stdin.write("reap\n")
+    p.stdin.flush()
+    check_eq(read_line(p).strip(), "reaped 0", "the child's exit status")
+    check(not os.path.exists(child["path"]), "the child's file outlived it")
+    check(os.path.exists(w["path"]), "the parent's file was removed by its child")
+
+
 def case_file_shrinks(case):
     """A file cut short while being read (SIGBUS on the mapping): skipped, never a crash."""
     p, w = case.start("fake", hex(0x534D4353), "1", "flap")
@@ -379,7 +408,7 @@ def case_usage(case):
 
 
 CASES = [case_empty, case_fixture, case_bad_header, case_dead_pid, case_concurrent_writer,
-         case_file_shrinks, case_odd_program_name, case_usage]
+         case_forked_child, case_file_shrinks, case_odd_program_name, case_usage]
 
 
 def main():
