@@ -11,11 +11,19 @@
  * a file whose pid is gone as stale.  A forked child publishes its own file
  * (its own pid, counters from zero) at its first stats event.
  *
- * Concurrency: the writer updates fields with relaxed 64-bit stores; a reader
- * may see a record half-updated across fields (bytes of one record are not
- * a consistent snapshot), never a torn single field.  A record is live while
- * `state` is SMCR_STATS_CONN_LIVE; `generation` changes whenever a slot is
- * reused, so a reader can tell two connections in one slot apart.
+ * Concurrency (version 2): every record carries a sequence counter.  A writer
+ * makes `seq` odd (claiming it with a compare-and-swap, so two writer threads
+ * never interleave), fences, stores the fields with relaxed atomics, then
+ * makes `seq` even again with a release store.  A reader copies the record
+ * between an acquire load of an even `seq` and a re-read after an acquire
+ * fence, and retries while it was odd or changed: smcr_stats_conn_read()
+ * below is that protocol.  A record is live while `state` is
+ * SMCR_STATS_CONN_LIVE; `generation` changes whenever a slot is reused.
+ * The per-process counters are independent relaxed 64-bit atomics.
+ *
+ * Version 1 (no seqlock: `seq` was reserved and zero; liveness by pid) had the
+ * same layout; readers may still accept it, copying records between two reads
+ * of (state, generation).
  */
 #ifndef SMCR_STATS_ABI_H
 #define SMCR_STATS_ABI_H
@@ -23,7 +31,7 @@
 #include <stdint.h>
 
 #define SMCR_STATS_MAGIC 0x534d4353u /* "SMCS" */
-#define SMCR_STATS_VERSION 1u
+#define SMCR_STATS_VERSION 2u
 #define SMCR_STATS_MAX_CONNS 1024u
 #define SMCR_STATS_MAX_REASONS 32u
 
@@ -58,7 +66,8 @@ struct smcr_stats_conn {
 	uint8_t peer_addr[16];
 	uint16_t local_port;
 	uint16_t peer_port;
-	uint32_t reserved[7];
+	uint32_t seq;             /* odd while a writer updates the record (version 2) */
+	uint32_t reserved[6];
 };
 
 struct smcr_stats_reason {
@@ -89,5 +98,52 @@ struct smcr_stats_file {
 };
 
 _Static_assert(sizeof(struct smcr_stats_conn) == 128, "stats record layout is ABI");
+
+/* Attempts smcr_stats_conn_read() makes before giving up on a busy record. */
+#define SMCR_STATS_READ_TRIES 64
+
+/*
+ * Copy one record of a live version-2 file consistently (the reader side of
+ * the seqlock).  Returns 1 with *dst a snapshot of one moment, 0 if the
+ * record stayed busy for SMCR_STATS_READ_TRIES attempts.
+ */
+static inline int smcr_stats_conn_read(const struct smcr_stats_conn *src,
+				       struct smcr_stats_conn *dst)
+{
+#define SMCR_STATS_LOAD_(field) (dst->field = __atomic_load_n(&src->field, __ATOMIC_RELAXED))
+	for (int tries = 0; tries < SMCR_STATS_READ_TRIES; tries++) {
+		uint32_t seq = __atomic_load_n(&src->seq, __ATOMIC_ACQUIRE);
+
+		if (seq & 1u)
+			continue;
+		SMCR_STATS_LOAD_(state);
+		SMCR_STATS_LOAD_(generation);
+		SMCR_STATS_LOAD_(mode);
+		SMCR_STATS_LOAD_(role);
+		SMCR_STATS_LOAD_(tcp_fd);
+		SMCR_STATS_LOAD_(fallback_reason);
+		SMCR_STATS_LOAD_(rmb_size);
+		SMCR_STATS_LOAD_(peer_rmb_size);
+		SMCR_STATS_LOAD_(bytes_sent);
+		SMCR_STATS_LOAD_(bytes_received);
+		SMCR_STATS_LOAD_(cdc_sent);
+		SMCR_STATS_LOAD_(cdc_received);
+		for (unsigned i = 0; i < 16; i++) {
+			SMCR_STATS_LOAD_(local_addr[i]);
+			SMCR_STATS_LOAD_(peer_addr[i]);
+		}
+		SMCR_STATS_LOAD_(local_port);
+		SMCR_STATS_LOAD_(peer_port);
+		for (unsigned i = 0; i < sizeof(dst->reserved) / sizeof(dst->reserved[0]); i++)
+			SMCR_STATS_LOAD_(reserved[i]);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&src->seq, __ATOMIC_RELAXED) == seq) {
+			dst->seq = seq;
+			return 1;
+		}
+	}
+	return 0;
+#undef SMCR_STATS_LOAD_
+}
 
 #endif /* SMCR_STATS_ABI_H */

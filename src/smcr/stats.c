@@ -3,8 +3,9 @@
  * Stats publishing (see stats.h and include/smcr/stats_abi.h).
  *
  * The area is created on first use: <runtime dir>/smcr/stats.<pid>, mapped
- * shared so the stats tool can read it while we run.  Writers update single
- * fields with relaxed atomics; record slots are claimed with a CAS on `state`.
+ * shared so the stats tool can read it while we run.  Counters are relaxed
+ * atomics; records are written under their seqlock (stats_abi.h): a slot is
+ * claimed by taking its seq and finding it FREE inside the write section.
  *
  * fork: the child must not write into the parent's file, and its
  * connections must be visible (prefork and accept-then-fork servers do all
@@ -23,6 +24,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -278,68 +280,137 @@ static void addr_of(const struct sockaddr_storage *ss, uint8_t out[16], uint16_t
 	}
 }
 
-/* Claim a free record and fill what every mode has: addresses, fd, mode, reason. */
-static struct smcr_stats_conn *claim_record(struct smcr_stats_file *f, int tcp_fd, uint32_t mode,
-					     uint32_t role, uint32_t reason)
+/* ---- the writer side of the per-record seqlock (include/smcr/stats_abi.h) ---------- */
+
+/* Make seq odd if it is even now; false if another writer holds the record. */
+static bool record_try_begin(struct smcr_stats_conn *c)
+{
+	uint32_t seq = __atomic_load_n(&c->seq, __ATOMIC_RELAXED);
+
+	if ((seq & 1u) || !__atomic_compare_exchange_n(&c->seq, &seq, seq + 1, false,
+						       __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return false;
+	/* The odd seq is visible before any field store that follows. */
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	return true;
+}
+
+/*
+ * Wait for the record: its writers are a few stores long, but one may be
+ * preempted, hence the yield rather than a pure spin.
+ */
+static void record_begin(struct smcr_stats_conn *c)
+{
+	for (unsigned spins = 0; !record_try_begin(c); spins++)
+		if (spins >= 64)
+			sched_yield();
+}
+
+static void record_end(struct smcr_stats_conn *c)
+{
+	__atomic_store_n(&c->seq, __atomic_load_n(&c->seq, __ATOMIC_RELAXED) + 1,
+			 __ATOMIC_RELEASE);
+}
+
+/* What a record says about its TCP connection, gathered before claiming a slot. */
+struct record_init {
+	uint32_t mode, role, reason, rmb_size, peer_rmb_size;
+	int tcp_fd;
+	uint8_t local_addr[16], peer_addr[16];
+	uint16_t local_port, peer_port;
+};
+
+static void record_init_of(struct record_init *ri, int tcp_fd, uint32_t mode, uint32_t role,
+			   uint32_t reason)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
 
+	memset(ri, 0, sizeof(*ri));
+	ri->mode = mode;
+	ri->role = role;
+	ri->reason = reason;
+	ri->tcp_fd = tcp_fd;
+	len = sizeof(ss);
+	if (smcr_real.getsockname(tcp_fd, (struct sockaddr *)&ss, &len) == 0)
+		addr_of(&ss, ri->local_addr, &ri->local_port);
+	len = sizeof(ss);
+	if (smcr_real.getpeername(tcp_fd, (struct sockaddr *)&ss, &len) == 0)
+		addr_of(&ss, ri->peer_addr, &ri->peer_port);
+}
+
+/*
+ * Claim a free record and fill it, all inside one write section: a reader
+ * never sees a LIVE record with its previous occupant's fields.
+ */
+static struct smcr_stats_conn *claim_record(struct smcr_stats_file *f, const struct record_init *ri)
+{
 	for (unsigned i = 0; i < SMCR_STATS_MAX_CONNS; i++) {
 		struct smcr_stats_conn *c = &f->conns[i];
-		uint32_t expected = SMCR_STATS_CONN_FREE;
 
-		if (!__atomic_compare_exchange_n(&c->state, &expected, SMCR_STATS_CONN_LIVE, false,
-						 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		if (__atomic_load_n(&c->state, __ATOMIC_RELAXED) != SMCR_STATS_CONN_FREE ||
+		    !record_try_begin(c))
 			continue;
-		ADD(c->generation, 1);
-		SET(c->mode, mode);
-		SET(c->role, role);
-		SET(c->tcp_fd, (int32_t)tcp_fd);
-		SET(c->fallback_reason, reason);
-		SET(c->rmb_size, 0u);
-		SET(c->peer_rmb_size, 0u);
+		if (__atomic_load_n(&c->state, __ATOMIC_RELAXED) != SMCR_STATS_CONN_FREE) {
+			record_end(c); /* taken meanwhile */
+			continue;
+		}
+		SET(c->state, (uint32_t)SMCR_STATS_CONN_LIVE);
+		SET(c->generation, c->generation + 1);
+		SET(c->mode, ri->mode);
+		SET(c->role, ri->role);
+		SET(c->tcp_fd, (int32_t)ri->tcp_fd);
+		SET(c->fallback_reason, ri->reason);
+		SET(c->rmb_size, ri->rmb_size);
+		SET(c->peer_rmb_size, ri->peer_rmb_size);
 		SET(c->bytes_sent, (uint64_t)0);
 		SET(c->bytes_received, (uint64_t)0);
 		SET(c->cdc_sent, (uint64_t)0);
 		SET(c->cdc_received, (uint64_t)0);
-		len = sizeof(ss);
-		if (smcr_real.getsockname(tcp_fd, (struct sockaddr *)&ss, &len) == 0)
-			addr_of(&ss, c->local_addr, &c->local_port);
-		len = sizeof(ss);
-		if (smcr_real.getpeername(tcp_fd, (struct sockaddr *)&ss, &len) == 0)
-			addr_of(&ss, c->peer_addr, &c->peer_port);
+		for (unsigned b = 0; b < 16; b++) {
+			SET(c->local_addr[b], ri->local_addr[b]);
+			SET(c->peer_addr[b], ri->peer_addr[b]);
+		}
+		SET(c->local_port, ri->local_port);
+		SET(c->peer_port, ri->peer_port);
+		record_end(c);
 		return c;
 	}
 	return NULL;
 }
 
+static void record_free(struct smcr_stats_conn *c)
+{
+	record_begin(c);
+	SET(c->state, (uint32_t)SMCR_STATS_CONN_FREE);
+	record_end(c);
+}
+
 struct smcr_stats_conn *smcr_stats_conn_open(const struct smcr_sock *s)
 {
 	struct smcr_stats_file *f = stats_get();
-	struct smcr_stats_conn *c;
+	struct record_init ri;
 
 	if (!f)
 		return NULL;
 	ADD(f->handshakes_smc, 1);
 	ADD(f->conns_open, 1);
-	c = claim_record(f, s->tcp_fd, SMCR_STATS_MODE_SMC_SHM, s->server ? 1u : 0u, 0);
-	if (c) {
-		SET(c->rmb_size, s->rmb_size);
-		SET(c->peer_rmb_size, s->peer_size);
-	}
-	return c;
+	record_init_of(&ri, s->tcp_fd, SMCR_STATS_MODE_SMC_SHM, s->server ? 1u : 0u, 0);
+	ri.rmb_size = s->rmb_size;
+	ri.peer_rmb_size = s->peer_size;
+	return claim_record(f, &ri);
 }
 
 struct smcr_tcp_record *smcr_stats_tcp_open(int tcp_fd, bool server, int reason)
 {
 	struct smcr_stats_file *f = stats_get();
+	struct record_init ri;
 
 	if (!f)
 		return NULL;
-	return (struct smcr_tcp_record *)claim_record(f, tcp_fd, SMCR_STATS_MODE_TCP,
-						      server ? 1u : 0u,
-						      reason > 0 ? (uint32_t)reason : 0u);
+	record_init_of(&ri, tcp_fd, SMCR_STATS_MODE_TCP, server ? 1u : 0u,
+		       reason > 0 ? (uint32_t)reason : 0u);
+	return (struct smcr_tcp_record *)claim_record(f, &ri);
 }
 
 void smcr_stats_tcp_close(struct smcr_tcp_record *rec)
@@ -347,7 +418,15 @@ void smcr_stats_tcp_close(struct smcr_tcp_record *rec)
 	struct smcr_stats_conn *c = (struct smcr_stats_conn *)rec;
 
 	if (c && !stats_off)
-		__atomic_store_n(&c->state, SMCR_STATS_CONN_FREE, __ATOMIC_RELEASE);
+		record_free(c);
+}
+
+static void record_counters(struct smcr_stats_conn *c, const struct smcr_sock *s)
+{
+	SET(c->bytes_sent, s->bytes_sent);
+	SET(c->bytes_received, s->bytes_received);
+	SET(c->cdc_sent, s->cdc_sent);
+	SET(c->cdc_received, s->cdc_received);
 }
 
 void smcr_stats_conn_update(const struct smcr_sock *s)
@@ -356,15 +435,15 @@ void smcr_stats_conn_update(const struct smcr_sock *s)
 
 	if (!c || stats_off)
 		return;
-	SET(c->bytes_sent, s->bytes_sent);
-	SET(c->bytes_received, s->bytes_received);
-	SET(c->cdc_sent, s->cdc_sent);
-	SET(c->cdc_received, s->cdc_received);
+	record_begin(c);
+	record_counters(c, s);
+	record_end(c);
 }
 
 void smcr_stats_conn_close(const struct smcr_sock *s, int aborted)
 {
 	struct smcr_stats_file *f = area;
+	struct smcr_stats_conn *c = s->stats;
 
 	if (!f || stats_off)
 		return;
@@ -373,9 +452,11 @@ void smcr_stats_conn_close(const struct smcr_sock *s, int aborted)
 	ADD(f->bytes_received, s->bytes_received);
 	if (aborted)
 		ADD(f->aborts, 1);
-	if (s->stats) {
-		smcr_stats_conn_update(s);
-		__atomic_store_n(&s->stats->state, SMCR_STATS_CONN_FREE, __ATOMIC_RELEASE);
+	if (c) {
+		record_begin(c);
+		record_counters(c, s);
+		SET(c->state, (uint32_t)SMCR_STATS_CONN_FREE);
+		record_end(c);
 	}
 }
 

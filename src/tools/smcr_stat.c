@@ -10,11 +10,12 @@
  *
  * Reading a file that its process keeps writing:
  *  - every field is read with one atomic load, as the writer stores them;
- *  - a record is copied between two reads of its (state, generation) pair and
- *    retried when either changed, so one slot reused by another connection is
- *    never shown as a mixture of the two (the ABI has no per-record sequence
- *    counter, so a record claimed an instant ago may still show the previous
- *    occupant's addresses: see the seqlock proposal in the report/man page);
+ *  - a record of a version-2 file is copied under its seqlock
+ *    (smcr_stats_conn_read() in stats_abi.h): a consistent snapshot, never a
+ *    mixture of two updates or of two occupants of one slot;
+ *  - a version-1 file (no seqlock) is still read: each record is copied
+ *    between two reads of its (state, generation) pair, retried when either
+ *    changed (fields of one update may still mix);
  *  - the whole file is first copied into private memory under a SIGBUS guard,
  *    so a file truncated under us is skipped instead of killing the tool.
  */
@@ -57,6 +58,9 @@
 #define MAX_SANE_CONNS (1u << 16)
 
 #define STATS_PREFIX "stats."
+
+/* Version 1: the same layout without the per-record seqlock. */
+#define SMCR_STATS_OLDEST_VERSION 1u
 
 /* ---- options ----------------------------------------------------------------------- */
 
@@ -319,8 +323,8 @@ static void copy_bytes(uint8_t *dst, const uint8_t *src, size_t n)
 		dst[i] = LOAD(src[i]);
 }
 
-/* One record, or false when its slot kept changing under us. */
-static bool copy_record(const struct smcr_stats_conn *src, struct smcr_stats_conn *dst)
+/* One record of a version-1 file, or false when its slot kept changing under us. */
+static bool copy_record_v1(const struct smcr_stats_conn *src, struct smcr_stats_conn *dst)
 {
 	for (int tries = 0; tries < RECORD_READ_TRIES; tries++) {
 		uint32_t gen = __atomic_load_n(&src->generation, __ATOMIC_ACQUIRE);
@@ -375,8 +379,16 @@ static bool record_wanted(const struct smcr_stats_conn *rec, const struct option
 }
 
 /* Records at stride conn_size after header_size: later layouts may grow both. */
-static bool copy_file(const uint8_t *base, uint32_t header_size, uint32_t conn_size,
-		      uint32_t max_conns, const struct options *o,
+static bool copy_record(uint32_t version, const struct smcr_stats_conn *src,
+			struct smcr_stats_conn *dst)
+{
+	if (version == 1)
+		return copy_record_v1(src, dst);
+	return smcr_stats_conn_read(src, dst);
+}
+
+static bool copy_file(const uint8_t *base, uint32_t version, uint32_t header_size,
+		      uint32_t conn_size, uint32_t max_conns, const struct options *o,
 		      struct process_view *pv)
 {
 	struct sigaction sa = {.sa_handler = on_sigbus}, old;
@@ -393,7 +405,7 @@ static bool copy_file(const uint8_t *base, uint32_t header_size, uint32_t conn_s
 			const void *at = base + header_size + (size_t)i * conn_size;
 			struct conn_view *cv = &pv->conns[pv->nconns];
 
-			if (!copy_record(at, &cv->rec) || !record_wanted(&cv->rec, o))
+			if (!copy_record(version, at, &cv->rec) || !record_wanted(&cv->rec, o))
 				continue;
 			cv->slot = i;
 			pv->nconns++;
@@ -449,11 +461,10 @@ static void *map_stats_file(int fd, const char *path, const struct stat *st,
 		       path, hdr->magic);
 		return NULL;
 	}
-	if (hdr->version != SMCR_STATS_VERSION) {
+	if (hdr->version < SMCR_STATS_OLDEST_VERSION || hdr->version > SMCR_STATS_VERSION) {
 		warnx_("skipping %s: stats layout version %" PRIu32
-		       ", this smcr-stat reads "
-		       "version %u",
-		       path, hdr->version, SMCR_STATS_VERSION);
+		       ", this smcr-stat reads versions %u to %u",
+		       path, hdr->version, SMCR_STATS_OLDEST_VERSION, SMCR_STATS_VERSION);
 		return NULL;
 	}
 	if (hdr->header_size < fixed || hdr->conn_size < sizeof(struct smcr_stats_conn) ||
@@ -592,7 +603,8 @@ static void read_one(int dirfd, const char *dir, const char *name, pid_t pid,
 	}
 	pv.uid = st.st_uid;
 	program_name(hdr->comm, pv.program, sizeof(pv.program));
-	if (!copy_file(base, hdr->header_size, hdr->conn_size, hdr->max_conns, o, &pv)) {
+	if (!copy_file(base, hdr->version, hdr->header_size, hdr->conn_size, hdr->max_conns, o,
+		       &pv)) {
 		warnx_("skipping %s: the file shrank while being read", path);
 	} else if (writable && !reset_file(base, &pv)) {
 		warnx_("cannot reset %s: the file shrank", path);
