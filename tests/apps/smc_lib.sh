@@ -44,7 +44,7 @@ except OSError:
     print(-1)
     sys.exit(0)
 magic, version = struct.unpack_from("<II", head, 0)
-if magic != 0x534D4353 or version != 1:
+if magic != 0x534D4353 or version not in (1, 2):  # 2: v1 + per-record seqlock
     sys.exit(f"{sys.argv[1]}: not an smcr stats file (magic {magic:#x}, version {version})")
 print(struct.unpack_from("<Q", head, 40 + 8 * fields.index(sys.argv[2]))[0])
 PY
