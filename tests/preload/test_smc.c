@@ -418,10 +418,15 @@ static int case_fork_accept(void)
 /* MSG_PEEK, MSG_WAITALL, MSG_DONTWAIT, FIONREAD, SIOCOUTQ, SO_RCVBUF, SO_ERROR. */
 static void client_peek(void)
 {
-	int fd = connect_to_server(0);
+	int first = connect_to_server(0), fd;
 	char buf[64];
 
+	CHECK(first >= 0);
+	CHECK_MODE(first, SMC_PRELOAD_FD_SMC);
+	/* Closing one of two fds of the connection leaves it running. */
+	fd = dup(first);
 	CHECK(fd >= 0);
+	close(first);
 	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
 	CHECK(write(fd, "hello ", 6) == 6);
 	usleep(100 * 1000);
@@ -450,7 +455,11 @@ static int case_peek(void)
 	/* WAITALL: blocks until all 11 bytes are there. */
 	CHECK(recv(fd, buf, 11, MSG_WAITALL) == 11 && memcmp(buf, "hello world", 11) == 0);
 	CHECK_FAILS(recv(fd, buf, 1, MSG_DONTWAIT), EAGAIN);
-	CHECK(getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, &len) == 0 && sz >= 16384);
+	CHECK(getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, &len) == 0 && sz >= 16384 &&
+	      (sz & (sz - 1)) == 0); /* the ring: 16 KiB << n */
+	len = sizeof(sz);
+	CHECK(getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, &len) == 0 && sz >= 16384 &&
+	      (sz & (sz - 1)) == 0);
 	len = sizeof(err);
 	CHECK(getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0);
 	CHECK(ioctl(fd, SIOCOUTQ, &avail) == 0 && avail >= 0);
