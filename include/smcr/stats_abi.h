@@ -7,8 +7,13 @@
  * Where: <runtime dir>/smcr/stats.<pid>, runtime dir = $XDG_RUNTIME_DIR if it
  * is a directory owned by the user, else /run/user/<uid>; the smcr directory
  * is 0700 and the file 0600, so only the same user (and root) can read it.
- * The file is removed when the process exits normally; a reader should treat
- * a file whose pid is gone as stale.  A forked child publishes its own file
+ * The file is removed when the process exits normally.  Liveness (version
+ * 2): the writer creates the file as stats.<pid>.new, takes flock(LOCK_SH) on
+ * it, fills it and renames it into place, and keeps that lock (an fd open
+ * close-on-exec) as long as it maps the file.  A reader that can take
+ * flock(LOCK_EX | LOCK_NB) on stats.<pid> knows no process writes it: stale,
+ * whatever the pid says (pid namespaces, pid reuse, exec).  Version 1 files
+ * had no lock: their pid had to be alive and map the file.  A forked child publishes its own file
  * (its own pid, counters from zero) at its first stats event.
  *
  * Concurrency (version 2): every record carries a sequence counter.  A writer

@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -45,6 +46,9 @@
 static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct smcr_stats_file *area;
 static char area_path[256];
+static char area_new_path[260];
+/* Open for the life of the mapping: it holds the shared flock. */
+static int area_fd = -1;
 static bool atfork_done;
 /* A forked child whose area is private until its first stats event. */
 static bool publish_pending;
@@ -97,7 +101,16 @@ static void area_header(struct smcr_stats_file *f)
 	prctl(PR_GET_NAME, f->comm, 0, 0, 0);
 }
 
-/* A new stats file of our pid, sized for the area: its fd, or -1 (errno set). */
+/*
+ * A new stats file of our pid, sized for the area and share-locked, still
+ * under a name readers ignore (stats.<pid>.new): its fd, or -1 (errno set).
+ * area_file_show() gives it its real name once it is filled.
+ *
+ * The shared flock is how readers tell a live file from a stale one (any pid
+ * namespace, pid reuse, exec): we hold it for the life of the mapping, on an
+ * fd kept open close-on-exec; the kernel drops it when we exit or exec, and
+ * a reader that can take an exclusive lock knows nobody writes the file.
+ */
 static int area_create_file(void)
 {
 	char dir[240];
@@ -108,16 +121,30 @@ static int area_create_file(void)
 		return -1;
 	}
 	snprintf(area_path, sizeof(area_path), "%s/stats.%d", dir, (int)getpid());
-	unlink(area_path); /* a stale file of an earlier process with our pid */
-	fd = smcr_real.open(area_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	snprintf(area_new_path, sizeof(area_new_path), "%s.new", area_path);
+	unlink(area_new_path); /* left by an earlier process with our pid */
+	fd = smcr_real.open(area_new_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			    0600);
 	if (fd < 0)
 		return -1;
-	if (ftruncate(fd, (off_t)sizeof(struct smcr_stats_file)) < 0) {
+	if (flock(fd, LOCK_SH | LOCK_NB) < 0 ||
+	    ftruncate(fd, (off_t)sizeof(struct smcr_stats_file)) < 0) {
 		smcr_sys_close(fd);
-		unlink(area_path);
+		unlink(area_new_path);
 		return -1;
 	}
 	return fd;
+}
+
+/* Filled and mapped: give the file its real name (replacing any stale one). */
+static bool area_file_show(int fd)
+{
+	if (rename(area_new_path, area_path) < 0) {
+		unlink(area_new_path);
+		return false;
+	}
+	area_fd = fd;
+	return true;
 }
 
 static void publish_failed(void)
@@ -126,7 +153,7 @@ static void publish_failed(void)
 	area_path[0] = '\0';
 }
 
-/* The shared file, or NULL (stats then stay private). */
+/* The shared file, filled with its header, or NULL (stats then stay private). */
 static struct smcr_stats_file *area_publish(void)
 {
 	struct smcr_stats_file *f;
@@ -135,9 +162,15 @@ static struct smcr_stats_file *area_publish(void)
 	if (fd < 0)
 		goto fail;
 	f = mmap(NULL, sizeof(*f), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	smcr_sys_close(fd);
 	if (f == MAP_FAILED) {
-		unlink(area_path);
+		smcr_sys_close(fd);
+		unlink(area_new_path);
+		goto fail;
+	}
+	area_header(f);
+	if (!area_file_show(fd)) {
+		munmap(f, sizeof(*f));
+		smcr_sys_close(fd);
 		goto fail;
 	}
 	return f;
@@ -167,11 +200,15 @@ static void area_republish(struct smcr_stats_file *f)
 	    mmap(f, sizeof(*f), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
 		    MAP_FAILED) {
 		smcr_sys_close(fd);
-		unlink(area_path);
+		unlink(area_new_path);
 		publish_failed();
 		return;
 	}
-	smcr_sys_close(fd);
+	if (!area_file_show(fd)) {
+		/* Mapped shared but unnamed: still ours alone, just invisible. */
+		smcr_sys_close(fd);
+		publish_failed();
+	}
 }
 
 static void remove_file_at_exit(void)
@@ -190,6 +227,11 @@ static void stats_child(void)
 	struct smcr_stats_file *f = area;
 
 	pthread_mutex_init(&stats_lock, NULL);
+	if (area_fd >= 0) {
+		/* The parent's flock stays the parent's: it lives on its open file. */
+		smcr_sys_close(area_fd);
+		area_fd = -1;
+	}
 	if (!f)
 		return;
 	for (unsigned i = 0; i < SMCR_STATS_MAX_CONNS; i++)
@@ -248,7 +290,8 @@ static struct smcr_stats_file *stats_get(void)
 				f = NULL;
 		}
 		if (f) {
-			area_header(f);
+			if (f->magic == 0) /* the private fallback */
+				area_header(f);
 			__atomic_store_n(&area, f, __ATOMIC_RELEASE);
 		}
 		if (!atfork_done) {

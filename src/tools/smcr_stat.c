@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -284,6 +285,29 @@ static enum liveness process_liveness(pid_t pid, const char *path, const struct 
 	}
 	fclose(maps);
 	return verdict;
+}
+
+/*
+ * Version 2 and later: the writer holds a shared flock on its file for as
+ * long as it maps it (include/smcr/stats_abi.h).  A file we can lock
+ * exclusively has no writer left: stale, whatever its pid says (pid
+ * namespaces, pid reuse, exec).  The probe lock goes with our fd.
+ */
+static enum liveness writer_liveness(int fd)
+{
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+		return PROCESS_GONE;
+	return errno == EWOULDBLOCK ? PROCESS_ALIVE : PROCESS_NOT_MAPPING;
+}
+
+/* The layout version in the header, 0 if unreadable. */
+static uint32_t file_version(int fd)
+{
+	uint32_t v[2];
+
+	if (pread(fd, v, sizeof(v), 0) != (ssize_t)sizeof(v) || v[0] != SMCR_STATS_MAGIC)
+		return 0;
+	return v[1];
 }
 
 /* Remove a stale file if it is ours and still the same file we judged. */
@@ -566,6 +590,7 @@ static void read_one(int dirfd, const char *dir, const char *name, pid_t pid,
 	struct smcr_stats_file *hdr;	    /* only its part before conns[] is read */
 	char path[PATH_MAX + NAME_MAX + 2]; /* dir/name */
 	struct stat st;
+	uint32_t version;
 	size_t len = 0;
 	void *base;
 	int fd;
@@ -583,7 +608,13 @@ static void read_one(int dirfd, const char *dir, const char *name, pid_t pid,
 		close(fd);
 		return;
 	}
-	switch (process_liveness(pid, path, &st)) {
+	/*
+	 * Version 1 writers hold no lock: only their pid and mappings tell; nor
+	 * do we know the rules of a future version, whose file we only warn about.
+	 */
+	version = file_version(fd);
+	switch (version >= 2 && version <= SMCR_STATS_VERSION ? writer_liveness(fd)
+							      : process_liveness(pid, path, &st)) {
 	case PROCESS_GONE:
 		remove_stale(dirfd, name, &st);
 		close(fd);

@@ -52,9 +52,9 @@ class Case:
     def statsdir(self):
         return os.path.join(self.rundir, "smcr")
 
-    def start(self, *args):
-        p = subprocess.Popen([WRITER, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             env=self.env, text=True)
+    def start(self, *args, prefix=()):
+        p = subprocess.Popen([*prefix, WRITER, *args], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, env=self.env, text=True)
         self.procs.append(p)
         line = read_line(p)
         return p, json.loads(line)
@@ -288,20 +288,32 @@ def case_dead_pid(case):
     dead.send_signal(signal.SIGKILL)
     dead.wait(timeout=TIMEOUT)
     check(os.path.exists(d["path"]), "SIGKILL left the file behind (fixture)")
-    # A valid file whose pid lives but does not map it (as after exec): skipped, kept.
-    unmapped = os.path.join(case.statsdir, f"stats.{os.getpid()}")
+    # Valid files under a live pid nobody writes them for (as after exec, or pid
+    # reuse).  Version 2: nobody holds the writer's flock, so stale and removed
+    # although the pid lives.  Version 1 (no lock): the pid does not map it,
+    # skipped but kept.
     with open(a["path"], "rb") as f:
         data = bytearray(f.read())
+    unlocked = os.path.join(case.statsdir, f"stats.{os.getpid()}")
     struct.pack_into("<i", data, 20, os.getpid())  # header pid, after 5 u32 fields
-    with open(unmapped, "wb") as f:
+    with open(unlocked, "wb") as f:
         f.write(data)
-    os.chmod(unmapped, 0o600)
+    os.chmod(unlocked, 0o600)
+    v1_pid = os.getppid()
+    unmapped_v1 = os.path.join(case.statsdir, f"stats.{v1_pid}")
+    struct.pack_into("<I", data, 4, 1)  # layout version 1
+    struct.pack_into("<i", data, 20, v1_pid)
+    with open(unmapped_v1, "wb") as f:
+        f.write(data)
+    os.chmod(unmapped_v1, 0o600)
 
     doc, err = case.tool_json("--json", "--dir", case.statsdir)
     check_eq({c["pid"] for c in doc["connections"]}, {a["pid"]}, "pids beside a dead one")
     check_eq(err, "", "stderr beside stale files")
     check(not os.path.exists(d["path"]), "the dead process's file was not removed")
-    check(os.path.exists(unmapped), "a live pid's file was removed")
+    check(not os.path.exists(unlocked), "a v2 file nobody holds locked was kept")
+    check(os.path.exists(unmapped_v1), "a live pid's v1 file was removed")
+    check(os.path.exists(a["path"]), "the live writer's file was removed")
 
     # Another user's stale file (root only): ignored, but never removed.
     if os.geteuid() == 0:
@@ -370,6 +382,29 @@ def case_forked_child(case):
     check(os.path.exists(w["path"]), "the parent's file was removed by its child")
 
 
+def case_pid_namespace(case):
+    """A writer in another pid namespace (its pid means nothing here) is live while it
+    holds its flock, stale after it died."""
+    unshare = shutil.which("unshare")
+    if os.geteuid() != 0 or not unshare:
+        print("     pid_namespace: skipped (needs root and unshare)")
+        return
+    p, w = case.start(prefix=(unshare, "--pid", "--fork", "--kill-child"))
+    check_eq(w["pid"], 1, "the writer's pid inside its namespace")
+    doc, err = case.tool_json("--json", "--dir", case.statsdir)
+    check_eq(err, "", "stderr with a writer in another pid namespace")
+    check_fixture_conns(doc, w, with_closed=False)
+    p.kill()  # unshare --kill-child takes the writer with it
+    p.wait(timeout=TIMEOUT)
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        doc, _ = case.tool_json("--json", "--dir", case.statsdir)
+        if not doc["connections"] and not os.path.exists(w["path"]):
+            return
+        time.sleep(0.05)
+    raise Failure("the dead namespaced writer's file is still listed or present")
+
+
 def case_file_shrinks(case):
     """A file cut short while being read (SIGBUS on the mapping): skipped, never a crash."""
     p, w = case.start("fake", hex(0x534D4353), "1", "flap")
@@ -408,7 +443,7 @@ def case_usage(case):
 
 
 CASES = [case_empty, case_fixture, case_bad_header, case_dead_pid, case_concurrent_writer,
-         case_forked_child, case_file_shrinks, case_odd_program_name, case_usage]
+         case_forked_child, case_pid_namespace, case_file_shrinks, case_odd_program_name, case_usage]
 
 
 def main():
