@@ -48,6 +48,21 @@ enum smcr_stats_conn_state {
 	SMCR_STATS_CONN_INHERITED = 2,
 };
 
+/*
+ * Where an SMC connection is in its life, as of its last counter update or
+ * its close (the kernel's SMC states; RFC 7609 closing).  Version 2.
+ */
+enum smcr_stats_conn_phase {
+	SMCR_STATS_PHASE_NONE = 0,            /* not an SMC connection, or unknown */
+	SMCR_STATS_PHASE_ACTIVE = 1,
+	SMCR_STATS_PHASE_PEER_CLOSE_WAIT1 = 2, /* we shut down writing, the peer has not */
+	SMCR_STATS_PHASE_PEER_CLOSE_WAIT2 = 3, /* both shut down writing, peer not closed */
+	SMCR_STATS_PHASE_APP_CLOSE_WAIT1 = 4,  /* the peer shut down writing or closed */
+	SMCR_STATS_PHASE_APP_CLOSE_WAIT2 = 5,  /* ... and we shut down writing too */
+	SMCR_STATS_PHASE_CLOSED = 6,
+	SMCR_STATS_PHASE_ABORTED = 7,
+};
+
 enum smcr_stats_mode {
 	SMCR_STATS_MODE_TCP = 0,
 	SMCR_STATS_MODE_SMC_SHM = 1, /* same-host shared memory */
@@ -72,7 +87,9 @@ struct smcr_stats_conn {
 	uint16_t local_port;
 	uint16_t peer_port;
 	uint32_t seq;             /* odd while a writer updates the record (version 2) */
-	uint32_t reserved[6];
+	uint32_t conn_phase;      /* enum smcr_stats_conn_phase (version 2; 0 before) */
+	uint32_t link_group;      /* SMC-R link group id; 0 = none (same-host shm, TCP) */
+	uint32_t reserved[4];
 };
 
 struct smcr_stats_reason {
@@ -139,6 +156,8 @@ static inline int smcr_stats_conn_read(const struct smcr_stats_conn *src,
 		}
 		SMCR_STATS_LOAD_(local_port);
 		SMCR_STATS_LOAD_(peer_port);
+		SMCR_STATS_LOAD_(conn_phase);
+		SMCR_STATS_LOAD_(link_group);
 		for (unsigned i = 0; i < sizeof(dst->reserved) / sizeof(dst->reserved[0]); i++)
 			SMCR_STATS_LOAD_(reserved[i]);
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);

@@ -355,9 +355,30 @@ static void record_end(struct smcr_stats_conn *c)
 			 __ATOMIC_RELEASE);
 }
 
+static uint32_t phase_of(enum smcr_conn_state st)
+{
+	switch (st) {
+	case SMCR_CONN_ACTIVE:
+		return SMCR_STATS_PHASE_ACTIVE;
+	case SMCR_CONN_PEERCLOSEWAIT1:
+		return SMCR_STATS_PHASE_PEER_CLOSE_WAIT1;
+	case SMCR_CONN_PEERCLOSEWAIT2:
+		return SMCR_STATS_PHASE_PEER_CLOSE_WAIT2;
+	case SMCR_CONN_APPCLOSEWAIT1:
+		return SMCR_STATS_PHASE_APP_CLOSE_WAIT1;
+	case SMCR_CONN_APPCLOSEWAIT2:
+		return SMCR_STATS_PHASE_APP_CLOSE_WAIT2;
+	case SMCR_CONN_CLOSED:
+		return SMCR_STATS_PHASE_CLOSED;
+	case SMCR_CONN_ABORTED:
+		return SMCR_STATS_PHASE_ABORTED;
+	}
+	return SMCR_STATS_PHASE_NONE;
+}
+
 /* What a record says about its TCP connection, gathered before claiming a slot. */
 struct record_init {
-	uint32_t mode, role, reason, rmb_size, peer_rmb_size;
+	uint32_t mode, role, reason, rmb_size, peer_rmb_size, phase;
 	int tcp_fd;
 	uint8_t local_addr[16], peer_addr[16];
 	uint16_t local_port, peer_port;
@@ -416,6 +437,8 @@ static struct smcr_stats_conn *claim_record(struct smcr_stats_file *f, const str
 		}
 		SET(c->local_port, ri->local_port);
 		SET(c->peer_port, ri->peer_port);
+		SET(c->conn_phase, ri->phase);
+		SET(c->link_group, 0u); /* shm has none; the verbs transport will set it */
 		record_end(c);
 		return c;
 	}
@@ -441,6 +464,7 @@ struct smcr_stats_conn *smcr_stats_conn_open(const struct smcr_sock *s)
 	record_init_of(&ri, s->tcp_fd, SMCR_STATS_MODE_SMC_SHM, s->server ? 1u : 0u, 0);
 	ri.rmb_size = s->rmb_size;
 	ri.peer_rmb_size = s->peer_size;
+	ri.phase = phase_of(s->state);
 	return claim_record(f, &ri);
 }
 
@@ -464,8 +488,10 @@ void smcr_stats_tcp_close(struct smcr_tcp_record *rec)
 		record_free(c);
 }
 
+/* Counters and phase: the state is read unlocked, as of this update. */
 static void record_counters(struct smcr_stats_conn *c, const struct smcr_sock *s)
 {
+	SET(c->conn_phase, phase_of(s->state));
 	SET(c->bytes_sent, s->bytes_sent);
 	SET(c->bytes_received, s->bytes_received);
 	SET(c->cdc_sent, s->cdc_sent);
@@ -498,6 +524,8 @@ void smcr_stats_conn_close(const struct smcr_sock *s, int aborted)
 	if (c) {
 		record_begin(c);
 		record_counters(c, s);
+		if (aborted)
+			SET(c->conn_phase, (uint32_t)SMCR_STATS_PHASE_ABORTED);
 		SET(c->state, (uint32_t)SMCR_STATS_CONN_FREE);
 		record_end(c);
 	}

@@ -200,6 +200,22 @@ static const char *mode_name(uint32_t mode)
 	return "unknown";
 }
 
+/* An SMC connection's phase as in the kernel's smc states; NULL: none or unknown. */
+static const char *phase_name(uint32_t phase)
+{
+	static const char *const names[] = {
+		[SMCR_STATS_PHASE_ACTIVE] = "active",
+		[SMCR_STATS_PHASE_PEER_CLOSE_WAIT1] = "peer-close-wait1",
+		[SMCR_STATS_PHASE_PEER_CLOSE_WAIT2] = "peer-close-wait2",
+		[SMCR_STATS_PHASE_APP_CLOSE_WAIT1] = "app-close-wait1",
+		[SMCR_STATS_PHASE_APP_CLOSE_WAIT2] = "app-close-wait2",
+		[SMCR_STATS_PHASE_CLOSED] = "closed",
+		[SMCR_STATS_PHASE_ABORTED] = "aborted",
+	};
+
+	return phase < sizeof(names) / sizeof(names[0]) ? names[phase] : NULL;
+}
+
 static bool mode_is_smc(uint32_t mode)
 {
 	return mode == SMCR_STATS_MODE_SMC_SHM || mode == SMCR_STATS_MODE_SMC_R;
@@ -827,8 +843,15 @@ static void print_conn_json(const struct process_view *pv, const struct conn_vie
 		       "\"cdc_sent\": null, \"cdc_received\": null,\n"
 		       "     \"rmb_size\": null, \"peer_rmb_size\": null, ");
 	}
-	/* The ABI (version 1) carries no link group: null until it does. */
-	printf("\"link_group\": null}");
+	/* 0: none (same-host shm, TCP, or a version-1 file) */
+	if (r->link_group)
+		printf("\"link_group\": %" PRIu32 ", ", r->link_group);
+	else
+		printf("\"link_group\": null, ");
+	if (phase_name(r->conn_phase))
+		printf("\"conn_state\": \"%s\"}", phase_name(r->conn_phase));
+	else
+		printf("\"conn_state\": null}");
 }
 
 static void show_json(const struct process_list *pl)
@@ -904,7 +927,10 @@ static void conn_row(const struct process_view *pv, const struct smcr_stats_conn
 		snprintf(row[COL_RECV], CELL_LEN, "-");
 		snprintf(row[COL_RMB], CELL_LEN, "-");
 	}
-	snprintf(row[COL_LGR], CELL_LEN, "-");
+	if (r->link_group)
+		snprintf(row[COL_LGR], CELL_LEN, "%08" PRIx32, r->link_group);
+	else
+		snprintf(row[COL_LGR], CELL_LEN, "-");
 }
 
 static void print_row(const char *const cells[NCOLS], const int width[NCOLS])

@@ -129,10 +129,13 @@ def check_fixture_conns(doc, w, with_closed):
     check_eq(len(conns), want, "records of the writer")
     for c in conns:
         check_eq(c["program"], "stats-writer", "program")
-        check_eq(c["link_group"], None, "link_group (not in stats ABI v1)")
+        check_eq(c["link_group"], None, "link_group (same-host shm has none)")
         check_eq(c["uid"], os.geteuid(), "uid")
         if c["local_port"] == w["tcp_local_port"]:
+            check_eq(c["conn_state"], None, "conn_state of a TCP record")
             continue
+        if c["state"] == "live":
+            check_eq(c["conn_state"], "active", "conn_state of a live SMC record")
         check_eq(c["mode"], "smc-shm", "mode")
         check_eq(c["fallback_code"], None, "fallback_code of an SMC connection")
         check_eq(c["fallback_name"], None, "fallback_name of an SMC connection")
@@ -172,6 +175,7 @@ def check_fixture_conns(doc, w, with_closed):
     if with_closed:
         cl = by_port(conns, w["closed_local_port"])
         check_eq(cl["state"], "closed", "state of the closed record")
+        check_eq(cl["conn_state"], "aborted", "conn_state of the aborted record")
         check_eq((cl["bytes_sent"], cl["bytes_received"]), (777, 888), "closed bytes")
 
 
