@@ -24,8 +24,10 @@
  * WRITE executed); send_ctrl posts the 44-byte CDC SIGNALED|SOLICITED.
  *
  * Readiness: an epoll fd holding the completion channel (a message arrived
- * or the link failed), an eventfd for "ready" as the engine settles it, and
- * the TCP socket for hang-up only (the peer process died).
+ * or the link failed), an eventfd for "ready" as the engine settles it, the
+ * TCP socket for hang-up only (the peer process died) and the device's async
+ * event fd (device removed or failed).  peer_gone() latches any of these;
+ * recv_ctrl() then resets after the last message that did arrive.
  *
  * The RMB is registered LOCAL_WRITE|REMOTE_WRITE only.  On destroy it is
  * deregistered first, so a peer that still writes gets a remote access
@@ -35,6 +37,7 @@
 #include "smcr/verbs.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +78,7 @@ struct smcr_xconn {
 	int ep_fd;
 	bool signalled; /* ready_efd has a count */
 	bool connected; /* QP in RTS */
+	bool gone;      /* peer or device lost: recv_ctrl resets after the last message */
 };
 
 /* ---- set-up -------------------------------------------------------------------- */
@@ -132,7 +136,43 @@ static int make_ready_fd(struct smcr_xconn *xc)
 	ev.data.fd = xc->tcp_fd;
 	if (smcr_real.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, xc->tcp_fd, &ev) < 0)
 		return -errno;
+	/*
+	 * Device events (fatal error, port down, device being removed): `rdma link
+	 * delete` waits until every process closed the device, so we must notice.
+	 */
+	ev.events = EPOLLIN;
+	ev.data.fd = xc->port->ctx->async_fd;
+	if (smcr_real.fcntl(ev.data.fd, F_SETFL,
+			    smcr_real.fcntl(ev.data.fd, F_GETFL) | O_NONBLOCK) < 0 ||
+	    smcr_real.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0)
+		return -errno;
 	return 0;
+}
+
+/* Take pending device events: true if one means the link cannot carry on. */
+static bool device_failed(struct smcr_xconn *xc)
+{
+	struct ibv_async_event ev;
+	bool failed = false;
+
+	while (ibv_get_async_event(xc->port->ctx, &ev) == 0) {
+		switch (ev.event_type) {
+		case IBV_EVENT_DEVICE_FATAL:
+		case IBV_EVENT_PORT_ERR:
+		case IBV_EVENT_QP_FATAL:
+		case IBV_EVENT_QP_REQ_ERR:
+		case IBV_EVENT_QP_ACCESS_ERR:
+		case IBV_EVENT_CQ_ERR:
+			smcr_warn("verbs: %s on %s", ibv_event_type_str(ev.event_type),
+				  xc->port->name);
+			failed = true;
+			break;
+		default:
+			break;
+		}
+		ibv_ack_async_event(&ev);
+	}
+	return failed;
 }
 
 /* Link (QP in INIT) and the registered RMB: a decline reason or 0. */
@@ -391,7 +431,9 @@ static int verbs_send_ctrl(struct smcr_xconn *xc, const uint8_t msg[SMCR_CDC_MSG
 
 static int verbs_recv_ctrl(struct smcr_xconn *xc, uint8_t msg[SMCR_CDC_MSG_LEN])
 {
-	return smcr_wr_recv_msg(xc->link, msg);
+	int rc = smcr_wr_recv_msg(xc->link, msg);
+
+	return rc == 0 && xc->gone ? -ECONNRESET : rc;
 }
 
 static bool tcp_hung_up(const struct smcr_xconn *xc)
@@ -403,10 +445,11 @@ static bool tcp_hung_up(const struct smcr_xconn *xc)
 
 static bool verbs_peer_gone(struct smcr_xconn *xc)
 {
-	(void)smcr_wr_msg_pending(xc->link); /* takes completions: failures show */
-	if (smcr_wr_link_error(xc->link)[0])
+	if (xc->gone)
 		return true;
-	return tcp_hung_up(xc);
+	(void)smcr_wr_msg_pending(xc->link); /* takes completions: failures show */
+	xc->gone = smcr_wr_link_error(xc->link)[0] || device_failed(xc) || tcp_hung_up(xc);
+	return xc->gone;
 }
 
 static int verbs_ready_fd(const struct smcr_xconn *xc)

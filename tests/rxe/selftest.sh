@@ -237,6 +237,41 @@ verbs_run verbs_stream 6 fd77::2 fd77::1 7474 $((8 << 20))
 verbs_run verbs_engine 4 10.77.0.2 10.77.0.1 7475 $((16 << 20))
 verbs_run verbs_engine 6 fd77::2 fd77::1 7476 $((4 << 20))
 
+# Failure while data flows: the server process is killed, or its veth goes down (rxe1's
+# port turns DOWN, the client's packets go nowhere). The client, blocked in the engine's
+# send, must see ECONNRESET within 10 s, never hang. (`rdma link delete rxe1` is no such
+# test on rxe: it blocks until every process closed the device, and until then the QPs
+# keep working and no device event arrives, since rxe cannot disassociate a user context.)
+verbs_break() { # NAME PORT ACTION (a command line; $spid is the server)
+    local name=$1 port=$2 action=$3 spid cpid t0 ms i
+    "$verbs_engine" server 10.77.0.2 "$port" $((1 << 30)) > "$logs/server" 2>&1 &
+    spid=$!
+    wait_line "$logs/server" listening || echo "    (server not ready in time)"
+    "$verbs_engine" client 10.77.0.2 "$port" 10.77.0.1 $((1 << 30)) expect-reset \
+        > "$logs/client" 2>&1 &
+    cpid=$!
+    wait_line "$logs/client" streaming && sleep 1
+    t0=$(date +%s%N)
+    eval "$action"
+    for ((i = 0; i < 100; i++)); do
+        kill -0 "$cpid" 2> /dev/null || break
+        sleep 0.1
+    done
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    kill -9 "$cpid" "$spid" 2> /dev/null
+    if wait "$cpid" && grep -q 'as expected' "$logs/client"; then
+        pass "verbs_engine: $name while streaming: the client got a reset within $ms ms"
+    else
+        fail "verbs_engine: $name while streaming: no clean reset within $ms ms"
+        show_log server srv
+    fi
+    wait "$spid" 2> /dev/null
+    show_log client cli 1
+}
+verbs_break "server killed" 7477 'kill -9 $spid'
+verbs_break "server's veth down" 7478 'ip link set veth1 down'
+ip link set veth1 up
+
 rm -rf "$logs"
 echo "$passed passed, $failed failed (${SECONDS}s in the guest)"
 [[ $failed == 0 ]]

@@ -4,7 +4,7 @@
  * over the verbs transport (src/smcr/verbs.c) between the two "hosts" of scripts/rxe-vm.
  *
  *   verbs_engine server LOCAL_ADDR PORT BYTES
- *   verbs_engine client SERVER_ADDR PORT LOCAL_ADDR BYTES
+ *   verbs_engine client SERVER_ADDR PORT LOCAL_ADDR BYTES [expect-reset]
  *
  * The engine's own handshake (conn.c) still picks the shm transport, so this program runs
  * the CLC flow itself, exactly as conn.c does but with smcr_verbs_ops: Proposal, Accept,
@@ -12,7 +12,9 @@
  * hooks in between. Then it hands the transport to smcr_conn_new() and uses the engine's
  * socket API: PINGS 1-byte round trips, BYTES client -> server with every byte checked,
  * the server's stream hash sent back, both sides closed through the engine.
- * Prints "ok: ..." / "FAIL: ..." and numbers; exit 0 only if everything held.
+ * With expect-reset the client streams until the connection breaks (the calling script
+ * kills the server or deletes its RDMA device) and passes if that ends in ECONNRESET or
+ * EPIPE. Prints "ok: ..." / "FAIL: ..." and numbers; exit 0 only if everything held.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -263,6 +265,33 @@ static int recv_all(struct smcr_sock *s, void *buf, size_t len)
 	return 0;
 }
 
+/*
+ * expect-reset mode: the script kills the server or deletes its RDMA device while we
+ * stream; the engine must end the connection with ECONNRESET (or EPIPE), never hang.
+ */
+static int client_until_reset(struct smcr_sock *s, uint64_t total)
+{
+	static uint8_t buf[CHUNK];
+	uint64_t pos = 0;
+
+	printf("streaming until the connection breaks\n");
+	while (pos < total) {
+		ssize_t n = smcr_sock_send(s, buf, sizeof(buf), 0);
+
+		if (n == -ECONNRESET || n == -EPIPE) {
+			printf("ok: send failed with %s after %" PRIu64
+			       " bytes, as expected\n",
+			       strerror((int)-n), pos);
+			return 0;
+		}
+		if (n <= 0)
+			return failf("smcr_sock_send: not a reset", n ? (int)-n : EIO);
+		pos += (uint64_t)n;
+	}
+	printf("FAIL: all %" PRIu64 " bytes went through; expected a reset\n", total);
+	return -1;
+}
+
 static int client_traffic(struct smcr_sock *s, uint64_t total)
 {
 	static uint8_t buf[CHUNK];
@@ -332,7 +361,7 @@ static int server_traffic(struct smcr_sock *s, uint64_t total)
 	return bad ? -1 : 0;
 }
 
-static int run(int fd, bool server, uint64_t total)
+static int run(int fd, bool server, uint64_t total, bool expect_reset)
 {
 	struct smcr_sock *s = server ? server_handshake(fd) : client_handshake(fd);
 	int rc;
@@ -342,7 +371,12 @@ static int run(int fd, bool server, uint64_t total)
 		return 1;
 	}
 	smcr_sock_set_timeouts(s, 10000, 10000); /* every blocking call bounded */
-	rc = server ? server_traffic(s, total) : client_traffic(s, total);
+	if (server)
+		rc = server_traffic(s, total);
+	else if (expect_reset)
+		rc = client_until_reset(s, total);
+	else
+		rc = client_traffic(s, total);
 	smcr_sock_close(s);
 	close(fd);
 	return rc ? 1 : 0;
@@ -372,9 +406,10 @@ int main(int argc, char **argv)
 		close(lfd);
 		if (fd < 0)
 			return failf("accept", errno), 1;
-		return run(fd, true, strtoull(argv[4], NULL, 0));
+		return run(fd, true, strtoull(argv[4], NULL, 0), false);
 	}
-	if (argc == 6 && !strcmp(argv[1], "client")) {
+	if ((argc == 6 || (argc == 7 && !strcmp(argv[6], "expect-reset"))) &&
+	    !strcmp(argv[1], "client")) {
 		if (resolve(argv[2], argv[3], &a, &alen) ||
 		    resolve(argv[4], "0", &b, &blen))
 			return 1;
@@ -382,9 +417,10 @@ int main(int argc, char **argv)
 		if (fd < 0 || bind(fd, (struct sockaddr *)&b, blen) ||
 		    connect(fd, (struct sockaddr *)&a, alen))
 			return failf("connect", errno), 1;
-		return run(fd, false, strtoull(argv[5], NULL, 0));
+		return run(fd, false, strtoull(argv[5], NULL, 0), argc == 7);
 	}
 	fprintf(stderr, "usage: verbs_engine server LOCAL_ADDR PORT BYTES\n"
-			"       verbs_engine client SERVER_ADDR PORT LOCAL_ADDR BYTES\n");
+			"       verbs_engine client SERVER_ADDR PORT LOCAL_ADDR BYTES "
+			"[expect-reset]\n");
 	return 2;
 }
