@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # SPDX-License-Identifier: MIT
 # Shared by the smc_*.sh tests: real programs under smc_run on both ends of a
 # loopback connection, each test asserting that the connections ran in SMC
