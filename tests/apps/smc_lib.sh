@@ -1,5 +1,5 @@
-# shellcheck shell=bash
 # SPDX-License-Identifier: MIT
+# shellcheck shell=bash
 # Shared by the smc_*.sh tests: real programs under smc_run on both ends of a
 # loopback connection, each test asserting that the connections ran in SMC
 # mode (same-host shared memory) from what the library itself reports:
