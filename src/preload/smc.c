@@ -496,6 +496,9 @@ static int server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 
 int smcr_smc_settle(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, bool may_block)
 {
+	int rcv_timeout = 0; /* ms; 0 = not read yet, -1 = none */
+	int64_t deadline = 0;
+
 	for (;;) {
 		unsigned flags;
 		int rc = DECIDED;
@@ -520,10 +523,23 @@ int smcr_smc_settle(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, boo
 		decision_unlock(e);
 		if (rc != WAIT_DATA)
 			return rc < 0 ? rc : 0;
-		/* A blocking read before the client's first bytes: wait unlocked. */
-		rc = wait_fd(fd, POLLIN, -1);
+		/*
+		 * A blocking read before the client's first bytes: wait unlocked,
+		 * as long as the kernel would (SO_RCVTIMEO, then EAGAIN).
+		 */
+		if (rcv_timeout == 0) {
+			rcv_timeout = timeval_ms(fd, SO_RCVTIMEO);
+			if (rcv_timeout > 0)
+				deadline = now_ms() + rcv_timeout;
+			else
+				rcv_timeout = -1;
+		}
+		rc = wait_fd(fd, POLLIN,
+			     rcv_timeout < 0 ? -1 : (int)(deadline > now_ms() ? deadline - now_ms() : 0));
 		if (rc < 0)
 			return rc;
+		if (rc == 0)
+			return -EAGAIN;
 	}
 }
 

@@ -8,7 +8,7 @@
  *   test_smc CASE     CASE: echo, epoll-lt, epoll-et, epoll-oneshot, poll,
  *                     select, peek, shutdown, fork-accept, plain-server,
  *                     plain-client, speak-first, speak-first-plain, epoll-multi,
- *                     idle, exec, kill, listener-closed
+ *                     idle, exec, kill, listener-closed, rcvtimeo
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -377,6 +377,33 @@ static void raw_client_echo(void)
 	CHECK_MODE(fd, SMC_PRELOAD_FD_UNTRACKED);
 	echo_client(fd);
 	close(fd);
+}
+
+/* A blocking read before the client's first bytes honours SO_RCVTIMEO. */
+static void client_silent(void)
+{
+	int fd = raw_connect();
+	char c;
+
+	CHECK(fd >= 0);
+	CHECK(read(fd, &c, 1) == 0); /* until the server gives up */
+	close(fd);
+}
+
+static int case_rcvtimeo(void)
+{
+	pid_t client = spawn(client_silent);
+	int fd = accept(listen_fd, NULL, NULL);
+	struct timeval tv = { 0, 200 * 1000 };
+	char c;
+
+	CHECK(fd >= 0);
+	CHECK(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0);
+	CHECK_FAILS(read(fd, &c, 1), EAGAIN);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_CANDIDATE);
+	close(fd);
+	reap(client, "client");
+	return t_result();
 }
 
 static int case_plain_client(void)
@@ -1029,6 +1056,8 @@ int main(int argc, char **argv)
 		rc = case_abrupt(false);
 	else if (!strcmp(which, "listener-closed"))
 		rc = case_listener_closed();
+	else if (!strcmp(which, "rcvtimeo"))
+		rc = case_rcvtimeo();
 	else {
 		fprintf(stderr, "unknown case %s\n", which);
 		return T_EXIT_FAIL;
