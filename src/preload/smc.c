@@ -25,9 +25,11 @@
  *
  * Known limits: a client and its server in one process stay TCP (the
  * handshake would wait for the server's first I/O on the same thread); a
- * server that writes first waits SMCR_SPEAK_FIRST_WAIT_MS (20 ms) for a
- * local client's Proposal, and if it comes later it is declined (the smcr
- * client then fails that connection: its reply was the server's banner).
+ * server that writes first waits SMCR_SPEAK_FIRST_WAIT_MS (50 ms; 0 = not at
+ * all) for a local client's Proposal, and if it comes later it is declined
+ * (the smcr client then fails that connection: its reply was the server's
+ * banner); a plain local client of such a server sees its banner that much
+ * later.
  */
 #include "preload/smc.h"
 
@@ -59,7 +61,7 @@
 /* How long a partial CLC Proposal prefix may sit before it counts as data. */
 #define PARTIAL_PROPOSAL_MS 2000
 /* How long a server's first write waits for a local client's Proposal. */
-#define SPEAK_FIRST_WAIT_MS 20
+#define SPEAK_FIRST_WAIT_MS 50
 
 bool smcr_smc_enabled;
 pid_t smcr_smc_pid;
