@@ -8,7 +8,7 @@
  *   test_smc CASE     CASE: echo, epoll-lt, epoll-et, epoll-oneshot, poll,
  *                     select, peek, shutdown, fork-accept, plain-server,
  *                     plain-client, speak-first, speak-first-plain, epoll-multi,
- *                     idle, exec, kill, listener-closed, rcvtimeo
+ *                     idle, exec, kill, listener-closed, rcvtimeo, calls
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -18,6 +18,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/select.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -983,6 +984,80 @@ static int case_listener_closed(void)
 	return t_result();
 }
 
+/* ---- sendfile, sendmmsg/recvmmsg, recvfrom, SIGPIPE ---------------------------------------- */
+
+#define FILE_LEN (300 * 1000 + 11)
+static volatile sig_atomic_t sigpipes;
+
+static void on_sigpipe(int sig)
+{
+	(void)sig;
+	sigpipes++;
+}
+
+static void client_calls(void)
+{
+	static unsigned char data[FILE_LEN];
+	char path[] = "/tmp/smcr-test-smc-file.XXXXXX";
+	int fd = connect_to_server(0), file = mkstemp(path);
+	off_t off = 1000;
+	char one[] = "mmsg-one", two[] = "mmsg-two";
+	struct iovec iov[2] = { { one, 8 }, { two, 8 } };
+	struct mmsghdr mm[2] = { { .msg_hdr = { .msg_iov = &iov[0], .msg_iovlen = 1 } },
+				 { .msg_hdr = { .msg_iov = &iov[1], .msg_iovlen = 1 } } };
+	char c;
+
+	CHECK(fd >= 0 && file >= 0);
+	unlink(path);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	fill(data, sizeof(data), 7);
+	CHECK(write(file, data, sizeof(data)) == (ssize_t)sizeof(data));
+	/* With an offset: the file position stays; without: it moves. */
+	CHECK(sendfile(fd, file, &off, 5000) == 5000 && off == 6000);
+	CHECK(lseek(file, 0, SEEK_SET) == 0);
+	CHECK(sendfile(fd, file, NULL, FILE_LEN) == FILE_LEN);
+	CHECK(lseek(file, 0, SEEK_CUR) == FILE_LEN);
+	CHECK(sendmmsg(fd, mm, 2, 0) == 2 && mm[0].msg_len == 8 && mm[1].msg_len == 8);
+	close(file);
+	/* The server reads everything, then closes: writing then is EPIPE and SIGPIPE. */
+	CHECK(read(fd, &c, 1) == 0);
+	signal(SIGPIPE, on_sigpipe);
+	CHECK(shutdown(fd, SHUT_WR) == 0);
+	CHECK_FAILS(write(fd, "x", 1), EPIPE);
+	CHECK(sigpipes == 1);
+	CHECK_FAILS(send(fd, "x", 1, MSG_NOSIGNAL), EPIPE);
+	CHECK(sigpipes == 1);
+	close(fd);
+}
+
+static int case_calls(void)
+{
+	static unsigned char data[FILE_LEN], got[FILE_LEN];
+	pid_t client = spawn(client_calls);
+	int fd = accept(listen_fd, NULL, NULL);
+	struct sockaddr_in from;
+	socklen_t fromlen = sizeof(from);
+	char a[8], b[8];
+	struct iovec iov[2] = { { a, 8 }, { b, 8 } };
+	struct mmsghdr mm[2] = { { .msg_hdr = { .msg_iov = &iov[0], .msg_iovlen = 1 } },
+				 { .msg_hdr = { .msg_iov = &iov[1], .msg_iovlen = 1 } } };
+
+	CHECK(fd >= 0);
+	fill(data, sizeof(data), 7);
+	CHECK(recvfrom(fd, got, 5000, MSG_WAITALL, (struct sockaddr *)&from, &fromlen) == 5000);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(fromlen == 0); /* a stream socket names no sender */
+	CHECK(memcmp(got, data + 1000, 5000) == 0);
+	CHECK(recv(fd, got, FILE_LEN, MSG_WAITALL) == FILE_LEN && memcmp(got, data, FILE_LEN) == 0);
+	CHECK(recv(fd, a, 8, MSG_WAITALL) == 8 && memcmp(a, "mmsg-one", 8) == 0);
+	/* The second message: recvmmsg fills one buffer, the rest is not there yet. */
+	CHECK(recvmmsg(fd, mm, 2, MSG_WAITFORONE, NULL) >= 1 && mm[0].msg_len == 8 &&
+	      memcmp(a, "mmsg-two", 8) == 0);
+	close(fd);
+	reap(client, "client");
+	return t_result();
+}
+
 /* ---- main ---------------------------------------------------------------------------------- */
 
 /* Stats go to the runtime directory meson names (created here, 0700). */
@@ -1058,6 +1133,8 @@ int main(int argc, char **argv)
 		rc = case_listener_closed();
 	else if (!strcmp(which, "rcvtimeo"))
 		rc = case_rcvtimeo();
+	else if (!strcmp(which, "calls"))
+		rc = case_calls();
 	else {
 		fprintf(stderr, "unknown case %s\n", which);
 		return T_EXIT_FAIL;
