@@ -15,8 +15,9 @@
  *                   a Decline there ends the wait.
  *   server_confirm  checks that the Confirm read by the engine is the one
  *                   peeked.
- * The client may write before the server's QP reached RTR; RC retransmits
- * (ack timeout 134 ms) cover that until LLC CONFIRM LINK orders it (issue 6).
+ * Then the server sends LLC CONFIRM LINK over the QP; the client sends nothing
+ * over it before that request arrived (so never into a QP still in INIT) and
+ * answers it.  TEST LINK requests are answered; other LLC messages dropped.
  *
  * Data: write_peer copies into a send buffer that mirrors the peer's RMB and
  * posts an RDMA WRITE from there (the bytes for ring offset X live at X, so
@@ -49,6 +50,7 @@
 #include "common/log.h"
 #include "common/real.h"
 #include "smcr/ib.h"
+#include "smcr/llc.h"
 #include "smcr/sys.h"
 #include "smcr/wire.h"
 #include "smcr/wr.h"
@@ -79,6 +81,8 @@ struct smcr_xconn {
 	bool signalled; /* ready_efd has a count */
 	bool connected; /* QP in RTS */
 	bool gone;      /* peer or device lost: recv_ctrl resets after the last message */
+	bool server;
+	bool link_confirmed; /* LLC CONFIRM LINK: request seen (client), response (server) */
 };
 
 /* ---- set-up -------------------------------------------------------------------- */
@@ -265,6 +269,105 @@ static bool is_ours(const struct smcr_clc_msg *m)
 	       memcmp(m->accept.eid, verbs_ueid, SMCR_CLC_EID_LEN) == 0;
 }
 
+/* ---- LLC: CONFIRM LINK, TEST LINK ---------------------------------------------- */
+
+/*
+ * CONFIRM LINK orders the start: the server sends the request once its QP is
+ * in RTS, and the client sends nothing over the QP before it has seen it, so
+ * its first packets never hit a QP still in INIT (smc-r-protocol.md §3.1).
+ */
+static int send_llc(struct smcr_xconn *xc, const struct smcr_llc_msg *m)
+{
+	uint8_t buf[SMCR_LLC_MSG_LEN];
+	enum smcr_llc_err err;
+
+	memset(buf, 0, sizeof(buf));
+	if (smcr_llc_encode(m, buf, sizeof(buf), &err) != SMCR_LLC_MSG_LEN)
+		return -EINVAL;
+	return smcr_wr_send_msg(xc->link, buf, xc->timeout_ms);
+}
+
+static int send_confirm_link(struct smcr_xconn *xc, bool response)
+{
+	struct smcr_llc_msg m;
+	struct smcr_ib_qp_info own;
+
+	memset(&m, 0, sizeof(m));
+	smcr_wr_link_info(xc->link, &own);
+	m.hdr.type = SMCR_LLC_CONFIRM_LINK;
+	m.hdr.version = 2;
+	m.hdr.flags = SMCR_LLC_FLAG_NO_RMBE_EYEC | (response ? SMCR_LLC_FLAG_RESP : 0);
+	memcpy(m.confirm_link.mac, own.mac, SMCR_LLC_MAC_LEN);
+	memcpy(m.confirm_link.gid, own.gid, SMCR_LLC_GID_LEN);
+	m.confirm_link.qpn = own.qpn;
+	m.confirm_link.link_num = 1;
+	m.confirm_link.max_links = 1;
+	m.confirm_link.max_conns = 1;
+	return send_llc(xc, &m);
+}
+
+/* An LLC message arrived: answer or note it.  0, or -ECONNRESET (violation). */
+static int handle_llc(struct smcr_xconn *xc, const uint8_t raw[SMCR_WR_MSG_LEN])
+{
+	struct smcr_llc_msg m;
+	enum smcr_llc_err err;
+	bool resp;
+
+	if (smcr_llc_decode(raw, SMCR_WR_MSG_LEN, &m, &err) != SMCR_WIRE_OK)
+		return 0; /* unknown types are dropped, as Linux does */
+	resp = m.hdr.flags & SMCR_LLC_FLAG_RESP;
+	switch (m.hdr.type) {
+	case SMCR_LLC_CONFIRM_LINK:
+		if (resp != xc->server || xc->link_confirmed)
+			return -ECONNRESET;
+		xc->link_confirmed = true;
+		return resp ? 0 : (send_confirm_link(xc, true) ? -ECONNRESET : 0);
+	case SMCR_LLC_TEST_LINK:
+		if (resp)
+			return 0;
+		m.hdr.flags |= SMCR_LLC_FLAG_RESP;
+		return send_llc(xc, &m) ? -ECONNRESET : 0;
+	default:
+		return 0;
+	}
+}
+
+/* Next CDC (LLC messages handled on the way): 1, 0 none, -ECONNRESET. */
+static int next_cdc(struct smcr_xconn *xc, uint8_t msg[SMCR_CDC_MSG_LEN])
+{
+	for (unsigned i = 0; i < SMCR_WR_RECV_SLOTS; i++) {
+		int rc = smcr_wr_recv_msg(xc->link, msg);
+
+		if (rc <= 0)
+			return rc;
+		if (msg[0] == SMCR_CDC_MSG_TYPE)
+			return xc->link_confirmed ? 1 : -ECONNRESET;
+		if (handle_llc(xc, msg))
+			return -ECONNRESET;
+	}
+	return 0;
+}
+
+/* Client: before its first SEND or WRITE, the server's CONFIRM LINK. */
+static int await_confirm_link(struct smcr_xconn *xc)
+{
+	int64_t deadline = smcr_sys_deadline(xc->timeout_ms);
+	uint8_t msg[SMCR_WR_MSG_LEN];
+
+	while (!xc->link_confirmed) {
+		int rc = next_cdc(xc, msg), left;
+
+		if (rc != 0)
+			return -ECONNRESET; /* a CDC before CONFIRM LINK, or a failure */
+		if (xc->link_confirmed)
+			break;
+		left = (int)(deadline - smcr_sys_now_ms());
+		if (left <= 0 || smcr_wr_wait_msg(xc->link, left) <= 0)
+			return -ECONNRESET;
+	}
+	return 0;
+}
+
 /* ---- CLC hooks ------------------------------------------------------------------ */
 
 static int verbs_client_propose(struct smcr_xconn *xc, struct smcr_clc_msg *prop)
@@ -379,6 +482,9 @@ static int verbs_server_attach(struct smcr_xconn *xc, int tcp_fd, uint32_t *peer
 		rc = connect_qp(xc, &conf.accept);
 	if (rc)
 		return rc;
+	xc->server = true;
+	if (send_confirm_link(xc, false))
+		return SMCR_CLC_DECL_INTERR;
 	xc->peer_conf = conf.accept;
 	*peer_ring_size = xc->peer_rmb.size;
 	return 0;
@@ -416,6 +522,8 @@ static int verbs_write_peer(struct smcr_xconn *xc, uint32_t offset, const void *
 		return 0;
 	if (offset >= xc->peer_rmb.size || len > xc->peer_rmb.size - offset)
 		return -EINVAL;
+	if (!xc->link_confirmed && await_confirm_link(xc))
+		return -ECONNRESET;
 	memcpy(xc->sndbuf + offset, src, len);
 	return smcr_wr_write_mirrored(xc->link, xc->snd_mr, &xc->peer_rmb, offset, len,
 				      xc->timeout_ms);
@@ -424,14 +532,18 @@ static int verbs_write_peer(struct smcr_xconn *xc, uint32_t offset, const void *
 static int verbs_send_ctrl(struct smcr_xconn *xc, const uint8_t msg[SMCR_CDC_MSG_LEN])
 {
 	_Static_assert(SMCR_CDC_MSG_LEN == SMCR_WR_MSG_LEN, "CDC is one 44-byte SEND");
-	int rc = smcr_wr_send_msg(xc->link, msg, xc->timeout_ms);
+	int rc;
+
+	if (!xc->server && !xc->link_confirmed && await_confirm_link(xc))
+		return -ECONNRESET;
+	rc = smcr_wr_send_msg(xc->link, msg, xc->timeout_ms);
 
 	return rc == -ETIMEDOUT || rc == -ENOBUFS ? -ECONNRESET : rc;
 }
 
 static int verbs_recv_ctrl(struct smcr_xconn *xc, uint8_t msg[SMCR_CDC_MSG_LEN])
 {
-	int rc = smcr_wr_recv_msg(xc->link, msg);
+	int rc = next_cdc(xc, msg);
 
 	return rc == 0 && xc->gone ? -ECONNRESET : rc;
 }

@@ -137,7 +137,7 @@ run_pair() {
         fail "$name (client exit $crc, server exit $src)"
         show_log server srv
     fi
-    show_log client cli 4
+    show_log client cli 5
 }
 
 # --------------------------------------------------------------------- verbs: RC ----

@@ -296,18 +296,21 @@ static int client_traffic(struct smcr_sock *s, uint64_t total)
 {
 	static uint8_t buf[CHUNK];
 	uint64_t hash = HASH_INIT, peer_hash = 0;
-	double t0, secs;
+	double t0, secs, first = 0;
 	uint8_t b = 0;
 
 	t0 = now_us();
 	for (int i = 0; i < PINGS; i++) {
 		if (send_all(s, &b, 1) || recv_all(s, &b, 1))
 			return -1;
+		if (i == 0)
+			first = now_us() - t0; /* includes waiting for CONFIRM LINK */
 		b++;
 	}
 	printf(
-	    "ok: %d engine round trips of 1 byte (send + CDC each way): mean %.0f us\n",
-	    PINGS, (now_us() - t0) / PINGS);
+	    "ok: %d engine round trips of 1 byte (WRITE + CDC each way): first %.0f us, "
+	    "mean %.0f us\n",
+	    PINGS, first, (now_us() - t0) / PINGS);
 	t0 = now_us();
 	for (uint64_t pos = 0; pos < total;) {
 		size_t n = total - pos < CHUNK ? (size_t)(total - pos) : CHUNK;
@@ -363,6 +366,7 @@ static int server_traffic(struct smcr_sock *s, uint64_t total)
 
 static int run(int fd, bool server, uint64_t total, bool expect_reset)
 {
+	double t0 = now_us();
 	struct smcr_sock *s = server ? server_handshake(fd) : client_handshake(fd);
 	int rc;
 
@@ -370,6 +374,7 @@ static int run(int fd, bool server, uint64_t total, bool expect_reset)
 		close(fd);
 		return 1;
 	}
+	printf("ok: CLC handshake and QP set-up took %.1f ms\n", (now_us() - t0) / 1e3);
 	smcr_sock_set_timeouts(s, 10000, 10000); /* every blocking call bounded */
 	if (server)
 		rc = server_traffic(s, total);
