@@ -28,6 +28,8 @@
 #define IB_MIN_RNR_TIMER 5
 #define IB_HOP_LIMIT	 64
 #define IB_GID_TABLE_MAX 1024
+#define IB_PAGE		 4096u
+#define IB_IOVA_MASK	 0x00003ffffffff000ull /* page-aligned, below 2^46 */
 
 int smcr_ib_addr_gid(const struct sockaddr *addr, uint8_t gid[SMCR_IB_GID_LEN])
 {
@@ -164,10 +166,22 @@ void smcr_ib_port_close(struct smcr_ib_port *port)
 	free(port);
 }
 
-struct ibv_mr *smcr_ib_reg_rmb(struct smcr_ib_port *port, void *buf, size_t len)
+struct ibv_mr *smcr_ib_reg_rmb(struct smcr_ib_port *port, void *buf, size_t len,
+			       uint64_t *iova)
 {
+	uint64_t r = 0;
+
+	if (((uintptr_t)buf & (IB_PAGE - 1)) != 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (smcr_sys_random(&r, sizeof(r)) < 0)
+		return NULL;
+	/* same page offset as buf (0), room below 2^47 for any ring */
+	*iova = (r & IB_IOVA_MASK) | IB_PAGE;
 	/* Never REMOTE_READ or atomics: a peer may only fill our ring (design §7). */
-	return ibv_reg_mr(port->pd, buf, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	return ibv_reg_mr_iova2(port->pd, buf, len, *iova,
+				IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 }
 
 struct ibv_mr *smcr_ib_reg_source(struct smcr_ib_port *port, void *buf, size_t len)

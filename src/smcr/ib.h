@@ -63,9 +63,13 @@ void smcr_ib_port_close(struct smcr_ib_port *port);
 
 /*
  * An RMB: the peer may write into it and nothing else (no remote read, no
- * atomics), exactly over [buf, buf + len).
+ * atomics), exactly over [buf, buf + len).  The peer addresses it by a random
+ * page-aligned *iova (what CLC advertises), never by our virtual address,
+ * which would leak the process's layout (smc-r-protocol.md §8.3).  `buf`
+ * must be page-aligned.
  */
-struct ibv_mr *smcr_ib_reg_rmb(struct smcr_ib_port *port, void *buf, size_t len);
+struct ibv_mr *smcr_ib_reg_rmb(struct smcr_ib_port *port, void *buf, size_t len,
+			       uint64_t *iova);
 /* A local buffer the device only reads from (RDMA WRITE and SEND sources). */
 struct ibv_mr *smcr_ib_reg_source(struct smcr_ib_port *port, void *buf, size_t len);
 /* A local buffer the device writes into (receive buffers). */

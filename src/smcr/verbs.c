@@ -30,7 +30,8 @@
  * event fd (device removed or failed).  peer_gone() latches any of these;
  * recv_ctrl() then resets after the last message that did arrive.
  *
- * The RMB is registered LOCAL_WRITE|REMOTE_WRITE only.  On destroy it is
+ * The RMB is registered LOCAL_WRITE|REMOTE_WRITE only, advertised by a
+ * random IOVA rather than its address in our process.  On destroy it is
  * deregistered first, so a peer that still writes gets a remote access
  * error at the NIC; no pooling yet (link groups and the buffer pool come
  * with issue 6's next steps).
@@ -70,6 +71,7 @@ struct smcr_xconn {
 	uint8_t *rmb;
 	uint32_t rmb_size;
 	struct ibv_mr *rmb_mr;
+	uint64_t rmb_iova; /* how the peer addresses the RMB */
 	uint8_t *sndbuf; /* mirrors the peer's RMB */
 	struct ibv_mr *snd_mr;
 	struct smcr_wr_remote_rmb peer_rmb;
@@ -193,7 +195,7 @@ static int own_resources(struct smcr_xconn *xc)
 	if (!xc->rmb)
 		return SMCR_CLC_DECL_MEM;
 	memset(xc->rmb, 0, xc->rmb_size);
-	xc->rmb_mr = smcr_ib_reg_rmb(xc->port, xc->rmb, xc->rmb_size);
+	xc->rmb_mr = smcr_ib_reg_rmb(xc->port, xc->rmb, xc->rmb_size, &xc->rmb_iova);
 	if (!xc->rmb_mr)
 		return SMCR_CLC_DECL_MEM;
 	if (make_ready_fd(xc))
@@ -254,7 +256,7 @@ static void fill_accept(struct smcr_xconn *xc, struct smcr_clc_msg *m, uint8_t t
 	a->rmbe_idx = 1;
 	a->rmbe_alert_token = xc->local_token;
 	a->rmbe_size = smcr_clc_rmbe_compress(xc->rmb_size, VERBS_MAX_CLASS);
-	a->rmb_dma_addr = (uintptr_t)xc->rmb;
+	a->rmb_dma_addr = xc->rmb_iova; /* never our virtual address */
 	memcpy(a->eid, verbs_ueid, SMCR_CLC_EID_LEN);
 	a->fce.os_type = SMCR_CLC_OS_LINUX;
 	a->fce.release = 1;

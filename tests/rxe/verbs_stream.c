@@ -100,6 +100,7 @@ struct endpoint {
 	uint8_t *rmb;
 	uint32_t rmb_size;
 	struct ibv_mr *rmb_mr;
+	uint64_t rmb_iova;
 	uint8_t *sndbuf; /* mirrors the peer's RMB */
 	struct ibv_mr *snd_mr;
 	struct smcr_wr_remote_rmb peer_rmb;
@@ -200,7 +201,7 @@ static int endpoint_open(struct endpoint *ep, uint32_t rmb_size)
 	if (!ep->rmb)
 		return failf("RMB", ENOMEM);
 	memset(ep->rmb, 0, rmb_size);
-	ep->rmb_mr = smcr_ib_reg_rmb(ep->port, ep->rmb, rmb_size);
+	ep->rmb_mr = smcr_ib_reg_rmb(ep->port, ep->rmb, rmb_size, &ep->rmb_iova);
 	if (!ep->rmb_mr)
 		return failf("register RMB", errno);
 	return 0;
@@ -219,7 +220,7 @@ static int endpoint_connect(struct endpoint *ep)
 	out.qpn = htobe32(own.qpn);
 	out.psn = htobe32(own.psn);
 	out.rkey = htobe32(ep->rmb_mr->rkey);
-	out.rmb_addr = htobe64((uintptr_t)ep->rmb);
+	out.rmb_addr = htobe64(ep->rmb_iova); /* a random IOVA, not our address */
 	out.rmb_size = htobe32(ep->rmb_size);
 	out.mtu = own.mtu;
 	memcpy(out.mac, own.mac, sizeof(out.mac));
