@@ -189,6 +189,7 @@ struct smcr_fd_entry *smcr_fdtab_track(int fd, int domain, enum smcr_fd_mode mod
 		entry->engine_fd = -1;
 		entry->owner = 0;
 		entry->fallback_reason = 0;
+		entry->tcp_record = NULL;
 		entry->listener = NULL;
 		entry->listen_port = 0;
 		atomic_store_explicit(&entry->poll_in, 0, memory_order_relaxed);

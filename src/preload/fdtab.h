@@ -64,6 +64,7 @@ struct smcr_fd_entry {
 	int engine_fd;             /* -1 = none */
 	int owner;                 /* pid */
 	uint32_t fallback_reason;  /* why the connection stayed TCP */
+	void *tcp_record;          /* its stats record in TCP mode (engine.h), or NULL */
 	void *listener;            /* listener registration (smc.c): of a listener, or
 				    * of the listener of an unclassified accepted socket */
 	uint16_t listen_port;      /* a listener's port */

@@ -48,7 +48,6 @@
 #include "preload/preload.h"
 #include "preload/smc_internal.h"
 #include "smcr/engine.h"
-#include "smcr/stats.h"
 
 /* SMC decline reasons the interposer itself decides (values of net/smc). */
 #define REASON_PEERNOSMC 0x03010000u /* peer runs no SMC (or is not local) */
@@ -296,7 +295,10 @@ static void go_fallback(int fd, struct smcr_fd_entry *e, uint32_t reason, bool c
 {
 	e->fallback_reason = reason;
 	if (count && reason)
-		smcr_stats_fallback((int)reason);
+		smcr_note_fallback((int)reason);
+	/* A record of its own in the published stats: mode TCP, with the reason. */
+	e->owner = smcr_smc_pid;
+	e->tcp_record = smcr_stats_tcp_open(fd, strcmp(role, "server") == 0, (int)reason);
 	atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
 	smcr_info("fd %d: tcp-fallback (%s): reason 0x%08x %s%s%s", fd, role, reason,
 		  smcr_fallback_reason_str((int)reason), why ? ", " : "", why ? why : "");
@@ -660,7 +662,13 @@ static void release_entry(struct smcr_fd_entry *e)
 	if (s && owner) {
 		smcr_dbg("engine fd %d: SMC connection closed", e->engine_fd);
 		smcr_sock_close(s);
+	} else if (s) {
+		/* Inherited from the parent: drop our copies, send nothing. */
+		smcr_sock_forget_inherited(s);
 	}
+	if (e->tcp_record && owner)
+		smcr_stats_tcp_close(e->tcp_record);
+	e->tcp_record = NULL;
 	atomic_store_explicit(&e->sock, NULL, memory_order_relaxed);
 	if (e->engine_fd >= 0)
 		smcr_real.close(e->engine_fd);

@@ -148,6 +148,19 @@ static void check_stats_fallback(uint32_t reason)
 		fprintf(stderr, "pid %d: no fallback with reason 0x%08x in the stats\n",
 			(int)getpid(), reason);
 	CHECK(found);
+	/* The connection itself: a live record in TCP mode with that reason. */
+	found = false;
+	for (unsigned i = 0; i < SMCR_STATS_MAX_CONNS; i++) {
+		const struct smcr_stats_conn *c = &f->conns[i];
+
+		if (c->state == SMCR_STATS_CONN_LIVE && c->mode == SMCR_STATS_MODE_TCP &&
+		    c->fallback_reason == reason)
+			found = true;
+	}
+	if (!found)
+		fprintf(stderr, "pid %d: no live TCP-mode record with reason 0x%08x\n",
+			(int)getpid(), reason);
+	CHECK(found);
 }
 
 static int connect_to_server(int type_flags)
