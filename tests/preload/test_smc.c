@@ -8,7 +8,8 @@
  *   test_smc CASE     CASE: echo, epoll-lt, epoll-et, epoll-oneshot, poll,
  *                     select, peek, shutdown, fork-accept, plain-server,
  *                     plain-client, speak-first, speak-first-plain, epoll-multi,
- *                     idle, exec, kill, listener-closed, rcvtimeo, calls
+ *                     idle, exec, kill, listener-closed, rcvtimeo, calls,
+ *                     fork-client
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -1071,6 +1072,42 @@ static int case_calls(void)
 	return t_result();
 }
 
+/* ---- a forked child of an SMC client: its copy is dead, the parent's lives on ----------------- */
+
+static void client_forks(void)
+{
+	int fd = connect_to_server(0);
+	pid_t child;
+
+	CHECK(fd >= 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	child = fork();
+	if (child == 0) {
+		char c;
+
+		/* The parent runs this connection: the child's copy reads as reset. */
+		CHECK_FAILS(recv(fd, &c, 1, MSG_DONTWAIT), ECONNRESET);
+		close(fd);
+		_exit(t_result());
+	}
+	reap(child, "forked child");
+	echo_client(fd);
+	close(fd);
+}
+
+static int case_fork_client(void)
+{
+	pid_t client = spawn(client_forks);
+	int fd = accept(listen_fd, NULL, NULL);
+
+	CHECK(fd >= 0);
+	echo_blocking(fd);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	close(fd);
+	reap(client, "client");
+	return t_result();
+}
+
 /* ---- main ---------------------------------------------------------------------------------- */
 
 /* Stats go to the runtime directory meson names (created here, 0700). */
@@ -1148,6 +1185,8 @@ int main(int argc, char **argv)
 		rc = case_rcvtimeo();
 	else if (!strcmp(which, "calls"))
 		rc = case_calls();
+	else if (!strcmp(which, "fork-client"))
+		rc = case_fork_client();
 	else {
 		fprintf(stderr, "unknown case %s\n", which);
 		return T_EXIT_FAIL;
