@@ -194,12 +194,13 @@ struct ibv_mr *smcr_ib_reg_sink(struct smcr_ib_port *port, void *buf, size_t len
 	return ibv_reg_mr(port->pd, buf, len, IBV_ACCESS_LOCAL_WRITE);
 }
 
-struct ibv_qp *smcr_ib_qp_create(struct smcr_ib_port *port, struct ibv_cq *cq,
-				 uint32_t max_send_wr, uint32_t max_recv_wr)
+struct ibv_qp *smcr_ib_qp_create(struct smcr_ib_port *port, struct ibv_cq *send_cq,
+				 struct ibv_cq *recv_cq, uint32_t max_send_wr,
+				 uint32_t max_recv_wr)
 {
 	struct ibv_qp_init_attr init = {
-		.send_cq = cq,
-		.recv_cq = cq,
+		.send_cq = send_cq,
+		.recv_cq = recv_cq,
 		.qp_type = IBV_QPT_RC,
 		.sq_sig_all = 0, /* only CDC/LLC SENDs are signaled; they retire the WRITEs */
 		.cap = { .max_send_wr = max_send_wr,

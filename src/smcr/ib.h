@@ -76,11 +76,12 @@ struct ibv_mr *smcr_ib_reg_source(struct smcr_ib_port *port, void *buf, size_t l
 struct ibv_mr *smcr_ib_reg_sink(struct smcr_ib_port *port, void *buf, size_t len);
 
 /*
- * RC QP on `cq` (send and receive), moved to INIT with remote-write access so
+ * RC QP on the two CQs, moved to INIT with remote-write access so
  * that receives can be posted before the peer is known.  NULL + errno.
  */
-struct ibv_qp *smcr_ib_qp_create(struct smcr_ib_port *port, struct ibv_cq *cq,
-				 uint32_t max_send_wr, uint32_t max_recv_wr);
+struct ibv_qp *smcr_ib_qp_create(struct smcr_ib_port *port, struct ibv_cq *send_cq,
+				 struct ibv_cq *recv_cq, uint32_t max_send_wr,
+				 uint32_t max_recv_wr);
 /* INIT -> RTR towards `peer`, then RTR -> RTS sending from `own_psn`.  0 or -errno. */
 int smcr_ib_qp_connect(struct smcr_ib_port *port, struct ibv_qp *qp,
 		       const struct smcr_ib_qp_info *peer, uint32_t own_psn);

@@ -34,7 +34,8 @@
 struct smcr_wr_link {
 	struct smcr_ib_port *port;
 	struct ibv_comp_channel *channel;
-	struct ibv_cq *cq;
+	struct ibv_cq *send_cq; /* armed for every completion, only while WRs are out */
+	struct ibv_cq *recv_cq; /* armed for solicited completions: incoming messages */
 	struct ibv_qp *qp;
 	uint8_t *send_slots; /* SMCR_WR_SEND_SLOTS x SMCR_WR_SLOT_LEN */
 	uint8_t *recv_slots; /* SMCR_WR_RECV_SLOTS x SMCR_WR_SLOT_LEN */
@@ -106,14 +107,13 @@ static void take_completion(struct smcr_wr_link *link, const struct ibv_wc *wc)
 	link->stats.msgs_received++;
 }
 
-/* Take every completion the CQ holds. */
-static void poll_cq(struct smcr_wr_link *link)
+static void poll_one_cq(struct smcr_wr_link *link, struct ibv_cq *cq)
 {
 	struct ibv_wc wc[POLL_BATCH];
 	int n;
 
 	do {
-		n = ibv_poll_cq(link->cq, POLL_BATCH, wc);
+		n = ibv_poll_cq(cq, POLL_BATCH, wc);
 		if (n < 0) {
 			link_fail(link, -ECONNRESET, "ibv_poll_cq", "failed");
 			return;
@@ -123,23 +123,46 @@ static void poll_cq(struct smcr_wr_link *link)
 	} while (n == POLL_BATCH);
 }
 
+/* Take every completion both CQs hold. */
+static void poll_cq(struct smcr_wr_link *link)
+{
+	poll_one_cq(link, link->send_cq);
+	poll_one_cq(link, link->recv_cq);
+}
+
 int smcr_wr_fd(const struct smcr_wr_link *link)
 {
 	return link->channel->fd;
 }
 
+/*
+ * Two CQs on one channel, as the kernel's SMC-R has them: the receive CQ is
+ * armed for solicited completions (every message we get is SOLICITED), the
+ * send CQ for any completion but only while work requests are outstanding.
+ * One CQ armed "solicited only" is not enough: rxe raises no event for a
+ * failed send completion then (seen with a WRITE refused by the peer's NIC:
+ * the error sat in the CQ while the waiter slept).
+ */
 int smcr_wr_arm(struct smcr_wr_link *link, bool any)
 {
 	struct ibv_cq *cq;
 	void *ctx;
-	unsigned int events = 0;
+	unsigned int send_events = 0, recv_events = 0;
 
 	/* the fd is non-blocking: this takes only events already there */
-	while (ibv_get_cq_event(link->channel, &cq, &ctx) == 0)
-		events++;
-	if (events)
-		ibv_ack_cq_events(link->cq, events);
-	if (ibv_req_notify_cq(link->cq, any ? 0 : 1))
+	while (ibv_get_cq_event(link->channel, &cq, &ctx) == 0) {
+		if (cq == link->send_cq)
+			send_events++;
+		else
+			recv_events++;
+	}
+	if (send_events)
+		ibv_ack_cq_events(link->send_cq, send_events);
+	if (recv_events)
+		ibv_ack_cq_events(link->recv_cq, recv_events);
+	if (ibv_req_notify_cq(link->recv_cq, 1))
+		return -errno;
+	if ((any || link->wr_posted != link->wr_retired) && ibv_req_notify_cq(link->send_cq, 0))
 		return -errno;
 	return 0;
 }
@@ -167,9 +190,10 @@ static int wait_completions(struct smcr_wr_link *link, bool any, int64_t deadlin
 	if (progress(link) != before)
 		return 1;
 	rc = smcr_sys_wait_fd(smcr_wr_fd(link), POLLIN, deadline);
-	if (rc > 0)
-		poll_cq(link);
-	return rc;
+	if (rc < 0)
+		return rc;
+	poll_cq(link); /* also after a timeout: report what is there, event or not */
+	return rc > 0 || progress(link) != before;
 }
 
 static bool has_send_room(const struct smcr_wr_link *link, uint32_t wrs, bool is_msg)
@@ -416,11 +440,12 @@ int smcr_wr_link_create(struct smcr_ib_port *port, struct smcr_wr_link **out)
 	if (smcr_real.fcntl(link->channel->fd, F_SETFL,
 			    smcr_real.fcntl(link->channel->fd, F_GETFL) | O_NONBLOCK) < 0)
 		goto fail_errno;
-	link->cq = ibv_create_cq(port->ctx, (int)(SMCR_WR_MAX_SEND_WR + SMCR_WR_RECV_SLOTS),
-				 link, link->channel, 0);
-	if (!link->cq)
+	link->send_cq = ibv_create_cq(port->ctx, (int)SMCR_WR_MAX_SEND_WR, link, link->channel, 0);
+	link->recv_cq = ibv_create_cq(port->ctx, (int)SMCR_WR_RECV_SLOTS, link, link->channel, 0);
+	if (!link->send_cq || !link->recv_cq)
 		goto fail_errno;
-	link->qp = smcr_ib_qp_create(port, link->cq, SMCR_WR_MAX_SEND_WR, SMCR_WR_RECV_SLOTS);
+	link->qp = smcr_ib_qp_create(port, link->send_cq, link->recv_cq, SMCR_WR_MAX_SEND_WR,
+				     SMCR_WR_RECV_SLOTS);
 	if (!link->qp)
 		goto fail_errno;
 	for (uint32_t i = 0; i < SMCR_WR_RECV_SLOTS; i++) {
@@ -464,8 +489,10 @@ void smcr_wr_link_destroy(struct smcr_wr_link *link)
 		smcr_ib_qp_error(link->qp);
 		ibv_destroy_qp(link->qp);
 	}
-	if (link->cq)
-		ibv_destroy_cq(link->cq);
+	if (link->send_cq)
+		ibv_destroy_cq(link->send_cq);
+	if (link->recv_cq)
+		ibv_destroy_cq(link->recv_cq);
 	if (link->channel)
 		ibv_destroy_comp_channel(link->channel);
 	if (link->send_mr)

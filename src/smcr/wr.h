@@ -13,8 +13,9 @@
  *    completion retires them;
  *  - 48 receive slots of 48 bytes, all posted from the start, each re-posted
  *    as soon as its message has been copied out.
- * One CQ carries both directions; a failed completion puts the link into a
- * sticky error state (every later call returns -ECONNRESET).
+ * A send CQ and a receive CQ share one completion channel; a failed
+ * completion puts the link into a sticky error state (every later call
+ * returns -ECONNRESET).
  *
  * Not thread-safe: the caller serialises calls on one link.
  */

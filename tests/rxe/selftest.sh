@@ -206,6 +206,29 @@ fi
 # TCP connection (as CLC does), then 500 round trips of a 44-byte SEND and a stream by RDMA
 # WRITE into the peer's 256 KiB RMB (wrapping) plus CDC-like SENDs, every byte checked.
 # The stream must cross veth0 as RoCEv2 while the TCP connection stays quiet.
+
+# A rogue peer: after a correct set-up, one RDMA WRITE just past the end of the server's
+# RMB (the rkey is the real one). The server's NIC refuses it (remote access error at the
+# client) and puts that QP in error, so the server sees its link fail instead of garbage.
+rogue_check() {
+    local spid crc
+    "$verbs_stream" server 10.77.0.2 7479 $((1 << 20)) $((256 << 10)) > "$logs/server" 2>&1 &
+    spid=$!
+    wait_line "$logs/server" listening || echo "    (server not ready in time)"
+    timeout 30 "$verbs_stream" client 10.77.0.2 7479 10.77.0.1 $((1 << 20)) $((256 << 10)) \
+        rogue > "$logs/client" 2>&1
+    crc=$?
+    wait "$spid"
+    if [[ $crc == 0 ]] && grep -q 'FAIL: link failed' "$logs/server"; then
+        pass "verbs_stream: a WRITE past the RMB's end is refused by the NIC, the link ends"
+    else
+        fail "verbs_stream: rogue WRITE past the RMB (client exit $crc)"
+        show_log server srv
+    fi
+    show_log client cli 1
+    show_log server srv 1
+}
+rogue_check
 #
 # verbs_engine: the engine's own data path (CDC, cursors, flow control, close) over the
 # verbs transport, its CLC flow driven by the test with smcr_verbs_ops (conn.c does not

@@ -5,7 +5,7 @@
  * 44-byte CDC-like SENDs, the way the verbs transport will.
  *
  *   verbs_stream server LOCAL_ADDR PORT BYTES RING_SIZE
- *   verbs_stream client SERVER_ADDR PORT LOCAL_ADDR BYTES RING_SIZE
+ *   verbs_stream client SERVER_ADDR PORT LOCAL_ADDR BYTES RING_SIZE [rogue]
  *
  * 1. The client connects a plain TCP socket from LOCAL_ADDR; each side finds its RDMA
  *    port and RoCE v2 GID from the socket's local address (smcr_ib_port_open), creates
@@ -20,6 +20,8 @@
  *    CDC-like message with its producer cursor; the server checks every byte against
  *    the generator, hashes the stream and returns consumer cursors. At the end both
  *    compare hashes.
+ * 4. rogue (client only, instead of 2 and 3): one RDMA WRITE just past the end of the
+ *    server's RMB; the server's NIC must refuse it (remote access error).
  * Prints "ok: ..." / "FAIL: ..." lines and numbers; exit 0 only if everything held.
  */
 #include <arpa/inet.h>
@@ -441,8 +443,40 @@ static int client_stream(struct endpoint *ep, uint64_t total)
 	return 0;
 }
 
+/*
+ * rogue mode: behave like a peer that writes outside the RMB it was given (one page
+ * just past its end, with a made-up ring size). The server's NIC must refuse it with a
+ * remote access error, which also ends the link on both sides.
+ */
+static int client_rogue(struct endpoint *ep)
+{
+	struct smcr_wr_remote_rmb fake = ep->peer_rmb;
+	struct msg m;
+	int rc;
+
+	fake.size *= 2;
+	rc = smcr_wr_write_ring(ep->link, ep->snd_mr, ep->sndbuf, &fake,
+				ep->peer_rmb.size, 4096, WAIT_MS);
+	if (rc)
+		return failf("posting the rogue WRITE", rc);
+	if (send_msg(ep, MSG_PING, 0, 0))
+		return -1;
+	if (next_msg(ep, &m) == 0) {
+		printf("FAIL: the peer answered after an out-of-bounds WRITE\n");
+		return -1;
+	}
+	if (!strstr(smcr_wr_link_error(ep->link), "remote access error")) {
+		printf("FAIL: expected a remote access error, link says '%s'\n",
+		       smcr_wr_link_error(ep->link));
+		return -1;
+	}
+	printf("ok: the NIC refused a WRITE just past the peer's RMB: %s\n",
+	       smcr_wr_link_error(ep->link));
+	return 0;
+}
+
 static int client(const char *server, const char *port, const char *local_addr,
-		  uint64_t total, uint32_t ring)
+		  uint64_t total, uint32_t ring, bool rogue)
 {
 	struct sockaddr_storage dst, src;
 	socklen_t dlen, slen;
@@ -457,8 +491,9 @@ static int client(const char *server, const char *port, const char *local_addr,
 		failf("TCP connect", errno);
 		goto out;
 	}
-	if (endpoint_open(&ep, ring) || endpoint_connect(&ep) || client_pings(&ep) ||
-	    client_stream(&ep, total))
+	if (endpoint_open(&ep, ring) || endpoint_connect(&ep))
+		goto out;
+	if (rogue ? client_rogue(&ep) : client_pings(&ep) || client_stream(&ep, total))
 		goto out;
 	rc = 0;
 out:
@@ -580,12 +615,13 @@ int main(int argc, char **argv)
 	if (argc == 6 && !strcmp(argv[1], "server"))
 		return server(argv[2], argv[3], strtoull(argv[4], NULL, 0),
 			      (uint32_t)strtoul(argv[5], NULL, 0));
-	if (argc == 7 && !strcmp(argv[1], "client"))
+	if ((argc == 7 || (argc == 8 && !strcmp(argv[7], "rogue"))) &&
+	    !strcmp(argv[1], "client"))
 		return client(argv[2], argv[3], argv[4], strtoull(argv[5], NULL, 0),
-			      (uint32_t)strtoul(argv[6], NULL, 0));
-	fprintf(
-	    stderr,
-	    "usage: verbs_stream server LOCAL_ADDR PORT BYTES RING_SIZE\n"
-	    "       verbs_stream client SERVER_ADDR PORT LOCAL_ADDR BYTES RING_SIZE\n");
+			      (uint32_t)strtoul(argv[6], NULL, 0), argc == 8);
+	fprintf(stderr,
+		"usage: verbs_stream server LOCAL_ADDR PORT BYTES RING_SIZE\n"
+		"       verbs_stream client SERVER_ADDR PORT LOCAL_ADDR BYTES RING_SIZE "
+		"[rogue]\n");
 	return 2;
 }
