@@ -33,8 +33,15 @@
  * The RMB is registered LOCAL_WRITE|REMOTE_WRITE only, advertised by a
  * random IOVA rather than its address in our process.  On destroy it is
  * deregistered first, so a peer that still writes gets a remote access
- * error at the NIC; no pooling yet (link groups and the buffer pool come
- * with issue 6's next steps).
+ * error at the NIC; no pooling yet.
+ *
+ * Not yet (issue 6, in this order): the engine selects this transport
+ * (SMCR_TRANSPORT=rdma, SMCR_PEERS) and create() takes the TCP fd instead of
+ * smcr_verbs_bind_tcp(); link groups (one device context, PD, CQ pair and QP
+ * per peer pair, CDCs demultiplexed by alert token into per-connection queues
+ * and doorbells, CONFIRM RKEY for later connections, DELETE LINK after an
+ * idle time); an RMB pool per link group, zeroed and rkey-withdrawn on reuse;
+ * libibverbs loaded with dlopen so libsmcr.so starts where rdma-core is absent.
  */
 #include "smcr/verbs.h"
 
