@@ -20,6 +20,8 @@ void smcr_config_defaults(struct smcr_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->log_level = SMCR_LOG_WARN;
+	cfg->samehost = true;
+	cfg->speak_first_wait_ms = SMCR_CONFIG_SPEAK_FIRST_WAIT_MS;
 }
 
 /* Digits only, no sign, no spaces; 0 on success. */
@@ -199,6 +201,22 @@ void smcr_config_parse(struct smcr_config *cfg, smcr_config_getenv_fn *get, void
 	text = lookup(get, ctx, "SMCR_DISABLE");
 	if (text && smcr_config_parse_bool(text, &cfg->disabled) < 0)
 		add_problem(cfg, "SMCR_DISABLE=%.40s: expected 0 or 1; ignored", text);
+
+	text = lookup(get, ctx, "SMCR_SAMEHOST");
+	if (text && smcr_config_parse_bool(text, &cfg->samehost) < 0)
+		add_problem(cfg, "SMCR_SAMEHOST=%.40s: expected 0 or 1; ignored", text);
+
+	text = lookup(get, ctx, "SMCR_SPEAK_FIRST_WAIT_MS");
+	if (text) {
+		unsigned ms;
+
+		if (smcr_config_parse_uint(text, &ms) < 0 ||
+		    ms > SMCR_CONFIG_SPEAK_FIRST_WAIT_MAX_MS)
+			add_problem(cfg, "SMCR_SPEAK_FIRST_WAIT_MS=%.40s: expected 0..%u; ignored",
+				    text, SMCR_CONFIG_SPEAK_FIRST_WAIT_MAX_MS);
+		else
+			cfg->speak_first_wait_ms = ms;
+	}
 }
 
 static const char *environ_getenv(const char *name, void *ctx)

@@ -11,6 +11,9 @@
  *   SMCR_MAX_FDS   fds tracked: 0..N-1; larger fds pass through (default: hard
  *                  RLIMIT_NOFILE, at most SMCR_CONFIG_MAX_FDS_LIMIT)
  *   SMCR_DISABLE   1 = load but stay pure pass-through     (default: 0)
+ *   SMCR_SAMEHOST  0 = no same-host SMC: every connection stays TCP (default: 1)
+ *   SMCR_SPEAK_FIRST_WAIT_MS  how long a server that writes first waits for a
+ *                  local client's CLC Proposal, 0..10000 ms     (default: 50)
  *
  * A bad value is never fatal: the variable keeps its default and the
  * problem is recorded (problems[]) so the library can report it once.
@@ -28,6 +31,8 @@
 #define SMCR_CONFIG_BUF_MAX (512u * 1024 * 1024)
 #define SMCR_CONFIG_MAX_FDS_MIN 64u
 #define SMCR_CONFIG_MAX_FDS_LIMIT (1u << 24)
+#define SMCR_CONFIG_SPEAK_FIRST_WAIT_MS 50u
+#define SMCR_CONFIG_SPEAK_FIRST_WAIT_MAX_MS 10000u
 
 struct smcr_config {
 	int log_level;     /* enum smcr_log_level */
@@ -36,6 +41,8 @@ struct smcr_config {
 	char log_file[256]; /* "" = stderr */
 	unsigned max_fds;  /* 0 = decide from RLIMIT_NOFILE */
 	bool disabled;
+	bool samehost;                /* same-host SMC over shared memory */
+	unsigned speak_first_wait_ms; /* see SMCR_SPEAK_FIRST_WAIT_MS above */
 	unsigned n_problems;
 	char problems[SMCR_CONFIG_MAX_PROBLEMS][SMCR_CONFIG_PROBLEM_LEN];
 };

@@ -60,12 +60,11 @@
 /* How long a partial CLC Proposal prefix may sit before it counts as data. */
 #define PARTIAL_PROPOSAL_MS 2000
 /* How long a server's first write waits for a local client's Proposal. */
-#define SPEAK_FIRST_WAIT_MS 50
 
 bool smcr_smc_enabled;
 pid_t smcr_smc_pid;
 static struct smcr_sock_opts sock_opts;
-static int speak_first_wait_ms = SPEAK_FIRST_WAIT_MS;
+static int speak_first_wait_ms = SMCR_CONFIG_SPEAK_FIRST_WAIT_MS;
 
 /* ---- listeners of this process (a peer in the same process: no SMC) ----- */
 
@@ -957,25 +956,13 @@ int smcr_smc_ioctl(int fd, unsigned long request, void *arg, bool *handled)
 
 /* ---- set-up --------------------------------------------------------------------------- */
 
-static int env_int(const char *name, int def)
-{
-	const char *v = getenv(name);
-	char *end;
-	long n;
-
-	if (!v || !*v)
-		return def;
-	n = strtol(v, &end, 10);
-	return *end || n < 0 || n > 1000000 ? def : (int)n;
-}
-
 void smcr_smc_init(void)
 {
 	const struct smcr_config *cfg = smcr_config_get();
 
 	smcr_smc_pid = getpid();
-	smcr_smc_enabled = env_int("SMCR_SAMEHOST", 1) != 0;
-	speak_first_wait_ms = env_int("SMCR_SPEAK_FIRST_WAIT_MS", SPEAK_FIRST_WAIT_MS);
+	smcr_smc_enabled = cfg->samehost;
+	speak_first_wait_ms = (int)cfg->speak_first_wait_ms;
 	sock_opts.rcvbuf = cfg->rcvbuf > UINT32_MAX ? UINT32_MAX : (uint32_t)cfg->rcvbuf;
 	sock_opts.sndbuf = cfg->sndbuf > UINT32_MAX ? UINT32_MAX : (uint32_t)cfg->sndbuf;
 	smcr_fdtab_release_hook = release_entry;

@@ -45,6 +45,8 @@ static void assert_defaults(const struct smcr_config *cfg)
 	assert_string_equal(cfg->log_file, "");
 	assert_int_equal(cfg->max_fds, 0);
 	assert_false(cfg->disabled);
+	assert_true(cfg->samehost);
+	assert_int_equal(cfg->speak_first_wait_ms, SMCR_CONFIG_SPEAK_FIRST_WAIT_MS);
 }
 
 static void test_defaults(void **state)
@@ -70,7 +72,8 @@ static void test_every_variable(void **state)
 {
 	const char *env[] = { "SMC_DEBUG", "1", "SMC_SNDBUF", "256k", "SMC_RCVBUF", "1m",
 			      "SMCR_LOG_FILE", "/tmp/smcr.log", "SMCR_MAX_FDS", "4096",
-			      "SMCR_DISABLE", "yes", NULL };
+			      "SMCR_DISABLE", "yes", "SMCR_SAMEHOST", "0",
+			      "SMCR_SPEAK_FIRST_WAIT_MS", "200", NULL };
 	struct smcr_config cfg = parse(env);
 
 	assert_int_equal(cfg.n_problems, 0);
@@ -80,6 +83,8 @@ static void test_every_variable(void **state)
 	assert_string_equal(cfg.log_file, "/tmp/smcr.log");
 	assert_int_equal(cfg.max_fds, 4096);
 	assert_true(cfg.disabled);
+	assert_false(cfg.samehost);
+	assert_int_equal(cfg.speak_first_wait_ms, 200);
 }
 
 static void test_debug_levels(void **state)
@@ -140,16 +145,19 @@ static void test_bad_sizes(void **state)
 static void test_bad_values_keep_defaults_and_are_reported(void **state)
 {
 	const char *env[] = { "SMC_DEBUG", "loud", "SMC_SNDBUF", "lots", "SMC_RCVBUF", "1x",
-			      "SMCR_MAX_FDS", "-3", "SMCR_DISABLE", "maybe", NULL };
+			      "SMCR_MAX_FDS", "-3", "SMCR_DISABLE", "maybe",
+			      "SMCR_SAMEHOST", "perhaps", "SMCR_SPEAK_FIRST_WAIT_MS", "99999", NULL };
 	struct smcr_config cfg = parse(env);
 
 	assert_defaults(&cfg);
-	assert_int_equal(cfg.n_problems, 5);
+	assert_int_equal(cfg.n_problems, 7);
 	assert_non_null(strstr(cfg.problems[0], "SMC_DEBUG=loud"));
 	assert_non_null(strstr(cfg.problems[1], "SMC_SNDBUF=lots"));
 	assert_non_null(strstr(cfg.problems[2], "SMC_RCVBUF=1x"));
 	assert_non_null(strstr(cfg.problems[3], "SMCR_MAX_FDS=-3"));
 	assert_non_null(strstr(cfg.problems[4], "SMCR_DISABLE=maybe"));
+	assert_non_null(strstr(cfg.problems[5], "SMCR_SAMEHOST=perhaps"));
+	assert_non_null(strstr(cfg.problems[6], "SMCR_SPEAK_FIRST_WAIT_MS=99999"));
 }
 
 static void test_buffer_size_range(void **state)
