@@ -631,7 +631,7 @@ int smcr_conn_wait(struct smcr_sock *s, unsigned events, int64_t deadline)
 		rc = 1;
 	} else {
 		s->ops->set_sleeping(s->xc, true);
-		rc = smcr_sys_wait_fd(fd, POLLIN, deadline);
+		rc = smcr_sys_wait_fd_app(fd, POLLIN, deadline);
 		s->ops->set_sleeping(s->xc, false);
 	}
 	pthread_mutex_lock(&s->lock);

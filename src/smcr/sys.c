@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -75,7 +76,23 @@ int64_t smcr_sys_deadline(int ms)
 	return ms < 0 ? -1 : smcr_sys_now_ms() + ms;
 }
 
-int smcr_sys_wait_fd(int fd, short events, int64_t deadline_ms)
+bool smcr_sys_signal_restarts(void)
+{
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction sa;
+
+		if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &sa) < 0)
+			continue;
+		/* sa_handler and sa_sigaction share storage: SIG_DFL/SIG_IGN either way. */
+		if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN)
+			continue;
+		if (!(sa.sa_flags & SA_RESTART))
+			return false;
+	}
+	return true;
+}
+
+static int wait_fd(int fd, short events, int64_t deadline_ms, bool for_app)
 {
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = events };
@@ -92,7 +109,12 @@ int smcr_sys_wait_fd(int fd, short events, int64_t deadline_ms)
 		}
 		rc = smcr_real.poll(&p, 1, timeout);
 		if (rc < 0) {
-			if (errno == EINTR)
+			/*
+			 * poll() is never restarted by the kernel; a socket call
+			 * is, with SA_RESTART.  Programs that install handlers
+			 * without it (Python, for one) rely on EINTR to run them.
+			 */
+			if (errno == EINTR && (!for_app || smcr_sys_signal_restarts()))
 				continue;
 			return -errno;
 		}
@@ -101,4 +123,14 @@ int smcr_sys_wait_fd(int fd, short events, int64_t deadline_ms)
 		if (deadline_ms >= 0 && smcr_sys_now_ms() >= deadline_ms)
 			return 0;
 	}
+}
+
+int smcr_sys_wait_fd(int fd, short events, int64_t deadline_ms)
+{
+	return wait_fd(fd, events, deadline_ms, false);
+}
+
+int smcr_sys_wait_fd_app(int fd, short events, int64_t deadline_ms)
+{
+	return wait_fd(fd, events, deadline_ms, true);
 }

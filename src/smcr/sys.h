@@ -7,6 +7,7 @@
 #ifndef SMCR_SYS_H
 #define SMCR_SYS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +30,20 @@ int64_t smcr_sys_now_ns(void);
  * forever), restarting on EINTR.  1 ready, 0 timed out, -errno.
  */
 int smcr_sys_wait_fd(int fd, short events, int64_t deadline_ms);
+
+/*
+ * The same for a wait on behalf of the application's blocking recv/send:
+ * a signal ends it with -EINTR as it would end TCP's recv/send, unless the
+ * kernel would have restarted that call (see smcr_sys_signal_restarts()).
+ */
+int smcr_sys_wait_fd_app(int fd, short events, int64_t deadline_ms);
+
+/*
+ * Would the kernel restart a socket call that a signal interrupted?  Only if
+ * the handler had SA_RESTART.  Which signal interrupted the wait is not known
+ * here, so: yes only when every caught signal has SA_RESTART.
+ */
+bool smcr_sys_signal_restarts(void);
 
 /* Deadline `ms` from now. */
 int64_t smcr_sys_deadline(int ms);

@@ -21,6 +21,7 @@
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -998,6 +999,80 @@ static int case_listener_closed(void)
 	return t_result();
 }
 
+/* ---- a signal during a blocking SMC read, with and without SA_RESTART ---------------------- */
+
+static volatile sig_atomic_t alarms;
+
+static void on_alarm_count(int sig)
+{
+	alarms++;
+}
+
+/* The SA_RESTART handler tells the client (async-signal-safe) when to send. */
+static void on_alarm_release_client(int sig)
+{
+	alarms++;
+	(void)!write(sync_pipe[1], "go", 1);
+}
+
+static void arm_alarm(void (*handler)(int), int flags)
+{
+	struct sigaction sa = { .sa_handler = handler, .sa_flags = flags };
+	struct itimerval it = { .it_value = { 0, 150 * 1000 } };
+
+	sigemptyset(&sa.sa_mask);
+	CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
+	CHECK(setitimer(ITIMER_REAL, &it, NULL) == 0);
+}
+
+static void client_waits_for_signal(void)
+{
+	int fd = connect_to_server(0);
+	char c;
+
+	CHECK(fd >= 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(read(sync_pipe[0], &c, 1) == 1); /* the server's restarted read is blocked */
+	CHECK(write(fd, "x", 1) == 1);
+	CHECK(read(fd, &c, 1) == 0);
+	close(fd);
+}
+
+/*
+ * As with TCP: a handler without SA_RESTART ends a blocking read with EINTR
+ * (Python relies on it to run its handlers), one with SA_RESTART does not.
+ */
+static int case_eintr(void)
+{
+	pid_t client;
+	char c = 0;
+	int fd;
+
+	CHECK(pipe(sync_pipe) == 0);
+	client = spawn(client_waits_for_signal);
+	fd = accept(listen_fd, NULL, NULL);
+	CHECK(fd >= 0);
+	/* Classify (the handshake) in a non-blocking read, before any alarm. */
+	CHECK(fcntl(fd, F_SETFL, O_NONBLOCK) == 0);
+	for (int i = 0; i < 100 && smc_preload_fd_mode(fd) != SMC_PRELOAD_FD_SMC; i++) {
+		CHECK_FAILS(read(fd, &c, 1), EAGAIN);
+		poll(NULL, 0, 20);
+	}
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(fcntl(fd, F_SETFL, 0) == 0);
+
+	arm_alarm(on_alarm_count, 0);
+	CHECK_FAILS(read(fd, &c, 1), EINTR);
+	CHECK(alarms == 1);
+
+	arm_alarm(on_alarm_release_client, SA_RESTART);
+	CHECK(read(fd, &c, 1) == 1 && c == 'x');
+	CHECK(alarms == 2);
+	close(fd);
+	reap(client, "client");
+	return t_result();
+}
+
 /* ---- sendfile, sendmmsg/recvmmsg, recvfrom, SIGPIPE ---------------------------------------- */
 
 #define FILE_LEN (300 * 1000 + 11)
@@ -1187,6 +1262,8 @@ int main(int argc, char **argv)
 		rc = case_calls();
 	else if (!strcmp(which, "fork-client"))
 		rc = case_fork_client();
+	else if (!strcmp(which, "eintr"))
+		rc = case_eintr();
 	else {
 		fprintf(stderr, "unknown case %s\n", which);
 		return T_EXIT_FAIL;
