@@ -471,7 +471,7 @@ static int bind_registry_name(int type, uint16_t port)
 	socklen_t len = registry_sockaddr(port, &sa);
 	int fd, err;
 
-	fd = smcr_real.socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	fd = smcr_sys_fd_high(smcr_real.socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
 	if (fd < 0)
 		return -errno;
 	if (smcr_real.bind(fd, (struct sockaddr *)&sa, len) == 0 &&

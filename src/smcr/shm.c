@@ -428,7 +428,7 @@ static int recv_proof(int sock, int64_t deadline, struct shm_proof *proof, int f
 
 			memcpy(&fd, CMSG_DATA(cm) + k * sizeof(int), sizeof(int));
 			if (got < 2)
-				fds[got++] = fd;
+				fds[got++] = smcr_sys_fd_high(fd);
 			else
 				smcr_sys_close(fd);
 		}
@@ -497,7 +497,7 @@ static int make_ready_fd(struct smcr_xconn *xc)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
 
-	xc->ep_fd = smcr_real.epoll_create1(EPOLL_CLOEXEC);
+	xc->ep_fd = smcr_sys_fd_high(smcr_real.epoll_create1(EPOLL_CLOEXEC));
 	if (xc->ep_fd < 0)
 		return -errno;
 	ev.data.fd = xc->own_efd;
@@ -617,7 +617,8 @@ static int shm_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg *p
 	if (smcr_sys_random(&xc->token, sizeof(xc->token)) < 0)
 		return SMCR_CLC_DECL_INTERR;
 
-	xc->rv_fd = smcr_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	xc->rv_fd = smcr_sys_fd_high(
+		smcr_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
 	if (xc->rv_fd < 0)
 		return SMCR_CLC_DECL_INTERR;
 	rv_name(xc->token, &sa, &salen);
@@ -669,7 +670,7 @@ static int shm_client_attach(struct smcr_xconn *xc, const struct smcr_clc_msg *a
 	xc->token = acc->accept.dmb_token;
 	size = smcr_clc_rmbe_size(acc->accept.dmbe_size);
 
-	xc->unix_fd = smcr_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	xc->unix_fd = smcr_sys_fd_high(smcr_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
 	if (xc->unix_fd < 0)
 		return SMCR_CLC_DECL_INTERR;
 	rv_name(acc->accept.dmb_token, &sa, &salen);
@@ -782,7 +783,7 @@ static int shm_server_attach(struct smcr_xconn *xc, int tcp_fd, uint32_t *peer_r
 			rc = w;
 			break;
 		}
-		sock = smcr_real.accept4(xc->rv_fd, NULL, NULL, SOCK_CLOEXEC);
+		sock = smcr_sys_fd_high(smcr_real.accept4(xc->rv_fd, NULL, NULL, SOCK_CLOEXEC));
 		if (sock < 0)
 			continue;
 		rc = server_try_one(xc, sock, deadline);

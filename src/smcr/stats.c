@@ -123,8 +123,9 @@ static int area_create_file(void)
 	snprintf(area_path, sizeof(area_path), "%s/stats.%d", dir, (int)getpid());
 	snprintf(area_new_path, sizeof(area_new_path), "%s.new", area_path);
 	unlink(area_new_path); /* left by an earlier process with our pid */
-	fd = smcr_real.open(area_new_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-			    0600);
+	fd = smcr_sys_fd_high(smcr_real.open(area_new_path,
+					     O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+					     0600));
 	if (fd < 0)
 		return -1;
 	if (flock(fd, LOCK_SH | LOCK_NB) < 0 ||

@@ -3,6 +3,7 @@
 #include "smcr/sys.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/random.h>
@@ -30,20 +31,36 @@ int smcr_sys_random(void *buf, size_t len)
 	return 0;
 }
 
+int smcr_sys_fd_high(int fd)
+{
+	int saved = errno, high;
+
+	if (fd < 0 || fd >= SMCR_SYS_FD_FLOOR)
+		return fd;
+	high = smcr_real.fcntl(fd, F_DUPFD_CLOEXEC, SMCR_SYS_FD_FLOOR);
+	if (high < 0) {
+		errno = saved;
+		return fd;
+	}
+	smcr_real.close(fd);
+	errno = saved;
+	return high;
+}
+
 int smcr_sys_eventfd(unsigned int initval, int flags)
 {
 	smcr_real_bind();
 	if (smcr_real.eventfd)
-		return smcr_real.eventfd(initval, flags);
-	return (int)syscall(SYS_eventfd2, initval, flags);
+		return smcr_sys_fd_high(smcr_real.eventfd(initval, flags));
+	return smcr_sys_fd_high((int)syscall(SYS_eventfd2, initval, flags));
 }
 
 int smcr_sys_memfd(const char *name, unsigned int flags)
 {
 	smcr_real_bind();
 	if (smcr_real.memfd_create)
-		return smcr_real.memfd_create(name, flags);
-	return (int)syscall(SYS_memfd_create, name, flags);
+		return smcr_sys_fd_high(smcr_real.memfd_create(name, flags));
+	return smcr_sys_fd_high((int)syscall(SYS_memfd_create, name, flags));
 }
 
 void smcr_sys_close(int fd)

@@ -135,7 +135,7 @@ static int make_ready_fd(struct smcr_xconn *xc)
 	struct epoll_event ev = { .events = EPOLLIN };
 
 	xc->ready_efd = smcr_sys_eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	xc->ep_fd = smcr_real.epoll_create1(EPOLL_CLOEXEC);
+	xc->ep_fd = smcr_sys_fd_high(smcr_real.epoll_create1(EPOLL_CLOEXEC));
 	if (xc->ready_efd < 0 || xc->ep_fd < 0)
 		return -errno;
 	ev.data.fd = xc->ready_efd;
