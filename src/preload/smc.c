@@ -380,15 +380,19 @@ static int client_decide(int fd, struct smcr_fd_entry *e)
 		go_fallback(fd, e, REASON_PEERNOSMC, true, "client", "peer is this process");
 		return 0;
 	}
-	if (!smcr_peer_is_registered(fd)) {
-		go_fallback(fd, e, REASON_PEERNOSMC, true, "client", NULL);
-		return 0;
-	}
 	efd = engine_dup(fd);
 	if (efd < 0) {
-		go_fallback(fd, e, REASON_MEM, true, "client", "no fd for the engine");
+		if (smcr_peer_is_registered(fd))
+			go_fallback(fd, e, REASON_MEM, true, "client", "no fd for the engine");
+		else
+			go_fallback(fd, e, REASON_PEERNOSMC, true, "client", NULL);
 		return 0;
 	}
+	/*
+	 * smcr_sock_connect() asks the registry itself (a sock_diag lookup, the
+	 * dearest step before the first CLC byte) and falls back with PEERNOSMC,
+	 * counted, if the peer is not vouched for: asking here too would double it.
+	 */
 	rc = smcr_sock_connect(efd, &sock_opts, &s);
 	return take_handshake(fd, e, efd, rc, s, "client");
 }
