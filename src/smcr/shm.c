@@ -76,7 +76,8 @@
 #define SHM_CDC_WORDS (SMCR_CDC_MSG_LEN / 4)
 #define SHM_CHID 0xFFFFu       /* emulated-ISM CHID, as loopback-ism uses */
 #define SHM_MAX_CLASS 15u      /* 512 MiB */
-#define SHM_POOL_PER_CLASS 8u
+#define SHM_POOL_MIN_PER_CLASS 8u         /* idle regions kept per size class, at least */
+#define SHM_POOL_BYTES_PER_CLASS (8u << 20) /* and up to this many bytes of them */
 #define SHM_ACCEPT_ATTEMPTS 4  /* strangers that may knock before we give up */
 #define SHM_SECRET_LEN 16
 #define SHM_MAILBOX_TRIES 64
@@ -307,13 +308,27 @@ static struct shm_region *region_get(uint32_t ring_size, pid_t peer)
 }
 
 /*
+ * Idle regions kept per class: enough for the connections a busy process has
+ * open at once with several peers (regions are tagged per peer, so each peer
+ * process needs its own), bounded in bytes for the large classes.
+ */
+static unsigned pool_capacity(uint32_t ring_size)
+{
+	uint32_t by_bytes = SHM_POOL_BYTES_PER_CLASS / ring_size;
+
+	return by_bytes > SHM_POOL_MIN_PER_CLASS ? by_bytes : SHM_POOL_MIN_PER_CLASS;
+}
+
+/*
  * Back to the pool.  `peer_done`: the peer already closed, so zero it now;
  * otherwise it waits ("draining") until its last CDC says the peer is done.
+ * A full pool drops its oldest region, not this one: the newest is the one
+ * most likely to fit the next connection (same peer, done draining soonest).
  */
 static void region_put(struct shm_region *r, bool peer_done)
 {
+	struct shm_region **pp, *evict = NULL;
 	unsigned c, n = 0;
-	struct shm_region *it;
 
 	if (!r)
 		return;
@@ -326,15 +341,17 @@ static void region_put(struct shm_region *r, bool peer_done)
 		memset(r->base, 0, (size_t)SHM_CTRL_LEN + r->ring_size);
 	r->draining = !peer_done;
 	pthread_mutex_lock(&pool_lock);
-	for (it = pool[c]; it; it = it->next)
-		n++;
-	if (n < SHM_POOL_PER_CLASS) {
-		r->next = pool[c];
-		pool[c] = r;
-		r = NULL;
+	r->next = pool[c];
+	pool[c] = r;
+	for (pp = &pool[c]; *pp; pp = &(*pp)->next) {
+		if (++n > pool_capacity(r->ring_size)) {
+			evict = *pp;
+			*pp = NULL; /* the cap holds at every put: one at most */
+			break;
+		}
 	}
 	pthread_mutex_unlock(&pool_lock);
-	region_free(r);
+	region_free(evict);
 }
 
 /* ---- fd plumbing -------------------------------------------------------------- */
