@@ -93,12 +93,28 @@ int64_t smcr_sys_deadline(int ms)
 	return ms < 0 ? -1 : smcr_sys_now_ms() + ms;
 }
 
+/*
+ * Signals that report a fault of the thread itself: their handlers are crash
+ * handlers (sanitizers, JVMs, crash reporters), usually without SA_RESTART,
+ * and they do not interrupt a wait in progress.  SIGKILL/SIGSTOP cannot be caught.
+ */
+static bool is_fault_signal(int sig)
+{
+	switch (sig) {
+	case SIGSEGV: case SIGBUS: case SIGFPE: case SIGILL: case SIGTRAP: case SIGSYS:
+	case SIGKILL: case SIGSTOP:
+		return true;
+	default:
+		return false;
+	}
+}
+
 bool smcr_sys_signal_restarts(void)
 {
 	for (int sig = 1; sig < NSIG; sig++) {
 		struct sigaction sa;
 
-		if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &sa) < 0)
+		if (is_fault_signal(sig) || sigaction(sig, NULL, &sa) < 0)
 			continue;
 		/* sa_handler and sa_sigaction share storage: SIG_DFL/SIG_IGN either way. */
 		if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN)

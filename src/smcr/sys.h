@@ -53,7 +53,8 @@ int smcr_sys_wait_fd_app(int fd, short events, int64_t deadline_ms);
 /*
  * Would the kernel restart a socket call that a signal interrupted?  Only if
  * the handler had SA_RESTART.  Which signal interrupted the wait is not known
- * here, so: yes only when every caught signal has SA_RESTART.
+ * here, so: yes only when every caught signal has SA_RESTART (fault signals
+ * such as SIGSEGV, whose handlers are crash handlers, do not count).
  */
 bool smcr_sys_signal_restarts(void);
 
