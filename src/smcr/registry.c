@@ -72,21 +72,25 @@ static unsigned long long netns_inode(void)
 	return stat("/proc/self/ns/net", &st) == 0 ? (unsigned long long)st.st_ino : 0;
 }
 
-/* Name without the leading NUL; returns its length. */
-static size_t registry_name(uint16_t port, char *out, size_t len)
+/*
+ * Name without the leading NUL; returns its length.  `ns` is netns_inode(),
+ * which callers read once per lookup: a stat of /proc/self/ns/net walks procfs
+ * and was a visible share of a client's connection setup, three times over.
+ */
+static size_t registry_name(unsigned long long ns, uint16_t port, char *out, size_t len)
 {
-	int n = snprintf(out, len, "smcr/l/%llu/%u", netns_inode(), (unsigned)port);
+	int n = snprintf(out, len, "smcr/l/%llu/%u", ns, (unsigned)port);
 
 	return n > 0 && (size_t)n < len ? (size_t)n : 0;
 }
 
-static socklen_t registry_sockaddr(uint16_t port, struct sockaddr_un *sa)
+static socklen_t registry_sockaddr(unsigned long long ns, uint16_t port, struct sockaddr_un *sa)
 {
 	size_t n;
 
 	memset(sa, 0, sizeof(*sa));
 	sa->sun_family = AF_UNIX;
-	n = registry_name(port, sa->sun_path + 1, sizeof(sa->sun_path) - 1);
+	n = registry_name(ns, port, sa->sun_path + 1, sizeof(sa->sun_path) - 1);
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }
 
@@ -218,7 +222,7 @@ static int diag_socket(void)
 	return fd < 0 ? -errno : fd;
 }
 
-static uint32_t registry_owner(int nl, uint16_t port)
+static uint32_t registry_owner(int nl, unsigned long long ns, uint16_t port)
 {
 	char name[64];
 	struct unix_owner_query q = { .name = name, .uid = NO_UID };
@@ -228,7 +232,7 @@ static uint32_t registry_owner(int nl, uint16_t port)
 		.udiag_show = UDIAG_SHOW_NAME | UDIAG_SHOW_UID,
 	};
 
-	q.name_len = registry_name(port, name, sizeof(name));
+	q.name_len = registry_name(ns, port, name, sizeof(name));
 	if (q.name_len == 0 || diag_query(nl, &req, sizeof(req), true, unix_owner_visit, &q) < 0)
 		return NO_UID;
 	return q.uid;
@@ -451,7 +455,7 @@ static uint16_t port_of(const struct sockaddr_storage *ss)
  * The registry names carry our current netns; diag answers for it too.  A
  * socket made in another namespace (setns after socket()) is not ours to judge.
  */
-static bool socket_in_our_netns(int fd)
+static bool socket_in_our_netns(int fd, unsigned long long our_ns)
 {
 	struct stat st;
 	int ns = smcr_real.ioctl(fd, SIOCGSKNS);
@@ -459,16 +463,16 @@ static bool socket_in_our_netns(int fd)
 
 	if (ns < 0) /* no SIOCGSKNS (old kernel, or no CAP in the netns's user ns) */
 		return errno == ENOTTY || errno == EPERM;
-	same = fstat(ns, &st) == 0 && (unsigned long long)st.st_ino == netns_inode();
+	same = fstat(ns, &st) == 0 && (unsigned long long)st.st_ino == our_ns;
 	smcr_sys_close(ns);
 	return same;
 }
 
 /* A socket of `type` bound to the registry name of `port`, or -errno. */
-static int bind_registry_name(int type, uint16_t port)
+static int bind_registry_name(unsigned long long ns, int type, uint16_t port)
 {
 	struct sockaddr_un sa;
-	socklen_t len = registry_sockaddr(port, &sa);
+	socklen_t len = registry_sockaddr(ns, port, &sa);
 	int fd, err;
 
 	fd = smcr_sys_fd_high(smcr_real.socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
@@ -488,7 +492,7 @@ static void warn_if_squatted(int listen_fd, uint16_t port)
 	uint32_t holder;
 	int nl = diag_socket();
 
-	holder = nl >= 0 ? registry_owner(nl, port) : NO_UID;
+	holder = nl >= 0 ? registry_owner(nl, netns_inode(), port) : NO_UID;
 	if (nl >= 0)
 		smcr_sys_close(nl);
 	if (fstat(listen_fd, &st) == 0 && holder != (uint32_t)st.st_uid)
@@ -500,12 +504,14 @@ static void warn_if_squatted(int listen_fd, uint16_t port)
 
 int smcr_registry_add(int listen_fd, uint16_t port, struct smcr_registration *out)
 {
+	unsigned long long ns;
 	int fd;
 
 	out->owner_fd = out->probe_fd = -1;
 	smcr_real_bind();
+	ns = netns_inode();
 	/* Listening makes the name visible to the LISTEN-only diag dump; nobody connects. */
-	fd = bind_registry_name(SOCK_SEQPACKET, port);
+	fd = bind_registry_name(ns, SOCK_SEQPACKET, port);
 	if (fd < 0) {
 		/* Taken: by our own user (prefork, SO_REUSEPORT) or squatted by another. */
 		if (fd == -EADDRINUSE)
@@ -517,7 +523,7 @@ int smcr_registry_add(int listen_fd, uint16_t port, struct smcr_registration *ou
 	 * The probe name only answers "is anybody registered?" cheaply.  If it is
 	 * taken by someone else, it exists anyway, which is all a probe says.
 	 */
-	fd = bind_registry_name(SOCK_DGRAM, port);
+	fd = bind_registry_name(ns, SOCK_DGRAM, port);
 	out->probe_fd = fd >= 0 ? fd : -1;
 	return 0;
 }
@@ -535,10 +541,10 @@ void smcr_registry_remove(struct smcr_registration *r)
  * Nobody bound the probe name: not registered, decided with one connect()
  * instead of a diag dump (the usual answer for plain local servers).
  */
-static bool probe_name_exists(uint16_t port)
+static bool probe_name_exists(unsigned long long ns, uint16_t port)
 {
 	struct sockaddr_un sa;
-	socklen_t len = registry_sockaddr(port, &sa);
+	socklen_t len = registry_sockaddr(ns, port, &sa);
 	bool found;
 	int fd;
 
@@ -557,15 +563,17 @@ bool smcr_registry_vouches(int tcp_fd, const struct sockaddr_storage *peer)
 	uint16_t port = port_of(peer);
 	struct addr16 dst = addr16_of(peer);
 	uint32_t registrant, listener = NO_UID;
+	unsigned long long ns;
 	int nl;
 
 	smcr_real_bind();
-	if (!probe_name_exists(port) || !socket_in_our_netns(tcp_fd))
+	ns = netns_inode();
+	if (!probe_name_exists(ns, port) || !socket_in_our_netns(tcp_fd, ns))
 		return false;
 	nl = diag_socket();
 	if (nl < 0)
 		return false;
-	registrant = registry_owner(nl, port);
+	registrant = registry_owner(nl, ns, port);
 	if (registrant != NO_UID &&
 	    smcr_real.getsockname(tcp_fd, (struct sockaddr *)&self, &self_len) == 0 &&
 	    self.ss_family == peer->ss_family)
