@@ -106,8 +106,10 @@ bool smcr_peer_is_registered(int tcp_fd);
 
 /*
  * Client handshake on a connected TCP socket: Proposal, Accept, Confirm.
- * Call only if smcr_peer_is_registered() (otherwise returns the positive
- * reason SMCR_CLC_DECL_PEERNOSMC without sending anything).
+ * Checks smcr_peer_is_registered() itself first: for a peer that is not a
+ * registered local smcr listener it returns the positive reason
+ * SMCR_CLC_DECL_PEERNOSMC without sending anything, so callers need not
+ * (and, on the connection-setup path, should not) check twice.
  */
 int smcr_sock_connect(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_sock **out);
 
