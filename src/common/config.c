@@ -217,6 +217,17 @@ void smcr_config_parse(struct smcr_config *cfg, smcr_config_getenv_fn *get, void
 		else
 			cfg->speak_first_wait_ms = ms;
 	}
+
+	text = lookup(get, ctx, "SMCR_SPIN_US");
+	if (text) {
+		unsigned us;
+
+		if (smcr_config_parse_uint(text, &us) < 0 || us > SMCR_CONFIG_SPIN_MAX_US)
+			add_problem(cfg, "SMCR_SPIN_US=%.40s: expected 0..%u; ignored", text,
+				    SMCR_CONFIG_SPIN_MAX_US);
+		else
+			cfg->spin_us = us;
+	}
 }
 
 static const char *environ_getenv(const char *name, void *ctx)

@@ -14,6 +14,8 @@
  *   SMCR_SAMEHOST  0 = no same-host SMC: every connection stays TCP (default: 1)
  *   SMCR_SPEAK_FIRST_WAIT_MS  how long a server that writes first waits for a
  *                  local client's CLC Proposal, 0..10000 ms     (default: 50)
+ *   SMCR_SPIN_US   before sleeping for data, poll up to this many microseconds
+ *                  while the peer runs on another CPU, 0..1000  (default: 0)
  *
  * A bad value is never fatal: the variable keeps its default and the
  * problem is recorded (problems[]) so the library can report it once.
@@ -33,6 +35,7 @@
 #define SMCR_CONFIG_MAX_FDS_LIMIT (1u << 24)
 #define SMCR_CONFIG_SPEAK_FIRST_WAIT_MS 50u
 #define SMCR_CONFIG_SPEAK_FIRST_WAIT_MAX_MS 10000u
+#define SMCR_CONFIG_SPIN_MAX_US 1000u
 
 struct smcr_config {
 	int log_level;     /* enum smcr_log_level */
@@ -43,6 +46,7 @@ struct smcr_config {
 	bool disabled;
 	bool samehost;                /* same-host SMC over shared memory */
 	unsigned speak_first_wait_ms; /* see SMCR_SPEAK_FIRST_WAIT_MS above */
+	unsigned spin_us;             /* see SMCR_SPIN_US above; 0 = never spin */
 	unsigned n_problems;
 	char problems[SMCR_CONFIG_MAX_PROBLEMS][SMCR_CONFIG_PROBLEM_LEN];
 };

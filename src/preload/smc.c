@@ -969,6 +969,7 @@ void smcr_smc_init(void)
 	speak_first_wait_ms = (int)cfg->speak_first_wait_ms;
 	sock_opts.rcvbuf = cfg->rcvbuf > UINT32_MAX ? UINT32_MAX : (uint32_t)cfg->rcvbuf;
 	sock_opts.sndbuf = cfg->sndbuf > UINT32_MAX ? UINT32_MAX : (uint32_t)cfg->sndbuf;
+	sock_opts.spin_us = (int)cfg->spin_us;
 	smcr_fdtab_release_hook = release_entry;
 	if (!smcr_smc_enabled)
 		smcr_info("same-host SMC off (SMCR_SAMEHOST=0): every connection stays TCP");

@@ -47,6 +47,7 @@ static void assert_defaults(const struct smcr_config *cfg)
 	assert_false(cfg->disabled);
 	assert_true(cfg->samehost);
 	assert_int_equal(cfg->speak_first_wait_ms, SMCR_CONFIG_SPEAK_FIRST_WAIT_MS);
+	assert_int_equal(cfg->spin_us, 0);
 }
 
 static void test_defaults(void **state)
@@ -73,7 +74,7 @@ static void test_every_variable(void **state)
 	const char *env[] = { "SMC_DEBUG", "1", "SMC_SNDBUF", "256k", "SMC_RCVBUF", "1m",
 			      "SMCR_LOG_FILE", "/tmp/smcr.log", "SMCR_MAX_FDS", "4096",
 			      "SMCR_DISABLE", "yes", "SMCR_SAMEHOST", "0",
-			      "SMCR_SPEAK_FIRST_WAIT_MS", "200", NULL };
+			      "SMCR_SPEAK_FIRST_WAIT_MS", "200", "SMCR_SPIN_US", "30", NULL };
 	struct smcr_config cfg = parse(env);
 
 	assert_int_equal(cfg.n_problems, 0);
@@ -85,6 +86,7 @@ static void test_every_variable(void **state)
 	assert_true(cfg.disabled);
 	assert_false(cfg.samehost);
 	assert_int_equal(cfg.speak_first_wait_ms, 200);
+	assert_int_equal(cfg.spin_us, 30);
 }
 
 static void test_debug_levels(void **state)
