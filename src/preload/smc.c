@@ -476,8 +476,12 @@ static int server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 				return DECIDED;
 			if (kind == SMCR_IO_READ && !may_block)
 				return -EAGAIN;
-			/* More of it is on its way; the rest of the stream waits for it. */
-			wait_fd(fd, POLLIN, 10);
+			/*
+			 * More of it is on its way; the rest of the stream waits for
+			 * it.  The socket already polls readable, so pace by time
+			 * (1 ms) rather than spin until the deadline.
+			 */
+			nanosleep(&(struct timespec){ .tv_nsec = 1000 * 1000 }, NULL);
 			continue;
 		}
 		if (kind == SMCR_IO_WRITE) {

@@ -1016,6 +1016,44 @@ static int case_listener_closed(void)
 	return t_result();
 }
 
+/* ---- a Proposal that stops half-way: the server waits for it without spinning ------------- */
+
+static void client_half_proposal(void)
+{
+	static const unsigned char eyecatcher[4] = { 0xE2, 0xD4, 0xC3, 0xD9 }; /* "SMCR" */
+	int fd = raw_connect();
+	char buf[8];
+
+	CHECK(fd >= 0);
+	CHECK(syscall(SYS_write, fd, eyecatcher, sizeof(eyecatcher)) == 4);
+	/* Never completed: after its deadline the server treats the stream as TCP. */
+	CHECK(syscall(SYS_read, fd, buf, sizeof(buf)) == 2 && memcmp(buf, "ok", 2) == 0);
+	close(fd);
+}
+
+static int case_half_proposal(void)
+{
+	pid_t client = spawn(client_half_proposal);
+	int fd = accept(listen_fd, NULL, NULL);
+	unsigned char buf[8];
+	double cpu;
+
+	CHECK(fd >= 0);
+	cpu = cpu_seconds();
+	/* The first read waits out the incomplete Proposal, then sees the bytes as TCP. */
+	CHECK(read(fd, buf, sizeof(buf)) == 4 && buf[0] == 0xE2);
+	cpu = cpu_seconds() - cpu;
+	CHECK_MODE(fd, SMC_PRELOAD_FD_FALLBACK);
+	if (cpu > 0.5) {
+		fprintf(stderr, "waiting for the rest of a Proposal burnt %.2f s of CPU\n", cpu);
+		t_failures++;
+	}
+	CHECK(write(fd, "ok", 2) == 2);
+	close(fd);
+	reap(client, "client");
+	return t_result();
+}
+
 /* ---- a signal during a blocking SMC read, with and without SA_RESTART ---------------------- */
 
 static volatile sig_atomic_t alarms;
@@ -1281,6 +1319,8 @@ int main(int argc, char **argv)
 		rc = case_fork_client();
 	else if (!strcmp(which, "eintr"))
 		rc = case_eintr();
+	else if (!strcmp(which, "half-proposal"))
+		rc = case_half_proposal();
 	else {
 		fprintf(stderr, "unknown case %s\n", which);
 		return T_EXIT_FAIL;
