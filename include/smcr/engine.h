@@ -153,6 +153,15 @@ void smcr_sock_set_interest(struct smcr_sock *s, unsigned events);
  */
 unsigned smcr_sock_poll(struct smcr_sock *s);
 
+/*
+ * Opt-in bounded spin for waiters outside the engine (poll, epoll): is the
+ * peer on a CPU right now (false when unknown, e.g. over verbs), and tell the
+ * peer we are about to sleep / are awake again so it does not spin on us.
+ * Lock-free, no system call.
+ */
+bool smcr_sock_peer_running(const struct smcr_sock *s);
+void smcr_sock_set_sleeping(struct smcr_sock *s, bool sleeping);
+
 /* SO_ERROR: the pending error (positive errno) and clear it; 0 if none. */
 int smcr_sock_take_error(struct smcr_sock *s);
 

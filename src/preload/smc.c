@@ -62,6 +62,7 @@
 /* How long a server's first write waits for a local client's Proposal. */
 
 bool smcr_smc_enabled;
+int smcr_smc_spin_us;
 pid_t smcr_smc_pid;
 static struct smcr_sock_opts sock_opts;
 static int speak_first_wait_ms = SMCR_CONFIG_SPEAK_FIRST_WAIT_MS;
@@ -974,6 +975,7 @@ void smcr_smc_init(void)
 	sock_opts.rcvbuf = cfg->rcvbuf > UINT32_MAX ? UINT32_MAX : (uint32_t)cfg->rcvbuf;
 	sock_opts.sndbuf = cfg->sndbuf > UINT32_MAX ? UINT32_MAX : (uint32_t)cfg->sndbuf;
 	sock_opts.spin_us = (int)cfg->spin_us;
+	smcr_smc_spin_us = sock_opts.spin_us;
 	smcr_fdtab_release_hook = release_entry;
 	if (!smcr_smc_enabled)
 		smcr_info("same-host SMC off (SMCR_SAMEHOST=0): every connection stays TCP");

@@ -31,6 +31,8 @@
 
 /* Written once during initialisation (init.c), read everywhere. */
 extern bool smcr_smc_enabled;
+/* SMCR_SPIN_US: poll/select/epoll spin this long before sleeping; 0 = never. */
+extern int smcr_smc_spin_us;
 
 /* Reads SMCR_SAMEHOST and friends, installs the fd table's release hook. */
 void smcr_smc_init(void);
@@ -76,6 +78,19 @@ int smcr_smc_pselect(int nfds, fd_set *r, fd_set *w, fd_set *x, const struct tim
 int smcr_smc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event);
 /* Translates what the kernel reported; returns the new count (may be 0). */
 int smcr_smc_epoll_filter(int epfd, struct epoll_event *events, int n);
+/*
+ * Opt-in bounded spin (SMCR_SPIN_US) before a blocking epoll wait: while a
+ * peer of an SMC socket in epfd runs, poll epfd without blocking.  Returns
+ * translated reports (> 0), 0 when the blocking wait should follow (then
+ * smcr_smc_epoll_spin_end() after it), or -1 with errno.
+ */
+struct smcr_smc_spin_set {
+	int n;
+	struct smcr_fd_entry *e[16]; /* references held */
+};
+int smcr_smc_epoll_spin(int epfd, struct epoll_event *events, int maxevents,
+			const sigset_t *mask, bool pwait, struct smcr_smc_spin_set *set);
+void smcr_smc_epoll_spin_end(struct smcr_smc_spin_set *set);
 /* Any registration whose reports need translating? (one load) */
 bool smcr_smc_epoll_active(void);
 

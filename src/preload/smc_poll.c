@@ -442,6 +442,107 @@ int smcr_smc_epoll_filter(int epfd, struct epoll_event *events, int n)
 	return out;
 }
 
+/* ---- opt-in bounded spin (SMCR_SPIN_US, perf-samehost.md §2) ------------------------- */
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+static int64_t spin_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static bool spin_set_peer_running(const struct smcr_smc_spin_set *set)
+{
+	for (int i = 0; i < set->n; i++) {
+		struct smcr_sock *s = smcr_smc_sock_of(set->e[i]);
+
+		if (s && smcr_sock_peer_running(s))
+			return true;
+	}
+	return false;
+}
+
+static void spin_set_sleeping(struct smcr_smc_spin_set *set, bool sleeping)
+{
+	for (int i = 0; i < set->n; i++) {
+		struct smcr_sock *s = smcr_smc_sock_of(set->e[i]);
+
+		if (s)
+			smcr_sock_set_sleeping(s, sleeping);
+	}
+}
+
+/*
+ * The SMC sockets registered in epfd (at most 16: a heuristic, not a
+ * guarantee).  The fd numbers are taken under ep_lock, the references after
+ * it (a put may end an entry, which takes ep_lock); an fd reused meanwhile
+ * only makes the spin look at the wrong peer.
+ */
+static void spin_set_collect(int epfd, struct smcr_smc_spin_set *set)
+{
+	int fds[16], nfds = 0;
+	uint32_t high = atomic_load_explicit(&ep_high, memory_order_acquire);
+
+	set->n = 0;
+	pthread_mutex_lock(&ep_lock);
+	for (uint32_t i = 0; i < high && nfds < 16; i++) {
+		const struct ep_rec *r = &ep_arena[i];
+
+		if (r->in_use && r->on_doorbell && !r->disarmed && r->epfd == epfd)
+			fds[nfds++] = r->fd;
+	}
+	pthread_mutex_unlock(&ep_lock);
+	for (int i = 0; i < nfds; i++) {
+		struct smcr_fd_entry *e = smcr_fdtab_get(fds[i]);
+
+		if (e && smcr_smc_sock_of(e))
+			set->e[set->n++] = e;
+		else
+			smcr_fdtab_put(e);
+	}
+}
+
+int smcr_smc_epoll_spin(int epfd, struct epoll_event *events, int maxevents,
+			const sigset_t *mask, bool pwait, struct smcr_smc_spin_set *set)
+{
+	int64_t end = spin_now_ns() + (int64_t)smcr_smc_spin_us * 1000;
+
+	spin_set_collect(epfd, set);
+	while (set->n && spin_set_peer_running(set)) {
+		int n = pwait ? smcr_real.epoll_pwait(epfd, events, maxevents, 0, mask)
+			      : smcr_real.epoll_wait(epfd, events, maxevents, 0);
+
+		if (n > 0)
+			n = smcr_smc_epoll_filter(epfd, events, n);
+		if (n != 0)
+			return n;
+		if (spin_now_ns() > end)
+			break;
+		cpu_relax();
+	}
+	/* Going to sleep: the peers should not spin on us meanwhile. */
+	spin_set_sleeping(set, true);
+	return 0;
+}
+
+void smcr_smc_epoll_spin_end(struct smcr_smc_spin_set *set)
+{
+	spin_set_sleeping(set, false);
+	for (int i = 0; i < set->n; i++)
+		smcr_fdtab_put(set->e[i]);
+	set->n = 0;
+}
+
 /* ---- poll and select ---------------------------------------------------------------- */
 
 static bool entry_needs_translation(struct smcr_fd_entry *e)
@@ -496,6 +597,21 @@ struct poll_slot {
 	struct smcr_sock *s;     /* SMC: wait on its ready fd */
 };
 
+static bool slots_peer_running(const struct poll_slot *slots, nfds_t nfds)
+{
+	for (nfds_t i = 0; i < nfds; i++)
+		if (slots[i].s && smcr_sock_peer_running(slots[i].s))
+			return true;
+	return false;
+}
+
+static void slots_set_sleeping(struct poll_slot *slots, nfds_t nfds, bool sleeping)
+{
+	for (nfds_t i = 0; i < nfds; i++)
+		if (slots[i].s)
+			smcr_sock_set_sleeping(slots[i].s, sleeping);
+}
+
 static void poll_count(struct poll_slot *slot, short events, int delta)
 {
 	if (events & (POLLIN | POLLRDNORM | POLLRDHUP))
@@ -517,6 +633,10 @@ int smcr_smc_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeo
 	struct pollfd stack_copy[32], *copy = stack_copy;
 	int64_t deadline = timeout ? now_ns() + timeout->tv_sec * 1000000000LL + timeout->tv_nsec
 				   : -1;
+	/* Opt-in spin: non-blocking rounds until this, while a peer runs. */
+	int64_t spin_end = smcr_smc_spin_us > 0 && !(timeout && !timeout->tv_sec && !timeout->tv_nsec)
+				   ? now_ns() + (int64_t)smcr_smc_spin_us * 1000
+				   : 0;
 	int rc = -1, err = 0;
 
 	if (nfds > 32) {
@@ -543,6 +663,7 @@ int smcr_smc_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeo
 	for (;;) {
 		struct timespec left, *tp = NULL;
 		int ready = 0, count = 0;
+		bool spinning = false, sleeping = false;
 
 		for (nfds_t i = 0; i < nfds; i++) {
 			copy[i] = fds[i];
@@ -555,7 +676,12 @@ int smcr_smc_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeo
 				copy[i].events = POLLIN;
 			}
 		}
-		if (ready) {
+		if (!ready && spin_end) {
+			spinning = now_ns() < spin_end && slots_peer_running(slots, nfds);
+			if (!spinning)
+				spin_end = 0;
+		}
+		if (ready || spinning) {
 			left.tv_sec = 0;
 			left.tv_nsec = 0;
 			tp = &left;
@@ -568,7 +694,14 @@ int smcr_smc_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeo
 			left.tv_nsec = ns % 1000000000;
 			tp = &left;
 		}
+		if (smcr_smc_spin_us > 0 && !ready && !spinning) {
+			/* Going to sleep: the peers should not spin on us meanwhile. */
+			slots_set_sleeping(slots, nfds, true);
+			sleeping = true;
+		}
 		rc = smcr_real.ppoll(copy, nfds, tp, mask);
+		if (sleeping)
+			slots_set_sleeping(slots, nfds, false);
 		if (rc < 0) {
 			err = errno;
 			break;
@@ -595,6 +728,8 @@ int smcr_smc_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeo
 		rc = count;
 		if (count || (deadline >= 0 && now_ns() >= deadline))
 			break;
+		if (spinning)
+			cpu_relax();
 		/* Only spurious doorbells: wait again for what is left of the time. */
 	}
 	for (nfds_t i = 0; i < nfds; i++) {

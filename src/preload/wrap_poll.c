@@ -140,8 +140,8 @@ static int64_t mono_ms(void)
  * Reports of SMC doorbells and candidates are translated; when every report
  * was a spurious doorbell, wait again for what is left of the timeout.
  */
-static int epoll_wait_translated(int epfd, struct epoll_event *events, int maxevents,
-				 int timeout, const sigset_t *mask, bool pwait)
+static int epoll_wait_loop(int epfd, struct epoll_event *events, int maxevents, int timeout,
+			   const sigset_t *mask, bool pwait)
 {
 	int64_t deadline = timeout > 0 ? mono_ms() + timeout : 0;
 	int wait_ms = timeout;
@@ -163,6 +163,35 @@ static int epoll_wait_translated(int epfd, struct epoll_event *events, int maxev
 			wait_ms = (int)left;
 		}
 	}
+}
+
+/*
+ * SMCR_SPIN_US > 0 (opt-in): first spin without blocking while a peer of an
+ * SMC socket in the set runs (its answer is microseconds away, a sleep and
+ * wake-up pair costs more), then wait for what is left of the timeout.
+ */
+static int epoll_wait_translated(int epfd, struct epoll_event *events, int maxevents,
+				 int timeout, const sigset_t *mask, bool pwait)
+{
+	struct smcr_smc_spin_set spin = { .n = 0 };
+	int64_t start;
+	int n;
+
+	if (smcr_smc_spin_us <= 0 || timeout == 0 || !smcr_smc_epoll_active() ||
+	    smcr_guard_inside())
+		return epoll_wait_loop(epfd, events, maxevents, timeout, mask, pwait);
+	start = mono_ms();
+	n = smcr_smc_epoll_spin(epfd, events, maxevents, mask, pwait, &spin);
+	if (n == 0) {
+		if (timeout > 0) {
+			int64_t left = timeout - (mono_ms() - start);
+
+			timeout = left > 0 ? (int)left : 0;
+		}
+		n = epoll_wait_loop(epfd, events, maxevents, timeout, mask, pwait);
+	}
+	smcr_smc_epoll_spin_end(&spin);
+	return n;
 }
 
 SMCR_EXPORT int epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout)

@@ -708,6 +708,16 @@ void smcr_sock_set_interest(struct smcr_sock *s, unsigned events)
 	pthread_mutex_unlock(&s->lock);
 }
 
+bool smcr_sock_peer_running(const struct smcr_sock *s)
+{
+	return s->ops->peer_running(s->xc);
+}
+
+void smcr_sock_set_sleeping(struct smcr_sock *s, bool sleeping)
+{
+	s->ops->set_sleeping(s->xc, sleeping);
+}
+
 unsigned smcr_sock_poll(struct smcr_sock *s)
 {
 	unsigned mask;

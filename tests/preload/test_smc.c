@@ -9,7 +9,7 @@
  *                     select, peek, shutdown, fork-accept, plain-server,
  *                     plain-client, speak-first, speak-first-plain, epoll-multi,
  *                     idle, exec, kill, listener-closed, rcvtimeo, calls,
- *                     fork-client
+ *                     fork-client, pingpong
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -740,6 +740,104 @@ static int case_loop(enum loop_kind kind)
 	return t_result();
 }
 
+/* ---- small ping-pong between two event loops (run with SMCR_SPIN_US: the spin path) ------- */
+
+#define PINGPONG_ROUNDS 3000
+#define PINGPONG_LEN 14
+
+static void pingpong_message(unsigned char *msg, uint32_t round)
+{
+	fill(msg, PINGPONG_LEN, round + 1);
+	memcpy(msg, &round, sizeof(round));
+}
+
+/* Read exactly len bytes from a non-blocking fd, waiting with poll. */
+static bool read_all_polled(int fd, unsigned char *buf, size_t len)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t n = read(fd, buf + got, len - got);
+
+		if (n > 0) {
+			got += (size_t)n;
+			continue;
+		}
+		if (n == 0 || errno != EAGAIN || poll(&p, 1, 5000) <= 0)
+			return false;
+	}
+	return true;
+}
+
+/* Client: poll-driven ping-pong, every reply compared with what was sent. */
+static void client_pingpong(void)
+{
+	int fd = connect_to_server(SOCK_NONBLOCK);
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	unsigned char msg[PINGPONG_LEN], reply[PINGPONG_LEN];
+
+	CHECK(fd >= 0);
+	CHECK(poll(&p, 1, 5000) == 1);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	for (uint32_t round = 0; round < PINGPONG_ROUNDS; round++) {
+		pingpong_message(msg, round);
+		CHECK(write(fd, msg, sizeof(msg)) == (ssize_t)sizeof(msg));
+		if (!read_all_polled(fd, reply, sizeof(reply))) {
+			CHECK(!"reply missing");
+			break;
+		}
+		CHECK(memcmp(reply, msg, sizeof(msg)) == 0);
+	}
+	close(fd);
+}
+
+/* Server: epoll-driven echo of 14-byte messages until EOF. */
+static int case_pingpong(void)
+{
+	pid_t client = spawn(client_pingpong);
+	int fd, ep = epoll_create1(EPOLL_CLOEXEC);
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = 77 };
+	unsigned char buf[PINGPONG_LEN];
+	uint32_t echoed = 0;
+	size_t have = 0;
+
+	fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK);
+	CHECK(fd >= 0 && ep >= 0);
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+	for (;;) {
+		struct epoll_event out[2];
+		ssize_t n = read(fd, buf + have, sizeof(buf) - have);
+
+		if (n > 0) {
+			have += (size_t)n;
+			if (have == sizeof(buf)) {
+				unsigned char want[PINGPONG_LEN];
+
+				pingpong_message(want, echoed);
+				CHECK(memcmp(buf, want, sizeof(want)) == 0);
+				CHECK(write(fd, buf, sizeof(buf)) == (ssize_t)sizeof(buf));
+				echoed++;
+				have = 0;
+			}
+			continue;
+		}
+		if (n == 0 || errno != EAGAIN)
+			break;
+		n = epoll_wait(ep, out, 2, 5000);
+		if (n != 1 || out[0].data.u64 != 77) {
+			CHECK(!"epoll_wait: no single report of the connection");
+			break;
+		}
+	}
+	CHECK(echoed == PINGPONG_ROUNDS && have == 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC); /* classified by the first read */
+	close(ep);
+	close(fd);
+	reap(client, "client");
+	return t_result();
+}
+
 /* ---- server speaks first -------------------------------------------------------------------- */
 
 static bool raw_client;
@@ -1305,6 +1403,8 @@ int main(int argc, char **argv)
 		rc = case_epoll_multi();
 	else if (!strcmp(which, "idle"))
 		rc = case_idle();
+	else if (!strcmp(which, "pingpong"))
+		rc = case_pingpong();
 	else if (!strcmp(which, "exec"))
 		rc = case_abrupt(true);
 	else if (!strcmp(which, "kill"))
