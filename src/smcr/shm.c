@@ -615,14 +615,33 @@ static bool offer_is_ours(const struct smcr_clc_msg *prop)
 	       p->ism_gids[0].chid == SHM_CHID;
 }
 
+/*
+ * Accept and Confirm carry the same SMC-Dv2 fields about the sender: its
+ * secret in the ISM GID fields, the connection's token, its ring's size class.
+ */
+static void fill_own_dmb(const struct smcr_xconn *xc, struct smcr_clc_msg *m, uint8_t type)
+{
+	struct smcr_clc_accept *a = &m->accept;
+	uint64_t hi, lo;
+
+	fill_common(m, type);
+	m->hdr.typev1 = SMCR_CLC_PATH_D;
+	put_secret(xc->own_secret, &hi, &lo);
+	a->ism_gid = hi;
+	a->gid_ext = lo;
+	a->ism_chid = SHM_CHID;
+	a->dmb_token = xc->token;
+	a->dmbe_idx = 0;
+	a->dmbe_size = (uint8_t)size_class(xc->own->ring_size);
+	memcpy(a->eid, shm_ueid, SMCR_CLC_EID_LEN);
+}
+
 static int shm_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg *prop,
 			     struct smcr_clc_msg *acc)
 {
 	const struct smcr_clc_proposal *p = &prop->proposal;
-	struct smcr_clc_accept *a = &acc->accept;
 	struct sockaddr_un sa;
 	socklen_t salen;
-	uint64_t hi, lo;
 	int rc;
 
 	if (!offer_is_ours(prop))
@@ -646,16 +665,7 @@ static int shm_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg *p
 	if (rc)
 		return rc;
 
-	fill_common(acc, SMCR_CLC_ACCEPT);
-	acc->hdr.typev1 = SMCR_CLC_PATH_D;
-	put_secret(xc->own_secret, &hi, &lo);
-	a->ism_gid = hi;
-	a->gid_ext = lo;
-	a->ism_chid = SHM_CHID;
-	a->dmb_token = xc->token;
-	a->dmbe_idx = 0;
-	a->dmbe_size = (uint8_t)size_class(xc->own->ring_size);
-	memcpy(a->eid, shm_ueid, SMCR_CLC_EID_LEN);
+	fill_own_dmb(xc, acc, SMCR_CLC_ACCEPT);
 	return 0;
 }
 
@@ -671,7 +681,6 @@ static int shm_client_attach(struct smcr_xconn *xc, const struct smcr_clc_msg *a
 			     struct smcr_clc_msg *conf, uint32_t *peer_ring_size)
 {
 	int64_t deadline = smcr_sys_deadline(xc->timeout_ms);
-	struct smcr_clc_accept *c = &conf->accept;
 	struct ucred cred;
 	socklen_t clen = sizeof(cred);
 	struct sockaddr_un sa;
@@ -679,7 +688,6 @@ static int shm_client_attach(struct smcr_xconn *xc, const struct smcr_clc_msg *a
 	struct shm_proof proof;
 	uint32_t size;
 	int fds[2], rc;
-	uint64_t hi, lo;
 
 	if (!accept_is_ours(acc))
 		return SMCR_CLC_DECL_MODEUNSUPP;
@@ -718,15 +726,7 @@ static int shm_client_attach(struct smcr_xconn *xc, const struct smcr_clc_msg *a
 	if (rc)
 		return SMCR_CLC_DECL_INTERR;
 
-	fill_common(conf, SMCR_CLC_CONFIRM);
-	conf->hdr.typev1 = SMCR_CLC_PATH_D;
-	put_secret(xc->own_secret, &hi, &lo);
-	c->ism_gid = hi;
-	c->gid_ext = lo;
-	c->ism_chid = SHM_CHID;
-	c->dmb_token = acc->accept.dmb_token;
-	c->dmbe_size = (uint8_t)size_class(xc->own->ring_size);
-	memcpy(c->eid, shm_ueid, SMCR_CLC_EID_LEN);
+	fill_own_dmb(xc, conf, SMCR_CLC_CONFIRM);
 	*peer_ring_size = size;
 	return 0;
 }
