@@ -66,3 +66,36 @@ assert_smc_stats() {
     [[ $smc -ge $min ]] || fail "$what: $smc SMC handshake(s) in the stats, expected at least $min"
     log "$what: $smc SMC handshake(s) in its stats, no fallback"
 }
+
+# write_nginx_conf PORT WORKER_CONNECTIONS [EXTRA_HTTP_LINE [LISTEN_OPTIONS]]:
+# $work/nginx.conf for a foreground nginx (master + 2 workers, which inherit
+# XDG_RUNTIME_DIR so their stats files land in this test's directory)
+# serving $work/www on 127.0.0.1:PORT.
+write_nginx_conf() {
+    local port=$1 conns=$2 extra=${3:-} listen_opts=${4:-}
+    cat >"$work/nginx.conf" <<CONF
+$([[ $(id -u) -eq 0 ]] && echo 'user root;')
+daemon off;
+master_process on;
+worker_processes 2;
+env XDG_RUNTIME_DIR;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log warn;
+events { worker_connections $conns; }
+http {
+    access_log off;
+    sendfile on;
+    $extra
+    default_type application/octet-stream;
+    client_body_temp_path $work/tmp-body;
+    proxy_temp_path $work/tmp-proxy;
+    fastcgi_temp_path $work/tmp-fastcgi;
+    uwsgi_temp_path $work/tmp-uwsgi;
+    scgi_temp_path $work/tmp-scgi;
+    server {
+        listen 127.0.0.1:$port${listen_opts:+ $listen_opts};
+        root $work/www;
+    }
+}
+CONF
+}

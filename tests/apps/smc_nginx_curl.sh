@@ -11,30 +11,7 @@ mkdir -p "$work/www"
 random_file "$work/www/big.bin" $((20 * 1024 * 1024 + 17))
 random_file "$work/www/small.bin" 1000
 port=$(free_port 4)
-cat >"$work/nginx.conf" <<CONF
-$([[ $(id -u) -eq 0 ]] && echo 'user root;')
-daemon off;
-master_process on;
-worker_processes 2;
-env XDG_RUNTIME_DIR;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log warn;
-events { worker_connections 128; }
-http {
-    access_log off;
-    sendfile on;
-    default_type application/octet-stream;
-    client_body_temp_path $work/tmp-body;
-    proxy_temp_path $work/tmp-proxy;
-    fastcgi_temp_path $work/tmp-fastcgi;
-    uwsgi_temp_path $work/tmp-uwsgi;
-    scgi_temp_path $work/tmp-scgi;
-    server {
-        listen 127.0.0.1:$port;
-        root $work/www;
-    }
-}
-CONF
+write_nginx_conf "$port" 128
 mode=smcr
 start_server smcr nginx nginx -p "$work" -e "$work/nginx-stderr.log" -c "$work/nginx.conf"
 pid=$server_pid

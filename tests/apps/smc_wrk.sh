@@ -12,31 +12,7 @@ need nginx wrk
 mkdir -p "$work/www"
 random_file "$work/www/page.bin" 4096
 port=$(free_port 4)
-cat >"$work/nginx.conf" <<CONF
-$([[ $(id -u) -eq 0 ]] && echo 'user root;')
-daemon off;
-master_process on;
-worker_processes 2;
-env XDG_RUNTIME_DIR;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log warn;
-events { worker_connections 256; }
-http {
-    access_log off;
-    sendfile on;
-    keepalive_requests 1000000;
-    default_type application/octet-stream;
-    client_body_temp_path $work/tmp-body;
-    proxy_temp_path $work/tmp-proxy;
-    fastcgi_temp_path $work/tmp-fastcgi;
-    uwsgi_temp_path $work/tmp-uwsgi;
-    scgi_temp_path $work/tmp-scgi;
-    server {
-        listen 127.0.0.1:$port backlog=512;
-        root $work/www;
-    }
-}
-CONF
+write_nginx_conf "$port" 256 'keepalive_requests 1000000;' backlog=512
 cat >"$work/check.lua" <<LUA
 -- Every response: status 200 and the body equal to the served file.
 local f = assert(io.open("$work/www/page.bin", "rb"))
