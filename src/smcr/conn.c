@@ -270,10 +270,9 @@ static int client_peek_reply(int fd, int64_t deadline)
 }
 
 /* Proposal sent; the reply decides.  Returns 0, > 0 reason or -errno. */
-static int client_handshake(int fd, struct smcr_xconn *xc, const struct smcr_sock_opts *opts,
-			    uint32_t *peer_size)
+static int client_handshake(int fd, const struct smcr_transport_ops *ops, struct smcr_xconn *xc,
+			    const struct smcr_sock_opts *opts, uint32_t *peer_size)
 {
-	const struct smcr_transport_ops *ops = &smcr_shm_ops;
 	struct smcr_clc_msg prop, reply, conf;
 	int wait = clc_wait_ms(opts);
 	int rc;
@@ -320,9 +319,9 @@ int smcr_sock_connect(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr
 		smcr_stats_fallback(SMCR_CLC_DECL_PEERNOSMC);
 		return SMCR_CLC_DECL_PEERNOSMC;
 	}
-	rc = ops->create(rmb_size_wish(opts), clc_wait_ms(opts), &xc);
+	rc = ops->create(tcp_fd, rmb_size_wish(opts), clc_wait_ms(opts), &xc);
 	if (rc == 0)
-		rc = client_handshake(tcp_fd, xc, opts, &peer_size);
+		rc = client_handshake(tcp_fd, ops, xc, opts, &peer_size);
 	if (rc == 0) {
 		*out = smcr_conn_new(tcp_fd, false, ops, xc, peer_size, opts ? opts->spin_us : 0);
 		if (*out)
@@ -395,10 +394,9 @@ int smcr_sock_classify_wait(int tcp_fd, int timeout_ms)
 }
 
 /* Consume the Proposal (classified already) and run the server side. */
-static int server_handshake(int fd, struct smcr_xconn *xc, const struct smcr_sock_opts *opts,
-			    uint32_t *peer_size)
+static int server_handshake(int fd, const struct smcr_transport_ops *ops, struct smcr_xconn *xc,
+			    const struct smcr_sock_opts *opts, uint32_t *peer_size)
 {
-	const struct smcr_transport_ops *ops = &smcr_shm_ops;
 	int wait = clc_wait_ms(opts);
 	struct smcr_clc_msg prop, acc, reply;
 	int rc, attach_rc;
@@ -443,9 +441,9 @@ int smcr_sock_accept(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_
 	*out = NULL;
 	smcr_real_bind();
 	/* Out of memory here still answers the Proposal (Decline MEM) below. */
-	if (ops->create(rmb_size_wish(opts), clc_wait_ms(opts), &xc) < 0)
+	if (ops->create(tcp_fd, rmb_size_wish(opts), clc_wait_ms(opts), &xc) < 0)
 		xc = NULL;
-	rc = server_handshake(tcp_fd, xc, opts, &peer_size);
+	rc = server_handshake(tcp_fd, ops, xc, opts, &peer_size);
 	if (rc == 0) {
 		*out = smcr_conn_new(tcp_fd, true, ops, xc, peer_size, opts ? opts->spin_us : 0);
 		if (*out)

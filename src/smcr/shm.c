@@ -554,10 +554,11 @@ static void get_secret(uint8_t s[SHM_SECRET_LEN], uint64_t hi, uint64_t lo)
 	smcr_put_be64(s + 8, lo);
 }
 
-static int shm_create(uint32_t size, int timeout_ms, struct smcr_xconn **out)
+static int shm_create(int tcp_fd, uint32_t size, int timeout_ms, struct smcr_xconn **out)
 {
 	struct smcr_xconn *xc = calloc(1, sizeof(*xc));
 
+	(void)tcp_fd; /* server_attach gets it when it is needed */
 	if (!xc)
 		return -ENOMEM;
 	xc->timeout_ms = timeout_ms;

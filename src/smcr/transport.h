@@ -28,11 +28,14 @@ struct smcr_transport_ops {
 	const char *name;
 
 	/*
-	 * Per-connection transport state.  The local RMB of at least `size` bytes
+	 * Per-connection transport state for the TCP connection `tcp_fd` (its
+	 * addresses select the device; its hang-up may wake the readiness fd; it
+	 * is borrowed, never closed).  The local RMB of at least `size` bytes
 	 * (16 KiB << n) is registered during the handshake, once the peer is
 	 * known (buffers are reused per peer); `timeout_ms` bounds each wait.
+	 * -ENODEV: this transport cannot serve that connection.
 	 */
-	int (*create)(uint32_t size, int timeout_ms, struct smcr_xconn **out);
+	int (*create)(int tcp_fd, uint32_t size, int timeout_ms, struct smcr_xconn **out);
 
 	/* Client: put the transport's offer into the Proposal. */
 	int (*client_propose)(struct smcr_xconn *xc, struct smcr_clc_msg *prop);

@@ -4,6 +4,7 @@
  * RMB per connection for now, CLC in the SMC-Rv2 form with our own UEID.
  *
  * Handshake (smc-r-protocol.md §3.1, minus LLC for now):
+ *   create          device and GID from the TCP socket's local address.
  *   client_propose  device + link (QP in INIT, receives posted) + RMB from
  *                   the TCP socket's local address; Proposal: SMC-Rv2 with
  *                   our RoCE v2 GID and MAC, UEID "SMCR-USERSPACE-VERBS".
@@ -36,8 +37,7 @@
  * error at the NIC; no pooling yet.
  *
  * Not yet (issue 6, in this order): the engine selects this transport
- * (SMCR_TRANSPORT=rdma, SMCR_PEERS) and create() takes the TCP fd instead of
- * smcr_verbs_bind_tcp(); link groups (one device context, PD, CQ pair and QP
+ * (SMCR_TRANSPORT=rdma, SMCR_PEERS); link groups (one device context, PD, CQ pair and QP
  * per peer pair, CDCs demultiplexed by alert token into per-connection queues
  * and doorbells, CONFIRM RKEY for later connections, DELETE LINK after an
  * idle time); an RMB pool per link group, zeroed and rkey-withdrawn on reuse;
@@ -96,9 +96,26 @@ struct smcr_xconn {
 
 /* ---- set-up -------------------------------------------------------------------- */
 
-static int verbs_create(uint32_t size, int timeout_ms, struct smcr_xconn **out)
+/* The TCP connection's local address selects the RDMA device and GID. */
+static int bind_tcp(struct smcr_xconn *xc, int tcp_fd)
+{
+	struct sockaddr_storage local;
+	socklen_t len = sizeof(local);
+	int rc;
+
+	if (smcr_real.getsockname(tcp_fd, (struct sockaddr *)&local, &len) < 0)
+		return -errno;
+	rc = smcr_ib_port_open((struct sockaddr *)&local, &xc->port);
+	if (rc)
+		return rc;
+	xc->tcp_fd = tcp_fd;
+	return 0;
+}
+
+static int verbs_create(int tcp_fd, uint32_t size, int timeout_ms, struct smcr_xconn **out)
 {
 	struct smcr_xconn *xc = calloc(1, sizeof(*xc));
+	int rc;
 
 	if (!xc)
 		return -ENOMEM;
@@ -111,22 +128,12 @@ static int verbs_create(uint32_t size, int timeout_ms, struct smcr_xconn **out)
 			return -EIO;
 		}
 	} while (xc->local_token == 0);
-	*out = xc;
-	return 0;
-}
-
-int smcr_verbs_bind_tcp(struct smcr_xconn *xc, int tcp_fd)
-{
-	struct sockaddr_storage local;
-	socklen_t len = sizeof(local);
-	int rc;
-
-	if (smcr_real.getsockname(tcp_fd, (struct sockaddr *)&local, &len) < 0)
-		return -errno;
-	rc = smcr_ib_port_open((struct sockaddr *)&local, &xc->port);
-	if (rc)
+	rc = bind_tcp(xc, tcp_fd);
+	if (rc) {
+		smcr_verbs_ops.destroy(xc, false);
 		return rc;
-	xc->tcp_fd = tcp_fd;
+	}
+	*out = xc;
 	return 0;
 }
 
@@ -478,7 +485,7 @@ static int verbs_server_attach(struct smcr_xconn *xc, int tcp_fd, uint32_t *peer
 	struct smcr_clc_msg conf;
 	int rc;
 
-	(void)tcp_fd; /* bound already: smcr_verbs_bind_tcp */
+	(void)tcp_fd; /* bound already: verbs_create */
 	rc = peek_clc(xc, &conf);
 	if (rc)
 		return rc;

@@ -158,8 +158,8 @@ static struct smcr_sock *client_handshake(int fd)
 
 	memset(&prop, 0, sizeof(prop));
 	memset(&conf, 0, sizeof(conf));
-	rc = ops->create(RING_SIZE, CLC_WAIT_MS, &xc);
-	if (rc || (rc = smcr_verbs_bind_tcp(xc, fd))) {
+	rc = ops->create(fd, RING_SIZE, CLC_WAIT_MS, &xc);
+	if (rc) {
 		failf("verbs transport for this connection", -rc);
 		goto fail;
 	}
@@ -199,8 +199,8 @@ static struct smcr_sock *server_handshake(int fd)
 	int rc;
 
 	memset(&acc, 0, sizeof(acc));
-	rc = ops->create(RING_SIZE, CLC_WAIT_MS, &xc);
-	if (rc || (rc = smcr_verbs_bind_tcp(xc, fd))) {
+	rc = ops->create(fd, RING_SIZE, CLC_WAIT_MS, &xc);
+	if (rc) {
 		failf("verbs transport for this connection", -rc);
 		goto fail;
 	}

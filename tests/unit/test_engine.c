@@ -1171,7 +1171,7 @@ static void test_server_falls_back_when_client_declines(void **state)
 	p.cfd = tcp_connect(p.port);
 	p.sfd = accept4(p.lfd, NULL, NULL, SOCK_CLOEXEC);
 	/* A genuine shm Proposal, from the transport itself. */
-	assert_int_equal(smcr_shm_ops.create(RING_SMALL, 2000, &xc), 0);
+	assert_int_equal(smcr_shm_ops.create(-1, RING_SMALL, 2000, &xc), 0);
 	memset(&m, 0, sizeof(m));
 	assert_int_equal(smcr_shm_ops.client_propose(xc, &m), 0);
 	n = encode(&m, buf);

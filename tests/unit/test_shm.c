@@ -120,7 +120,7 @@ static void setup_until_accept(struct setup *st)
 	st->cfd = connect_loopback(ntohs(sa.sin_port));
 	st->sfd = accept4(st->lfd, NULL, NULL, SOCK_CLOEXEC);
 
-	assert_int_equal(smcr_shm_ops.create(RING, 2000, &st->xc), 0);
+	assert_int_equal(smcr_shm_ops.create(-1, RING, 2000, &st->xc), 0);
 	memset(&m, 0, sizeof(m));
 	assert_int_equal(smcr_shm_ops.client_propose(st->xc, &m), 0);
 	smcr_put_be64(st->secret, m.proposal.ism_gid);
