@@ -65,6 +65,7 @@
 
 #include "common/log.h"
 #include "common/real.h"
+#include "smcr/stats_abi.h"
 #include "smcr/sys.h"
 #include "smcr/transport.h"
 
@@ -1008,9 +1009,17 @@ static void shm_forget(struct smcr_xconn *xc)
 	free(xc);
 }
 
+static void shm_info(const struct smcr_xconn *xc, struct smcr_xconn_info *out)
+{
+	(void)xc;
+	memset(out, 0, sizeof(*out));
+	out->mode = SMCR_STATS_MODE_SMC_SHM;
+}
+
 const struct smcr_transport_ops smcr_shm_ops = {
 	.name = "shm",
 	.create = shm_create,
+	.info = shm_info,
 	.client_propose = shm_client_propose,
 	.server_accept = shm_server_accept,
 	.client_attach = shm_client_attach,

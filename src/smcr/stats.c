@@ -379,7 +379,7 @@ static uint32_t phase_of(enum smcr_conn_state st)
 
 /* What a record says about its TCP connection, gathered before claiming a slot. */
 struct record_init {
-	uint32_t mode, role, reason, rmb_size, peer_rmb_size, phase;
+	uint32_t mode, role, reason, rmb_size, peer_rmb_size, phase, link_group;
 	int tcp_fd;
 	uint8_t local_addr[16], peer_addr[16];
 	uint16_t local_port, peer_port;
@@ -439,7 +439,7 @@ static struct smcr_stats_conn *claim_record(struct smcr_stats_file *f, const str
 		SET(c->local_port, ri->local_port);
 		SET(c->peer_port, ri->peer_port);
 		SET(c->conn_phase, ri->phase);
-		SET(c->link_group, 0u); /* shm has none; the verbs transport will set it */
+		SET(c->link_group, ri->link_group);
 		record_end(c);
 		return c;
 	}
@@ -456,13 +456,16 @@ static void record_free(struct smcr_stats_conn *c)
 struct smcr_stats_conn *smcr_stats_conn_open(const struct smcr_sock *s)
 {
 	struct smcr_stats_file *f = stats_get();
+	struct smcr_xconn_info xi;
 	struct record_init ri;
 
 	if (!f)
 		return NULL;
 	ADD(f->handshakes_smc, 1);
 	ADD(f->conns_open, 1);
-	record_init_of(&ri, s->tcp_fd, SMCR_STATS_MODE_SMC_SHM, s->server ? 1u : 0u, 0);
+	s->ops->info(s->xc, &xi);
+	record_init_of(&ri, s->tcp_fd, xi.mode, s->server ? 1u : 0u, 0);
+	ri.link_group = xi.link_group;
 	ri.rmb_size = s->rmb_size;
 	ri.peer_rmb_size = s->peer_size;
 	ri.phase = phase_of(s->state);

@@ -24,6 +24,14 @@
 
 struct smcr_xconn;
 
+/* What monitoring shows of a connection's transport (stats, smcr-stat). */
+struct smcr_xconn_info {
+	uint32_t mode;       /* enum smcr_stats_mode: SMC_SHM or SMC_R */
+	uint32_t link_group; /* SMC-R link group id; 0 = none */
+	uint32_t qp_num;     /* SMC-R: local QP number; 0 = none */
+	char device[16];     /* SMC-R: RDMA device name ("rxe0"); "" = none */
+};
+
 struct smcr_transport_ops {
 	const char *name;
 
@@ -61,6 +69,9 @@ struct smcr_transport_ops {
 	 * CDC it sends us) and the peer's (we put it in ours).  Never 0.
 	 */
 	void (*tokens)(const struct smcr_xconn *xc, uint32_t *local, uint32_t *peer);
+
+	/* After the handshake: what monitoring shows (constant from then on). */
+	void (*info)(const struct smcr_xconn *xc, struct smcr_xconn_info *out);
 
 	/* After the handshake: the local RMB data area the peer writes into. */
 	void (*ring)(struct smcr_xconn *xc, uint8_t **ring, uint32_t *size);

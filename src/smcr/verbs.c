@@ -48,6 +48,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -59,6 +60,7 @@
 #include "common/real.h"
 #include "smcr/ib.h"
 #include "smcr/llc.h"
+#include "smcr/stats_abi.h"
 #include "smcr/sys.h"
 #include "smcr/wire.h"
 #include "smcr/wr.h"
@@ -662,9 +664,21 @@ static void verbs_forget(struct smcr_xconn *xc)
 	free(xc);
 }
 
+static void verbs_info(const struct smcr_xconn *xc, struct smcr_xconn_info *out)
+{
+	struct smcr_ib_qp_info qp;
+
+	memset(out, 0, sizeof(*out));
+	out->mode = SMCR_STATS_MODE_SMC_R;
+	smcr_wr_link_info(xc->link, &qp);
+	out->qp_num = qp.qpn;
+	snprintf(out->device, sizeof(out->device), "%.15s", xc->port->name);
+}
+
 const struct smcr_transport_ops smcr_verbs_ops = {
 	.name = "verbs",
 	.create = verbs_create,
+	.info = verbs_info,
 	.client_propose = verbs_client_propose,
 	.server_accept = verbs_server_accept,
 	.client_attach = verbs_client_attach,

@@ -107,6 +107,7 @@ static struct smcr_sock *fake_sock(int fd, bool server, uint32_t rmb, uint32_t p
 	if (!s)
 		die("calloc");
 	s->tcp_fd = fd;
+	s->ops = &smcr_shm_ops; /* its info() reads no state */
 	s->server = server;
 	s->rmb_size = rmb;
 	s->peer_size = peer_rmb;

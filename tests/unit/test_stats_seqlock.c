@@ -52,6 +52,7 @@ static struct smcr_sock *fake_sock(uint32_t rings)
 
 	assert_non_null(s);
 	s->tcp_fd = -1;
+	s->ops = &smcr_shm_ops; /* its info() reads no state */
 	s->rmb_size = rings;
 	s->peer_size = rings;
 	return s;
