@@ -13,6 +13,9 @@
 #     libraries (src/common, src/smcr, the preload core) have no undefined
 #     reference to one. The only way in is smcr_real, bound by name with
 #     dlsym in src/common/real.c.
+#  3. libsmcr.so loads where rdma-core is absent: no DT_NEEDED on
+#     libibverbs/librdmacm and no undefined ibv_*/rdma_* symbol (the verbs
+#     transport binds libibverbs with dlopen, src/smcr/ibv.h).
 #
 # usage: check-exports.sh LIBSMCR_SO PRELOAD_MAP [--wrappers LIB] STATIC_LIB...
 set -eu
@@ -80,6 +83,18 @@ for lib in "$@"; do
 		fail=1
 	fi
 done
+
+# 3. No link-time dependency on rdma-core.
+if readelf -dW "$so" | grep -E 'NEEDED.*(libibverbs|librdmacm)' >"$tmp/bad"; then
+	echo "check-exports: $so needs rdma-core at load time (bind it in src/smcr/ibv.h):" >&2
+	sed 's/^/  /' "$tmp/bad" >&2
+	fail=1
+fi
+if nm -D --undefined-only "$so" | awk '{ print $NF }' | grep -E '^_?(ibv|rdma)_' >"$tmp/bad"; then
+	echo "check-exports: $so has undefined rdma-core symbols (add them to SMCR_IBV_SYMBOLS):" >&2
+	sed 's/^/  /' "$tmp/bad" >&2
+	fail=1
+fi
 
 if [ "$fail" -eq 0 ]; then
 	echo "check-exports: $(wc -l <"$tmp/exported") exports match the map;" \

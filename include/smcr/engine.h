@@ -106,10 +106,12 @@ bool smcr_peer_is_registered(int tcp_fd);
 
 /*
  * Client handshake on a connected TCP socket: Proposal, Accept, Confirm.
- * Checks smcr_peer_is_registered() itself first: for a peer that is not a
- * registered local smcr listener it returns the positive reason
- * SMCR_CLC_DECL_PEERNOSMC without sending anything, so callers need not
- * (and, on the connection-setup path, should not) check twice.
+ * Asks the transport policy first (src/smcr/policy.h: SMCR_TRANSPORT, the
+ * registry via smcr_peer_is_registered(), SMCR_PEERS/SMCR_PEERS_DENY, the
+ * negative cache): for a peer it may not propose to it returns the positive
+ * reason (SMCR_CLC_DECL_PEERNOSMC; NOSMCRDEV when our address has no RDMA
+ * device) without sending anything, so callers need not (and, on the
+ * connection-setup path, should not) check twice.
  */
 int smcr_sock_connect(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_sock **out);
 
@@ -172,6 +174,9 @@ size_t smcr_sock_unacked_bytes(struct smcr_sock *s);
 /* SO_RCVBUF / SO_SNDBUF: own receive ring and the peer's ring we write into. */
 uint32_t smcr_sock_rcvbuf(const struct smcr_sock *s);
 uint32_t smcr_sock_sndbuf(const struct smcr_sock *s);
+
+/* The connection's mode as logs and smcr-stat name it: "smc-shm" or "smc-r". */
+const char *smcr_sock_mode_name(const struct smcr_sock *s);
 
 /* ---- teardown ---------------------------------------------------------------- */
 

@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <arpa/inet.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -128,6 +129,86 @@ int smcr_config_parse_bool(const char *text, bool *out)
 	return -1;
 }
 
+int smcr_config_parse_transport(const char *text, int *out)
+{
+	static const struct {
+		const char *name;
+		int transport;
+	} names[] = {
+		{ "auto", SMCR_CONFIG_TRANSPORT_AUTO },
+		{ "rdma", SMCR_CONFIG_TRANSPORT_RDMA },
+		{ "smc-r", SMCR_CONFIG_TRANSPORT_RDMA },
+		{ "shm", SMCR_CONFIG_TRANSPORT_SHM },
+	};
+
+	if (!text)
+		return -1;
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		if (strcasecmp(text, names[i].name) == 0) {
+			*out = names[i].transport;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+int smcr_config_parse_cidr(const char *text, struct smcr_config_cidr *out)
+{
+	char buf[INET6_ADDRSTRLEN + 16], *addr = buf, *slash, *colon = NULL;
+	unsigned prefix, port = 0, max;
+	size_t len;
+
+	if (!text)
+		return -1;
+	len = strlen(text);
+	if (len == 0 || len >= sizeof(buf))
+		return -1;
+	memcpy(buf, text, len + 1);
+	memset(out, 0, sizeof(*out));
+	if (buf[0] == '[') {
+		/* [IPv6[/len]][:port] */
+		char *close = strchr(buf, ']');
+
+		if (!close)
+			return -1;
+		*close = '\0';
+		addr = buf + 1;
+		if (close[1] == ':')
+			colon = close + 1;
+		else if (close[1] != '\0')
+			return -1;
+	} else if (strchr(buf, ':') == strrchr(buf, ':')) {
+		/* at most one colon: IPv4[/len][:port] (an IPv6 address has two or more) */
+		colon = strchr(buf, ':');
+	}
+	if (colon) {
+		*colon = '\0';
+		if (smcr_config_parse_uint(colon + 1, &port) < 0 || port == 0 || port > 65535)
+			return -1;
+	}
+	slash = strchr(addr, '/');
+	if (slash)
+		*slash = '\0';
+	if (inet_pton(AF_INET, addr, out->addr) == 1) {
+		out->family = AF_INET;
+		max = 32;
+	} else if (inet_pton(AF_INET6, addr, out->addr) == 1) {
+		out->family = AF_INET6;
+		max = 128;
+	} else {
+		return -1;
+	}
+	prefix = max;
+	if (slash && (smcr_config_parse_uint(slash + 1, &prefix) < 0 || prefix > max))
+		return -1;
+	/* Zero the host bits, so that matching is a plain compare. */
+	for (unsigned bit = prefix; bit < max; bit++)
+		out->addr[bit / 8] &= (unsigned char)~(0x80u >> (bit % 8));
+	out->prefix = (unsigned char)prefix;
+	out->port = (unsigned short)port;
+	return 0;
+}
+
 static void SMCR_PRINTF(2, 3) add_problem(struct smcr_config *cfg, const char *fmt, ...)
 {
 	va_list ap;
@@ -163,6 +244,42 @@ static void parse_buffer_size(struct smcr_config *cfg, smcr_config_getenv_fn *ge
 			    SMCR_CONFIG_BUF_MIN / 1024, SMCR_CONFIG_BUF_MAX / (1024 * 1024));
 	else
 		*out = size;
+}
+
+/* A comma- or space-separated CIDR list.  0, or -1 if an entry was bad or one too many. */
+static int parse_cidr_list(struct smcr_config *cfg, const char *name, const char *text,
+			   struct smcr_config_cidr *list, unsigned *n)
+{
+	const char *p = text;
+	int bad = 0;
+
+	*n = 0;
+	while (*p) {
+		size_t len = strcspn(p, ", \t");
+		char entry[64];
+
+		if (len == 0) {
+			p++;
+			continue;
+		}
+		if (len >= sizeof(entry) || *n >= SMCR_CONFIG_MAX_PEERS) {
+			add_problem(cfg, "%s: entry '%.*s' %s; ignored", name, (int)(len > 40 ? 40 : len),
+				    p, len >= sizeof(entry) ? "too long" : "beyond the first 32");
+			bad = -1;
+		} else {
+			memcpy(entry, p, len);
+			entry[len] = '\0';
+			if (smcr_config_parse_cidr(entry, &list[*n]) == 0) {
+				(*n)++;
+			} else {
+				add_problem(cfg, "%s: '%.40s' is not ADDR[/LEN][:PORT] (IPv6 with a port:"
+					    " [ADDR/LEN]:PORT); ignored", name, entry);
+				bad = -1;
+			}
+		}
+		p += len;
+	}
+	return bad;
 }
 
 void smcr_config_parse(struct smcr_config *cfg, smcr_config_getenv_fn *get, void *ctx)
@@ -227,6 +344,21 @@ void smcr_config_parse(struct smcr_config *cfg, smcr_config_getenv_fn *get, void
 				    SMCR_CONFIG_SPIN_MAX_US);
 		else
 			cfg->spin_us = us;
+	}
+
+	text = lookup(get, ctx, "SMCR_TRANSPORT");
+	if (text && smcr_config_parse_transport(text, &cfg->transport) < 0)
+		add_problem(cfg, "SMCR_TRANSPORT=%.40s: expected auto, rdma or shm; ignored", text);
+
+	text = lookup(get, ctx, "SMCR_PEERS");
+	if (text)
+		(void)parse_cidr_list(cfg, "SMCR_PEERS", text, cfg->peers, &cfg->n_peers);
+	text = lookup(get, ctx, "SMCR_PEERS_DENY");
+	/* What a bad deny entry meant to exclude is unknown: propose SMC-R nowhere. */
+	if (text && parse_cidr_list(cfg, "SMCR_PEERS_DENY", text, cfg->deny, &cfg->n_deny) < 0 &&
+	    cfg->n_peers > 0) {
+		add_problem(cfg, "SMCR_PEERS_DENY is not fully understood: SMCR_PEERS ignored");
+		cfg->n_peers = 0;
 	}
 }
 

@@ -16,6 +16,15 @@
  *                  local client's CLC Proposal, 0..10000 ms     (default: 50)
  *   SMCR_SPIN_US   before sleeping for data, poll up to this many microseconds
  *                  while the peer runs on another CPU, 0..1000  (default: 0)
+ *   SMCR_TRANSPORT auto|rdma|shm: which SMC a client proposes (default: auto:
+ *                  shm to a registered same-host listener, SMC-R to a
+ *                  destination in SMCR_PEERS; rdma: SMC-R only, even between
+ *                  two local addresses; shm: same-host only, never SMC-R)
+ *   SMCR_PEERS     destinations that run smcr, where a client may propose
+ *                  SMC-R: CIDR[:PORT],... (IPv6 with a port in brackets:
+ *                  [fd77::/64]:5201; an address alone is one host)
+ *   SMCR_PEERS_DENY  the same syntax; never propose to these (wins over
+ *                  SMCR_PEERS).  A bad entry here turns SMCR_PEERS off.
  *
  * A bad value is never fatal: the variable keeps its default and the
  * problem is recorded (problems[]) so the library can report it once.
@@ -36,6 +45,21 @@
 #define SMCR_CONFIG_SPEAK_FIRST_WAIT_MS 50u
 #define SMCR_CONFIG_SPEAK_FIRST_WAIT_MAX_MS 10000u
 #define SMCR_CONFIG_SPIN_MAX_US 1000u
+#define SMCR_CONFIG_MAX_PEERS 32u
+
+enum smcr_config_transport {
+	SMCR_CONFIG_TRANSPORT_AUTO = 0,
+	SMCR_CONFIG_TRANSPORT_RDMA,
+	SMCR_CONFIG_TRANSPORT_SHM,
+};
+
+/* One SMCR_PEERS / SMCR_PEERS_DENY entry: addr/prefix, optionally one port. */
+struct smcr_config_cidr {
+	unsigned char family;   /* AF_INET or AF_INET6 */
+	unsigned char prefix;   /* 0..32 or 0..128 */
+	unsigned short port;    /* host order; 0 = any port */
+	unsigned char addr[16]; /* network order, bits past the prefix zeroed */
+};
 
 struct smcr_config {
 	int log_level;     /* enum smcr_log_level */
@@ -47,6 +71,11 @@ struct smcr_config {
 	bool samehost;                /* same-host SMC over shared memory */
 	unsigned speak_first_wait_ms; /* see SMCR_SPEAK_FIRST_WAIT_MS above */
 	unsigned spin_us;             /* see SMCR_SPIN_US above; 0 = never spin */
+	int transport;                /* enum smcr_config_transport */
+	unsigned n_peers;             /* SMCR_PEERS */
+	struct smcr_config_cidr peers[SMCR_CONFIG_MAX_PEERS];
+	unsigned n_deny;              /* SMCR_PEERS_DENY */
+	struct smcr_config_cidr deny[SMCR_CONFIG_MAX_PEERS];
 	unsigned n_problems;
 	char problems[SMCR_CONFIG_MAX_PROBLEMS][SMCR_CONFIG_PROBLEM_LEN];
 };
@@ -65,6 +94,9 @@ int smcr_config_parse_size(const char *text, size_t *out);
 int smcr_config_parse_level(const char *text, int *out);
 int smcr_config_parse_bool(const char *text, bool *out);
 int smcr_config_parse_uint(const char *text, unsigned *out);
+int smcr_config_parse_transport(const char *text, int *out);
+/* One entry: "10.0.0.0/8", "10.1.2.3:80", "fd77::/64", "[fd77::2]:5201". */
+int smcr_config_parse_cidr(const char *text, struct smcr_config_cidr *out);
 
 /*
  * The process-wide configuration: parsed from the environment on the

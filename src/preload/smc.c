@@ -330,8 +330,8 @@ static void go_smc(int fd, struct smcr_fd_entry *e, int efd, struct smcr_sock *s
 	atomic_store_explicit(&e->mode, SMCR_FD_SMC, memory_order_release);
 	smcr_smc_epoll_move(e, s);
 	smcr_smc_update_interest(e, s);
-	smcr_info("fd %d: smc-shm (%s): rmb %u, peer rmb %u", fd, role, smcr_sock_rcvbuf(s),
-		  smcr_sock_sndbuf(s));
+	smcr_info("fd %d: %s (%s): rmb %u, peer rmb %u", fd, smcr_sock_mode_name(s), role,
+		  smcr_sock_rcvbuf(s), smcr_sock_sndbuf(s));
 }
 
 /* The result of smcr_sock_connect/accept on efd. Returns 0 or -errno to report. */
@@ -970,7 +970,9 @@ void smcr_smc_init(void)
 	const struct smcr_config *cfg = smcr_config_get();
 
 	smcr_smc_pid = getpid();
-	smcr_smc_enabled = cfg->samehost;
+	/* Anything to do at all: same-host SMC, or SMC-R that may be proposed or accepted. */
+	smcr_smc_enabled = cfg->samehost || cfg->transport == SMCR_CONFIG_TRANSPORT_RDMA ||
+			   (cfg->transport == SMCR_CONFIG_TRANSPORT_AUTO && cfg->n_peers > 0);
 	speak_first_wait_ms = (int)cfg->speak_first_wait_ms;
 	sock_opts.rcvbuf = cfg->rcvbuf > UINT32_MAX ? UINT32_MAX : (uint32_t)cfg->rcvbuf;
 	sock_opts.sndbuf = cfg->sndbuf > UINT32_MAX ? UINT32_MAX : (uint32_t)cfg->sndbuf;
@@ -978,7 +980,8 @@ void smcr_smc_init(void)
 	smcr_smc_spin_us = sock_opts.spin_us;
 	smcr_fdtab_release_hook = release_entry;
 	if (!smcr_smc_enabled)
-		smcr_info("same-host SMC off (SMCR_SAMEHOST=0): every connection stays TCP");
+		smcr_info("same-host SMC off (SMCR_SAMEHOST=0) and no SMC-R peers (SMCR_PEERS):"
+			  " every connection stays TCP");
 }
 
 void smcr_smc_lock(void)

@@ -22,9 +22,11 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "common/config.h"
 #include "common/log.h"
 #include "common/real.h"
 #include "smcr/clc.h"
+#include "smcr/policy.h"
 #include "smcr/registry.h"
 #include "smcr/shm.h"
 #include "smcr/sys.h"
@@ -306,35 +308,56 @@ static int client_handshake(int fd, const struct smcr_transport_ops *ops, struct
 	return clc_send(fd, &conf, smcr_sys_deadline(wait));
 }
 
+/* The TCP peer of `fd`, for the negative cache; false if unknown. */
+static bool peer_addr(int fd, struct sockaddr_storage *ss)
+{
+	socklen_t len = sizeof(*ss);
+
+	return smcr_real.getpeername(fd, (struct sockaddr *)ss, &len) == 0;
+}
+
 int smcr_sock_connect(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_sock **out)
 {
-	const struct smcr_transport_ops *ops = &smcr_shm_ops;
+	const struct smcr_transport_ops *ops;
 	struct smcr_xconn *xc = NULL;
+	struct sockaddr_storage peer;
 	uint32_t peer_size = 0;
 	int rc;
 
 	*out = NULL;
 	smcr_real_bind();
-	if (!smcr_peer_is_registered(tcp_fd)) {
-		smcr_stats_fallback(SMCR_CLC_DECL_PEERNOSMC);
-		return SMCR_CLC_DECL_PEERNOSMC;
+	rc = smcr_policy_client(smcr_config_get(), tcp_fd, &ops);
+	if (rc) {
+		smcr_stats_fallback(rc);
+		return rc;
 	}
 	rc = ops->create(tcp_fd, rmb_size_wish(opts), clc_wait_ms(opts), &xc);
+	if (rc < 0 && ops != &smcr_shm_ops) {
+		/* Nothing sent yet: no RDMA device for our address is a plain fallback. */
+		rc = rc == -ENODEV ? SMCR_CLC_DECL_NOSMCRDEV : SMCR_CLC_DECL_INTERR;
+		smcr_dbg("fd %d: no SMC-R over %s: %s", tcp_fd, ops->name,
+			 smcr_fallback_reason_str(rc));
+		smcr_stats_fallback(rc);
+		return rc;
+	}
 	if (rc == 0)
 		rc = client_handshake(tcp_fd, ops, xc, opts, &peer_size);
 	if (rc == 0) {
 		*out = smcr_conn_new(tcp_fd, false, ops, xc, peer_size, opts ? opts->spin_us : 0);
-		if (*out)
-			return 0;
-		rc = -ENOMEM; /* after Confirm: too late to decline */
+		if (!*out)
+			rc = -ENOMEM; /* after Confirm: too late to decline */
 	}
+	if (ops != &smcr_shm_ops && peer_addr(tcp_fd, &peer))
+		smcr_policy_rdma_result((struct sockaddr *)&peer, rc, smcr_sys_now_ms());
+	if (rc == 0)
+		return 0;
 	if (xc)
 		ops->destroy(xc, false);
 	if (rc > 0)
 		smcr_stats_fallback(rc);
 	else
 		smcr_stats_handshake_error();
-	smcr_dbg("client handshake on fd %d: %d", tcp_fd, rc);
+	smcr_dbg("client handshake on fd %d (%s): %d", tcp_fd, ops->name, rc);
 	return rc;
 }
 
@@ -393,21 +416,20 @@ int smcr_sock_classify_wait(int tcp_fd, int timeout_ms)
 	}
 }
 
-/* Consume the Proposal (classified already) and run the server side. */
+/*
+ * Answer the Proposal `prop` (consumed already) and run the server side.
+ * `decline` > 0: refuse it with that reason.
+ */
 static int server_handshake(int fd, const struct smcr_transport_ops *ops, struct smcr_xconn *xc,
-			    const struct smcr_sock_opts *opts, uint32_t *peer_size)
+			    const struct smcr_sock_opts *opts, const struct smcr_clc_msg *prop,
+			    int decline, uint32_t *peer_size)
 {
 	int wait = clc_wait_ms(opts);
-	struct smcr_clc_msg prop, acc, reply;
+	struct smcr_clc_msg acc, reply;
 	int rc, attach_rc;
 
-	rc = clc_recv(fd, &prop, smcr_sys_deadline(wait));
-	if (rc)
-		return rc;
-	if (prop.hdr.type != SMCR_CLC_PROPOSAL)
-		return -EPROTO;
 	memset(&acc, 0, sizeof(acc));
-	rc = xc ? ops->server_accept(xc, &prop, &acc) : SMCR_CLC_DECL_MEM;
+	rc = decline > 0 ? decline : ops->server_accept(xc, prop, &acc);
 	if (rc > 0) {
 		int drc = clc_send_decline(fd, (uint32_t)rc, smcr_sys_deadline(wait));
 
@@ -435,15 +457,30 @@ int smcr_sock_accept(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_
 {
 	const struct smcr_transport_ops *ops = &smcr_shm_ops;
 	struct smcr_xconn *xc = NULL;
+	struct smcr_clc_msg prop;
 	uint32_t peer_size = 0;
-	int rc;
+	int rc, decline;
 
 	*out = NULL;
 	smcr_real_bind();
-	/* Out of memory here still answers the Proposal (Decline MEM) below. */
-	if (ops->create(tcp_fd, rmb_size_wish(opts), clc_wait_ms(opts), &xc) < 0)
-		xc = NULL;
-	rc = server_handshake(tcp_fd, ops, xc, opts, &peer_size);
+	/* Consume the Proposal (classified already); its form picks the transport. */
+	rc = clc_recv(tcp_fd, &prop, smcr_sys_deadline(clc_wait_ms(opts)));
+	if (rc == 0 && prop.hdr.type != SMCR_CLC_PROPOSAL)
+		rc = -EPROTO;
+	if (rc == 0) {
+		decline = smcr_policy_server(smcr_config_get(), &prop, &ops);
+		/* Out of memory here still answers the Proposal (Decline MEM). */
+		if (decline == 0) {
+			rc = ops->create(tcp_fd, rmb_size_wish(opts), clc_wait_ms(opts), &xc);
+			if (rc < 0) {
+				xc = NULL;
+				decline = rc == -ENODEV && ops != &smcr_shm_ops
+						  ? SMCR_CLC_DECL_NOSMCRDEV
+						  : SMCR_CLC_DECL_MEM;
+			}
+		}
+		rc = server_handshake(tcp_fd, ops, xc, opts, &prop, decline, &peer_size);
+	}
 	if (rc == 0) {
 		*out = smcr_conn_new(tcp_fd, true, ops, xc, peer_size, opts ? opts->spin_us : 0);
 		if (*out)
@@ -456,7 +493,7 @@ int smcr_sock_accept(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_
 		smcr_stats_fallback(rc);
 	else
 		smcr_stats_handshake_error();
-	smcr_dbg("server handshake on fd %d: %d", tcp_fd, rc);
+	smcr_dbg("server handshake on fd %d (%s): %d", tcp_fd, ops->name, rc);
 	return rc;
 }
 
@@ -760,6 +797,11 @@ size_t smcr_sock_unacked_bytes(struct smcr_sock *s)
 	n = s->peer_size - smcr_tx_space(s);
 	pthread_mutex_unlock(&s->lock);
 	return n;
+}
+
+const char *smcr_sock_mode_name(const struct smcr_sock *s)
+{
+	return s->ops == &smcr_shm_ops ? "smc-shm" : "smc-r";
 }
 
 uint32_t smcr_sock_rcvbuf(const struct smcr_sock *s)

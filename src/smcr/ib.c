@@ -117,6 +117,8 @@ int smcr_ib_port_open(const struct sockaddr *local, struct smcr_ib_port **out)
 	rc = smcr_ib_addr_gid(local, gid);
 	if (rc)
 		return rc;
+	if (smcr_ibv_load())
+		return -ENODEV; /* no libibverbs on this machine: no device either */
 	port = calloc(1, sizeof(*port));
 	if (!port)
 		return -ENOMEM;

@@ -10,7 +10,8 @@
  * rdma_cm's own connection state.
  *
  * Only ib.c, wr.c and verbs.c (and tests of them) include this header: they
- * are the only code that sees <infiniband/verbs.h>.
+ * are the only code that sees <infiniband/verbs.h> (through ibv.h, which
+ * loads libibverbs at run time).
  */
 #ifndef SMCR_IB_H
 #define SMCR_IB_H
@@ -20,7 +21,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include <infiniband/verbs.h>
+#include "smcr/ibv.h" /* <infiniband/verbs.h>, its entry points loaded at run time */
 
 #define SMCR_IB_GID_LEN 16
 #define SMCR_IB_MAC_LEN 6

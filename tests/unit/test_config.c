@@ -13,6 +13,10 @@
 
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <sys/socket.h>
+
 #include "common/config.h"
 #include "common/log.h"
 #include "common/real.h"
@@ -48,6 +52,9 @@ static void assert_defaults(const struct smcr_config *cfg)
 	assert_true(cfg->samehost);
 	assert_int_equal(cfg->speak_first_wait_ms, SMCR_CONFIG_SPEAK_FIRST_WAIT_MS);
 	assert_int_equal(cfg->spin_us, 0);
+	assert_int_equal(cfg->transport, SMCR_CONFIG_TRANSPORT_AUTO);
+	assert_int_equal(cfg->n_peers, 0);
+	assert_int_equal(cfg->n_deny, 0);
 }
 
 static void test_defaults(void **state)
@@ -74,7 +81,9 @@ static void test_every_variable(void **state)
 	const char *env[] = { "SMC_DEBUG", "1", "SMC_SNDBUF", "256k", "SMC_RCVBUF", "1m",
 			      "SMCR_LOG_FILE", "/tmp/smcr.log", "SMCR_MAX_FDS", "4096",
 			      "SMCR_DISABLE", "yes", "SMCR_SAMEHOST", "0",
-			      "SMCR_SPEAK_FIRST_WAIT_MS", "200", "SMCR_SPIN_US", "30", NULL };
+			      "SMCR_SPEAK_FIRST_WAIT_MS", "200", "SMCR_SPIN_US", "30",
+			      "SMCR_TRANSPORT", "rdma", "SMCR_PEERS", "10.77.0.0/24,[fd77::2]:5201",
+			      "SMCR_PEERS_DENY", "10.77.0.9", NULL };
 	struct smcr_config cfg = parse(env);
 
 	assert_int_equal(cfg.n_problems, 0);
@@ -87,6 +96,102 @@ static void test_every_variable(void **state)
 	assert_false(cfg.samehost);
 	assert_int_equal(cfg.speak_first_wait_ms, 200);
 	assert_int_equal(cfg.spin_us, 30);
+	assert_int_equal(cfg.transport, SMCR_CONFIG_TRANSPORT_RDMA);
+	assert_int_equal(cfg.n_peers, 2);
+	assert_int_equal(cfg.peers[0].family, AF_INET);
+	assert_int_equal(cfg.peers[0].prefix, 24);
+	assert_int_equal(cfg.peers[1].family, AF_INET6);
+	assert_int_equal(cfg.peers[1].port, 5201);
+	assert_int_equal(cfg.n_deny, 1);
+}
+
+static void assert_cidr(const char *text, int family, unsigned prefix, unsigned port,
+			const char *addr)
+{
+	struct smcr_config_cidr c, want;
+
+	assert_int_equal(smcr_config_parse_cidr(text, &c), 0);
+	assert_int_equal(c.family, family);
+	assert_int_equal(c.prefix, prefix);
+	assert_int_equal(c.port, port);
+	memset(want.addr, 0, sizeof(want.addr));
+	assert_int_equal(inet_pton(family, addr, want.addr), 1);
+	assert_memory_equal(c.addr, want.addr, sizeof(c.addr));
+}
+
+static void test_cidr(void **state)
+{
+	static const char *const bad[] = {
+		"", "10.0.0.0/33", "10.0.0.1:0", "10.0.0.1:65536", "10.0.0.1:", "10.0.0/8",
+		"fd77::/129", "[fd77::1", "[fd77::1]x", "[fd77::1]:", "fd77::1:80:x", "host.example",
+		"10.0.0.1/-1", "10.0.0.1/8/8", "[10.0.0.1]:80:80", "10.0.0.1 ",
+	};
+	struct smcr_config_cidr c;
+
+	assert_cidr("10.77.0.2", AF_INET, 32, 0, "10.77.0.2");
+	assert_cidr("10.77.0.2:5201", AF_INET, 32, 5201, "10.77.0.2");
+	assert_cidr("10.77.1.2/16", AF_INET, 16, 0, "10.77.0.0"); /* host bits cleared */
+	assert_cidr("10.77.0.0/24:80", AF_INET, 24, 80, "10.77.0.0");
+	assert_cidr("0.0.0.0/0", AF_INET, 0, 0, "0.0.0.0");
+	assert_cidr("fd77::2", AF_INET6, 128, 0, "fd77::2");
+	assert_cidr("fd77::ff/120", AF_INET6, 120, 0, "fd77::");
+	assert_cidr("[fd77::2]:5201", AF_INET6, 128, 5201, "fd77::2");
+	assert_cidr("[fd77::/64]:443", AF_INET6, 64, 443, "fd77::");
+	assert_cidr("[10.0.0.1]:7", AF_INET, 32, 7, "10.0.0.1");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (smcr_config_parse_cidr(bad[i], &c) == 0)
+			fail_msg("'%s' parsed", bad[i]);
+	}
+	assert_int_equal(smcr_config_parse_cidr(NULL, &c), -1);
+}
+
+static void test_transport_and_peer_lists(void **state)
+{
+	const char *names[] = { "auto", "RDMA", "smc-r", "shm" };
+	const int values[] = { SMCR_CONFIG_TRANSPORT_AUTO, SMCR_CONFIG_TRANSPORT_RDMA,
+			       SMCR_CONFIG_TRANSPORT_RDMA, SMCR_CONFIG_TRANSPORT_SHM };
+	const char *bad_transport[] = { "SMCR_TRANSPORT", "ib", NULL };
+	const char *spaces[] = { "SMCR_PEERS", " 10.0.0.1, ,10.0.0.2	10.0.0.3 ", NULL };
+	const char *bad_peer[] = { "SMCR_PEERS", "10.0.0.1,bogus,10.0.0.3", NULL };
+	const char *bad_deny[] = { "SMCR_PEERS", "10.0.0.0/8", "SMCR_PEERS_DENY", "10.0.0.1,x",
+				   NULL };
+	char many[40 * 16] = "";
+	const char *too_many[] = { "SMCR_PEERS", many, NULL };
+	struct smcr_config cfg;
+	int t;
+
+	for (size_t i = 0; i < 4; i++) {
+		assert_int_equal(smcr_config_parse_transport(names[i], &t), 0);
+		assert_int_equal(t, values[i]);
+	}
+	cfg = parse(bad_transport);
+	assert_int_equal(cfg.transport, SMCR_CONFIG_TRANSPORT_AUTO);
+	assert_int_equal(cfg.n_problems, 1);
+	assert_non_null(strstr(cfg.problems[0], "SMCR_TRANSPORT=ib"));
+
+	cfg = parse(spaces);
+	assert_int_equal(cfg.n_problems, 0);
+	assert_int_equal(cfg.n_peers, 3);
+
+	/* a bad allow entry is dropped, the rest kept */
+	cfg = parse(bad_peer);
+	assert_int_equal(cfg.n_peers, 2);
+	assert_int_equal(cfg.n_problems, 1);
+	assert_non_null(strstr(cfg.problems[0], "bogus"));
+
+	/* a bad deny entry: what it meant is unknown, so no SMC-R proposals at all */
+	cfg = parse(bad_deny);
+	assert_int_equal(cfg.n_peers, 0);
+	assert_int_equal(cfg.n_deny, 1);
+	assert_int_equal(cfg.n_problems, 2);
+	assert_non_null(strstr(cfg.problems[1], "SMCR_PEERS ignored"));
+
+	/* bounded: the first SMCR_CONFIG_MAX_PEERS entries */
+	for (int i = 0; i < 40; i++)
+		snprintf(many + strlen(many), sizeof(many) - strlen(many), "10.0.0.%d,", i);
+	cfg = parse(too_many);
+	assert_int_equal(cfg.n_peers, SMCR_CONFIG_MAX_PEERS);
+	assert_true(cfg.n_problems >= 1);
 }
 
 static void test_debug_levels(void **state)
@@ -279,6 +384,8 @@ int main(void)
 		cmocka_unit_test(test_buffer_size_range),
 		cmocka_unit_test(test_max_fds_range_and_log_file_length),
 		cmocka_unit_test(test_bools),
+		cmocka_unit_test(test_cidr),
+		cmocka_unit_test(test_transport_and_peer_lists),
 		cmocka_unit_test(test_problem_list_is_bounded),
 		cmocka_unit_test(test_process_config_parsed_once),
 		cmocka_unit_test(test_real_table_and_self_check),

@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: MIT
+/* Transport selection (see policy.h). */
+#include "smcr/policy.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/real.h"
+#include "smcr/engine.h"
+#include "smcr/shm.h"
+#include "smcr/sys.h"
+#ifdef SMCR_HAVE_VERBS
+#include "smcr/verbs.h"
+#endif
+
+const struct smcr_transport_ops *smcr_policy_verbs_ops(void)
+{
+#ifdef SMCR_HAVE_VERBS
+	return &smcr_verbs_ops;
+#else
+	return NULL;
+#endif
+}
+
+/* An address as the lists hold it: family, 16 bytes (IPv4 in the first 4), port. */
+struct dest {
+	unsigned char family;
+	unsigned char addr[16];
+	unsigned short port;
+};
+
+static bool dest_of(const struct sockaddr *sa, struct dest *d)
+{
+	static const unsigned char v4mapped[12] = { [10] = 0xff, [11] = 0xff };
+
+	memset(d, 0, sizeof(*d));
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
+
+		d->family = AF_INET;
+		memcpy(d->addr, &in->sin_addr, 4);
+		d->port = ntohs(in->sin_port);
+		return true;
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)sa;
+
+		d->port = ntohs(in6->sin6_port);
+		if (memcmp(in6->sin6_addr.s6_addr, v4mapped, sizeof(v4mapped)) == 0) {
+			d->family = AF_INET;
+			memcpy(d->addr, in6->sin6_addr.s6_addr + 12, 4);
+		} else {
+			d->family = AF_INET6;
+			memcpy(d->addr, in6->sin6_addr.s6_addr, 16);
+		}
+		return true;
+	}
+	return false;
+}
+
+static bool cidr_match(const struct smcr_config_cidr *c, const struct dest *d)
+{
+	unsigned full = c->prefix / 8, rest = c->prefix % 8;
+
+	if (c->family != d->family || (c->port && c->port != d->port))
+		return false;
+	if (memcmp(c->addr, d->addr, full) != 0)
+		return false;
+	return rest == 0 || ((c->addr[full] ^ d->addr[full]) & (0xff00u >> rest)) == 0;
+}
+
+bool smcr_policy_match(const struct smcr_config_cidr *list, unsigned n,
+		       const struct sockaddr *addr)
+{
+	struct dest d;
+
+	if (!dest_of(addr, &d))
+		return false;
+	for (unsigned i = 0; i < n; i++)
+		if (cidr_match(&list[i], &d))
+			return true;
+	return false;
+}
+
+/* ---- negative cache ------------------------------------------------------------- */
+
+static struct neg_entry {
+	struct dest dest;
+	int64_t until_ms; /* 0 = free */
+	int reason;
+} neg_cache[SMCR_POLICY_NEG_SLOTS];
+static pthread_mutex_t neg_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool dest_eq(const struct dest *a, const struct dest *b)
+{
+	return a->family == b->family && a->port == b->port &&
+	       memcmp(a->addr, b->addr, sizeof(a->addr)) == 0;
+}
+
+/* The live entry for d, or NULL.  neg_lock held. */
+static struct neg_entry *neg_find(const struct dest *d, int64_t now_ms)
+{
+	for (unsigned i = 0; i < SMCR_POLICY_NEG_SLOTS; i++) {
+		struct neg_entry *e = &neg_cache[i];
+
+		if (e->until_ms > now_ms && dest_eq(&e->dest, d))
+			return e;
+	}
+	return NULL;
+}
+
+void smcr_policy_rdma_result(const struct sockaddr *peer, int rc, int64_t now_ms)
+{
+	struct neg_entry *e, *victim = NULL;
+	struct dest d;
+
+	if (!dest_of(peer, &d))
+		return;
+	pthread_mutex_lock(&neg_lock);
+	e = neg_find(&d, now_ms);
+	if (rc == 0) {
+		if (e)
+			e->until_ms = 0;
+		pthread_mutex_unlock(&neg_lock);
+		return;
+	}
+	if (!e) {
+		/* a free or expired slot, else the one that expires first */
+		for (unsigned i = 0; i < SMCR_POLICY_NEG_SLOTS; i++) {
+			if (!victim || neg_cache[i].until_ms < victim->until_ms)
+				victim = &neg_cache[i];
+		}
+		e = victim;
+		e->dest = d;
+	}
+	e->until_ms = now_ms + SMCR_POLICY_NEG_TTL_MS;
+	/* A hard error (the peer answered garbage or nothing) counts as "no SMC there". */
+	e->reason = rc > 0 ? rc : (int)SMCR_CLC_DECL_PEERNOSMC;
+	pthread_mutex_unlock(&neg_lock);
+}
+
+void smcr_policy_reset(void)
+{
+	pthread_mutex_lock(&neg_lock);
+	memset(neg_cache, 0, sizeof(neg_cache));
+	pthread_mutex_unlock(&neg_lock);
+}
+
+int smcr_policy_rdma_peer(const struct smcr_config *cfg, const struct sockaddr *peer,
+			  bool vouched, int64_t now_ms)
+{
+	struct neg_entry *e;
+	struct dest d;
+	int reason = 0;
+
+	if (!dest_of(peer, &d) || !(vouched || smcr_policy_match(cfg->peers, cfg->n_peers, peer)) ||
+	    smcr_policy_match(cfg->deny, cfg->n_deny, peer))
+		return SMCR_CLC_DECL_PEERNOSMC;
+	pthread_mutex_lock(&neg_lock);
+	e = neg_find(&d, now_ms);
+	if (e)
+		reason = e->reason;
+	pthread_mutex_unlock(&neg_lock);
+	return reason;
+}
+
+/* ---- the choices ------------------------------------------------------------------ */
+
+int smcr_policy_client(const struct smcr_config *cfg, int tcp_fd,
+		       const struct smcr_transport_ops **ops)
+{
+	struct sockaddr_storage peer;
+	socklen_t plen = sizeof(peer);
+	bool rdma_only = cfg->transport == SMCR_CONFIG_TRANSPORT_RDMA;
+	int rc;
+
+	*ops = NULL;
+	if (!rdma_only && cfg->samehost && smcr_peer_is_registered(tcp_fd)) {
+		*ops = &smcr_shm_ops;
+		return 0;
+	}
+	if (cfg->transport == SMCR_CONFIG_TRANSPORT_SHM)
+		return SMCR_CLC_DECL_PEERNOSMC;
+	if (smcr_real.getpeername(tcp_fd, (struct sockaddr *)&peer, &plen) < 0)
+		return SMCR_CLC_DECL_PEERNOSMC;
+	/*
+	 * rdma only: a registered listener on this host runs smcr too (asked
+	 * only when the allow list does not name the peer: a sock_diag dump).
+	 */
+	rc = smcr_policy_rdma_peer(cfg, (struct sockaddr *)&peer,
+				   rdma_only && !smcr_policy_match(cfg->peers, cfg->n_peers,
+								   (struct sockaddr *)&peer) &&
+					   smcr_peer_is_registered(tcp_fd),
+				   smcr_sys_now_ms());
+	if (rc)
+		return rc;
+	*ops = smcr_policy_verbs_ops();
+	return *ops ? 0 : SMCR_CLC_DECL_NOSMCRDEV;
+}
+
+int smcr_policy_server(const struct smcr_config *cfg, const struct smcr_clc_msg *prop,
+		       const struct smcr_transport_ops **ops)
+{
+	*ops = &smcr_shm_ops;
+	if (prop->hdr.version >= SMCR_CLC_V2 && prop->hdr.typev2 == SMCR_CLC_PATH_R) {
+		*ops = smcr_policy_verbs_ops();
+		if (!*ops || cfg->transport == SMCR_CONFIG_TRANSPORT_SHM)
+			return SMCR_CLC_DECL_NOSMCRDEV;
+		return 0;
+	}
+	/* shm judges every other form itself (and declines what is not its own) */
+	return cfg->samehost ? 0 : SMCR_CLC_DECL_NOSMCD2DEV;
+}

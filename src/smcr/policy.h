@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Which transport a connection uses (design §4: never guess).
+ *
+ * Client: SMCR_TRANSPORT (auto|rdma|shm), the same-host registry, the
+ * SMCR_PEERS allow list and SMCR_PEERS_DENY deny list, and a negative cache:
+ *   shm   to a registered same-host listener (loopback or our own address,
+ *         the kernel vouching for the owner), unless SMCR_TRANSPORT=rdma or
+ *         SMCR_SAMEHOST=0;
+ *   rdma  to a destination in SMCR_PEERS and not in SMCR_PEERS_DENY, unless
+ *         SMCR_TRANSPORT=shm; with SMCR_TRANSPORT=rdma also to a registered
+ *         same-host listener (the VM's two "hosts" share one kernel);
+ *   else  TCP (PEERNOSMC), nothing sent.
+ * After an SMC-R attempt to a destination (address and port) failed or was
+ * declined, connections to it stay TCP for SMCR_POLICY_NEG_TTL_MS, falling
+ * back with the reason that attempt ended with; the cache holds the
+ * SMCR_POLICY_NEG_SLOTS most recent destinations.
+ *
+ * Server: the Proposal's form picks the transport: SMC-Rv2 (typev2 R) ->
+ * verbs, anything else -> shm (which declines what is not its own form).
+ */
+#ifndef SMCR_POLICY_H
+#define SMCR_POLICY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "common/config.h"
+#include "smcr/clc.h"
+#include "smcr/transport.h"
+
+#define SMCR_POLICY_NEG_TTL_MS 60000
+#define SMCR_POLICY_NEG_SLOTS 64
+
+/* The verbs transport, or NULL when built without rdma-core's headers. */
+const struct smcr_transport_ops *smcr_policy_verbs_ops(void);
+
+/* Does `addr` (its port too) match an entry of the list?  IPv4-mapped IPv6 counts as IPv4. */
+bool smcr_policy_match(const struct smcr_config_cidr *list, unsigned n,
+		       const struct sockaddr *addr);
+
+/*
+ * May a client propose SMC-R to `peer` (allowed by SMCR_PEERS, or `vouched`
+ * for otherwise): 0, or the reason it may not (PEERNOSMC: not allowed, or
+ * denied; a cached destination: the reason its last attempt ended with).
+ */
+int smcr_policy_rdma_peer(const struct smcr_config *cfg, const struct sockaddr *peer,
+			  bool vouched, int64_t now_ms);
+
+/* An SMC-R attempt to `peer` ended: reason > 0 declined, < 0 -errno, 0 success. */
+void smcr_policy_rdma_result(const struct sockaddr *peer, int rc, int64_t now_ms);
+
+/* Forget every cached destination (tests). */
+void smcr_policy_reset(void);
+
+/*
+ * The client's choice for connected `tcp_fd` under `cfg`: 0 and *ops, or the
+ * fallback reason (nothing has been sent).
+ */
+int smcr_policy_client(const struct smcr_config *cfg, int tcp_fd,
+		       const struct smcr_transport_ops **ops);
+
+/* The server's choice for a received Proposal: 0 and *ops, or a decline reason. */
+int smcr_policy_server(const struct smcr_config *cfg, const struct smcr_clc_msg *prop,
+		       const struct smcr_transport_ops **ops);
+
+#endif /* SMCR_POLICY_H */

@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Transport policy (src/smcr/policy.c): allow and deny lists over IPv4, IPv6
+ * and IPv4-mapped addresses with and without ports, the deny list winning,
+ * the negative cache (reason kept, time-limited, bounded, cleared by a
+ * success), the client's choice on real loopback sockets, and the server's
+ * choice by the Proposal's form.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/config.h"
+#include "common/real.h"
+#include "smcr/policy.h"
+#include "smcr/shm.h"
+
+static struct sockaddr_storage sa(const char *addr, unsigned port)
+{
+	struct sockaddr_storage ss;
+
+	memset(&ss, 0, sizeof(ss));
+	if (strchr(addr, ':')) {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons(port);
+		assert_int_equal(inet_pton(AF_INET6, addr, &in6->sin6_addr), 1);
+	} else {
+		struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+
+		in->sin_family = AF_INET;
+		in->sin_port = htons(port);
+		assert_int_equal(inet_pton(AF_INET, addr, &in->sin_addr), 1);
+	}
+	return ss;
+}
+
+static struct smcr_config config(const char *peers, const char *deny)
+{
+	struct smcr_config cfg;
+
+	smcr_config_defaults(&cfg);
+	for (const char *p = peers; p && *p;) {
+		char entry[64];
+		size_t len = strcspn(p, ",");
+
+		memcpy(entry, p, len);
+		entry[len] = '\0';
+		assert_int_equal(smcr_config_parse_cidr(entry, &cfg.peers[cfg.n_peers++]), 0);
+		p += len + (p[len] == ',');
+	}
+	for (const char *p = deny; p && *p;) {
+		char entry[64];
+		size_t len = strcspn(p, ",");
+
+		memcpy(entry, p, len);
+		entry[len] = '\0';
+		assert_int_equal(smcr_config_parse_cidr(entry, &cfg.deny[cfg.n_deny++]), 0);
+		p += len + (p[len] == ',');
+	}
+	return cfg;
+}
+
+static int rdma_peer(const struct smcr_config *cfg, const char *addr, unsigned port, int64_t now)
+{
+	struct sockaddr_storage ss = sa(addr, port);
+
+	return smcr_policy_rdma_peer(cfg, (struct sockaddr *)&ss, false, now);
+}
+
+static void test_allow_and_deny(void **state)
+{
+	struct smcr_config cfg = config("10.77.0.0/24,10.1.2.3:5201,fd77::/64,[fd78::1]:80,10.9.0.0/15",
+					"10.77.0.9,[fd77::9]:22");
+
+	assert_int_equal(rdma_peer(&cfg, "10.77.0.2", 5201, 0), 0);
+	assert_int_equal(rdma_peer(&cfg, "10.77.0.255", 1, 0), 0);
+	assert_int_equal(rdma_peer(&cfg, "10.77.1.2", 5201, 0), SMCR_CLC_DECL_PEERNOSMC);
+	assert_int_equal(rdma_peer(&cfg, "10.1.2.3", 5201, 0), 0);
+	assert_int_equal(rdma_peer(&cfg, "10.1.2.3", 5202, 0), SMCR_CLC_DECL_PEERNOSMC);
+	/* /15: 10.9.x and 10.8.x share the first 15 bits, 10.10.x does not */
+	assert_int_equal(rdma_peer(&cfg, "10.8.200.1", 1, 0), 0);
+	assert_int_equal(rdma_peer(&cfg, "10.10.0.1", 1, 0), SMCR_CLC_DECL_PEERNOSMC);
+	/* the deny list wins */
+	assert_int_equal(rdma_peer(&cfg, "10.77.0.9", 5201, 0), SMCR_CLC_DECL_PEERNOSMC);
+	/* IPv6, and IPv4-mapped IPv6 (a dual-stack socket) counts as IPv4 */
+	assert_int_equal(rdma_peer(&cfg, "fd77::2", 5201, 0), 0);
+	assert_int_equal(rdma_peer(&cfg, "fd77::9", 5201, 0), 0);
+	assert_int_equal(rdma_peer(&cfg, "fd77::9", 22, 0), SMCR_CLC_DECL_PEERNOSMC);
+	assert_int_equal(rdma_peer(&cfg, "fd77:0:0:1::2", 5201, 0), SMCR_CLC_DECL_PEERNOSMC);
+	assert_int_equal(rdma_peer(&cfg, "fd78::1", 80, 0), 0);
+	assert_int_equal(rdma_peer(&cfg, "fd78::1", 81, 0), SMCR_CLC_DECL_PEERNOSMC);
+	assert_int_equal(rdma_peer(&cfg, "::ffff:10.77.0.2", 5201, 0), 0);
+	assert_int_equal(rdma_peer(&cfg, "::ffff:10.77.0.9", 5201, 0), SMCR_CLC_DECL_PEERNOSMC);
+	/* nothing configured: nothing allowed, unless vouched for (the registry) */
+	cfg = config(NULL, NULL);
+	assert_int_equal(rdma_peer(&cfg, "10.77.0.2", 5201, 0), SMCR_CLC_DECL_PEERNOSMC);
+	{
+		struct sockaddr_storage ss = sa("10.77.0.2", 5201);
+
+		assert_int_equal(smcr_policy_rdma_peer(&cfg, (struct sockaddr *)&ss, true, 0), 0);
+		cfg = config(NULL, "10.77.0.2");
+		assert_int_equal(smcr_policy_rdma_peer(&cfg, (struct sockaddr *)&ss, true, 0),
+				 SMCR_CLC_DECL_PEERNOSMC);
+	}
+}
+
+static void test_negative_cache(void **state)
+{
+	struct smcr_config cfg = config("10.0.0.0/8,fd77::/16", NULL);
+	struct sockaddr_storage a = sa("10.0.0.1", 80), b = sa("fd77::2", 80);
+	int64_t t0 = 1000000;
+
+	smcr_policy_reset();
+	smcr_policy_rdma_result((struct sockaddr *)&a, SMCR_CLC_DECL_NOSMCRDEV, t0);
+	smcr_policy_rdma_result((struct sockaddr *)&b, -ETIMEDOUT, t0);
+	/* the reason the attempt ended with; a hard error reads as "no SMC there" */
+	assert_int_equal(rdma_peer(&cfg, "10.0.0.1", 80, t0 + 1), SMCR_CLC_DECL_NOSMCRDEV);
+	assert_int_equal(rdma_peer(&cfg, "fd77::2", 80, t0 + 1), SMCR_CLC_DECL_PEERNOSMC);
+	/* per destination: another port or address is not affected */
+	assert_int_equal(rdma_peer(&cfg, "10.0.0.1", 81, t0 + 1), 0);
+	assert_int_equal(rdma_peer(&cfg, "10.0.0.2", 80, t0 + 1), 0);
+	/* time-limited */
+	assert_int_equal(rdma_peer(&cfg, "10.0.0.1", 80, t0 + SMCR_POLICY_NEG_TTL_MS - 1),
+			 SMCR_CLC_DECL_NOSMCRDEV);
+	assert_int_equal(rdma_peer(&cfg, "10.0.0.1", 80, t0 + SMCR_POLICY_NEG_TTL_MS), 0);
+	/* a success clears the entry */
+	smcr_policy_rdma_result((struct sockaddr *)&b, 0, t0 + 2);
+	assert_int_equal(rdma_peer(&cfg, "fd77::2", 80, t0 + 3), 0);
+	/* bounded: the oldest entry makes room */
+	smcr_policy_reset();
+	for (unsigned i = 0; i <= SMCR_POLICY_NEG_SLOTS; i++) {
+		struct sockaddr_storage d = sa("10.0.0.1", 1000 + i);
+
+		smcr_policy_rdma_result((struct sockaddr *)&d, SMCR_CLC_DECL_PEERDECL, t0 + i);
+	}
+	assert_int_equal(rdma_peer(&cfg, "10.0.0.1", 1000, t0 + 100), 0);
+	assert_int_equal(rdma_peer(&cfg, "10.0.0.1", 1001, t0 + 100), SMCR_CLC_DECL_PEERDECL);
+	assert_int_equal(rdma_peer(&cfg, "10.0.0.1", 1000 + SMCR_POLICY_NEG_SLOTS, t0 + 100),
+			 SMCR_CLC_DECL_PEERDECL);
+	smcr_policy_reset();
+}
+
+/* A connected loopback pair against a plain (unregistered) listener. */
+static void test_client_choice(void **state)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	const struct smcr_transport_ops *ops;
+	struct smcr_config cfg;
+	int l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0);
+
+	smcr_real_bind();
+	assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(l, 1), 0);
+	assert_int_equal(getsockname(l, (struct sockaddr *)&a, &len), 0);
+	assert_int_equal(connect(c, (struct sockaddr *)&a, sizeof(a)), 0);
+
+	cfg = config(NULL, NULL); /* auto, nothing allowed, listener not registered */
+	assert_int_equal(smcr_policy_client(&cfg, c, &ops), SMCR_CLC_DECL_PEERNOSMC);
+	assert_null(ops);
+	cfg = config("127.0.0.0/8", NULL);
+	if (smcr_policy_verbs_ops()) {
+		assert_int_equal(smcr_policy_client(&cfg, c, &ops), 0);
+		assert_ptr_equal(ops, smcr_policy_verbs_ops());
+	} else {
+		assert_int_equal(smcr_policy_client(&cfg, c, &ops), SMCR_CLC_DECL_NOSMCRDEV);
+	}
+	cfg.transport = SMCR_CONFIG_TRANSPORT_SHM;
+	assert_int_equal(smcr_policy_client(&cfg, c, &ops), SMCR_CLC_DECL_PEERNOSMC);
+	cfg = config("127.0.0.0/8", "127.0.0.1");
+	cfg.transport = SMCR_CONFIG_TRANSPORT_RDMA;
+	assert_int_equal(smcr_policy_client(&cfg, c, &ops), SMCR_CLC_DECL_PEERNOSMC);
+	close(c);
+	close(l);
+}
+
+static void test_server_choice(void **state)
+{
+	struct smcr_config cfg = config(NULL, NULL);
+	const struct smcr_transport_ops *ops;
+	struct smcr_clc_msg prop;
+
+	memset(&prop, 0, sizeof(prop));
+	prop.hdr.type = SMCR_CLC_PROPOSAL;
+	prop.hdr.version = SMCR_CLC_V2;
+	prop.hdr.typev1 = SMCR_CLC_PATH_NONE;
+	prop.hdr.typev2 = SMCR_CLC_PATH_D; /* shm's form */
+	assert_int_equal(smcr_policy_server(&cfg, &prop, &ops), 0);
+	assert_ptr_equal(ops, &smcr_shm_ops);
+	prop.hdr.typev2 = SMCR_CLC_PATH_BOTH; /* shm judges it (the kernel's form) */
+	assert_int_equal(smcr_policy_server(&cfg, &prop, &ops), 0);
+	assert_ptr_equal(ops, &smcr_shm_ops);
+	prop.hdr.typev2 = SMCR_CLC_PATH_R;
+	if (smcr_policy_verbs_ops()) {
+		assert_int_equal(smcr_policy_server(&cfg, &prop, &ops), 0);
+		assert_ptr_equal(ops, smcr_policy_verbs_ops());
+	} else {
+		assert_int_equal(smcr_policy_server(&cfg, &prop, &ops), SMCR_CLC_DECL_NOSMCRDEV);
+	}
+	cfg.transport = SMCR_CONFIG_TRANSPORT_SHM;
+	assert_int_equal(smcr_policy_server(&cfg, &prop, &ops), SMCR_CLC_DECL_NOSMCRDEV);
+	/* SMC-Rv1 (typev1 R, version 1) is shm's to decline */
+	prop.hdr.version = 1;
+	prop.hdr.typev1 = SMCR_CLC_PATH_R;
+	assert_int_equal(smcr_policy_server(&cfg, &prop, &ops), 0);
+	assert_ptr_equal(ops, &smcr_shm_ops);
+	cfg.samehost = false;
+	assert_int_equal(smcr_policy_server(&cfg, &prop, &ops), SMCR_CLC_DECL_NOSMCD2DEV);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_allow_and_deny),
+		cmocka_unit_test(test_negative_cache),
+		cmocka_unit_test(test_client_choice),
+		cmocka_unit_test(test_server_choice),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
