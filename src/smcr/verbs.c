@@ -94,6 +94,8 @@ struct smcr_xconn {
 	bool gone;      /* peer or device lost: recv_ctrl resets after the last message */
 	bool server;
 	bool link_confirmed; /* LLC CONFIRM LINK: request seen (client), response (server) */
+	bool peer_closing;   /* a CDC with done-writing, closed or abort arrived */
+	int64_t fin_since_ms; /* the TCP FIN came before any such CDC: since when */
 };
 
 /* ---- set-up -------------------------------------------------------------------- */
@@ -358,8 +360,12 @@ static int next_cdc(struct smcr_xconn *xc, uint8_t msg[SMCR_CDC_MSG_LEN])
 
 		if (rc <= 0)
 			return rc;
-		if (msg[0] == SMCR_CDC_MSG_TYPE)
+		if (msg[0] == SMCR_CDC_MSG_TYPE) {
+			if (msg[SMCR_CDC_OFF_CONN_FLAGS] & (SMCR_CDC_CONN_DONE_WRITING |
+							    SMCR_CDC_CONN_CLOSED | SMCR_CDC_CONN_ABORT))
+				xc->peer_closing = true;
 			return xc->link_confirmed ? 1 : -ECONNRESET;
+		}
 		if (handle_llc(xc, msg))
 			return -ECONNRESET;
 	}
@@ -566,11 +572,34 @@ static int verbs_recv_ctrl(struct smcr_xconn *xc, uint8_t msg[SMCR_CDC_MSG_LEN])
 	return rc == 0 && xc->gone ? -ECONNRESET : rc;
 }
 
-static bool tcp_hung_up(const struct smcr_xconn *xc)
+/*
+ * The peer's engine half-closes TCP after its done-writing CDC (close.c), and
+ * a dead peer's kernel closes it too: a FIN alone does not tell them apart,
+ * and it may overtake the CDC posted before it.  So: a reset is death; a FIN
+ * after the peer's closing CDC is an orderly close (stop watching the TCP
+ * socket, which would keep the doorbell readable); a FIN with no such CDC
+ * within the CLC timeout is death.
+ */
+static bool tcp_hung_up(struct smcr_xconn *xc)
 {
 	struct pollfd p = { .fd = xc->tcp_fd, .events = POLLRDHUP };
+	struct epoll_event ev = { .events = 0, .data.fd = xc->tcp_fd };
+	int64_t now;
 
-	return smcr_real.poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+	if (smcr_real.poll(&p, 1, 0) != 1)
+		return false;
+	if (p.revents & POLLERR)
+		return true;
+	if (!(p.revents & (POLLRDHUP | POLLHUP)))
+		return false;
+	if (xc->peer_closing) {
+		(void)smcr_real.epoll_ctl(xc->ep_fd, EPOLL_CTL_MOD, xc->tcp_fd, &ev);
+		return false;
+	}
+	now = smcr_sys_now_ms();
+	if (xc->fin_since_ms == 0)
+		xc->fin_since_ms = now;
+	return now - xc->fin_since_ms > xc->timeout_ms;
 }
 
 static bool verbs_peer_gone(struct smcr_xconn *xc)
