@@ -89,7 +89,13 @@ struct smcr_stats_conn {
 	uint32_t seq;             /* odd while a writer updates the record (version 2) */
 	uint32_t conn_phase;      /* enum smcr_stats_conn_phase (version 2; 0 before) */
 	uint32_t link_group;      /* SMC-R link group id; 0 = none (same-host shm, TCP) */
-	uint32_t reserved[4];
+	/*
+	 * SMC-R: the RDMA device ("rxe0"), NUL-padded; "" otherwise.  These 16
+	 * bytes were reserved (always zero) before: the record keeps its 128
+	 * bytes and the file its version 2, so older readers ignore the name and
+	 * files from older writers read as "".
+	 */
+	char device[16];
 };
 
 struct smcr_stats_reason {
@@ -158,8 +164,8 @@ static inline int smcr_stats_conn_read(const struct smcr_stats_conn *src,
 		SMCR_STATS_LOAD_(peer_port);
 		SMCR_STATS_LOAD_(conn_phase);
 		SMCR_STATS_LOAD_(link_group);
-		for (unsigned i = 0; i < sizeof(dst->reserved) / sizeof(dst->reserved[0]); i++)
-			SMCR_STATS_LOAD_(reserved[i]);
+		for (unsigned i = 0; i < sizeof(dst->device); i++)
+			SMCR_STATS_LOAD_(device[i]);
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (__atomic_load_n(&src->seq, __ATOMIC_RELAXED) == seq) {
 			dst->seq = seq;

@@ -383,6 +383,7 @@ struct record_init {
 	int tcp_fd;
 	uint8_t local_addr[16], peer_addr[16];
 	uint16_t local_port, peer_port;
+	char device[16];
 };
 
 static void record_init_of(struct record_init *ri, int tcp_fd, uint32_t mode, uint32_t role,
@@ -440,6 +441,8 @@ static struct smcr_stats_conn *claim_record(struct smcr_stats_file *f, const str
 		SET(c->peer_port, ri->peer_port);
 		SET(c->conn_phase, ri->phase);
 		SET(c->link_group, ri->link_group);
+		for (unsigned b = 0; b < sizeof(c->device); b++)
+			SET(c->device[b], ri->device[b]);
 		record_end(c);
 		return c;
 	}
@@ -466,6 +469,7 @@ struct smcr_stats_conn *smcr_stats_conn_open(const struct smcr_sock *s)
 	s->ops->info(s->xc, &xi);
 	record_init_of(&ri, s->tcp_fd, xi.mode, s->server ? 1u : 0u, 0);
 	ri.link_group = xi.link_group;
+	memcpy(ri.device, xi.device, sizeof(ri.device));
 	ri.rmb_size = s->rmb_size;
 	ri.peer_rmb_size = s->peer_size;
 	ri.phase = phase_of(s->state);

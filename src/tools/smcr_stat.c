@@ -806,10 +806,28 @@ static void json_string(const char *s)
 
 /* ---- show: the connection list ---------------------------------------------------- */
 
+/*
+ * The record's RDMA device name into out (at least 17 bytes): false if there
+ * is none.  Characters other than [A-Za-z0-9_.-] (the file is another
+ * process's) become '?'.
+ */
+static bool device_name(const struct smcr_stats_conn *r, char *out)
+{
+	size_t n = 0;
+
+	for (; n < sizeof(r->device) && r->device[n]; n++) {
+		char ch = r->device[n];
+
+		out[n] = isalnum((unsigned char)ch) || ch == '_' || ch == '.' || ch == '-' ? ch : '?';
+	}
+	out[n] = '\0';
+	return n > 0;
+}
+
 static void print_conn_json(const struct process_view *pv, const struct conn_view *cv)
 {
 	const struct smcr_stats_conn *r = &cv->rec;
-	char ip[INET6_ADDRSTRLEN];
+	char ip[INET6_ADDRSTRLEN], dev[sizeof(r->device) + 1];
 
 	printf("    {\"pid\": %d, \"program\": ", (int)pv->pid);
 	json_string(pv->program);
@@ -848,6 +866,10 @@ static void print_conn_json(const struct process_view *pv, const struct conn_vie
 		printf("\"link_group\": %" PRIu32 ", ", r->link_group);
 	else
 		printf("\"link_group\": null, ");
+	if (device_name(r, dev))
+		printf("\"device\": \"%s\", ", dev);
+	else
+		printf("\"device\": null, ");
 	if (phase_name(r->conn_phase))
 		printf("\"conn_state\": \"%s\"}", phase_name(r->conn_phase));
 	else
@@ -883,12 +905,14 @@ enum {
 	COL_RECV,
 	COL_RMB,
 	COL_LGR,
+	COL_DEV,
 	NCOLS
 };
 
 static const char *const col_titles[NCOLS] = {
     "PID",  "PROGRAM",	"STATE", "MODE",     "ROLE",	 "LOCAL",
     "PEER", "FALLBACK", "SENT",	 "RECEIVED", "RMB/PEER", "LGR",
+    "DEVICE",
 };
 
 /* Numbers right-aligned, text left-aligned. */
@@ -931,6 +955,8 @@ static void conn_row(const struct process_view *pv, const struct smcr_stats_conn
 		snprintf(row[COL_LGR], CELL_LEN, "%08" PRIx32, r->link_group);
 	else
 		snprintf(row[COL_LGR], CELL_LEN, "-");
+	if (!device_name(r, row[COL_DEV]))
+		snprintf(row[COL_DEV], CELL_LEN, "-");
 }
 
 static void print_row(const char *const cells[NCOLS], const int width[NCOLS])

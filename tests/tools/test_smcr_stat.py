@@ -130,6 +130,7 @@ def check_fixture_conns(doc, w, with_closed):
     for c in conns:
         check_eq(c["program"], "stats-writer", "program")
         check_eq(c["link_group"], None, "link_group (same-host shm has none)")
+        check_eq(c["device"], None, "device (same-host shm and TCP have no RDMA device)")
         check_eq(c["uid"], os.geteuid(), "uid")
         if c["local_port"] == w["tcp_local_port"]:
             check_eq(c["conn_state"], None, "conn_state of a TCP record")
