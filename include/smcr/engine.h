@@ -48,8 +48,9 @@ struct smcr_sock_opts {
 	uint32_t rcvbuf;    /* own RMB size wish (rounded up to 16 KiB << n); 0 = 256 KiB */
 	uint32_t sndbuf;    /* reserved for transports with a send buffer; 0 = default */
 	int handshake_ms;   /* CLC wait per message; 0 = 2000 (Linux's SMC_CLC_WAIT_TIME) */
-	int spin_us;        /* opt-in: before sleeping, poll up to this long while the
-			     * peer is running on another CPU; 0 = never (default) */
+	int spin_us;        /* before sleeping, poll up to this long while the peer
+			     * is running on another CPU; 0 = never (the zero default;
+			     * the preload passes SMCR_SPIN_US, default 20) */
 };
 
 /* ---- server side ---------------------------------------------------------- */
@@ -156,7 +157,7 @@ void smcr_sock_set_interest(struct smcr_sock *s, unsigned events);
 unsigned smcr_sock_poll(struct smcr_sock *s);
 
 /*
- * Opt-in bounded spin for waiters outside the engine (poll, epoll): is the
+ * Bounded spin for waiters outside the engine (poll, epoll): is the
  * peer on a CPU right now (false when unknown, e.g. over verbs), and tell the
  * peer we are about to sleep / are awake again so it does not spin on us.
  * Lock-free, no system call.

@@ -23,6 +23,7 @@ void smcr_config_defaults(struct smcr_config *cfg)
 	cfg->log_level = SMCR_LOG_WARN;
 	cfg->samehost = true;
 	cfg->speak_first_wait_ms = SMCR_CONFIG_SPEAK_FIRST_WAIT_MS;
+	cfg->spin_us = SMCR_CONFIG_SPIN_DEFAULT_US;
 }
 
 /* Digits only, no sign, no spaces; 0 on success. */

@@ -15,7 +15,8 @@
  *   SMCR_SPEAK_FIRST_WAIT_MS  how long a server that writes first waits for a
  *                  local client's CLC Proposal, 0..10000 ms     (default: 50)
  *   SMCR_SPIN_US   before sleeping for data, poll up to this many microseconds
- *                  while the peer runs on another CPU, 0..1000  (default: 0)
+ *                  while the peer runs on another CPU, 0..1000  (default: 20;
+ *                  0 = never spin; common/spin.h skips spins that do not pay)
  *   SMCR_TRANSPORT auto|rdma|shm: which SMC a client proposes (default: auto:
  *                  shm to a registered same-host listener, SMC-R to a
  *                  destination in SMCR_PEERS; rdma: SMC-R only, even between
@@ -44,6 +45,7 @@
 #define SMCR_CONFIG_MAX_FDS_LIMIT (1u << 24)
 #define SMCR_CONFIG_SPEAK_FIRST_WAIT_MS 50u
 #define SMCR_CONFIG_SPEAK_FIRST_WAIT_MAX_MS 10000u
+#define SMCR_CONFIG_SPIN_DEFAULT_US 20u
 #define SMCR_CONFIG_SPIN_MAX_US 1000u
 #define SMCR_CONFIG_MAX_PEERS 32u
 

@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "common/spin.h"
 #include "preload/preload.h"
 #include "preload/smc.h"
 #include "preload/smc_internal.h"
@@ -444,22 +445,8 @@ int smcr_smc_epoll_filter(int epfd, struct epoll_event *events, int n)
 
 /* ---- opt-in bounded spin (SMCR_SPIN_US, perf-samehost.md §2) ------------------------- */
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
-static int64_t spin_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
+/* One governor per thread: the thread is what spins (common/spin.h). */
+static __thread struct smcr_spin_gov poll_gov, epoll_gov;
 
 static bool spin_set_peer_running(const struct smcr_smc_spin_set *set)
 {
@@ -515,21 +502,29 @@ static void spin_set_collect(int epfd, struct smcr_smc_spin_set *set)
 int smcr_smc_epoll_spin(int epfd, struct epoll_event *events, int maxevents,
 			const sigset_t *mask, bool pwait, struct smcr_smc_spin_set *set)
 {
-	int64_t end = spin_now_ns() + (int64_t)smcr_smc_spin_us * 1000;
+	int64_t end = smcr_spin_now_ns() + (int64_t)smcr_smc_spin_us * 1000;
+	bool spun = false, allow;
 
 	spin_set_collect(epfd, set);
-	while (set->n && spin_set_peer_running(set)) {
+	allow = set->n && smcr_spin_gov_allow(&epoll_gov);
+	while (allow && spin_set_peer_running(set)) {
 		int n = pwait ? smcr_real.epoll_pwait(epfd, events, maxevents, 0, mask)
 			      : smcr_real.epoll_wait(epfd, events, maxevents, 0);
 
 		if (n > 0)
 			n = smcr_smc_epoll_filter(epfd, events, n);
-		if (n != 0)
+		if (n != 0) {
+			if (spun)
+				smcr_spin_gov_result(&epoll_gov, n > 0);
 			return n;
-		if (spin_now_ns() > end)
+		}
+		spun = true;
+		if (smcr_spin_now_ns() > end)
 			break;
-		cpu_relax();
+		smcr_cpu_relax();
 	}
+	if (spun)
+		smcr_spin_gov_result(&epoll_gov, false);
 	/* Going to sleep: the peers should not spin on us meanwhile. */
 	spin_set_sleeping(set, true);
 	return 0;
@@ -634,9 +629,11 @@ int smcr_smc_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeo
 	int64_t deadline = timeout ? now_ns() + timeout->tv_sec * 1000000000LL + timeout->tv_nsec
 				   : -1;
 	/* Opt-in spin: non-blocking rounds until this, while a peer runs. */
-	int64_t spin_end = smcr_smc_spin_us > 0 && !(timeout && !timeout->tv_sec && !timeout->tv_nsec)
+	int64_t spin_end = smcr_smc_spin_us > 0 && !(timeout && !timeout->tv_sec && !timeout->tv_nsec) &&
+				   smcr_spin_gov_allow(&poll_gov)
 				   ? now_ns() + (int64_t)smcr_smc_spin_us * 1000
 				   : 0;
+	bool spun = false, won = false;
 	int rc = -1, err = 0;
 
 	if (nfds > 32) {
@@ -680,6 +677,7 @@ int smcr_smc_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeo
 			spinning = now_ns() < spin_end && slots_peer_running(slots, nfds);
 			if (!spinning)
 				spin_end = 0;
+			spun |= spinning;
 		}
 		if (ready || spinning) {
 			left.tv_sec = 0;
@@ -726,12 +724,15 @@ int smcr_smc_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeo
 			count += fds[i].revents != 0;
 		}
 		rc = count;
+		won |= spinning && count;
 		if (count || (deadline >= 0 && now_ns() >= deadline))
 			break;
 		if (spinning)
-			cpu_relax();
+			smcr_cpu_relax();
 		/* Only spurious doorbells: wait again for what is left of the time. */
 	}
+	if (spun)
+		smcr_spin_gov_result(&poll_gov, won);
 	for (nfds_t i = 0; i < nfds; i++) {
 		if (slots[i].s)
 			poll_count(&slots[i], fds[i].events, -1);

@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "common/spin.h"
 #include "preload/preload.h"
 
 static struct timespec *ms_timespec(int timeout, struct timespec *ts)
@@ -211,20 +212,42 @@ SMCR_EXPORT int epoll_pwait2(int epfd, struct epoll_event *events, int maxevents
 			     const struct timespec *timeout, const sigset_t *mask)
 {
 	int64_t ms = timeout ? timeout->tv_sec * 1000 + (timeout->tv_nsec + 999999) / 1000000 : -1;
+	struct smcr_smc_spin_set spin = { .n = 0 };
+	struct timespec left;
+	int n;
 
 	smcr_preload_enter();
 	SMCR_REAL_OR_ENOSYS(epoll_pwait2);
-	/* The first wait keeps the caller's precision; later ones are in ms. */
-	{
-		int n = smcr_real.epoll_pwait2(epfd, events, maxevents, timeout, mask);
+	if (smcr_smc_spin_us > 0 && ms != 0 && smcr_smc_epoll_active() && !smcr_guard_inside()) {
+		/* As epoll_wait: spin first, then wait for what is left of the timeout. */
+		int64_t start = smcr_spin_now_ns();
 
-		if (n <= 0 || !smcr_smc_epoll_active() || smcr_guard_inside())
+		n = smcr_smc_epoll_spin(epfd, events, maxevents, mask, true, &spin);
+		if (n != 0) {
+			smcr_smc_epoll_spin_end(&spin);
 			return n;
-		n = smcr_smc_epoll_filter(epfd, events, n);
-		if (n > 0 || ms == 0)
-			return n;
+		}
+		if (timeout) {
+			int64_t ns = timeout->tv_sec * 1000000000LL + timeout->tv_nsec -
+				     (smcr_spin_now_ns() - start);
+
+			if (ns < 0)
+				ns = 0;
+			left.tv_sec = ns / 1000000000;
+			left.tv_nsec = ns % 1000000000;
+			timeout = &left;
+			ms = (ns + 999999) / 1000000;
+		}
 	}
-	if (ms > INT32_MAX)
-		ms = INT32_MAX;
-	return epoll_wait_translated(epfd, events, maxevents, (int)ms, mask, true);
+	/* The first wait keeps the caller's precision; later ones are in ms. */
+	n = smcr_real.epoll_pwait2(epfd, events, maxevents, timeout, mask);
+	if (n > 0 && smcr_smc_epoll_active() && !smcr_guard_inside() &&
+	    (n = smcr_smc_epoll_filter(epfd, events, n)) == 0 && ms != 0) {
+		if (ms > INT32_MAX)
+			ms = INT32_MAX;
+		/* Only spurious doorbells: the rest of the time, without a second spin. */
+		n = epoll_wait_loop(epfd, events, maxevents, (int)ms, mask, true);
+	}
+	smcr_smc_epoll_spin_end(&spin);
+	return n;
 }

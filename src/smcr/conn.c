@@ -624,30 +624,22 @@ void smcr_conn_check_peer(struct smcr_sock *s)
 		smcr_conn_progress(s); /* takes the last messages, then sees the reset */
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
 /*
- * Opt-in bounded spin: while the peer runs on another CPU its next CDC is
+ * Bounded spin: while the peer runs on another CPU its next CDC is
  * microseconds away, far less than a sleep/wake-up pair on this kind of VM
- * (perf-samehost.md §2).  Lock dropped by the caller.  True if something came.
+ * (perf-samehost.md §2); common/spin.h's governor stops spinning where it does
+ * not pay.  Lock dropped by the caller.  True if something came.
  */
 static bool spin_for_ctrl(struct smcr_sock *s)
 {
-	int64_t end = smcr_sys_now_ns() + (int64_t)s->spin_us * 1000;
+	int64_t end = smcr_spin_now_ns() + (int64_t)s->spin_us * 1000;
 	unsigned i = 0;
 
 	while (s->ops->peer_running(s->xc)) {
 		if (s->ops->ctrl_pending(s->xc))
 			return true;
-		cpu_relax();
-		if ((++i & 63) == 0 && smcr_sys_now_ns() > end)
+		smcr_cpu_relax();
+		if ((++i & 63) == 0 && smcr_spin_now_ns() > end)
 			break;
 	}
 	return false;
@@ -656,13 +648,16 @@ static bool spin_for_ctrl(struct smcr_sock *s)
 int smcr_conn_wait(struct smcr_sock *s, unsigned events, int64_t deadline)
 {
 	int fd = s->ops->ready_fd(s->xc), rc;
+	bool spin = s->spin_us > 0 && smcr_spin_gov_allow(&s->spin_gov), won = false;
 
 	if (events & POLLIN)
 		s->waiters_rd++;
 	else
 		s->waiters_wr++;
 	pthread_mutex_unlock(&s->lock);
-	if (s->spin_us > 0 && spin_for_ctrl(s)) {
+	if (spin)
+		won = spin_for_ctrl(s);
+	if (won) {
 		rc = 1;
 	} else {
 		s->ops->set_sleeping(s->xc, true);
@@ -670,6 +665,8 @@ int smcr_conn_wait(struct smcr_sock *s, unsigned events, int64_t deadline)
 		s->ops->set_sleeping(s->xc, false);
 	}
 	pthread_mutex_lock(&s->lock);
+	if (spin)
+		smcr_spin_gov_result(&s->spin_gov, won);
 	if (events & POLLIN)
 		s->waiters_rd--;
 	else

@@ -20,6 +20,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "common/spin.h"
 #include "smcr/cdc.h"
 #include "smcr/ring.h"
 #include "smcr/stats_abi.h"
@@ -73,6 +74,7 @@ struct smcr_sock {
 	int so_error;                  /* pending SO_ERROR (positive errno) */
 
 	int spin_us;                   /* bounded spin before sleeping; 0 = never */
+	struct smcr_spin_gov spin_gov; /* skips the spin after fruitless ones (lock held) */
 	int rcv_timeout_ms;            /* 0 = block forever */
 	int snd_timeout_ms;
 

@@ -51,6 +51,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,8 +90,9 @@ _Static_assert(SMCR_CDC_MSG_LEN % 4 == 0, "CDC mailbox copies 32-bit words");
 struct shm_ctrl {
 	uint32_t magic;     /* set by the owner, informational */
 	uint32_t ring_size; /* set by the owner, informational */
-	_Atomic uint32_t sleeping; /* owner: blocked in the engine (peer: do not spin) */
-	uint8_t pad0[52];
+	_Atomic uint32_t sleeping; /* owner: blocked in a wait (peer: do not spin) */
+	_Atomic uint32_t cpu;      /* owner: the CPU it last ran on, + 1 (0: unknown) */
+	uint8_t pad0[48];
 	_Atomic uint32_t armed; /* owner: 1 = ring me; peer: swaps to 0, then rings */
 	uint8_t pad1[60];
 	_Atomic uint32_t seq;   /* mailbox seqlock: odd while the peer writes */
@@ -867,6 +869,15 @@ static void ring_doorbell(int efd)
 	(void)!smcr_real.write(efd, &one, sizeof(one));
 }
 
+/* Our CPU, + 1, for the peer's spin decision (rseq makes sched_getcpu() cheap). */
+static void publish_cpu(struct smcr_xconn *xc)
+{
+	int cpu = sched_getcpu();
+
+	atomic_store_explicit(&xc->own_ctrl->cpu, cpu >= 0 ? (uint32_t)cpu + 1 : 0,
+			      memory_order_relaxed);
+}
+
 static int shm_send_ctrl(struct smcr_xconn *xc, const uint8_t msg[SMCR_CDC_MSG_LEN])
 {
 	struct shm_ctrl *pc = xc->peer_ctrl;
@@ -880,7 +891,8 @@ static int shm_send_ctrl(struct smcr_xconn *xc, const uint8_t msg[SMCR_CDC_MSG_L
 	for (unsigned i = 0; i < SHM_CDC_WORDS; i++)
 		atomic_store_explicit(&pc->cdc[i], w[i], memory_order_relaxed);
 	atomic_store_explicit(&pc->seq, xc->tx_seq, memory_order_release);
-	/* Pairs with shm_arm(): ring only if the peer said it may sleep. */
+	publish_cpu(xc);
+	/* Pairs with shm_settle(): ring only if the peer said it may sleep. */
 	if (atomic_exchange_explicit(&pc->armed, 0, memory_order_seq_cst))
 		ring_doorbell(xc->peer_efd);
 	return 0;
@@ -968,14 +980,26 @@ static bool shm_ctrl_pending(const struct smcr_xconn *xc)
 	       __atomic_load_n(&xc->rx_seq, __ATOMIC_RELAXED);
 }
 
+/*
+ * Worth spinning for: the peer is not blocked in a wait, and it did not last
+ * run on our CPU (where it would be waiting for us to stop spinning: on a
+ * 2-vCPU VM the scheduler often packs both ends onto one, perf-samehost.md
+ * §2).  The peer's own words in its page; a liar only wastes our spin budget.
+ */
 static bool shm_peer_running(const struct smcr_xconn *xc)
 {
-	/* The peer's own word in its page; a liar only wastes our spin budget. */
-	return atomic_load_explicit(&xc->peer_ctrl->sleeping, memory_order_relaxed) == 0;
+	uint32_t cpu;
+
+	if (atomic_load_explicit(&xc->peer_ctrl->sleeping, memory_order_relaxed) != 0)
+		return false;
+	cpu = atomic_load_explicit(&xc->peer_ctrl->cpu, memory_order_relaxed);
+	return cpu == 0 || (int)cpu - 1 != sched_getcpu();
 }
 
 static void shm_set_sleeping(struct smcr_xconn *xc, bool sleeping)
 {
+	if (!sleeping)
+		publish_cpu(xc);
 	atomic_store_explicit(&xc->own_ctrl->sleeping, sleeping ? 1u : 0u, memory_order_relaxed);
 }
 

@@ -9,15 +9,17 @@
  *                     select, peek, shutdown, fork-accept, plain-server,
  *                     plain-client, speak-first, speak-first-plain, epoll-multi,
  *                     idle, exec, kill, listener-closed, rcvtimeo, calls,
- *                     fork-client, pingpong
+ *                     fork-client, pingpong, idle-waits
  */
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
@@ -1020,6 +1022,111 @@ static int case_idle(void)
 	return t_result();
 }
 
+/*
+ * Many short waits that time out while the peer is busy elsewhere (not in a
+ * wait of ours, so it looks "running"), then both ends asleep.  A spin that
+ * ran its whole budget before every wait would cost 200 x budget: with
+ * SMCR_SPIN_US=1000 0.2 s of CPU, over the limit; the governor (common/spin.h)
+ * must cut it to a few spins.  Then the client sleeps in a blocking read
+ * while the server idles: neither may use CPU.  CPU time from getrusage.
+ */
+static double rusage_cpu_seconds(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) < 0)
+		return -1;
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+#define IDLE_CPU_LIMIT 0.05
+
+/* Different CPUs for the two ends (where there are two): the peer then looks
+ * "running elsewhere", the case in which a spin would start. */
+static void pin_to_cpu(int cpu)
+{
+	cpu_set_t set;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	(void)sched_setaffinity(0, sizeof(set), &set);
+}
+
+static int idle_pipe[2];
+
+static void client_idle_waits(void)
+{
+	int fd;
+	double before, used;
+	char buf[4];
+
+	pin_to_cpu(1);
+	fd = connect_to_server(0);
+	CHECK(fd >= 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(write(fd, "x", 1) == 1);
+	CHECK(recv(fd, buf, 1, 0) == 1);
+	/* Busy elsewhere (a pipe is no wait of ours) until the server's waits are done. */
+	CHECK(read(idle_pipe[0], buf, 1) == 1);
+	CHECK(write(fd, "y", 1) == 1);
+	before = rusage_cpu_seconds();
+	CHECK(recv(fd, buf, 1, 0) == 0); /* the server closes after ~0.5 s */
+	used = rusage_cpu_seconds() - before;
+	if (used > IDLE_CPU_LIMIT)
+		fprintf(stderr, "client: a blocking read on an idle connection used %.3f s of CPU\n",
+			used);
+	CHECK(used >= 0 && used <= IDLE_CPU_LIMIT);
+	close(fd);
+}
+
+static int case_idle_waits(void)
+{
+	pid_t client;
+	int fd, ep = epoll_create1(0), timeouts = 0;
+	struct epoll_event ev = { .events = EPOLLIN }, out;
+	struct pollfd p = { .events = POLLIN };
+	double before, used;
+	char c;
+
+	CHECK(pipe(idle_pipe) == 0);
+	pin_to_cpu(0);
+	client = spawn(client_idle_waits);
+	fd = accept(listen_fd, NULL, NULL);
+	CHECK(fd >= 0);
+	CHECK(read(fd, &c, 1) == 1);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(write(fd, "z", 1) == 1);
+	p.fd = fd;
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+	before = rusage_cpu_seconds();
+	/* 100 poll and 100 epoll waits of 5 ms that time out, ~1 s together. */
+	for (int i = 0; i < 100; i++) {
+		timeouts += poll(&p, 1, 5) == 0;
+		timeouts += epoll_wait(ep, &out, 1, 5) == 0;
+	}
+	used = rusage_cpu_seconds() - before;
+	if (used > IDLE_CPU_LIMIT)
+		fprintf(stderr, "server: 200 idle waits used %.3f s of CPU\n", used);
+	CHECK(used >= 0 && used <= IDLE_CPU_LIMIT);
+	CHECK(timeouts == 200); /* the client stays silent until told */
+	CHECK(write(idle_pipe[1], "g", 1) == 1);
+	/* Blocking read until the client's byte, then both idle: half a second. */
+	CHECK(read(fd, &c, 1) == 1 && c == 'y');
+	before = rusage_cpu_seconds();
+	CHECK(epoll_wait(ep, &out, 1, 500) == 0);
+	used = rusage_cpu_seconds() - before;
+	if (used > IDLE_CPU_LIMIT)
+		fprintf(stderr, "server: an idle 0.5 s epoll_wait used %.3f s of CPU\n", used);
+	CHECK(used >= 0 && used <= IDLE_CPU_LIMIT);
+	close(ep);
+	close(fd);
+	reap(client, "client");
+	return t_result();
+}
+
 /* ---- the peer ends abruptly: exec, SIGKILL ----------------------------------------------- */
 
 static bool end_by_exec;
@@ -1403,6 +1510,8 @@ int main(int argc, char **argv)
 		rc = case_epoll_multi();
 	else if (!strcmp(which, "idle"))
 		rc = case_idle();
+	else if (!strcmp(which, "idle-waits"))
+		rc = case_idle_waits();
 	else if (!strcmp(which, "pingpong"))
 		rc = case_pingpong();
 	else if (!strcmp(which, "exec"))

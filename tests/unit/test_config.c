@@ -51,7 +51,7 @@ static void assert_defaults(const struct smcr_config *cfg)
 	assert_false(cfg->disabled);
 	assert_true(cfg->samehost);
 	assert_int_equal(cfg->speak_first_wait_ms, SMCR_CONFIG_SPEAK_FIRST_WAIT_MS);
-	assert_int_equal(cfg->spin_us, 0);
+	assert_int_equal(cfg->spin_us, SMCR_CONFIG_SPIN_DEFAULT_US);
 	assert_int_equal(cfg->transport, SMCR_CONFIG_TRANSPORT_AUTO);
 	assert_int_equal(cfg->n_peers, 0);
 	assert_int_equal(cfg->n_deny, 0);
