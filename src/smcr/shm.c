@@ -69,6 +69,7 @@
 #include "smcr/stats_abi.h"
 #include "smcr/sys.h"
 #include "smcr/transport.h"
+#include "smcr/wire.h"
 
 #define SHM_CTRL_LEN 4096u
 #define SHM_GUARD_LEN 4096u
@@ -118,6 +119,7 @@ struct shm_region {
 	uint32_t ring_size;
 	pid_t tag;         /* 0: never shared; else the peer that had it */
 	bool draining;     /* the peer may still write: not zeroed yet */
+	uint32_t dirty;    /* ring bytes from offset 0 the peer may have written */
 };
 
 struct smcr_xconn {
@@ -141,6 +143,9 @@ struct smcr_xconn {
 	uint64_t token;      /* rendezvous token */
 	uint32_t tx_seq;     /* our mailbox writes into the peer's page */
 	uint32_t rx_seq;     /* last mailbox seq we consumed */
+	uint32_t rx_dirty;   /* our ring: bytes from 0 the peer's cursors covered */
+	dev_t peer_dev;      /* the peer's memfd, for the mapping cache */
+	ino_t peer_ino;
 	bool peer_gone;
 	bool signalled;      /* own_efd may have a count (we or the peer wrote it) */
 };
@@ -215,6 +220,93 @@ fail:
 }
 
 /*
+ * A peer hands the same pooled region to its next connection with us, as a
+ * new fd for the same memfd.  Mapping it again (two mmaps, then page faults
+ * on every page we write, then munmap) was ~10% of a client's CPU per
+ * connection under wrk with Connection: close.  So a mapping outlives its
+ * connection here, keyed by the file's identity (st_dev, st_ino: unique while
+ * our mapping holds the file), and is taken again only when the peer passes
+ * an fd for that very file: no access beyond what the fd itself grants.
+ * Bounded; the oldest mapping goes first.
+ */
+#define PEER_MAP_SLOTS 32u
+#define PEER_MAP_MAX_RING (4u << 20)
+
+struct peer_map {
+	uint8_t *base; /* NULL: free slot */
+	size_t len;
+	uint32_t ring_size;
+	dev_t dev;
+	ino_t ino;
+	uint64_t stamp;
+};
+
+static struct peer_map peer_maps[PEER_MAP_SLOTS];
+static uint64_t peer_map_clock;
+
+static uint8_t *peer_map_get(dev_t dev, ino_t ino, uint32_t ring_size, size_t *len)
+{
+	uint8_t *base = NULL;
+
+	pthread_mutex_lock(&pool_lock);
+	for (unsigned i = 0; i < PEER_MAP_SLOTS; i++) {
+		struct peer_map *m = &peer_maps[i];
+
+		if (m->base && m->dev == dev && m->ino == ino && m->ring_size == ring_size) {
+			base = m->base;
+			*len = m->len;
+			m->base = NULL;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&pool_lock);
+	return base;
+}
+
+static void peer_map_put(struct smcr_xconn *xc)
+{
+	struct peer_map *slot = NULL;
+	uint8_t *evict = NULL;
+	size_t evict_len = 0;
+
+	if (xc->peer_ring_size > PEER_MAP_MAX_RING || xc->peer_ino == 0) {
+		munmap(xc->peer_base, xc->peer_map_len);
+		return;
+	}
+	pthread_mutex_lock(&pool_lock);
+	for (unsigned i = 0; i < PEER_MAP_SLOTS; i++) {
+		struct peer_map *m = &peer_maps[i];
+
+		if (!m->base) {
+			slot = m;
+			break;
+		}
+		if (!slot || m->stamp < slot->stamp)
+			slot = m;
+	}
+	if (slot->base) {
+		evict = slot->base;
+		evict_len = slot->len;
+	}
+	*slot = (struct peer_map){ .base = xc->peer_base, .len = xc->peer_map_len,
+				   .ring_size = xc->peer_ring_size, .dev = xc->peer_dev,
+				   .ino = xc->peer_ino, .stamp = ++peer_map_clock };
+	pthread_mutex_unlock(&pool_lock);
+	if (evict)
+		munmap(evict, evict_len);
+}
+
+/* fork child: its connections are its own; pool_lock is held (prepare). */
+static void peer_map_forget_all(void)
+{
+	for (unsigned i = 0; i < PEER_MAP_SLOTS; i++) {
+		if (peer_maps[i].base)
+			munmap(peer_maps[i].base, peer_maps[i].len);
+		peer_maps[i].base = NULL;
+	}
+}
+
+/*
  * fork: pooled regions are MAP_SHARED, so parent and child would hand the same
  * memory to two different connections.  The child forgets the pool (its own
  * connections get fresh regions); the parent keeps it.
@@ -231,6 +323,7 @@ static void pool_parent(void)
 
 static void pool_child(void)
 {
+	peer_map_forget_all();
 	for (unsigned c = 0; c <= SHM_MAX_CLASS; c++) {
 		while (pool[c]) {
 			struct shm_region *r = pool[c];
@@ -276,6 +369,43 @@ static bool region_peer_finished(struct shm_region *r)
 }
 
 /*
+ * Zero the control page and the part of the ring the peer may have written
+ * (design §7: zero before reuse).  A peer writes the ring from offset 0 on,
+ * and only up to the producer cursor of its next CDC; until its cursor first
+ * wraps, everything past the highest cursor it sent is still zero.  So a
+ * short connection costs a few pages of memset, not the whole ring (a
+ * 256 KiB memset was ~7% of a client's CPU per connection under wrk with
+ * Connection: close).  The region only ever goes back to the same peer, and
+ * only after its last CDC said closed: data it wrote past its own cursor
+ * could reach nobody but itself.
+ */
+static void region_zero(struct shm_region *r)
+{
+	struct shm_ctrl *c = (struct shm_ctrl *)(void *)r->base;
+	uint32_t seq = atomic_load_explicit(&c->seq, memory_order_acquire), n = r->dirty;
+
+	if (seq != 0 && !(seq & 1)) {
+		/* The last CDC in the mailbox may be newer than what the connection saw. */
+		uint8_t wire[SMCR_CDC_MSG_LEN];
+		uint32_t w[SHM_CDC_WORDS];
+
+		for (unsigned i = 0; i < SHM_CDC_WORDS; i++)
+			w[i] = atomic_load_explicit(&c->cdc[i], memory_order_relaxed);
+		memcpy(wire, w, sizeof(wire));
+		if (smcr_get_be16(wire + SMCR_CDC_OFF_PROD + 2) != 0)
+			n = r->ring_size;
+		else if (smcr_get_be32(wire + SMCR_CDC_OFF_PROD + 4) > n)
+			n = smcr_get_be32(wire + SMCR_CDC_OFF_PROD + 4);
+	} else if (seq & 1) {
+		n = r->ring_size; /* caught mid-write: take no chances */
+	}
+	if (n > r->ring_size)
+		n = r->ring_size;
+	memset(r->base, 0, (size_t)SHM_CTRL_LEN + n);
+	r->dirty = 0;
+}
+
+/*
  * A pooled region that is fresh or was last shared with `peer` (and the peer
  * is done with it), else a new one.  Pre-faulted either way.
  */
@@ -298,7 +428,7 @@ static struct shm_region *region_get(uint32_t ring_size, pid_t peer)
 	pthread_mutex_unlock(&pool_lock);
 	if (r && r->draining) {
 		/* Zero before reuse: nothing of the old connection may reach the new one. */
-		memset(r->base, 0, (size_t)SHM_CTRL_LEN + r->ring_size);
+		region_zero(r);
 		r->draining = false;
 	}
 	if (!r)
@@ -341,7 +471,7 @@ static void region_put(struct shm_region *r, bool peer_done)
 		return;
 	}
 	if (peer_done)
-		memset(r->base, 0, (size_t)SHM_CTRL_LEN + r->ring_size);
+		region_zero(r);
 	r->draining = !peer_done;
 	pthread_mutex_lock(&pool_lock);
 	r->next = pool[c];
@@ -497,8 +627,12 @@ static int attach_peer(struct smcr_xconn *xc, int fds[2], uint32_t ring_size)
 	if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(fds[0], &st) < 0 ||
 	    st.st_size < (off_t)SHM_CTRL_LEN + ring_size)
 		goto bad;
+	xc->peer_dev = st.st_dev;
+	xc->peer_ino = st.st_ino;
+	xc->peer_base = peer_map_get(st.st_dev, st.st_ino, ring_size, &xc->peer_map_len);
 	/* Not pre-faulted: a short connection touches few of the peer's pages. */
-	xc->peer_base = map_with_guard(fds[0], ring_size, false, &xc->peer_map_len);
+	if (!xc->peer_base)
+		xc->peer_base = map_with_guard(fds[0], ring_size, false, &xc->peer_map_len);
 	if (!xc->peer_base)
 		goto bad;
 	smcr_sys_close(fds[0]);
@@ -910,6 +1044,17 @@ static bool shm_peer_gone(struct smcr_xconn *xc)
 	return xc->peer_gone;
 }
 
+/* How far into our ring the peer's producer cursor has ever reached (region_zero). */
+static void note_dirty(struct smcr_xconn *xc, const uint8_t msg[SMCR_CDC_MSG_LEN])
+{
+	uint32_t count = smcr_get_be32(msg + SMCR_CDC_OFF_PROD + 4);
+
+	if (smcr_get_be16(msg + SMCR_CDC_OFF_PROD + 2) != 0 || count > xc->own->ring_size)
+		xc->rx_dirty = xc->own->ring_size;
+	else if (count > xc->rx_dirty)
+		xc->rx_dirty = count;
+}
+
 static int shm_recv_ctrl(struct smcr_xconn *xc, uint8_t msg[SMCR_CDC_MSG_LEN])
 {
 	struct shm_ctrl *oc = xc->own_ctrl;
@@ -930,6 +1075,7 @@ static int shm_recv_ctrl(struct smcr_xconn *xc, uint8_t msg[SMCR_CDC_MSG_LEN])
 			continue;
 		__atomic_store_n(&xc->rx_seq, s1, __ATOMIC_RELAXED);
 		memcpy(msg, w, sizeof(w));
+		note_dirty(xc, msg);
 		return 1;
 	}
 	/* Mid-write for long: the writer rings after it finishes (we are armed). */
@@ -1008,7 +1154,9 @@ static void shm_destroy(struct smcr_xconn *xc, bool clean)
 	if (!xc)
 		return;
 	if (xc->peer_base)
-		munmap(xc->peer_base, xc->peer_map_len);
+		peer_map_put(xc);
+	if (xc->own)
+		xc->own->dirty = xc->rx_dirty;
 	smcr_sys_close(xc->peer_efd);
 	smcr_sys_close(xc->ep_fd);
 	smcr_sys_close(xc->unix_fd);

@@ -1306,6 +1306,63 @@ static void test_pooled_ring_is_zeroed(void **state)
 	}
 }
 
+/*
+ * Only the written part of a ring is zeroed on reuse (shm.c region_zero): a
+ * connection that wrapped its ring must leave all of it zeroed, a short one
+ * the bytes it wrote.  Both ends of every round check their whole rings, and
+ * the rings are the pooled ones of the round before.
+ */
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+static void test_pooled_ring_zeroed_whole(void **state)
+{
+	static uint8_t buf[64 * 1024];
+	const uint8_t *prev_s = NULL, *prev_c = NULL;
+	struct pair p;
+
+	(void)state;
+	for (int round = 0; round < 4; round++) {
+		/* rounds 0 and 2 wrap the rings (1.5 rings each way), 1 and 3 write 100 bytes */
+		size_t total = round % 2 ? 100 : RING_SMALL * 3 / 2;
+
+		pair_open(&p, RING_SMALL);
+		if (round > 0) {
+			assert_ptr_equal(p.s->rmb, prev_s); /* reused, not fresh */
+			assert_ptr_equal(p.c->rmb, prev_c);
+		}
+		assert_true(all_zero(p.s->rmb, p.s->rmb_size));
+		assert_true(all_zero(p.c->rmb, p.c->rmb_size));
+		for (struct smcr_sock *from = p.c, *to = p.s; from; from = from == p.c ? p.s : NULL,
+							  to = p.c) {
+			size_t sent = 0, got = 0;
+
+			memset(buf, 'q' + round, sizeof(buf));
+			while (got < total) {
+				size_t want = total - sent < sizeof(buf) ? total - sent : sizeof(buf);
+				ssize_t n = want ? smcr_sock_send(from, buf, want, MSG_DONTWAIT) : 0;
+
+				if (n > 0)
+					sent += (size_t)n;
+				n = smcr_sock_recv(to, buf, sizeof(buf), MSG_DONTWAIT);
+				if (n > 0)
+					got += (size_t)n;
+			}
+		}
+		prev_s = p.s->rmb;
+		prev_c = p.c->rmb;
+		smcr_sock_close(p.c);
+		p.c = NULL;
+		assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), 0);
+		pair_close(&p);
+	}
+}
+
 /* A forked child must not reuse the parent's pooled (MAP_SHARED) rings. */
 static void test_fork_child_forgets_pool(void **state)
 {
@@ -1457,6 +1514,7 @@ int main(void)
 		cmocka_unit_test(test_client_declines_unreachable_accept),
 		cmocka_unit_test(test_late_proposal_declined),
 		cmocka_unit_test(test_pooled_ring_is_zeroed),
+		cmocka_unit_test(test_pooled_ring_zeroed_whole),
 		cmocka_unit_test(test_fork_child_forgets_pool),
 		cmocka_unit_test(test_fork_child_forgets_connection),
 		cmocka_unit_test(test_stats_records),
