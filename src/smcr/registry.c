@@ -46,6 +46,7 @@
 #include <linux/unix_diag.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -556,6 +557,30 @@ static bool probe_name_exists(unsigned long long ns, uint16_t port)
 	return found;
 }
 
+/*
+ * Ports found registered at their last lookup: their next lookup skips the
+ * probe, which only ever saves work for plain servers (three system calls
+ * more for a registered one).  A stale bit costs a diag dump, nothing else:
+ * the dump decides either way.
+ */
+static _Atomic uint64_t seen_registered[65536 / 64];
+
+static bool seen_get(uint16_t port)
+{
+	return (atomic_load_explicit(&seen_registered[port / 64], memory_order_relaxed) >>
+		(port % 64)) & 1;
+}
+
+static void seen_set(uint16_t port, bool on)
+{
+	uint64_t bit = (uint64_t)1 << (port % 64);
+
+	if (on)
+		atomic_fetch_or_explicit(&seen_registered[port / 64], bit, memory_order_relaxed);
+	else
+		atomic_fetch_and_explicit(&seen_registered[port / 64], ~bit, memory_order_relaxed);
+}
+
 bool smcr_registry_vouches(int tcp_fd, const struct sockaddr_storage *peer)
 {
 	struct sockaddr_storage self;
@@ -568,7 +593,9 @@ bool smcr_registry_vouches(int tcp_fd, const struct sockaddr_storage *peer)
 
 	smcr_real_bind();
 	ns = netns_inode();
-	if (!probe_name_exists(ns, port) || !socket_in_our_netns(tcp_fd, ns))
+	if (!seen_get(port) && !probe_name_exists(ns, port))
+		return false;
+	if (!socket_in_our_netns(tcp_fd, ns))
 		return false;
 	nl = diag_socket();
 	if (nl < 0)
@@ -581,6 +608,7 @@ bool smcr_registry_vouches(int tcp_fd, const struct sockaddr_storage *peer)
 	if (registrant != NO_UID && listener != registrant)
 		listener = listener_owner(nl, &dst, port);
 	smcr_sys_close(nl);
+	seen_set(port, registrant != NO_UID);
 	if (registrant == NO_UID)
 		return false; /* not registered (the common case for plain servers) */
 	if (listener != registrant || !uid_is_distinct(listener)) {

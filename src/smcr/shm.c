@@ -577,7 +577,10 @@ static int recv_proof(int sock, int64_t deadline, struct shm_proof *proof, int f
 			int fd;
 
 			memcpy(&fd, CMSG_DATA(cm) + k * sizeof(int), sizeof(int));
-			if (got < 2)
+			/* The memfd (first) lives only until attach_peer() maps it. */
+			if (got == 0)
+				fds[got++] = fd;
+			else if (got == 1)
 				fds[got++] = smcr_sys_fd_high(fd);
 			else
 				smcr_sys_close(fd);
@@ -791,8 +794,8 @@ static int shm_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg *p
 	if (smcr_sys_random(&xc->token, sizeof(xc->token)) < 0)
 		return SMCR_CLC_DECL_INTERR;
 
-	xc->rv_fd = smcr_sys_fd_high(
-		smcr_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+	/* Lives only until server_attach(), inside this same call of the app's. */
+	xc->rv_fd = smcr_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (xc->rv_fd < 0)
 		return SMCR_CLC_DECL_INTERR;
 	rv_name(xc->token, &sa, &salen);
