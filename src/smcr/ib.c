@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <net/if.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,8 +108,27 @@ static bool device_has_gid(struct ibv_context *ctx, const uint8_t gid[SMCR_IB_GI
 	return found;
 }
 
+/*
+ * Registered memory and fork: without this, a fork (popen, system) in a
+ * process with live connections makes the parent's next write to a send
+ * buffer or RMB page copy-on-write, and the NIC keeps using the old page:
+ * seen in the rxe VM as zeros and stale bytes arriving at the peer.
+ * ibv_fork_init() marks every registered range MADV_DONTFORK (the child gets
+ * no copy; it never touches them: verbs.c's forget()).  Registered buffers
+ * are therefore whole pages of their own (rings, slots).
+ */
+static void fork_init(void)
+{
+	int rc = ibv_fork_init();
+
+	if (rc)
+		smcr_warn("verbs: ibv_fork_init: %s; a fork may corrupt live connections",
+			  strerror(rc));
+}
+
 int smcr_ib_port_open(const struct sockaddr *local, struct smcr_ib_port **out)
 {
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	uint8_t gid[SMCR_IB_GID_LEN];
 	struct ibv_device **list;
 	struct smcr_ib_port *port;
@@ -119,6 +139,7 @@ int smcr_ib_port_open(const struct sockaddr *local, struct smcr_ib_port **out)
 		return rc;
 	if (smcr_ibv_load())
 		return -ENODEV; /* no libibverbs on this machine: no device either */
+	pthread_once(&once, fork_init);
 	port = calloc(1, sizeof(*port));
 	if (!port)
 		return -ENOMEM;

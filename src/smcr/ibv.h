@@ -45,6 +45,7 @@
 	X(int, ibv_query_port, (struct ibv_context *, uint8_t, struct _compat_ibv_port_attr *)) \
 	X(ssize_t, _ibv_query_gid_table,                                                    \
 	  (struct ibv_context *, struct ibv_gid_entry *, size_t, uint32_t, size_t))          \
+	X(int, ibv_fork_init, (void))                                                       \
 	X(int, ibv_get_async_event, (struct ibv_context *, struct ibv_async_event *))       \
 	X(void, ibv_ack_async_event, (struct ibv_async_event *))                            \
 	X(const char *, ibv_event_type_str, (enum ibv_event_type))                          \
@@ -93,6 +94,7 @@ int smcr_ibv_load(void);
 #define ibv_get_device_name (*smcr_ibv.ibv_get_device_name)
 #define ibv_open_device (*smcr_ibv.ibv_open_device)
 #define ibv_close_device (*smcr_ibv.ibv_close_device)
+#define ibv_fork_init (*smcr_ibv.ibv_fork_init)
 #define ibv_get_async_event (*smcr_ibv.ibv_get_async_event)
 #define ibv_ack_async_event (*smcr_ibv.ibv_ack_async_event)
 #define ibv_event_type_str (*smcr_ibv.ibv_event_type_str)

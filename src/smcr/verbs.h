@@ -11,4 +11,11 @@
 
 extern const struct smcr_transport_ops smcr_verbs_ops;
 
+/*
+ * Link groups (lgr.h): how long one with no connection is kept for reuse
+ * (ms; default 5000), and how many this process has (each holds one QP).
+ */
+void smcr_verbs_set_lgr_idle_ms(int ms);
+unsigned smcr_verbs_lgr_count(void);
+
 #endif /* SMCR_VERBS_H */

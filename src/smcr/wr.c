@@ -28,6 +28,9 @@
 #include "smcr/sys.h"
 
 #define RECV_TAG     (1ull << 63)
+#define SLOT_PAGE    4096u
+_Static_assert(SMCR_WR_SEND_SLOTS * SMCR_WR_SLOT_LEN <= SLOT_PAGE, "send slots fit a page");
+_Static_assert(SMCR_WR_RECV_SLOTS * SMCR_WR_SLOT_LEN <= 2 * SLOT_PAGE, "receive slots fit 2 pages");
 #define POLL_BATCH   16
 #define ERRTEXT_LEN  96
 
@@ -50,6 +53,8 @@ struct smcr_wr_link {
 	uint32_t rx_slot[SMCR_WR_RECV_SLOTS];
 	uint32_t rx_head;
 	uint32_t rx_count;
+	smcr_wr_rx_fn rx_fn; /* set: messages go there at once (shared links) */
+	void *rx_arg;
 	int error; /* sticky: 0 or -errno */
 	char errtext[ERRTEXT_LEN];
 	struct smcr_wr_stats stats;
@@ -101,10 +106,20 @@ static void take_completion(struct smcr_wr_link *link, const struct ibv_wc *wc)
 		post_recv_slot(link, (uint32_t)(wc->wr_id & ~RECV_TAG));
 		return;
 	}
+	link->stats.msgs_received++;
+	if (link->rx_fn) {
+		uint32_t slot = (uint32_t)(wc->wr_id & ~RECV_TAG);
+		uint8_t msg[SMCR_WR_MSG_LEN];
+
+		/* copy out first: the slot is ours only until it is re-posted */
+		memcpy(msg, link->recv_slots + (size_t)slot * SMCR_WR_SLOT_LEN, SMCR_WR_MSG_LEN);
+		post_recv_slot(link, slot);
+		link->rx_fn(link->rx_arg, msg);
+		return;
+	}
 	link->rx_slot[(link->rx_head + link->rx_count) % SMCR_WR_RECV_SLOTS] =
 		(uint32_t)(wc->wr_id & ~RECV_TAG);
 	link->rx_count++;
-	link->stats.msgs_received++;
 }
 
 static void poll_one_cq(struct smcr_wr_link *link, struct ibv_cq *cq)
@@ -128,6 +143,23 @@ static void poll_cq(struct smcr_wr_link *link)
 {
 	poll_one_cq(link, link->send_cq);
 	poll_one_cq(link, link->recv_cq);
+}
+
+void smcr_wr_set_rx_handler(struct smcr_wr_link *link, smcr_wr_rx_fn fn, void *arg)
+{
+	link->rx_fn = fn;
+	link->rx_arg = arg;
+}
+
+bool smcr_wr_poll(struct smcr_wr_link *link)
+{
+	poll_cq(link);
+	return link->error != 0;
+}
+
+bool smcr_wr_sends_outstanding(const struct smcr_wr_link *link)
+{
+	return link->wr_posted != link->wr_retired;
 }
 
 int smcr_wr_fd(const struct smcr_wr_link *link)
@@ -170,7 +202,7 @@ int smcr_wr_arm(struct smcr_wr_link *link, bool any)
 /* Something the waiter may care about: a message, a retired SEND, a failure. */
 static uint64_t progress(const struct smcr_wr_link *link)
 {
-	return link->rx_count + link->msgs_done + (link->error != 0);
+	return link->stats.msgs_received + link->msgs_done + (link->error != 0);
 }
 
 /*
@@ -371,6 +403,31 @@ int smcr_wr_flush(struct smcr_wr_link *link, int timeout_ms)
 	}
 }
 
+uint64_t smcr_wr_last_posted(const struct smcr_wr_link *link)
+{
+	return link->wr_posted;
+}
+
+int smcr_wr_wait_done(struct smcr_wr_link *link, uint64_t mark, int timeout_ms)
+{
+	int64_t deadline = smcr_sys_deadline(timeout_ms);
+
+	for (;;) {
+		int rc;
+
+		poll_cq(link);
+		if (link->error)
+			return link->error;
+		if (link->wr_retired >= mark)
+			return 0;
+		rc = wait_completions(link, true, deadline);
+		if (rc == 0)
+			return -ETIMEDOUT;
+		if (rc < 0)
+			return rc;
+	}
+}
+
 bool smcr_wr_msg_pending(struct smcr_wr_link *link)
 {
 	if (!link->rx_count)
@@ -426,10 +483,13 @@ int smcr_wr_link_create(struct smcr_ib_port *port, struct smcr_wr_link **out)
 	if (!link)
 		return -ENOMEM;
 	link->port = port;
-	link->send_slots = calloc(SMCR_WR_SEND_SLOTS, SMCR_WR_SLOT_LEN);
-	link->recv_slots = calloc(SMCR_WR_RECV_SLOTS, SMCR_WR_SLOT_LEN);
+	/* whole pages: registered memory is MADV_DONTFORK (ib.c) */
+	link->send_slots = aligned_alloc(SLOT_PAGE, SLOT_PAGE);
+	link->recv_slots = aligned_alloc(SLOT_PAGE, SLOT_PAGE * 2);
 	if (!link->send_slots || !link->recv_slots)
 		goto fail;
+	memset(link->send_slots, 0, SLOT_PAGE);
+	memset(link->recv_slots, 0, SLOT_PAGE * 2);
 	link->send_mr = smcr_ib_reg_source(port, link->send_slots,
 					   SMCR_WR_SEND_SLOTS * SMCR_WR_SLOT_LEN);
 	link->recv_mr = smcr_ib_reg_sink(port, link->recv_slots,

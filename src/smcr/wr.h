@@ -60,6 +60,21 @@ struct smcr_wr_stats {
 int smcr_wr_link_create(struct smcr_ib_port *port, struct smcr_wr_link **out);
 /* What the peer needs to reach this link (goes into CLC). */
 void smcr_wr_link_info(const struct smcr_wr_link *link, struct smcr_ib_qp_info *out);
+/*
+ * Shared links (lgr.c): hand every received message to `fn` the moment its
+ * completion is taken, from inside whichever wr call polled the CQ, and
+ * re-post its slot at once, as the kernel's receive tasklet does.  A link
+ * carrying many connections must never hold receive slots hostage to one
+ * connection's reader (the peer would meet receiver-not-ready on all of
+ * them).  `fn` must not call back into this link.  With a handler set,
+ * smcr_wr_recv_msg() finds nothing.
+ */
+typedef void (*smcr_wr_rx_fn)(void *arg, const uint8_t msg[SMCR_WR_MSG_LEN]);
+void smcr_wr_set_rx_handler(struct smcr_wr_link *link, smcr_wr_rx_fn fn, void *arg);
+/* Take every completion now (the handler sees the messages).  True if the link failed. */
+bool smcr_wr_poll(struct smcr_wr_link *link);
+/* Send-queue work not yet known complete (arm the send CQ while > 0). */
+bool smcr_wr_sends_outstanding(const struct smcr_wr_link *link);
 /* Move the QP to RTS towards `peer`.  0 or -errno. */
 int smcr_wr_link_connect(struct smcr_wr_link *link, const struct smcr_ib_qp_info *peer);
 /* Move the QP to ERR (the peer sees its writes fail), drop everything. */
@@ -93,6 +108,15 @@ int smcr_wr_send_msg(struct smcr_wr_link *link, const uint8_t msg[SMCR_WR_MSG_LE
  * destroy moves the QP to ERR and flushes what is still queued.  0 or -errno.
  */
 int smcr_wr_flush(struct smcr_wr_link *link, int timeout_ms);
+
+/*
+ * Shared links: the number of the last send-queue work request posted so
+ * far, and a bounded wait until it completed (everything up to it did: RC
+ * completes in order).  A connection leaving a shared link waits for its own
+ * last WRITE and CDC this way before its send buffer is reused.  0 or -errno.
+ */
+uint64_t smcr_wr_last_posted(const struct smcr_wr_link *link);
+int smcr_wr_wait_done(struct smcr_wr_link *link, uint64_t mark, int timeout_ms);
 
 /*
  * Take completions and the next received message: 1 one copied into msg, 0

@@ -260,6 +260,27 @@ verbs_run verbs_stream 6 fd77::2 fd77::1 7474 $((8 << 20))
 verbs_run verbs_engine 4 10.77.0.2 10.77.0.1 7475 $((16 << 20))
 verbs_run verbs_engine 6 fd77::2 fd77::1 7476 $((4 << 20))
 
+# Link groups (src/smcr/lgr.c): 100 short connections one after the other between the
+# same two processes run on one link group and one QP on each side (from the transport's
+# info(), what smcr-stat shows, and from `rdma resource show qp`); then 4 at a time from 4
+# threads on the group, 4 MiB each, every byte checked; after 3 s without connections
+# the group is deleted (LLC DELETE LINK) and the QP is gone on both sides.
+# (verbs_engine keeps an unused group for 3 s, the library 5 s.)
+lgr_run() { # NAME PORT BYTES CONNS PARALLEL PINGS
+    run_pair "$1" \
+        "'$verbs_engine' server 10.77.0.2 $2 $3 $4 $6" \
+        "'$verbs_engine' clients 10.77.0.2 $2 10.77.0.1 $3 $4 $5 $6" \
+        "wait_line '$logs/server' listening"
+    grep -h '^ok: .*\(link group\|handshake\|torn down\|one QP\|memory regions\)' \
+        "$logs/client" "$logs/server" |
+        sed 's/^/    /'
+    grep -h 'mr: ' "$logs/client" "$logs/server" | sed 's/^/    /'
+}
+lgr_run "verbs_engine: 100 sequential connections share one link group and QP" \
+    7482 4096 100 1 4
+lgr_run "verbs_engine: 4 connections at once from 4 threads on one link group, 4 MiB each" \
+    7483 $((4 << 20)) 5 4 20
+
 # Failure while data flows: the server process is killed, or its veth goes down (rxe1's
 # port turns DOWN, the client's packets go nowhere). The client, blocked in the engine's
 # send, must see ECONNRESET within 10 s, never hang. (`rdma link delete rxe1` is no such
@@ -293,6 +314,42 @@ verbs_break() { # NAME PORT ACTION (a command line; $spid is the server)
 }
 verbs_break "server killed" 7477 'kill -9 $spid'
 verbs_break "server's veth down" 7478 'ip link set veth1 down'
+ip link set veth1 up
+
+# The same with 4 connections on one link group (the first made the group): every one of
+# them must end with ECONNRESET/EPIPE, none may hang.
+lgr_break() { # NAME PORT ACTION
+    local name=$1 port=$2 action=$3 spid cpid t0 ms i
+    "$verbs_engine" server 10.77.0.2 "$port" $((1 << 30)) 4 0 > "$logs/server" 2>&1 &
+    spid=$!
+    wait_line "$logs/server" listening || echo "    (server not ready in time)"
+    "$verbs_engine" clients 10.77.0.2 "$port" 10.77.0.1 $((1 << 30)) 4 4 0 expect-reset \
+        > "$logs/client" 2>&1 &
+    cpid=$!
+    for ((i = 0; i < 50; i++)); do
+        [[ $(grep -c streaming "$logs/client") -ge 4 ]] && break
+        sleep 0.1
+    done
+    sleep 1
+    t0=$(date +%s%N)
+    eval "$action"
+    for ((i = 0; i < 150; i++)); do
+        kill -0 "$cpid" 2> /dev/null || break
+        sleep 0.1
+    done
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    kill -9 "$cpid" "$spid" 2> /dev/null
+    if wait "$cpid" && [[ $(grep -c 'as expected' "$logs/client") == 4 ]]; then
+        pass "verbs_engine: $name: all 4 connections of the link group reset within $ms ms"
+    else
+        fail "verbs_engine: $name: not every connection of the group reset cleanly ($ms ms)"
+        show_log client cli 12
+        show_log server srv
+    fi
+    wait "$spid" 2> /dev/null
+}
+lgr_break "server killed, 4 connections" 7484 'kill -9 $spid'
+lgr_break "server's veth down, 4 connections" 7485 'ip link set veth1 down'
 ip link set veth1 up
 
 rm -rf "$logs"

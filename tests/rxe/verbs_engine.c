@@ -3,8 +3,9 @@
  * verbs_engine: the smcr engine's data path (CDC, cursors, flow control, close) running
  * over the verbs transport (src/smcr/verbs.c) between the two "hosts" of scripts/rxe-vm.
  *
- *   verbs_engine server LOCAL_ADDR PORT BYTES
+ *   verbs_engine server LOCAL_ADDR PORT BYTES [CONNS [PINGS]]
  *   verbs_engine client SERVER_ADDR PORT LOCAL_ADDR BYTES [expect-reset]
+ *   verbs_engine clients SERVER_ADDR PORT LOCAL_ADDR BYTES CONNS PARALLEL PINGS [expect-reset]
  *
  * The engine's own handshake (conn.c) still picks the shm transport, so this program runs
  * the CLC flow itself, exactly as conn.c does but with smcr_verbs_ops: Proposal, Accept,
@@ -15,10 +16,23 @@
  * With expect-reset the client streams until the connection breaks (the calling script
  * kills the server or deletes its RDMA device) and passes if that ends in ECONNRESET or
  * EPIPE. Prints "ok: ..." / "FAIL: ..." and numbers; exit 0 only if everything held.
+ *
+ * Link groups (src/smcr/lgr.c): the server takes CONNS connections, each in its own
+ * thread. `clients` makes CONNS connections: the first alone (first contact), the rest
+ * PARALLEL at a time, each in its own thread (PARALLEL 1 = one after the other), each
+ * with PINGS round trips and BYTES checked. It asserts that every connection ran on the
+ * same link group and QP (the transport's info(), as smcr-stat shows it) and that this
+ * process has exactly one QP (`rdma resource show qp`, the kernel's count), prints the
+ * first-contact and the mean reuse handshake times, then waits for the idle group to be
+ * torn down (VERBS_IDLE_MS, default 3000) and checks the QP is gone. Both sides print
+ * their registered memory regions (`rdma resource show mr`) while connections are up.
+ * With expect-reset every connection streams until the link breaks and must end in
+ * ECONNRESET/EPIPE.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +53,9 @@
 #define CHUNK	    (64u << 10)
 #define RING_SIZE   (256u << 10)
 #define HASH_INIT   0xcbf29ce484222325ull
+
+static int pings = PINGS;
+static bool quiet; /* many connections: per-connection lines only on failure */
 
 static double now_us(void)
 {
@@ -181,7 +198,8 @@ static struct smcr_sock *client_handshake(int fd)
 	}
 	if (clc_send(fd, &conf))
 		goto fail;
-	printf("ok: client handshake done (peer ring %u bytes)\n", peer_size);
+	if (!quiet)
+		printf("ok: client handshake done (peer ring %u bytes)\n", peer_size);
 	return smcr_conn_new(fd, false, ops, xc, peer_size, 0);
 fail:
 	if (xc)
@@ -225,7 +243,8 @@ static struct smcr_sock *server_handshake(int fd)
 		failf("server confirm", rc);
 		goto fail;
 	}
-	printf("ok: server handshake done (peer ring %u bytes)\n", peer_size);
+	if (!quiet)
+		printf("ok: server handshake done (peer ring %u bytes)\n", peer_size);
 	return smcr_conn_new(fd, true, ops, xc, peer_size, 0);
 fail:
 	if (xc)
@@ -257,8 +276,13 @@ static int recv_all(struct smcr_sock *s, void *buf, size_t len)
 	while (len) {
 		ssize_t n = smcr_sock_recv(s, p, len, 0);
 
-		if (n <= 0)
+		if (n <= 0) {
+			printf("    (state %d, peer flags %#x, flags sent %#x, cdc in %" PRIu64
+			       " out %" PRIu64 ")\n",
+			       (int)s->state, s->peer_conn_flags, s->conn_flags_sent,
+			       s->cdc_received, s->cdc_sent);
 			return failf("smcr_sock_recv", n ? (int)-n : ECONNRESET);
+		}
 		p += n;
 		len -= (size_t)n;
 	}
@@ -271,7 +295,7 @@ static int recv_all(struct smcr_sock *s, void *buf, size_t len)
  */
 static int client_until_reset(struct smcr_sock *s, uint64_t total)
 {
-	static uint8_t buf[CHUNK];
+	static _Thread_local uint8_t buf[CHUNK]; /* one per connection thread */
 	uint64_t pos = 0;
 
 	printf("streaming until the connection breaks\n");
@@ -294,23 +318,23 @@ static int client_until_reset(struct smcr_sock *s, uint64_t total)
 
 static int client_traffic(struct smcr_sock *s, uint64_t total)
 {
-	static uint8_t buf[CHUNK];
+	static _Thread_local uint8_t buf[CHUNK]; /* one per connection thread */
 	uint64_t hash = HASH_INIT, peer_hash = 0;
 	double t0, secs, first = 0;
 	uint8_t b = 0;
 
 	t0 = now_us();
-	for (int i = 0; i < PINGS; i++) {
+	for (int i = 0; i < pings; i++) {
 		if (send_all(s, &b, 1) || recv_all(s, &b, 1))
 			return -1;
 		if (i == 0)
 			first = now_us() - t0; /* includes waiting for CONFIRM LINK */
 		b++;
 	}
-	printf(
-	    "ok: %d engine round trips of 1 byte (WRITE + CDC each way): first %.0f us, "
-	    "mean %.0f us\n",
-	    PINGS, first, (now_us() - t0) / PINGS);
+	if (pings > 1)
+		printf("ok: %d engine round trips of 1 byte (WRITE + CDC each way): first %.0f us, "
+		       "mean %.0f us\n",
+		       pings, first, (now_us() - t0) / pings);
 	t0 = now_us();
 	for (uint64_t pos = 0; pos < total;) {
 		size_t n = total - pos < CHUNK ? (size_t)(total - pos) : CHUNK;
@@ -325,24 +349,26 @@ static int client_traffic(struct smcr_sock *s, uint64_t total)
 	if (recv_all(s, &peer_hash, sizeof(peer_hash)))
 		return -1;
 	secs = (now_us() - t0) / 1e6;
-	printf("ok: engine sent %" PRIu64 " bytes in %.2f s = %.1f MB/s\n", total, secs,
-	       (double)total / secs / 1e6);
+	if (total >= (1u << 20))
+		printf("ok: engine sent %" PRIu64 " bytes in %.2f s = %.1f MB/s\n", total, secs,
+		       (double)total / secs / 1e6);
 	if (peer_hash != hash) {
 		printf("FAIL: server's hash %016" PRIx64 " != ours %016" PRIx64 "\n",
 		       peer_hash, hash);
 		return -1;
 	}
-	printf("ok: server's stream hash equals ours (%016" PRIx64 ")\n", hash);
+	if (total >= (1u << 20))
+		printf("ok: server's stream hash equals ours (%016" PRIx64 ")\n", hash);
 	return 0;
 }
 
 static int server_traffic(struct smcr_sock *s, uint64_t total)
 {
-	static uint8_t buf[CHUNK];
+	static _Thread_local uint8_t buf[CHUNK]; /* one per connection thread */
 	uint64_t hash = HASH_INIT, bad = 0;
 	uint8_t b;
 
-	for (int i = 0; i < PINGS; i++) {
+	for (int i = 0; i < pings; i++) {
 		if (recv_all(s, &b, 1) || send_all(s, &b, 1))
 			return -1;
 	}
@@ -358,7 +384,8 @@ static int server_traffic(struct smcr_sock *s, uint64_t total)
 	}
 	if (send_all(s, &hash, sizeof(hash)))
 		return -1;
-	printf("%s: engine received %" PRIu64 " bytes, %" PRIu64
+	if (bad || total >= (1u << 20))
+		printf("%s: engine received %" PRIu64 " bytes, %" PRIu64
 	       " differ from the generator\n",
 	       bad ? "FAIL" : "ok", total, bad);
 	return bad ? -1 : 0;
@@ -387,31 +414,297 @@ static int run(int fd, bool server, uint64_t total, bool expect_reset)
 	return rc ? 1 : 0;
 }
 
+/* ------------------------------------------------------- many connections, one group ---- */
+
+struct conn_job {
+	pthread_t thread;
+	int fd;
+	bool server;
+	bool expect_reset;
+	uint64_t total;
+	double handshake_ms;
+	struct smcr_xconn_info info;
+	int rc;
+};
+
+static void *conn_thread(void *arg)
+{
+	struct conn_job *j = arg;
+	double t0 = now_us();
+	struct smcr_sock *s = j->server ? server_handshake(j->fd) : client_handshake(j->fd);
+
+	j->rc = 1;
+	if (!s) {
+		close(j->fd);
+		return NULL;
+	}
+	j->handshake_ms = (now_us() - t0) / 1e3;
+	s->ops->info(s->xc, &j->info);
+	smcr_sock_set_timeouts(s, 10000, 10000);
+	if (j->server)
+		j->rc = server_traffic(s, j->total) ? 1 : 0;
+	else if (j->expect_reset)
+		j->rc = client_until_reset(s, j->total) ? 1 : 0;
+	else
+		j->rc = client_traffic(s, j->total) ? 1 : 0;
+	smcr_sock_close(s);
+	close(j->fd);
+	return NULL;
+}
+
+/*
+ * Our lines of `rdma resource show KIND` (-1: the tool failed), echoed with PREFIX:
+ * those on our device of a program named verbs_engine. Not "pid N": the kernel records
+ * the creating thread's id, and our connection threads are gone by then. In the VM the
+ * other end runs on the other device, and the checks run one at a time.
+ */
+static int rdma_resources(const char *kind, const char *dev, const char *prefix)
+{
+	char cmd[96], line[512], link[40];
+	int n = 0;
+	FILE *f;
+
+	if (!dev[0])
+		return -1;
+	snprintf(cmd, sizeof(cmd), "rdma resource show %s 2>&1", kind);
+	snprintf(link, sizeof(link), "%s %s/", strcmp(kind, "qp") ? "dev" : "link", dev);
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		/*
+		 * QPs: every user-space RC QP on our device (the kernel names no dead
+		 * thread's program; "comm [smc]" is the kernel's own SMC-R, whose idle
+		 * link group from the AF_SMC check lives on for 10 minutes).
+		 */
+		if (strncmp(line, link, strlen(link) - (strcmp(kind, "qp") ? 1 : 0)) != 0 ||
+		    (!strcmp(kind, "qp") && !strstr(line, " type RC ")) || strstr(line, " comm ["))
+			continue;
+		if (prefix)
+			printf("%s%s", prefix, line);
+		n++;
+	}
+	return pclose(f) == 0 ? n : -1;
+}
+
+/* After the last connection: the idle group goes, and its QP with it. */
+static int check_teardown(const char *who, const char *dev)
+{
+	double t0 = now_us();
+
+	for (int i = 0; i < 100 && smcr_verbs_lgr_count() > 0; i++)
+		usleep(100 * 1000);
+	if (smcr_verbs_lgr_count() > 0) {
+		printf("FAIL: %s: link group still there %.0f ms after the last connection\n",
+		       who, (now_us() - t0) / 1e3);
+		return 1;
+	}
+	if (rdma_resources("qp", dev, NULL) != 0) {
+		printf("FAIL: %s: group gone but QPs remain on %s:\n", who, dev);
+		rdma_resources("qp", dev, "    ");
+		return 1;
+	}
+	printf("ok: %s: idle link group torn down, no QP left (%.0f ms after the last "
+	       "connection)\n",
+	       who, (now_us() - t0) / 1e3);
+	return 0;
+}
+
+/* All jobs on one link group and one QP, as info() reports them. */
+static int check_one_group(const char *who, struct conn_job *jobs, int n)
+{
+	int bad = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (jobs[i].rc == 0 && (jobs[i].info.link_group != jobs[0].info.link_group ||
+					jobs[i].info.qp_num != jobs[0].info.qp_num ||
+					jobs[i].info.link_group == 0)) {
+			printf("FAIL: %s: connection %d on link group %u QP %u, the first on %u QP %u\n",
+			       who, i, jobs[i].info.link_group, jobs[i].info.qp_num,
+			       jobs[0].info.link_group, jobs[0].info.qp_num);
+			bad++;
+		}
+	}
+	if (!bad)
+		printf("ok: %s: all %d connections on link group %u, QP %u (%s)\n", who, n,
+		       jobs[0].info.link_group, jobs[0].info.qp_num, jobs[0].info.device);
+	return bad ? 1 : 0;
+}
+
+static int run_jobs(struct conn_job *jobs, int from, int to)
+{
+	int failed = 0;
+
+	for (int i = from; i < to; i++) {
+		if (pthread_create(&jobs[i].thread, NULL, conn_thread, &jobs[i])) {
+			printf("FAIL: pthread_create\n");
+			return 1;
+		}
+	}
+	for (int i = from; i < to; i++) {
+		pthread_join(jobs[i].thread, NULL);
+		if (jobs[i].rc) {
+			printf("FAIL: connection %d\n", i);
+			failed++;
+		}
+	}
+	return failed;
+}
+
+static int many_server(int lfd, int conns, uint64_t total)
+{
+	struct conn_job *jobs = calloc((size_t)conns, sizeof(*jobs));
+	int failed = 0, started = 0;
+
+	quiet = conns > 1;
+	for (int i = 0; i < conns; i++) {
+		jobs[i].fd = accept(lfd, NULL, NULL);
+		if (jobs[i].fd < 0)
+			return failf("accept", errno), 1;
+		jobs[i].server = true;
+		jobs[i].total = total;
+		if (pthread_create(&jobs[i].thread, NULL, conn_thread, &jobs[i]))
+			return failf("pthread_create", errno), 1;
+		started++;
+		if (i == 2) /* the first two connections ran, the second may be running */
+			rdma_resources("mr", "rxe1", "server mr: ");
+	}
+	close(lfd);
+	for (int i = 0; i < started; i++) {
+		pthread_join(jobs[i].thread, NULL);
+		failed += jobs[i].rc != 0;
+	}
+	printf("%s: server: %d of %d connections failed\n", failed ? "FAIL" : "ok", failed, conns);
+	failed += check_one_group("server", jobs, conns);
+	failed += check_teardown("server", jobs[0].info.device);
+	free(jobs);
+	return failed ? 1 : 0;
+}
+
+static int many_clients(const struct sockaddr_storage *a, socklen_t alen,
+			const struct sockaddr_storage *b, socklen_t blen, uint64_t total, int conns,
+			int parallel, bool expect_reset)
+{
+	struct conn_job *jobs = calloc((size_t)conns, sizeof(*jobs));
+	double reuse_ms = 0, t0;
+	int failed = 0, qps;
+
+	quiet = conns > 1;
+	for (int i = 0; i < conns; i++) {
+		jobs[i].fd = socket(a->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		jobs[i].total = total;
+		jobs[i].expect_reset = expect_reset;
+		if (jobs[i].fd < 0 || bind(jobs[i].fd, (const struct sockaddr *)b, blen))
+			return failf("socket", errno), 1;
+	}
+	t0 = now_us();
+	if (expect_reset) {
+		/* the first makes the group, then all stream until the script breaks the link */
+		for (int i = 0; i < conns; i++) {
+			if (connect(jobs[i].fd, (const struct sockaddr *)a, alen) ||
+			    pthread_create(&jobs[i].thread, NULL, conn_thread, &jobs[i]))
+				return failf("connect", errno), 1;
+			for (int w = 0; i == 0 && w < 500 && jobs[0].handshake_ms == 0; w++)
+				usleep(10 * 1000);
+		}
+		for (int i = 0; i < conns; i++) {
+			pthread_join(jobs[i].thread, NULL);
+			failed += jobs[i].rc != 0;
+		}
+		printf("%s: %d connections of one link group reset (%d did not)\n",
+		       failed ? "FAIL" : "ok", conns - failed, failed);
+		failed += check_one_group("client", jobs, conns);
+		return failed ? 1 : 0;
+	}
+	for (int i = 0; i < conns; i += i == 0 ? 1 : parallel) {
+		int to = i == 0 ? 1 : (i + parallel < conns ? i + parallel : conns);
+
+		for (int k = i; k < to; k++) {
+			if (connect(jobs[k].fd, (const struct sockaddr *)a, alen))
+				return failf("connect", errno), 1;
+		}
+		failed += run_jobs(jobs, i, to);
+		if (i == 1 && parallel == 1) {
+			/*
+			 * Two connections came and went one after the other: the group's
+			 * two message-slot regions plus one RMB and one send buffer in
+			 * its pool (the second connection reused the first one's).
+			 */
+			int mrs = rdma_resources("mr", jobs[0].info.device, "client mr: ");
+
+			if (mrs != 4) {
+				printf("FAIL: client: %d memory regions after 2 sequential connections, "
+				       "want 4 (2 slot arrays, 1 RMB, 1 send buffer)\n", mrs);
+				failed++;
+			} else {
+				printf("ok: client: 4 memory regions after 2 sequential connections "
+				       "(slots, 1 RMB, 1 send buffer: reused, not registered again)\n");
+			}
+		}
+		if (failed)
+			break;
+	}
+	printf("%s: client: %d connections (%d at a time) in %.2f s, %d failed\n",
+	       failed ? "FAIL" : "ok", conns, parallel, (now_us() - t0) / 1e6, failed);
+	if (failed)
+		return 1;
+	for (int i = 1; i < conns; i++)
+		reuse_ms += jobs[i].handshake_ms;
+	if (conns > 1)
+		printf("ok: handshake (CLC + QP/buffers): first contact %.1f ms, reuse mean %.1f ms\n",
+		       jobs[0].handshake_ms, reuse_ms / (conns - 1));
+	failed += check_one_group("client", jobs, conns);
+	qps = rdma_resources("qp", jobs[0].info.device, "client qp: ");
+	if (qps != 1) {
+		printf("FAIL: client: `rdma resource show qp` lists %d QPs of ours, want 1\n", qps);
+		failed++;
+	} else {
+		printf("ok: client: the kernel lists exactly one QP of this process\n");
+	}
+	failed += check_teardown("client", jobs[0].info.device);
+	free(jobs);
+	return failed ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct sockaddr_storage a, b;
 	socklen_t alen, blen;
 	int fd, one = 1;
+	const char *idle = getenv("VERBS_IDLE_MS");
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	smcr_real_bind();
+	smcr_verbs_set_lgr_idle_ms(idle ? atoi(idle) : 3000);
 	alarm(RUN_LIMIT_S);
-	if (argc == 5 && !strcmp(argv[1], "server")) {
-		int lfd;
+	if (argc >= 5 && argc <= 7 && !strcmp(argv[1], "server")) {
+		int lfd, conns = argc >= 6 ? atoi(argv[5]) : 1;
 
+		if (argc == 7)
+			pings = atoi(argv[6]);
 		if (resolve(argv[2], argv[3], &a, &alen))
 			return 1;
 		lfd = socket(a.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (lfd < 0 ||
 		    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-		    bind(lfd, (struct sockaddr *)&a, alen) || listen(lfd, 1))
+		    bind(lfd, (struct sockaddr *)&a, alen) || listen(lfd, 64))
 			return failf("listen", errno), 1;
 		printf("listening on %s port %s\n", argv[2], argv[3]);
+		if (argc >= 6)
+			return many_server(lfd, conns, strtoull(argv[4], NULL, 0));
 		fd = accept(lfd, NULL, NULL);
 		close(lfd);
 		if (fd < 0)
 			return failf("accept", errno), 1;
 		return run(fd, true, strtoull(argv[4], NULL, 0), false);
+	}
+	if ((argc == 9 || (argc == 10 && !strcmp(argv[9], "expect-reset"))) &&
+	    !strcmp(argv[1], "clients")) {
+		if (resolve(argv[2], argv[3], &a, &alen) || resolve(argv[4], "0", &b, &blen))
+			return 1;
+		pings = atoi(argv[8]);
+		return many_clients(&a, alen, &b, blen, strtoull(argv[5], NULL, 0), atoi(argv[6]),
+				    atoi(argv[7]) > 0 ? atoi(argv[7]) : 1, argc == 10);
 	}
 	if ((argc == 6 || (argc == 7 && !strcmp(argv[6], "expect-reset"))) &&
 	    !strcmp(argv[1], "client")) {
@@ -424,8 +717,10 @@ int main(int argc, char **argv)
 			return failf("connect", errno), 1;
 		return run(fd, false, strtoull(argv[5], NULL, 0), argc == 7);
 	}
-	fprintf(stderr, "usage: verbs_engine server LOCAL_ADDR PORT BYTES\n"
+	fprintf(stderr, "usage: verbs_engine server LOCAL_ADDR PORT BYTES [CONNS [PINGS]]\n"
 			"       verbs_engine client SERVER_ADDR PORT LOCAL_ADDR BYTES "
-			"[expect-reset]\n");
+			"[expect-reset]\n"
+			"       verbs_engine clients SERVER_ADDR PORT LOCAL_ADDR BYTES CONNS "
+			"PARALLEL PINGS [expect-reset]\n");
 	return 2;
 }

@@ -1,0 +1,902 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Link groups (see lgr.h): the list, matching, the shared link's data path
+ * and demultiplexing, the buffer pool, failure, idle teardown.
+ *
+ * The one helper thread ("reaper"), and why: a group nobody uses has no
+ * connection, so no application call and no readiness wake-up ever comes
+ * through it, yet it must be torn down after its idle time (LLC DELETE LINK
+ * to the peer, QP and memory freed), and an idle link must send TEST LINK
+ * (the kernel's keepalive, which also makes the NIC notice a vanished peer
+ * host) and answer the peer's.  So while at least one group exists, one
+ * detached thread sleeps until the next of those deadlines (at most
+ * SMCR_LGR_KEEPALIVE_MS / 2 apart), does that work and exits with the last
+ * group.  Everything else happens in the application's own calls and
+ * wake-ups.  It runs with every signal blocked and never touches a
+ * connection, only groups.
+ *
+ * Lock order: list mutex, then a group's mutex.  The reaper holds the list
+ * mutex while it walks; everyone else takes a group mutex alone or after
+ * the engine's connection lock.
+ *
+ * fork: the child keeps nothing: the list is emptied in the atfork child
+ * handler (the parent's verbs objects are not the child's), the instance
+ * part of our peer id is drawn anew, no reaper runs until the child makes
+ * its own group.
+ */
+#include "smcr/lgr.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/real.h"
+#include "smcr/cdc.h"
+#include "smcr/llc.h"
+#include "smcr/sys.h"
+#include "smcr/wire.h"
+
+#define LGR_POOL_MAX	 32  /* free buffers kept per group */
+#define LGR_WAIT_SLICE_MS 20 /* another thread may take the channel event we wait for */
+#define LGR_EXIT_FLUSH_MS 200
+
+static pthread_mutex_t list_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t reaper_cv; /* on CLOCK_MONOTONIC: init_cv() */
+static struct smcr_lgr *lgr_list;
+static unsigned lgr_num;
+static uint32_t next_id;
+static bool reaper_running;
+static int idle_ms = SMCR_LGR_IDLE_MS;
+static uint8_t instance[2];
+static bool instance_set;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+/* ---- process: instance id, fork, exit ------------------------------------------ */
+
+static void new_instance(void)
+{
+	uint16_t r = 0;
+
+	if (smcr_sys_random(&r, sizeof(r)) < 0)
+		r = (uint16_t)getpid();
+	instance[0] = (uint8_t)(r >> 8);
+	instance[1] = (uint8_t)r;
+	instance_set = true;
+}
+
+static void init_cv(void)
+{
+	pthread_condattr_t a;
+
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&reaper_cv, &a);
+	pthread_condattr_destroy(&a);
+}
+
+static void atfork_prepare(void)
+{
+	pthread_mutex_lock(&list_mu);
+}
+
+static void atfork_parent(void)
+{
+	pthread_mutex_unlock(&list_mu);
+}
+
+/* The parent's groups are not ours: forget them (no verbs call, no free). */
+static void atfork_child(void)
+{
+	lgr_list = NULL;
+	lgr_num = 0;
+	reaper_running = false;
+	instance_set = false;
+	init_cv();
+	pthread_mutex_unlock(&list_mu);
+}
+
+/*
+ * Clean exit: every live group tells its peer (DELETE LINK all), so the
+ * peer's connections end now rather than when its NIC gives up.  Best
+ * effort: a group another thread holds is skipped.
+ */
+static void at_exit(void)
+{
+	if (pthread_mutex_trylock(&list_mu))
+		return;
+	for (struct smcr_lgr *g = lgr_list; g; g = g->next_lgr) {
+		if (pthread_mutex_trylock(&g->mu))
+			continue;
+		if (g->state != SMCR_LGR_DEAD && g->connected) {
+			smcr_lgr_llc_send_delete_link(g, SMCR_LLC_DEL_PROG_INIT_TERM, true);
+			(void)smcr_wr_flush(g->link, LGR_EXIT_FLUSH_MS);
+			g->state = SMCR_LGR_DEAD;
+		}
+		pthread_mutex_unlock(&g->mu);
+	}
+	pthread_mutex_unlock(&list_mu);
+}
+
+static void init_once(void)
+{
+	init_cv();
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	atexit(at_exit);
+	if (smcr_sys_random(&next_id, sizeof(next_id)) < 0)
+		next_id = (uint32_t)getpid() << 8;
+	next_id &= 0xffffffu; /* small ids, as the kernel's; never 0 */
+}
+
+void smcr_lgr_peer_id(const uint8_t mac[SMCR_IB_MAC_LEN], uint8_t out[SMCR_CLC_PEER_ID_LEN])
+{
+	pthread_once(&once, init_once);
+	pthread_mutex_lock(&list_mu);
+	if (!instance_set)
+		new_instance();
+	out[0] = instance[0];
+	out[1] = instance[1];
+	pthread_mutex_unlock(&list_mu);
+	memcpy(out + 2, mac, SMCR_IB_MAC_LEN);
+}
+
+void smcr_lgr_set_idle_ms(int ms)
+{
+	pthread_once(&once, init_once);
+	pthread_mutex_lock(&list_mu);
+	idle_ms = ms > 0 ? ms : SMCR_LGR_IDLE_MS;
+	pthread_cond_signal(&reaper_cv);
+	pthread_mutex_unlock(&list_mu);
+}
+
+unsigned smcr_lgr_count(void)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&list_mu);
+	n = lgr_num;
+	pthread_mutex_unlock(&list_mu);
+	return n;
+}
+
+/* ---- receive side: demultiplexing ------------------------------------------------- */
+
+static void ring(struct smcr_lgr_conn *c)
+{
+	uint64_t one = 1;
+
+	if (c->efd_set || c->efd < 0)
+		return;
+	(void)!smcr_real.write(c->efd, &one, sizeof(one));
+	c->efd_set = true;
+}
+
+static void unring(struct smcr_lgr_conn *c)
+{
+	uint64_t v;
+
+	if (!c->efd_set)
+		return;
+	(void)!smcr_real.read(c->efd, &v, sizeof(v));
+	c->efd_set = false;
+}
+
+/*
+ * The queue is full: fold `next` into the last queued CDC.  Cursors are
+ * cumulative and the connection flags sticky, so the newer message carries
+ * everything but the one-shot producer flags of the older one.
+ */
+static void merge_cdc(uint8_t last[SMCR_WR_MSG_LEN], const uint8_t next[SMCR_WR_MSG_LEN])
+{
+	struct smcr_cdc_msg a, b;
+	enum smcr_cdc_err err;
+
+	if (smcr_cdc_decode(last, SMCR_WR_MSG_LEN, &a, &err) != SMCR_WIRE_OK ||
+	    smcr_cdc_decode(next, SMCR_WR_MSG_LEN, &b, &err) != SMCR_WIRE_OK) {
+		memcpy(last, next, SMCR_WR_MSG_LEN); /* the engine judges the bad one */
+		return;
+	}
+	b.prod_flags |= a.prod_flags & (SMCR_CDC_PROD_CONS_UPD_REQ | SMCR_CDC_PROD_URG_PENDING |
+					SMCR_CDC_PROD_URG_PRESENT);
+	b.conn_flags |= a.conn_flags;
+	smcr_cdc_encode(&b, last);
+}
+
+static void deliver_cdc(struct smcr_lgr *g, const uint8_t msg[SMCR_WR_MSG_LEN])
+{
+	uint32_t token = smcr_get_be32(msg + 4);
+	struct smcr_lgr_conn *c;
+
+	for (c = g->conns; c && c->token != token; c = c->next)
+		;
+	if (!c) {
+		g->stat_cdc_dropped++; /* a connection already gone: Linux drops these too */
+		return;
+	}
+	if (c->qcount == SMCR_LGR_CONN_QLEN) {
+		merge_cdc(c->q[(c->qhead + c->qcount - 1) % SMCR_LGR_CONN_QLEN], msg);
+		c->merged++;
+	} else {
+		memcpy(c->q[(c->qhead + c->qcount) % SMCR_LGR_CONN_QLEN], msg, SMCR_WR_MSG_LEN);
+		c->qcount++;
+	}
+	ring(c);
+}
+
+/* wr.c's rx handler: called while a wr call polls the CQ, group mutex held. */
+static void on_message(void *arg, const uint8_t msg[SMCR_WR_MSG_LEN])
+{
+	struct smcr_lgr *g = arg;
+
+	g->last_rx_ms = smcr_sys_now_ms();
+	if (g->state == SMCR_LGR_DEAD)
+		return;
+	if (msg[0] == SMCR_CDC_MSG_TYPE) {
+		/*
+		 * No CDC before the link is confirmed: RC keeps order, so CONFIRM LINK
+		 * came first (maybe in this very batch, its handling still queued).
+		 */
+		if (g->state != SMCR_LGR_ACTIVE && !g->confirm_seen) {
+			smcr_lgr_fail_locked(g, "CDC before CONFIRM LINK");
+			return;
+		}
+		deliver_cdc(g, msg);
+		return;
+	}
+	if ((msg[0] & 0x0f) == SMCR_LLC_CONFIRM_LINK) /* v1 0x01, v2 0x21 */
+		g->confirm_seen = true;
+	if (g->llc_qcount == SMCR_LGR_LLC_QLEN)
+		return; /* a flood of LLC requests: the kernel serialises its own flows */
+	memcpy(g->llc_q[(g->llc_qhead + g->llc_qcount) % SMCR_LGR_LLC_QLEN], msg,
+	       SMCR_WR_MSG_LEN);
+	g->llc_qcount++;
+}
+
+void smcr_lgr_fail_locked(struct smcr_lgr *g, const char *why)
+{
+	smcr_lgr_end_locked(g, why, true);
+}
+
+void smcr_lgr_end_locked(struct smcr_lgr *g, const char *why, bool failure)
+{
+	if (g->state == SMCR_LGR_DEAD)
+		return;
+	g->state = SMCR_LGR_DEAD;
+	snprintf(g->why, sizeof(g->why), "%s", why);
+	if (failure)
+		smcr_warn("verbs: link group %u (QP %u) ends: %s", g->id, smcr_lgr_qpn(g), why);
+	else
+		smcr_info("verbs: link group %u (QP %u) ends: %s", g->id, smcr_lgr_qpn(g), why);
+	for (struct smcr_lgr_conn *c = g->conns; c; c = c->next)
+		ring(c);
+}
+
+/* Take completions (messages are dispatched), then the LLC work they brought. */
+static void drain_locked(struct smcr_lgr *g)
+{
+	if (smcr_wr_poll(g->link))
+		smcr_lgr_fail_locked(g, smcr_wr_link_error(g->link));
+	for (unsigned i = 0; i < 4 * SMCR_LGR_LLC_QLEN && g->llc_qcount; i++) {
+		uint8_t raw[SMCR_WR_MSG_LEN];
+
+		memcpy(raw, g->llc_q[g->llc_qhead], SMCR_WR_MSG_LEN);
+		g->llc_qhead = (g->llc_qhead + 1) % SMCR_LGR_LLC_QLEN;
+		g->llc_qcount--;
+		if (g->state != SMCR_LGR_DEAD)
+			smcr_lgr_llc_handle(g, raw);
+	}
+}
+
+/* Device events (fatal error, port down): the link cannot carry on. */
+static void device_events_locked(struct smcr_lgr *g)
+{
+	struct ibv_async_event ev;
+
+	while (ibv_get_async_event(g->port->ctx, &ev) == 0) {
+		switch (ev.event_type) {
+		case IBV_EVENT_DEVICE_FATAL:
+		case IBV_EVENT_PORT_ERR:
+		case IBV_EVENT_QP_FATAL:
+		case IBV_EVENT_QP_REQ_ERR:
+		case IBV_EVENT_QP_ACCESS_ERR:
+		case IBV_EVENT_CQ_ERR:
+			smcr_lgr_fail_locked(g, ibv_event_type_str(ev.event_type));
+			break;
+		default:
+			break;
+		}
+		ibv_ack_async_event(&ev);
+	}
+}
+
+/*
+ * Until the group is ACTIVE (or dead, or the deadline passed), taking
+ * completions.  Mutex held, dropped while sleeping.  Sleeps in slices: a
+ * thread working on another connection of the group may take the channel
+ * event meant for us (it then dispatches what it found, so nothing is lost,
+ * but our poll() would not see it).
+ */
+static int wait_active_locked(struct smcr_lgr *g, int64_t deadline)
+{
+	for (;;) {
+		int64_t left;
+		int rc;
+
+		drain_locked(g);
+		if (g->state == SMCR_LGR_ACTIVE)
+			return 0;
+		if (g->state == SMCR_LGR_DEAD)
+			return -ECONNRESET;
+		left = deadline - smcr_sys_now_ms();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		if (smcr_wr_arm(g->link, false) < 0)
+			return -ECONNRESET;
+		drain_locked(g); /* what completed before the arm raised no event */
+		if (g->state != SMCR_LGR_PENDING)
+			continue;
+		pthread_mutex_unlock(&g->mu);
+		rc = smcr_sys_wait_fd(smcr_wr_fd(g->link), POLLIN,
+				      smcr_sys_now_ms() +
+					      (left < LGR_WAIT_SLICE_MS ? left : LGR_WAIT_SLICE_MS));
+		pthread_mutex_lock(&g->mu);
+		if (rc < 0)
+			return rc;
+	}
+}
+
+/* ---- matching, creation, lifetime ---------------------------------------------- */
+
+static bool key_equal(const struct smcr_lgr_key *a, const struct smcr_lgr_key *b)
+{
+	return a->role == b->role && !memcmp(a->peer_id, b->peer_id, sizeof(a->peer_id)) &&
+	       !memcmp(a->peer_gid, b->peer_gid, sizeof(a->peer_gid)) &&
+	       !memcmp(a->local_gid, b->local_gid, sizeof(a->local_gid));
+}
+
+struct smcr_lgr *smcr_lgr_find(const struct smcr_lgr_key *key, uint32_t peer_qpn)
+{
+	struct smcr_lgr *found = NULL;
+
+	pthread_once(&once, init_once);
+	pthread_mutex_lock(&list_mu);
+	for (struct smcr_lgr *g = lgr_list; g && !found; g = g->next_lgr) {
+		pthread_mutex_lock(&g->mu);
+		/*
+		 * Server (peer_qpn 0): also a group whose first contact is still in
+		 * progress (the caller waits for it to turn ACTIVE, as the kernel
+		 * serialises first contacts): a second connection racing the first
+		 * must not make a second group.  Client: the server named its QP.
+		 */
+		if (g->state != SMCR_LGR_DEAD && key_equal(&g->key, key) &&
+		    (peer_qpn == 0 || (g->connected && g->peer_qpn == peer_qpn)) &&
+		    g->refs < SMCR_LGR_MAX_CONNS) {
+			g->refs++;
+			g->idle_since_ms = 0;
+			found = g;
+		}
+		pthread_mutex_unlock(&g->mu);
+	}
+	pthread_mutex_unlock(&list_mu);
+	return found;
+}
+
+bool smcr_lgr_local_mac(const uint8_t local_gid[SMCR_IB_GID_LEN], uint8_t mac[SMCR_IB_MAC_LEN])
+{
+	bool known = false;
+
+	pthread_once(&once, init_once);
+	pthread_mutex_lock(&list_mu);
+	for (struct smcr_lgr *g = lgr_list; g && !known; g = g->next_lgr) {
+		/* state is read racily: a group that just died still knows its MAC */
+		known = !memcmp(g->key.local_gid, local_gid, SMCR_IB_GID_LEN);
+		if (known)
+			memcpy(mac, g->port->mac, SMCR_IB_MAC_LEN);
+	}
+	pthread_mutex_unlock(&list_mu);
+	return known;
+}
+
+static void lgr_free(struct smcr_lgr *g)
+{
+	while (g->free_bufs) {
+		struct smcr_lgr_buf *b = g->free_bufs;
+
+		g->free_bufs = b->next;
+		smcr_lgr_buf_put(g, b, false);
+	}
+	smcr_wr_link_destroy(g->link);
+	smcr_ib_port_close(g->port);
+	pthread_mutex_destroy(&g->mu);
+	free(g);
+}
+
+static void *reaper(void *arg);
+
+/* List mutex held: make sure the reaper runs (it exits with the last group). */
+static void reaper_kick_locked(void)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	sigset_t all, old;
+
+	if (reaper_running) {
+		pthread_cond_signal(&reaper_cv);
+		return;
+	}
+	sigfillset(&all);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (pthread_create(&t, &attr, reaper, NULL) == 0)
+		reaper_running = true;
+	else
+		smcr_warn("verbs: no link-group timer thread; idle groups stay until exit");
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+}
+
+int smcr_lgr_create(const struct smcr_lgr_key *key, struct smcr_ib_port **port,
+		    struct smcr_lgr **out)
+{
+	struct smcr_lgr *g = calloc(1, sizeof(*g));
+	int fd, rc;
+
+	pthread_once(&once, init_once);
+	if (!g)
+		return -ENOMEM;
+	g->key = *key;
+	g->refs = 1;
+	g->port = *port;
+	*port = NULL;
+	pthread_mutex_init(&g->mu, NULL);
+	fd = g->port->ctx->async_fd;
+	if (smcr_real.fcntl(fd, F_SETFL, smcr_real.fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) {
+		rc = -errno;
+		lgr_free(g);
+		return rc;
+	}
+	rc = smcr_wr_link_create(g->port, &g->link);
+	if (rc) {
+		lgr_free(g);
+		return rc;
+	}
+	smcr_wr_set_rx_handler(g->link, on_message, g);
+	g->last_rx_ms = smcr_sys_now_ms();
+	pthread_mutex_lock(&list_mu);
+	g->id = next_id = (next_id + 1) & 0xffffffu ? (next_id + 1) & 0xffffffu : 1;
+	g->next_lgr = lgr_list;
+	lgr_list = g;
+	lgr_num++;
+	reaper_kick_locked();
+	pthread_mutex_unlock(&list_mu);
+	*out = g;
+	return 0;
+}
+
+void smcr_lgr_put(struct smcr_lgr *g)
+{
+	bool idle;
+
+	if (!g)
+		return;
+	pthread_mutex_lock(&g->mu);
+	idle = --g->refs == 0;
+	if (idle)
+		g->idle_since_ms = smcr_sys_now_ms();
+	pthread_mutex_unlock(&g->mu);
+	if (idle) {
+		pthread_mutex_lock(&list_mu);
+		reaper_kick_locked();
+		pthread_mutex_unlock(&list_mu);
+	}
+}
+
+int smcr_lgr_connect(struct smcr_lgr *g, const struct smcr_ib_qp_info *peer)
+{
+	int rc;
+
+	pthread_mutex_lock(&g->mu);
+	rc = smcr_wr_link_connect(g->link, peer);
+	if (rc == 0) {
+		g->peer_qpn = peer->qpn;
+		g->connected = true;
+	}
+	pthread_mutex_unlock(&g->mu);
+	return rc;
+}
+
+int smcr_lgr_confirm_link_send(struct smcr_lgr *g, int timeout_ms)
+{
+	int rc;
+
+	pthread_mutex_lock(&g->mu);
+	rc = smcr_lgr_llc_send_confirm_link(g, false, timeout_ms);
+	if (rc)
+		smcr_lgr_fail_locked(g, "cannot send CONFIRM LINK");
+	pthread_mutex_unlock(&g->mu);
+	return rc;
+}
+
+void smcr_lgr_fail(struct smcr_lgr *g, const char *why)
+{
+	pthread_mutex_lock(&g->mu);
+	smcr_lgr_fail_locked(g, why);
+	pthread_mutex_unlock(&g->mu);
+}
+
+int smcr_lgr_await_active(struct smcr_lgr *g, int timeout_ms)
+{
+	int rc;
+
+	pthread_mutex_lock(&g->mu);
+	rc = g->state == SMCR_LGR_ACTIVE ? 0 : wait_active_locked(g, smcr_sys_deadline(timeout_ms));
+	pthread_mutex_unlock(&g->mu);
+	return rc;
+}
+
+/* ---- connections on the group --------------------------------------------------- */
+
+int smcr_lgr_conn_add(struct smcr_lgr *g, struct smcr_lgr_conn *c)
+{
+	int rc = 0;
+
+	memset(c, 0, sizeof(*c));
+	c->efd = smcr_sys_eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (c->efd < 0)
+		return -errno;
+	c->efd = smcr_sys_fd_high(c->efd);
+	pthread_mutex_lock(&g->mu);
+	for (bool unique = false; !unique;) {
+		if (smcr_sys_random(&c->token, sizeof(c->token)) < 0) {
+			rc = -EIO;
+			break;
+		}
+		unique = c->token != 0;
+		for (struct smcr_lgr_conn *o = g->conns; o && unique; o = o->next)
+			unique = o->token != c->token;
+	}
+	if (rc == 0) {
+		c->next = g->conns;
+		g->conns = c;
+		g->nconns++;
+	}
+	pthread_mutex_unlock(&g->mu);
+	if (rc) {
+		smcr_sys_close(c->efd);
+		c->efd = -1;
+	}
+	return rc;
+}
+
+void smcr_lgr_conn_del(struct smcr_lgr *g, struct smcr_lgr_conn *c)
+{
+	pthread_mutex_lock(&g->mu);
+	for (struct smcr_lgr_conn **p = &g->conns; *p; p = &(*p)->next) {
+		if (*p == c) {
+			*p = c->next;
+			g->nconns--;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&g->mu);
+	smcr_sys_close(c->efd);
+	c->efd = -1;
+}
+
+/* ---- buffer pool ------------------------------------------------------------------ */
+
+struct smcr_lgr_buf *smcr_lgr_buf_get(struct smcr_lgr *g, uint32_t size, bool rmb)
+{
+	struct smcr_lgr_buf *b = NULL;
+
+	pthread_mutex_lock(&g->mu);
+	for (struct smcr_lgr_buf **p = &g->free_bufs; *p; p = &(*p)->next) {
+		if ((*p)->size == size && (*p)->rmb == rmb) {
+			b = *p;
+			*p = b->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&g->mu);
+	if (b)
+		return b; /* zeroed when it came back */
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return NULL;
+	b->size = size;
+	b->rmb = rmb;
+	b->mem = aligned_alloc(4096, size);
+	if (!b->mem) {
+		free(b);
+		return NULL;
+	}
+	memset(b->mem, 0, size);
+	/* RMB: the peer may write into it and nothing else; a send buffer: local reads only */
+	b->mr = rmb ? smcr_ib_reg_rmb(g->port, b->mem, size, &b->iova)
+		    : smcr_ib_reg_source(g->port, b->mem, size);
+	if (!b->mr) {
+		free(b->mem);
+		free(b);
+		return NULL;
+	}
+	pthread_mutex_lock(&g->mu);
+	g->nbufs++;
+	pthread_mutex_unlock(&g->mu);
+	return b;
+}
+
+void smcr_lgr_buf_put(struct smcr_lgr *g, struct smcr_lgr_buf *b, bool reuse)
+{
+	unsigned nfree = 0;
+
+	if (!b)
+		return;
+	if (reuse) {
+		/* zeroed before anyone sees it again: RMBs and send buffers alike */
+		memset(b->mem, 0, b->size);
+		pthread_mutex_lock(&g->mu);
+		for (struct smcr_lgr_buf *f = g->free_bufs; f; f = f->next)
+			nfree++;
+		if (g->state != SMCR_LGR_DEAD && nfree < LGR_POOL_MAX) {
+			b->next = g->free_bufs;
+			g->free_bufs = b;
+			b = NULL;
+		}
+		pthread_mutex_unlock(&g->mu);
+		if (!b)
+			return;
+	}
+	ibv_dereg_mr(b->mr);
+	free(b->mem);
+	free(b);
+	pthread_mutex_lock(&g->mu);
+	g->nbufs--;
+	pthread_mutex_unlock(&g->mu);
+}
+
+/* ---- data path -------------------------------------------------------------------- */
+
+int smcr_lgr_send(struct smcr_lgr *g, struct smcr_lgr_conn *c,
+		  const uint8_t msg[SMCR_WR_MSG_LEN], int timeout_ms)
+{
+	int rc = -ECONNRESET;
+
+	pthread_mutex_lock(&g->mu);
+	if (g->state != SMCR_LGR_DEAD) {
+		rc = smcr_wr_send_msg(g->link, msg, timeout_ms);
+		c->last_wr = smcr_wr_last_posted(g->link);
+		if (rc == -ETIMEDOUT || rc == -ENOBUFS)
+			smcr_lgr_fail_locked(g, "send queue stuck");
+		if (rc)
+			rc = -ECONNRESET;
+		drain_locked(g); /* LLC that came in while we waited for room */
+	}
+	pthread_mutex_unlock(&g->mu);
+	return rc;
+}
+
+int smcr_lgr_write(struct smcr_lgr *g, struct smcr_lgr_conn *c, struct ibv_mr *src_mr,
+		   const struct smcr_wr_remote_rmb *rmb, uint32_t offset, uint32_t len,
+		   int timeout_ms)
+{
+	int rc = -ECONNRESET;
+
+	pthread_mutex_lock(&g->mu);
+	if (g->state != SMCR_LGR_DEAD) {
+		rc = smcr_wr_write_mirrored(g->link, src_mr, rmb, offset, len, timeout_ms);
+		c->last_wr = smcr_wr_last_posted(g->link);
+		if (rc == -ETIMEDOUT)
+			smcr_lgr_fail_locked(g, "send queue stuck");
+		if (rc && rc != -EINVAL)
+			rc = -ECONNRESET;
+	}
+	pthread_mutex_unlock(&g->mu);
+	return rc;
+}
+
+int smcr_lgr_recv(struct smcr_lgr *g, struct smcr_lgr_conn *c, uint8_t msg[SMCR_WR_MSG_LEN])
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&g->mu);
+	drain_locked(g);
+	if (c->qcount) {
+		memcpy(msg, c->q[c->qhead], SMCR_WR_MSG_LEN);
+		c->qhead = (c->qhead + 1) % SMCR_LGR_CONN_QLEN;
+		c->qcount--;
+		rc = 1;
+	} else if (g->state == SMCR_LGR_DEAD) {
+		rc = -ECONNRESET;
+	}
+	pthread_mutex_unlock(&g->mu);
+	return rc;
+}
+
+bool smcr_lgr_settle(struct smcr_lgr *g, struct smcr_lgr_conn *c, bool ready)
+{
+	bool look_again;
+
+	pthread_mutex_lock(&g->mu);
+	c->ready = ready;
+	if (g->state != SMCR_LGR_DEAD && smcr_wr_arm(g->link, false) < 0)
+		smcr_lgr_fail_locked(g, "cannot arm the completion queue");
+	drain_locked(g); /* a message that completed before the arm raised no event */
+	look_again = c->qcount > 0;
+	if (ready || c->qcount || g->state == SMCR_LGR_DEAD)
+		ring(c);
+	else
+		unring(c);
+	pthread_mutex_unlock(&g->mu);
+	return look_again;
+}
+
+bool smcr_lgr_active(struct smcr_lgr *g)
+{
+	bool active;
+
+	pthread_mutex_lock(&g->mu);
+	drain_locked(g);
+	active = g->state == SMCR_LGR_ACTIVE;
+	pthread_mutex_unlock(&g->mu);
+	return active;
+}
+
+bool smcr_lgr_dead(struct smcr_lgr *g)
+{
+	bool dead;
+
+	pthread_mutex_lock(&g->mu);
+	drain_locked(g);
+	device_events_locked(g);
+	dead = g->state == SMCR_LGR_DEAD;
+	pthread_mutex_unlock(&g->mu);
+	return dead;
+}
+
+bool smcr_lgr_probe(struct smcr_lgr *g, struct smcr_lgr_conn *c)
+{
+	bool ok = false;
+
+	pthread_mutex_lock(&g->mu);
+	if (g->state != SMCR_LGR_DEAD) {
+		if (smcr_lgr_llc_send_test_link(g) == 0) {
+			c->hup_probe = g->probes_sent;
+			ok = true;
+		} else {
+			smcr_lgr_fail_locked(g, "cannot send TEST LINK");
+		}
+	}
+	pthread_mutex_unlock(&g->mu);
+	return ok;
+}
+
+bool smcr_lgr_probe_done(struct smcr_lgr *g, struct smcr_lgr_conn *c)
+{
+	bool done;
+
+	pthread_mutex_lock(&g->mu);
+	drain_locked(g);
+	done = g->state == SMCR_LGR_DEAD || g->probes_answered >= c->hup_probe;
+	pthread_mutex_unlock(&g->mu);
+	return done;
+}
+
+void smcr_lgr_probe_answered_locked(struct smcr_lgr *g)
+{
+	g->probes_answered++;
+	for (struct smcr_lgr_conn *c = g->conns; c; c = c->next)
+		if (c->hup_probe && g->probes_answered >= c->hup_probe)
+			ring(c);
+}
+
+int smcr_lgr_conn_flush(struct smcr_lgr *g, struct smcr_lgr_conn *c, int timeout_ms)
+{
+	int rc;
+
+	pthread_mutex_lock(&g->mu);
+	rc = g->state == SMCR_LGR_DEAD ? -ECONNRESET
+				       : smcr_wr_wait_done(g->link, c->last_wr, timeout_ms);
+	pthread_mutex_unlock(&g->mu);
+	return rc;
+}
+
+int smcr_lgr_channel_fd(const struct smcr_lgr *g)
+{
+	return smcr_wr_fd(g->link);
+}
+
+uint32_t smcr_lgr_qpn(const struct smcr_lgr *g)
+{
+	struct smcr_ib_qp_info own;
+
+	smcr_wr_link_info(g->link, &own);
+	return own.qpn;
+}
+
+/* ---- the reaper: idle teardown and keepalive ------------------------------------ */
+
+/*
+ * One group's timers, both mutexes held.  True if the group must go now
+ * (unused and idle long enough, or dead and unused).
+ */
+static bool tick_locked(struct smcr_lgr *g, int64_t now, int64_t *next)
+{
+	int64_t due;
+
+	drain_locked(g);
+	device_events_locked(g);
+	if (g->refs == 0) {
+		if (g->state == SMCR_LGR_DEAD || now - g->idle_since_ms >= idle_ms)
+			return true;
+		due = g->idle_since_ms + idle_ms;
+		if (due < *next)
+			*next = due;
+	}
+	if (g->state != SMCR_LGR_ACTIVE)
+		return false;
+	if (g->testlink_sent_ms) {
+		if (g->last_rx_ms > g->testlink_sent_ms) {
+			g->testlink_sent_ms = 0;
+		} else if (now - g->testlink_sent_ms >= SMCR_LGR_KEEPALIVE_MS) {
+			smcr_lgr_fail_locked(g, "TEST LINK not answered");
+			return g->refs == 0;
+		}
+	}
+	if (!g->testlink_sent_ms && now - g->last_rx_ms >= SMCR_LGR_KEEPALIVE_MS) {
+		if (smcr_lgr_llc_send_test_link(g) == 0)
+			g->testlink_sent_ms = now;
+	}
+	due = (g->testlink_sent_ms ? g->testlink_sent_ms : g->last_rx_ms) + SMCR_LGR_KEEPALIVE_MS;
+	if (due < *next)
+		*next = due;
+	return false;
+}
+
+static void *reaper(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&list_mu);
+	while (lgr_list) {
+		int64_t now = smcr_sys_now_ms(), next = now + SMCR_LGR_KEEPALIVE_MS / 2;
+		struct timespec ts;
+
+		for (struct smcr_lgr **p = &lgr_list; *p;) {
+			struct smcr_lgr *g = *p;
+			bool go;
+
+			pthread_mutex_lock(&g->mu);
+			go = tick_locked(g, now, &next);
+			if (go && g->state != SMCR_LGR_DEAD && g->connected) {
+				/* idle: tell the peer, as the kernel (all links, orderly) */
+				smcr_lgr_llc_send_delete_link(g, SMCR_LLC_DEL_PROG_INIT_TERM, true);
+				(void)smcr_wr_flush(g->link, LGR_EXIT_FLUSH_MS);
+				g->state = SMCR_LGR_DEAD;
+			}
+			pthread_mutex_unlock(&g->mu);
+			if (!go) {
+				p = &g->next_lgr;
+				continue;
+			}
+			*p = g->next_lgr;
+			lgr_num--;
+			smcr_dbg("verbs: link group %u freed", g->id);
+			lgr_free(g);
+		}
+		if (!lgr_list)
+			break;
+		ts.tv_sec = (time_t)(next / 1000);
+		ts.tv_nsec = (long)(next % 1000) * 1000000L;
+		pthread_cond_timedwait(&reaper_cv, &list_mu, &ts);
+	}
+	reaper_running = false;
+	pthread_mutex_unlock(&list_mu);
+	return NULL;
+}

@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * SMC-R link groups in user space (smc-r-protocol.md §3.1, §3.2, §7.5).
+ *
+ * A link group is what one process shares with one peer process: a device
+ * context and protection domain, one CQ pair on one completion channel, one
+ * RC QP (a single link; max_links 1), the LLC state of that link and a pool
+ * of registered buffers.  The first connection between the two processes
+ * creates it (CLC first contact, then LLC CONFIRM LINK); later ones reuse it:
+ * no second QP, no second registration of a buffer already in the pool.
+ *
+ * Identity, as the kernel's smcr_lgr_match(): the peer's CLC peer id (a
+ * per-process instance number + MAC; a forked child draws a new instance),
+ * the peer's GID, our GID, and our role (client and server groups are kept
+ * apart, as in the kernel).  The server decides first contact; a client told
+ * "reuse" must find the group by the server's QP number, else it declines
+ * with SYNCERR.
+ *
+ * Demultiplexing: every received message is copied out of its receive slot
+ * the moment its completion is taken (wr.c's rx handler) and the slot is
+ * re-posted.  A CDC goes into the queue of the connection whose alert token
+ * it carries, and that connection's doorbell (an eventfd in its own epoll
+ * set, its kernel-visible readiness) is rung; LLC messages are handled for
+ * the group.  Any thread that takes completions, for whichever connection,
+ * dispatches for all of them, so no wake-up is lost or stolen: the channel
+ * fd is in every connection's epoll set, and whoever it wakes hands each
+ * message to its owner.  A connection's queue is bounded; when full, a new
+ * CDC is merged into the last one (cursors are cumulative, flags ORed), so a
+ * connection nobody reads never holds the link's receive slots.
+ *
+ * Locking: one mutex per group around every wr.c call and all group state;
+ * the engine's connection lock is always taken before it, never after.  A
+ * global mutex guards the list of groups.  Blocking waits (CONFIRM LINK,
+ * send-queue room) run with the group mutex held only inside wr.c's bounded
+ * waits, which keep re-posting receive slots as they poll.
+ *
+ * Lifetime: a group with no connection left is kept for reuse for an idle
+ * time (SMCR_LGR_IDLE_MS, 5 s; smcr_lgr_set_idle_ms() for tests), then LLC
+ * DELETE LINK (all, orderly) goes to the peer and the QP, CQs, buffers and
+ * device context are freed.  A failed group (QP error, device event, the
+ * peer's DELETE LINK, a protocol violation) resets every connection on it
+ * and is never matched again.  See lgr.c for the one helper thread.
+ */
+#ifndef SMCR_LGR_H
+#define SMCR_LGR_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "smcr/clc.h"
+#include "smcr/ib.h"
+#include "smcr/wr.h"
+
+#define SMCR_LGR_CONN_QLEN   32u
+#define SMCR_LGR_LLC_QLEN    16u
+#define SMCR_LGR_IDLE_MS     5000
+#define SMCR_LGR_KEEPALIVE_MS 30000 /* kernel: net.smc.smcr_testlink_time */
+#define SMCR_LGR_LLC_WAIT_MS 2000   /* kernel: SMC_LLC_WAIT_TIME */
+#define SMCR_LGR_MAX_CONNS   255
+
+enum smcr_lgr_role { SMCR_LGR_CLIENT = 0, SMCR_LGR_SERVER = 1 };
+
+struct smcr_lgr_key {
+	uint8_t peer_id[SMCR_CLC_PEER_ID_LEN];
+	uint8_t peer_gid[SMCR_IB_GID_LEN];
+	uint8_t local_gid[SMCR_IB_GID_LEN];
+	enum smcr_lgr_role role;
+};
+
+/* A registered buffer of the group's pool: an RMB or a send buffer. */
+struct smcr_lgr_buf {
+	struct smcr_lgr_buf *next;
+	uint8_t *mem;
+	uint32_t size;
+	bool rmb;          /* LOCAL_WRITE|REMOTE_WRITE; else a local-only WRITE source */
+	struct ibv_mr *mr;
+	uint64_t iova;     /* RMB: how the peer addresses it */
+};
+
+/* One connection's endpoint on a group (inside verbs.c's xconn). */
+struct smcr_lgr_conn {
+	struct smcr_lgr_conn *next;
+	uint32_t token;    /* our alert token, unique in the group */
+	int efd;           /* doorbell: readable iff ready, messages queued or group dead */
+	bool efd_set;
+	bool ready;        /* what the engine last settled */
+	uint32_t qhead, qcount;
+	uint64_t merged;   /* CDCs merged into their predecessor (queue full) */
+	uint64_t last_wr;  /* our last send-queue work request (smcr_wr_last_posted) */
+	uint64_t hup_probe; /* TCP hung up: the TEST LINK sent after it (0 = none) */
+	uint8_t q[SMCR_LGR_CONN_QLEN][SMCR_WR_MSG_LEN];
+};
+
+enum smcr_lgr_state {
+	SMCR_LGR_PENDING = 0, /* first contact: QP set up, CONFIRM LINK not done */
+	SMCR_LGR_ACTIVE,
+	SMCR_LGR_DEAD,        /* failed or deleted: resets its connections, never matched */
+};
+
+struct smcr_lgr {
+	struct smcr_lgr *next_lgr; /* global list */
+	pthread_mutex_t mu;
+	uint32_t id;
+	struct smcr_lgr_key key;
+	enum smcr_lgr_state state;
+	unsigned refs;             /* connections (and handshakes) holding it */
+	int64_t idle_since_ms;     /* refs dropped to 0 then; 0 = in use */
+	struct smcr_ib_port *port; /* own device context + PD */
+	struct smcr_wr_link *link;
+	uint32_t peer_qpn;
+	bool connected;            /* QP in RTS */
+	bool confirm_seen;         /* CONFIRM LINK received (maybe not yet handled) */
+	struct smcr_lgr_conn *conns;
+	unsigned nconns;
+	struct smcr_lgr_buf *free_bufs;
+	unsigned nbufs;            /* registered, in use or free */
+	/* LLC */
+	uint8_t llc_q[SMCR_LGR_LLC_QLEN][SMCR_WR_MSG_LEN];
+	uint32_t llc_qhead, llc_qcount;
+	int64_t last_rx_ms;        /* any message received (keepalive) */
+	int64_t testlink_sent_ms;  /* our TEST LINK request outstanding since; 0 = none */
+	bool peer_deleted;         /* the peer sent DELETE LINK */
+	uint64_t probes_sent;      /* TEST LINK requests; responses come in order */
+	uint64_t probes_answered;
+	char why[96];              /* why it died */
+	uint64_t stat_cdc_dropped; /* CDCs for no known token */
+};
+
+/* Our CLC peer id: this process's instance (fresh after fork) + `mac`. */
+void smcr_lgr_peer_id(const uint8_t mac[SMCR_IB_MAC_LEN], uint8_t out[SMCR_CLC_PEER_ID_LEN]);
+
+/*
+ * An ACTIVE group for `key` (and, if peer_qpn != 0, whose link reaches that
+ * peer QP) with room for one more connection, referenced; NULL if none.
+ */
+struct smcr_lgr *smcr_lgr_find(const struct smcr_lgr_key *key, uint32_t peer_qpn);
+/* A live group on `local_gid` knows its device: its MAC, and true (no device scan needed). */
+bool smcr_lgr_local_mac(const uint8_t local_gid[SMCR_IB_GID_LEN], uint8_t mac[SMCR_IB_MAC_LEN]);
+/*
+ * A new PENDING group on `*port` (taken over: *port becomes NULL), its QP in
+ * INIT with receives posted, referenced.  0 or -errno.
+ */
+int smcr_lgr_create(const struct smcr_lgr_key *key, struct smcr_ib_port **port,
+		    struct smcr_lgr **out);
+/* Drop a reference; the last one starts the idle timer. */
+void smcr_lgr_put(struct smcr_lgr *lgr);
+
+/* First contact: the QP to RTS towards the peer.  0 or -errno. */
+int smcr_lgr_connect(struct smcr_lgr *lgr, const struct smcr_ib_qp_info *peer);
+/*
+ * Server, first contact: send CONFIRM LINK.  The group turns ACTIVE when the
+ * response has been taken (by whichever call takes completions).  0 or -errno.
+ */
+int smcr_lgr_confirm_link_send(struct smcr_lgr *lgr, int timeout_ms);
+/* Client, first contact: wait for the server's CONFIRM LINK (answered).  0 or -errno. */
+int smcr_lgr_await_active(struct smcr_lgr *lgr, int timeout_ms);
+
+/* Join / leave: a unique alert token and a doorbell.  0 or -errno. */
+int smcr_lgr_conn_add(struct smcr_lgr *lgr, struct smcr_lgr_conn *c);
+void smcr_lgr_conn_del(struct smcr_lgr *lgr, struct smcr_lgr_conn *c);
+
+/* Pool: a zeroed registered buffer of exactly `size` bytes, or NULL. */
+struct smcr_lgr_buf *smcr_lgr_buf_get(struct smcr_lgr *lgr, uint32_t size, bool rmb);
+/* Back to the pool (reuse) or deregistered and freed. */
+void smcr_lgr_buf_put(struct smcr_lgr *lgr, struct smcr_lgr_buf *b, bool reuse);
+
+/* Data path (each takes the group mutex). 0 or -errno (-ECONNRESET: group dead). */
+int smcr_lgr_send(struct smcr_lgr *lgr, struct smcr_lgr_conn *c,
+		  const uint8_t msg[SMCR_WR_MSG_LEN], int timeout_ms);
+int smcr_lgr_write(struct smcr_lgr *lgr, struct smcr_lgr_conn *c, struct ibv_mr *src_mr,
+		   const struct smcr_wr_remote_rmb *rmb, uint32_t offset, uint32_t len,
+		   int timeout_ms);
+/* Next CDC for `c`: 1, 0 none, -ECONNRESET (group dead, queue empty). */
+int smcr_lgr_recv(struct smcr_lgr *lgr, struct smcr_lgr_conn *c, uint8_t msg[SMCR_WR_MSG_LEN]);
+/* transport.h's settle for `c`: true = look again. */
+bool smcr_lgr_settle(struct smcr_lgr *lgr, struct smcr_lgr_conn *c, bool ready);
+/* The group fails: every connection on it resets; never matched again. */
+void smcr_lgr_fail(struct smcr_lgr *lgr, const char *why);
+/* Has the link been confirmed (and not failed)? */
+bool smcr_lgr_active(struct smcr_lgr *lgr);
+/* Take completions and device events: is the group dead? */
+bool smcr_lgr_dead(struct smcr_lgr *lgr);
+/*
+ * c's TCP connection hung up: send a TEST LINK whose response proves that
+ * every message the peer posted before now has arrived (RC order); c's
+ * doorbell rings when it is in.  False if the group is dead already.
+ */
+bool smcr_lgr_probe(struct smcr_lgr *lgr, struct smcr_lgr_conn *c);
+/* Is c's probe answered (or the group dead)? */
+bool smcr_lgr_probe_done(struct smcr_lgr *lgr, struct smcr_lgr_conn *c);
+/*
+ * Wait (bounded) until c's last WRITE/CDC completed: its send buffer is
+ * then no longer read by the NIC.  0 or -errno.
+ */
+int smcr_lgr_conn_flush(struct smcr_lgr *lgr, struct smcr_lgr_conn *c, int timeout_ms);
+
+int smcr_lgr_channel_fd(const struct smcr_lgr *lgr);
+uint32_t smcr_lgr_qpn(const struct smcr_lgr *lgr);
+
+/* Tests: how long an unused group is kept (ms, > 0). */
+void smcr_lgr_set_idle_ms(int ms);
+/* Tests and stats: groups alive in this process, QPs among them. */
+unsigned smcr_lgr_count(void);
+
+/* lgr_llc.c, group mutex held. */
+/* A received LLC message, queued by the rx handler: handle it (may send). */
+void smcr_lgr_llc_handle(struct smcr_lgr *lgr, const uint8_t raw[SMCR_WR_MSG_LEN]);
+int smcr_lgr_llc_send_confirm_link(struct smcr_lgr *lgr, bool response, int timeout_ms);
+int smcr_lgr_llc_send_test_link(struct smcr_lgr *lgr);
+void smcr_lgr_llc_send_delete_link(struct smcr_lgr *lgr, uint32_t reason, bool orderly);
+/* lgr.c, group mutex held: a TEST LINK response came in. */
+void smcr_lgr_probe_answered_locked(struct smcr_lgr *lgr);
+/* lgr.c, group mutex held: the group fails, every connection resets. */
+void smcr_lgr_fail_locked(struct smcr_lgr *lgr, const char *why);
+/* The same, logged as a failure or (an orderly end) as information. */
+void smcr_lgr_end_locked(struct smcr_lgr *lgr, const char *why, bool failure);
+
+#endif /* SMCR_LGR_H */
