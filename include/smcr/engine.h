@@ -45,7 +45,8 @@ struct smcr_listener;
 
 /* Per-connection choices; zero-initialise for the defaults. */
 struct smcr_sock_opts {
-	uint32_t rcvbuf;    /* own RMB size wish (rounded up to 16 KiB << n); 0 = 256 KiB */
+	uint32_t rcvbuf;    /* own RMB size wish (rounded up to 16 KiB << n); 0 = 1 MiB
+			     * over shared memory, 256 KiB over RDMA */
 	uint32_t sndbuf;    /* reserved for transports with a send buffer; 0 = default */
 	int handshake_ms;   /* CLC wait per message; 0 = 2000 (Linux's SMC_CLC_WAIT_TIME) */
 	int spin_us;        /* before sleeping, poll up to this long while the peer

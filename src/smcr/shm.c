@@ -36,9 +36,10 @@
  * Ss plus its own fds.  Only the two ends of the TCP connection know Sc/Ss.
  * No file is ever created: memfds are anonymous (mode 0600 anyway).
  *
- * Buffers come from a per-process pool by size class, pre-faulted (a fresh
- * memfd costs ~3 us per 4 KiB page in first-touch faults, perf-samehost.md
- * §2).  A region that was shared goes back to the pool tagged with its peer's
+ * Buffers come from a per-process pool by size class; a new one has its first
+ * 64 KiB pre-faulted (a fresh memfd costs ~3 us per 4 KiB page in first-touch
+ * faults, perf-samehost.md §2), the rest faults in once, as a stream first
+ * reaches it.  A region that was shared goes back to the pool tagged with its peer's
  * pid and is handed only to that same peer process again (it may still have
  * the old mapping).  It is zeroed before reuse, and only once the peer is
  * done with it: at close if the peer closed first, else when its last CDC in
@@ -71,6 +72,10 @@
 #include "smcr/transport.h"
 #include "smcr/wire.h"
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
 #define SHM_CTRL_LEN 4096u
 #define SHM_GUARD_LEN 4096u
 #define SHM_MAGIC 0x534d4352u /* "SMCR" */
@@ -80,7 +85,8 @@
 #define SHM_CHID 0xFFFFu       /* emulated-ISM CHID, as loopback-ism uses */
 #define SHM_MAX_CLASS 15u      /* 512 MiB */
 #define SHM_POOL_MIN_PER_CLASS 8u         /* idle regions kept per size class, at least */
-#define SHM_POOL_BYTES_PER_CLASS (8u << 20) /* and up to this many bytes of them */
+#define SHM_POOL_BYTES_PER_CLASS (32u << 20) /* and up to this many bytes of them */
+#define SHM_PREFAULT_LEN (64u * 1024)     /* of a new ring, faulted in at creation */
 #define SHM_ACCEPT_ATTEMPTS 4  /* strangers that may knock before we give up */
 #define SHM_SECRET_LEN 16
 #define SHM_MAILBOX_TRIES 64
@@ -164,7 +170,7 @@ static unsigned size_class(uint32_t size)
 }
 
 /* Map ctrl+ring of `fd` shared, followed by a guard page that is never mapped. */
-static uint8_t *map_with_guard(int fd, uint32_t ring_size, bool populate, size_t *map_len)
+static uint8_t *map_with_guard(int fd, uint32_t ring_size, size_t *map_len)
 {
 	size_t data_len = (size_t)SHM_CTRL_LEN + ring_size;
 	size_t len = data_len + SHM_GUARD_LEN;
@@ -173,8 +179,7 @@ static uint8_t *map_with_guard(int fd, uint32_t ring_size, bool populate, size_t
 	reserve = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (reserve == MAP_FAILED)
 		return NULL;
-	p = mmap(reserve, data_len, PROT_READ | PROT_WRITE,
-		 MAP_SHARED | MAP_FIXED | (populate ? MAP_POPULATE : 0), fd, 0);
+	p = mmap(reserve, data_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
 	if (p == MAP_FAILED) {
 		munmap(reserve, len);
 		return NULL;
@@ -209,9 +214,18 @@ static struct shm_region *region_create(uint32_t ring_size)
 	    smcr_real.fcntl(r->fd, F_ADD_SEALS,
 			    F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
 		goto fail;
-	r->base = map_with_guard(r->fd, ring_size, true, &r->map_len);
+	r->base = map_with_guard(r->fd, ring_size, &r->map_len);
 	if (!r->base)
 		goto fail;
+	/*
+	 * Pre-fault the control page and the ring's first SHM_PREFAULT_LEN
+	 * (first-touch faults cost ~3 us per 4 KiB page here, perf-samehost.md
+	 * §2): all a short connection writes.  The rest of a large ring faults
+	 * in as a stream first reaches it, once per pooled region.
+	 */
+	(void)madvise(r->base, (size_t)SHM_CTRL_LEN + (ring_size < SHM_PREFAULT_LEN ? ring_size
+										: SHM_PREFAULT_LEN),
+		      MADV_POPULATE_WRITE);
 	return r;
 fail:
 	smcr_warn("cannot create a %u-byte ring: %s", ring_size, strerror(errno));
@@ -407,7 +421,7 @@ static void region_zero(struct shm_region *r)
 
 /*
  * A pooled region that is fresh or was last shared with `peer` (and the peer
- * is done with it), else a new one.  Pre-faulted either way.
+ * is done with it), else a new one.
  */
 static struct shm_region *region_get(uint32_t ring_size, pid_t peer)
 {
@@ -635,7 +649,7 @@ static int attach_peer(struct smcr_xconn *xc, int fds[2], uint32_t ring_size)
 	xc->peer_base = peer_map_get(st.st_dev, st.st_ino, ring_size, &xc->peer_map_len);
 	/* Not pre-faulted: a short connection touches few of the peer's pages. */
 	if (!xc->peer_base)
-		xc->peer_base = map_with_guard(fds[0], ring_size, false, &xc->peer_map_len);
+		xc->peer_base = map_with_guard(fds[0], ring_size, &xc->peer_map_len);
 	if (!xc->peer_base)
 		goto bad;
 	smcr_sys_close(fds[0]);
