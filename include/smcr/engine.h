@@ -117,6 +117,38 @@ bool smcr_peer_is_registered(int tcp_fd);
  */
 int smcr_sock_connect(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_sock **out);
 
+/* ---- RFC 7609 option mode (src/smcr/tcpopt.c, design §4) ------------------- */
+
+/*
+ * When smcr's cgroup sock_ops program is attached (smc_run as root, or
+ * smcr-bpf attach), SYN and SYN-ACK carry SMC's TCP option as the kernel's
+ * AF_SMC sockets do.  Detected once per process (one bpf(2) call); when it is
+ * not there every call below returns at once.  All keep errno.
+ */
+enum smcr_tcpopt_peer {
+	SMCR_TCPOPT_UNKNOWN = 0, /* mode off, socket not marked, or not seen opening */
+	SMCR_TCPOPT_NO = 1,      /* the peer's SYN / SYN-ACK had no SMC option */
+	SMCR_TCPOPT_YES = 2,     /* the peer announced SMC */
+};
+
+bool smcr_tcpopt_enabled(void);
+
+/*
+ * Before connect() to `dst`: our SYN announces SMC, unless the policy would not
+ * propose to `dst` (SMCR_TRANSPORT=shm, SMCR_PEERS_DENY, negative cache).  A
+ * promise: a kernel SMC server that answers expects a CLC Proposal, and
+ * smcr_sock_connect() then proposes (policy.c).
+ */
+struct sockaddr;
+void smcr_tcpopt_mark_connect(int tcp_fd, const struct sockaddr *dst);
+
+/* Before listen(): SYN-ACKs of this listener's port answer an announcing SYN. */
+void smcr_tcpopt_mark_listen(int listen_fd);
+
+/* Connected or accepted socket: did the peer's SYN / SYN-ACK carry the option? */
+enum smcr_tcpopt_peer smcr_tcpopt_peer(int tcp_fd);
+const char *smcr_tcpopt_peer_str(enum smcr_tcpopt_peer p);
+
 /* ---- data ------------------------------------------------------------------ */
 
 /*

@@ -47,6 +47,7 @@ enum smcr_fd_mode {
 #define SMCR_FD_F_NONBLOCK (1u << 3)  /* O_NONBLOCK, as last set through a wrapper */
 #define SMCR_FD_F_SPOKE_FIRST (1u << 4) /* server wrote before the client's first bytes */
 #define SMCR_FD_F_CONNECTED (1u << 5) /* client: the TCP connection is established */
+#define SMCR_FD_F_PEER_SMC (1u << 6)  /* accepted: the client's SYN announced SMC (RFC 7609) */
 
 struct smcr_fd_entry {
 	atomic_uint refcnt;        /* fds pointing here + temporary references */

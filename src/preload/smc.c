@@ -488,8 +488,12 @@ static int server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 		if (kind == SMCR_IO_WRITE) {
 			if (spoke_first)
 				return DECIDED;
-			if (!waited && speak_first_wait_ms > 0 && peer_is_local(fd)) {
-				/* A local smcr client proposes right after connecting. */
+			if (!waited && speak_first_wait_ms > 0 &&
+			    ((entry_flags(e) & SMCR_FD_F_PEER_SMC) || peer_is_local(fd))) {
+				/*
+				 * A local smcr client, or one whose SYN announced SMC,
+				 * proposes right after connecting.
+				 */
 				waited = true;
 				wait_fd(fd, POLLIN, speak_first_wait_ms);
 				continue;
@@ -556,6 +560,42 @@ int smcr_smc_settle(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, boo
 }
 
 /* ---- life cycle -------------------------------------------------------------------- */
+
+/*
+ * RFC 7609 option mode (design §4): the sock_ops program, when attached,
+ * announces SMC in the SYN-ACKs of a marked listener's port and in a marked
+ * client's SYN.  Only candidate TCP sockets are marked, and only before the
+ * first listen() / connect(); a marked client proposes whenever the peer
+ * answers (client_decide(), smcr_sock_connect()).
+ */
+void smcr_smc_before_listen(int fd)
+{
+	struct smcr_fd_entry *e;
+
+	if (!smcr_smc_enabled || !smcr_preload_table_writable())
+		return;
+	e = smcr_fdtab_peek(fd);
+	if (!e || (entry_flags(e) & SMCR_FD_F_LISTENING) || entry_mode(e) != SMCR_FD_CANDIDATE)
+		return;
+	smcr_guard_enter();
+	smcr_tcpopt_mark_listen(fd);
+	smcr_guard_leave();
+}
+
+void smcr_smc_before_connect(int fd, const struct sockaddr *addr)
+{
+	struct smcr_fd_entry *e;
+
+	if (!smcr_smc_enabled || !smcr_preload_table_writable())
+		return;
+	e = smcr_fdtab_peek(fd);
+	if (!e || (entry_flags(e) & (SMCR_FD_F_CONNECTING | SMCR_FD_F_LISTENING)) ||
+	    entry_mode(e) != SMCR_FD_CANDIDATE)
+		return;
+	smcr_guard_enter();
+	smcr_tcpopt_mark_connect(fd, addr);
+	smcr_guard_leave();
+}
 
 void smcr_smc_after_listen(int fd)
 {
@@ -639,6 +679,10 @@ void smcr_smc_after_accept(int listen_fd, int fd)
 		return;
 	listener = smcr_fdtab_get(listen_fd);
 	e = smcr_fdtab_peek(fd);
+	if (e && smcr_tcpopt_peer(fd) == SMCR_TCPOPT_YES) {
+		add_flags(e, SMCR_FD_F_PEER_SMC);
+		smcr_dbg("fd %d: the client's SYN announced SMC (RFC 7609 option)", fd);
+	}
 	if (listener && e && listener->listener && decision_lock(listener)) {
 		/* Read under the listener's lock: a concurrent listen() may set it. */
 		if (listener->listener)

@@ -43,6 +43,9 @@ void smcr_smc_reinit_child(void);
 
 /* ---- life cycle (wrap_socket.c) -------------------------------------------- */
 
+/* Before the real listen() / connect(): RFC 7609 option mode marks (engine.h smcr_tcpopt_*). */
+void smcr_smc_before_listen(int fd);
+void smcr_smc_before_connect(int fd, const struct sockaddr *addr);
 void smcr_smc_after_listen(int fd);
 /* After a successful blocking connect, or EINPROGRESS. 0, or -1 with errno. */
 int smcr_smc_after_connect(int fd, int ret);

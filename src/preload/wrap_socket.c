@@ -6,7 +6,9 @@
  * Only TCP stream sockets (AF_INET/AF_INET6, SOCK_STREAM, protocol 0 or
  * IPPROTO_TCP) enter the fd table; every other socket passes through and
  * merely clears a stale entry its number may have had. listen registers
- * the listener for same-host SMC, connect runs the client's handshake (at
+ * the listener for same-host SMC (and, before it, marks it for RFC 7609's TCP
+ * option when that mode is on), connect marks the socket for the option before
+ * the SYN and runs the client's handshake (at
  * once, or after a non-blocking connect completes), accepted sockets are
  * classified at their first I/O; shutdown and a few socket options answer
  * from the engine in SMC mode (smc.c).
@@ -81,6 +83,8 @@ SMCR_EXPORT int listen(int fd, int backlog)
 	int ret;
 
 	smcr_preload_enter();
+	if (!smcr_guard_inside())
+		smcr_smc_before_listen(fd);
 	ret = smcr_real.listen(fd, backlog);
 	if (ret == 0 && !smcr_guard_inside()) {
 		add_flags(fd, SMCR_FD_F_LISTENING);
@@ -96,6 +100,7 @@ SMCR_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	smcr_preload_enter();
 	if (smcr_guard_inside())
 		return smcr_real.connect(fd, addr, len);
+	smcr_smc_before_connect(fd, addr);
 	add_flags(fd, SMCR_FD_F_CONNECTING);
 	ret = smcr_real.connect(fd, addr, len);
 	if (ret == 0 && smcr_preload_table_writable() && smcr_fdtab_peek(fd))

@@ -169,6 +169,45 @@ int smcr_policy_rdma_peer(const struct smcr_config *cfg, const struct sockaddr *
 
 /* ---- the choices ------------------------------------------------------------------ */
 
+bool smcr_policy_announce(const struct smcr_config *cfg, const struct sockaddr *dst)
+{
+	struct neg_entry *e;
+	struct dest d;
+
+	if (cfg->transport == SMCR_CONFIG_TRANSPORT_SHM || !dest_of(dst, &d) ||
+	    smcr_policy_match(cfg->deny, cfg->n_deny, dst))
+		return false;
+	pthread_mutex_lock(&neg_lock);
+	e = neg_find(&d, smcr_sys_now_ms());
+	pthread_mutex_unlock(&neg_lock);
+	return !e;
+}
+
+/*
+ * The server's SYN-ACK answered our SYN's SMC option (RFC 7609 option mode):
+ * it speaks SMC, and a Linux SMC server now waits for our Proposal (any other
+ * first bytes make it reset the connection).  SMC-R when the policy allows it;
+ * otherwise still a Proposal, shm's, which any SMC peer but a same-host smcr
+ * one declines cleanly: our SYN promised one.
+ */
+static int announced_peer(const struct smcr_config *cfg, int tcp_fd,
+			  const struct smcr_transport_ops **ops)
+{
+	struct sockaddr_storage peer;
+	socklen_t plen = sizeof(peer);
+
+	smcr_dbg("fd %d: the server announced SMC in its SYN-ACK (RFC 7609 option): proposing",
+		 tcp_fd);
+	*ops = NULL;
+	if (cfg->transport != SMCR_CONFIG_TRANSPORT_SHM &&
+	    smcr_real.getpeername(tcp_fd, (struct sockaddr *)&peer, &plen) == 0 &&
+	    smcr_policy_rdma_peer(cfg, (struct sockaddr *)&peer, true, smcr_sys_now_ms()) == 0)
+		*ops = smcr_policy_verbs_ops();
+	if (!*ops)
+		*ops = &smcr_shm_ops;
+	return 0;
+}
+
 int smcr_policy_client(const struct smcr_config *cfg, int tcp_fd,
 		       const struct smcr_transport_ops **ops)
 {
@@ -182,6 +221,8 @@ int smcr_policy_client(const struct smcr_config *cfg, int tcp_fd,
 		*ops = &smcr_shm_ops;
 		return 0;
 	}
+	if (smcr_tcpopt_peer(tcp_fd) == SMCR_TCPOPT_YES)
+		return announced_peer(cfg, tcp_fd, ops);
 	if (cfg->transport == SMCR_CONFIG_TRANSPORT_SHM)
 		return SMCR_CLC_DECL_PEERNOSMC;
 	if (smcr_real.getpeername(tcp_fd, (struct sockaddr *)&peer, &plen) < 0)

@@ -7,6 +7,9 @@
  *   shm   to a registered same-host listener (loopback or our own address,
  *         the kernel vouching for the owner), unless SMCR_TRANSPORT=rdma or
  *         SMCR_SAMEHOST=0;
+ *   any   to a server whose SYN-ACK announced SMC (RFC 7609 option mode,
+ *         tcpopt.c): rdma unless denied, cached or SMCR_TRANSPORT=shm, else a
+ *         Proposal the peer will decline (our SYN promised one);
  *   rdma  to a destination in SMCR_PEERS and not in SMCR_PEERS_DENY, unless
  *         SMCR_TRANSPORT=shm; with SMCR_TRANSPORT=rdma also to a registered
  *         same-host listener (the VM's two "hosts" share one kernel);
@@ -53,6 +56,13 @@ void smcr_policy_rdma_result(const struct sockaddr *peer, int rc, int64_t now_ms
 
 /* Forget every cached destination (tests). */
 void smcr_policy_reset(void);
+
+/*
+ * RFC 7609 option mode: may a client announce SMC in its SYN to `dst`?  Only
+ * when it would propose to a server that answers (not SMCR_TRANSPORT=shm, not
+ * in SMCR_PEERS_DENY, not in the negative cache): the option is a promise.
+ */
+bool smcr_policy_announce(const struct smcr_config *cfg, const struct sockaddr *dst);
 
 /*
  * The client's choice for connected `tcp_fd` under `cfg`: 0 and *ops, or the
