@@ -725,6 +725,16 @@ static int shm_create(int tcp_fd, uint32_t size, int timeout_ms, struct smcr_xco
 		smcr_shm_ops.destroy(xc, false);
 		return err ? err : -EIO;
 	}
+	/*
+	 * The secret's first 8 bytes travel as the Proposal's ISM GID.  Linux's
+	 * server (smc_clc_msg_prop_valid) reads the IPv6 prefix count at
+	 * iparea_offset, which is 0 when SMC-Dv1/SMC-Rv1 are not offered: the
+	 * GID's last byte.  Above 8 it resets the connection instead of
+	 * declining, so a kernel SMC server that announced SMC in its SYN-ACK
+	 * (RFC 7609 option mode) would reset ours.  That byte stays 0: 120
+	 * random bits remain.
+	 */
+	xc->own_secret[7] = 0;
 	*out = xc;
 	return 0;
 }
