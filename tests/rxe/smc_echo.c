@@ -8,15 +8,24 @@
  *   smc_echo server LOCAL_ADDR PORT BYTES
  *   smc_echo client SERVER_ADDR PORT BYTES LOCAL_ADDR
  *
+ * After the echo each side prints what the kernel's smc_diag says of its socket
+ * ("smc_diag mode=SMC-R" or "mode=TCP-fallback reason=... peer_diagnosis=...").
+ *
  * Every socket call is bounded by a timeout. Exit 0 on a correct echo, 1 otherwise.
  */
 #include <errno.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/smc_diag.h>
+#include <linux/sock_diag.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifndef AF_SMC
@@ -34,6 +43,71 @@ static int fail(const char *what)
 {
 	fprintf(stderr, "smc_echo: %s: %s\n", what, strerror(errno));
 	return -1;
+}
+
+/* One line: the kernel's smc_diag record of our socket fd (mode, fallback reasons). */
+static void diag_report(int sock, const char *side)
+{
+	struct {
+		struct nlmsghdr nlh;
+		struct smc_diag_req r;
+	} req;
+	static char buf[65536];
+	struct stat st;
+	int fd, found = 0, done = 0;
+
+	if (fstat(sock, &st) < 0)
+		return;
+	fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (fd < 0)
+		return;
+	memset(&req, 0, sizeof(req));
+	req.nlh.nlmsg_len = sizeof(req);
+	req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+	req.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+	req.r.diag_family = AF_SMC;
+	req.r.diag_ext = 1 << (SMC_DIAG_FALLBACK - 1);
+	if (send(fd, &req, sizeof(req), 0) < 0)
+		done = 1;
+	while (!done) {
+		ssize_t n = recv(fd, buf, sizeof(buf), 0);
+		struct nlmsghdr *h;
+
+		if (n <= 0)
+			break;
+		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+			struct smc_diag_fallback *fb = NULL;
+			struct smc_diag_msg *m;
+			struct rtattr *a;
+			int alen;
+
+			if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
+				done = 1;
+				break;
+			}
+			m = NLMSG_DATA(h);
+			if (m->diag_inode != st.st_ino)
+				continue;
+			found = 1;
+			a = (struct rtattr *)(m + 1);
+			alen = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
+			for (; RTA_OK(a, alen); a = RTA_NEXT(a, alen))
+				if (a->rta_type == SMC_DIAG_FALLBACK)
+					fb = RTA_DATA(a);
+			if (m->diag_mode == SMC_DIAG_MODE_FALLBACK_TCP)
+				printf("%s: smc_diag mode=TCP-fallback reason=%#010x peer_diagnosis=%#010x\n",
+				       side, fb ? fb->reason : 0, fb ? fb->peer_diagnosis : 0);
+			else
+				printf("%s: smc_diag mode=%s\n", side,
+				       m->diag_mode == SMC_DIAG_MODE_SMCR   ? "SMC-R"
+				       : m->diag_mode == SMC_DIAG_MODE_SMCD ? "SMC-D"
+									: "unknown");
+		}
+	}
+	if (!found)
+		printf("%s: smc_diag has no record of our socket\n", side);
+	fflush(stdout);
+	close(fd);
 }
 
 static int resolve(const char *addr, const char *port, struct sockaddr_storage *out,
@@ -180,6 +254,7 @@ static int server(const char *addr, const char *port, size_t bytes)
 closed:
 	if (done == bytes)
 		rc = 0;
+	diag_report(fd, "server");
 	close(fd);
 out:
 	close(lfd);
@@ -207,6 +282,7 @@ static int client(const char *addr, const char *port, size_t bytes,
 	if (exchange(fd, bytes))
 		goto out;
 	printf("echoed %zu bytes over AF_SMC\n", bytes);
+	diag_report(fd, "client");
 	rc = 0;
 out:
 	close(fd);

@@ -1,0 +1,241 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# RFC 7609 option mode (design §4), run INSIDE scripts/rxe-vm (-n pair) by the
+# meson suite 'rxe':
+#   scripts/rxe-vm -- tests/rxe/tcpopt.sh BUILD_DIR BUILD/tests/rxe/smc_echo
+# "Host A" is 10.77.0.1 (clients), "host B" 10.77.0.2 (servers); their TCP crosses
+# veth0, where dumpcap records every SYN and SYN-ACK. scripts/smc_run, run as
+# root on this cgroup-v2-only guest, attaches smcr's sock_ops program by itself.
+#   (a) SYN and SYN-ACK between two smcr programs carry SMC's option (kind 254,
+#       ExID 0xE2D4C3D9); a plain client's SYN does not, and neither does our
+#       SYN-ACK to it;
+#   (b) plain client -> smcr server and smcr client -> plain server: the plain
+#       side receives exactly what the other side sent (sha256; no CLC byte), the
+#       smcr side's smcr-stat --json record says tcp-fallback with a reason;
+#   (c) the kernel's AF_SMC client -> smcr server: both SYN and SYN-ACK carry the
+#       option; the kernel's CLC Proposal is declined with a reason it knows, the
+#       echo is intact over TCP, and the kernel's smc_diag says fallback and why;
+#   (d) smcr client -> the kernel's AF_SMC server: the kernel's SYN-ACK carries the
+#       option, our client learns "peer announced SMC" (its log) and proposes; the
+#       kernel declines, both go on over TCP, the echo is intact.
+# Prints one line per check and "N passed, N failed"; exit 0 only if all passed.
+set -u
+build=${1:?usage: tcpopt.sh BUILD_DIR PATH/TO/smc_echo}
+ksmc=${2:?usage: tcpopt.sh BUILD_DIR PATH/TO/smc_echo}
+smc_run=$build/scripts/smc_run
+stat_tool=$build/src/tools/smcr-stat
+bpf_tool=$build/src/tools/smcr-bpf
+A=10.77.0.1 B=10.77.0.2
+
+[[ ${RXE_VM:-} == 1 && ${RXE_VM_NET:-} == pair ]] || {
+    echo "tcpopt.sh: run me inside 'scripts/rxe-vm -n pair'" >&2
+    exit 2
+}
+passed=0 failed=0
+pass() { echo "PASS: $*"; passed=$((passed + 1)); }
+fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
+logs=${TCPOPT_LOGS:-$(mktemp -d)}; mkdir -p "$logs"
+show() { sed "s/^/    $2| /" "$1" | tail -n "${3:-6}"; }
+sha() { sha256sum < "$1" | cut -d' ' -f1; }
+wait_listening() { # PORT
+    local hex i
+    hex=$(printf '%04X' "$1")
+    for ((i = 0; i < 50; i++)); do
+        grep -q ":$hex 00000000:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
+}
+export XDG_RUNTIME_DIR=$logs/run # smcr's stats files (the guest's /run is fresh)
+mkdir -p -m 0700 "$XDG_RUNTIME_DIR"
+head -c $((1 << 20)) /dev/urandom > "$logs/data"
+head -c 333 /dev/urandom >> "$logs/data"
+bytes=$(stat -c %s "$logs/data")
+want=$(sha "$logs/data")
+
+# ------------------------------------------------------------------ attachment ----
+# smc_run attaches on its first run as root; a second run finds it in effect.
+SMC_DEBUG=1 "$smc_run" true 2> "$logs/attach.err"
+if "$bpf_tool" status > "$logs/status" 2>&1; then
+    pass "smc_run as root attached the sock_ops program: $(tail -n1 "$logs/status")"
+else
+    fail "smc_run did not attach the program"
+    show "$logs/status" st
+    show "$logs/attach.err" err
+fi
+"$bpf_tool" attach > "$logs/again" 2>&1
+grep -q 'already' "$logs/again" && pass "attaching again is a no-op: $(cat "$logs/again")" ||
+    fail "second attach: $(cat "$logs/again")"
+
+# -------------------------------------------------------------------- capture ----
+dumpcap -q -i veth0 -f 'tcp[tcpflags] & tcp-syn != 0' -w "$logs/syn.pcapng" \
+    > "$logs/dumpcap.err" 2>&1 &
+cap=$!
+for ((i = 0; i < 100; i++)); do
+    grep -q 'Capturing on' "$logs/dumpcap.err" && break
+    sleep 0.1
+done
+
+# live_record PID: the first live connection of PID in smcr-stat --json, as
+# "mode fallback_name(code)" (waits up to 5 s; sed, not python: each program
+# start costs ~50-70 ms in the guest, python3 ~1 s).
+live_record() {
+    local i out
+    for ((i = 0; i < 25; i++)); do
+        out=$("$stat_tool" --json -p "$1" 2>/dev/null | tr -d '\n' |
+            grep -o '"state": "live", "mode": "[^"]*"[^}]*"fallback_name": [^,]*' | head -n1 |
+            sed -E 's/.*"mode": "([^"]*)".*"fallback_code": "?([^",]*)"?, "fallback_name": "?([^"]*)"?/\1 \3(\2)/')
+        [[ -n $out ]] && { echo "$out"; return; }
+        sleep 0.2
+    done
+    echo none
+}
+child_of() { # PID of timeout's child (smc_run exec's the program)
+    local i pid
+    for ((i = 0; i < 100; i++)); do
+        pid=$(ps -o pid= --ppid "$1" | tr -d ' ')
+        [[ -n $pid ]] && { echo "$pid"; return; }
+        sleep 0.05
+    done
+}
+
+# echo_case NAME PORT SERVER(smcr|plain|kernel) CLIENT(smcr|plain|kernel) RECORD_SIDE(server|client|none)
+# One echo of $logs/data from A to B. A socat server tees what it received into
+# $logs/NAME.recv. Sets rec (the smcr side's record) and checks the data.
+echo_case() {
+    local name=$1 port=$2 server=$3 client=$4 side=$5 spid cpid rc=0 srv_pid
+    local -a pre=()
+    rec=''
+    case $server in
+    kernel) timeout 40 "$ksmc" server "$B" "$port" "$bytes" > "$logs/$name.srv" 2>&1 & ;;
+    *)
+        [[ $server == smcr ]] && pre=("$smc_run" -d) || pre=()
+        timeout 40 "${pre[@]}" socat -T 20 "TCP4-LISTEN:$port,bind=$B,reuseaddr" \
+            SYSTEM:"tee $logs/$name.recv" > "$logs/$name.srv" 2>&1 &
+        ;;
+    esac
+    spid=$!
+    wait_listening "$port" || echo "    (server not listening)"
+    case $client in
+    kernel)
+        timeout 30 "$ksmc" client "$B" "$port" "$bytes" "$A" > "$logs/$name.cli" 2>&1 &
+        ;;
+    *)
+        [[ $client == smcr ]] && pre=("$smc_run" -d) || pre=()
+        { cat "$logs/data"; sleep 1.5; } |
+            timeout 30 "${pre[@]}" socat -t 10 - "TCP4:$B:$port,bind=$A" \
+                > "$logs/$name.out" 2> "$logs/$name.cli" &
+        ;;
+    esac
+    cpid=$!
+    case $side in
+    server) srv_pid=$(child_of "$spid"); rec=$(live_record "$srv_pid") ;;
+    client) rec=$(live_record "$(child_of "$cpid")") ;;
+    esac
+    wait "$cpid" || rc=$?
+    wait "$spid" || true
+    if [[ $client == kernel ]]; then
+        [[ $rc == 0 ]] && pass "$name: the kernel client's echo of $bytes bytes is intact" ||
+            { fail "$name: the kernel client failed (exit $rc)"; show "$logs/$name.cli" cli; show "$logs/$name.srv" srv; }
+    else
+        if [[ $rc == 0 && $(sha "$logs/$name.out") == "$want" ]]; then
+            pass "$name: the client got back exactly the $bytes bytes it sent (sha256)"
+        else
+            fail "$name: echo differs or client failed (exit $rc)"
+            show "$logs/$name.cli" cli
+            show "$logs/$name.srv" srv
+        fi
+    fi
+    if [[ $server != kernel && $client != kernel ]]; then
+        [[ -f $logs/$name.recv && $(sha "$logs/$name.recv") == "$want" ]] &&
+            pass "$name: the $server server received exactly the client's bytes (no CLC among them)" ||
+            fail "$name: the $server server received $(stat -c %s "$logs/$name.recv" 2>/dev/null) bytes, not the client's $bytes"
+    fi
+}
+
+# (a) smcr <-> smcr, plain client -> smcr server (b), smcr client -> plain server (b)
+echo_case smcr-smcr 7601 smcr smcr client
+[[ $rec == smc* || $rec == tcp-fallback\ *  ]] && pass "smcr-smcr: the client's record: $rec" ||
+    fail "smcr-smcr: the client's record: $rec"
+grep -q 'announced SMC\|option mode on' "$logs/smcr-smcr.cli" &&
+    pass "smcr-smcr: the client's log: $(grep -m1 -o 'RFC 7609 option mode on.*' "$logs/smcr-smcr.cli")" ||
+    { fail "smcr-smcr: the client did not turn the option mode on"; show "$logs/smcr-smcr.cli" cli; }
+
+echo_case plain-smcr 7602 smcr plain server
+[[ $rec == tcp-fallback\ * && $rec != *'None('* ]] &&
+    pass "plain client -> smcr server: the server's record: $rec" ||
+    fail "plain client -> smcr server: the server's record: '$rec'"
+
+echo_case smcr-plain 7603 plain smcr client
+[[ $rec == tcp-fallback\ * && $rec != *'None('* ]] &&
+    pass "smcr client -> plain server: the client's record: $rec" ||
+    fail "smcr client -> plain server: the client's record: '$rec'"
+
+if [[ ${RXE_VM_SMC:-0} == 1 ]]; then
+    echo_case kernel-smcr 7604 smcr kernel server
+    [[ $rec == tcp-fallback\ * && $rec != *'None('* ]] &&
+        pass "kernel AF_SMC client -> smcr server: the server's record: $rec" ||
+        fail "kernel AF_SMC client -> smcr server: the server's record: '$rec'"
+    grep -q 'mode=TCP-fallback' "$logs/kernel-smcr.cli" &&
+        pass "kernel AF_SMC client -> smcr server: the kernel's smc_diag: $(grep -m1 -o 'mode=.*' "$logs/kernel-smcr.cli")" ||
+        { fail "kernel AF_SMC client: smc_diag does not report a fallback"; show "$logs/kernel-smcr.cli" cli; }
+
+    echo_case smcr-kernel 7605 kernel smcr client
+    [[ $rec == tcp-fallback\ * && $rec != *'None('* ]] &&
+        pass "smcr client -> kernel AF_SMC server: the client's record: $rec" ||
+        fail "smcr client -> kernel AF_SMC server: the client's record: '$rec'"
+    grep -q 'announced SMC' "$logs/smcr-kernel.cli" &&
+        pass "smcr client -> kernel AF_SMC server: $(grep -m1 -o 'the server announced SMC.*' "$logs/smcr-kernel.cli")" ||
+        { fail "smcr client -> kernel AF_SMC server: no 'announced SMC' in the client's log"; show "$logs/smcr-kernel.cli" cli 12; }
+    grep -q 'mode=TCP-fallback' "$logs/smcr-kernel.srv" &&
+        pass "smcr client -> kernel AF_SMC server: the kernel's smc_diag: $(grep -m1 -o 'mode=.*' "$logs/smcr-kernel.srv")" ||
+        { fail "kernel AF_SMC server: smc_diag does not report a fallback"; show "$logs/smcr-kernel.srv" srv; }
+fi
+
+# --------------------------------------------------------------- the segments ----
+sleep 0.5
+kill -INT "$cap" 2>/dev/null
+wait "$cap" 2>/dev/null
+# One line per SYN / SYN-ACK: "srcport dstport ack exid data"
+tshark -r "$logs/syn.pcapng" -T fields -E separator=' ' -e tcp.srcport -e tcp.dstport \
+    -e tcp.flags.ack -e tcp.options.experimental.exid -e tcp.options.experimental.data \
+    > "$logs/syn.txt" 2> "$logs/tshark.err"
+tshark -r "$logs/syn.pcapng" -Y 'tcp.options.experimental' -V 2>/dev/null |
+    grep -m2 -A4 'Experimental' > "$logs/tshark.v"
+seg() { # PORT SYN|SYNACK -> the exid/data of the first such segment, or "-"
+    local port=$1 ack=0 col=2
+    [[ $2 == SYNACK ]] && ack=1 col=1
+    awk -v p="$port" -v a="$ack" -v c="$col" '$c == p && $3 == a {
+        print ($4 == "" ? "-" : $4 " " $5); exit }' "$logs/syn.txt"
+}
+opt='0xe2d4 c3d9'
+expect() { # NAME PORT KIND WANT(opt|none)
+    local got
+    got=$(seg "$2" "$3")
+    if [[ $4 == opt && $got == "$opt" ]] || [[ $4 == none && $got == - ]]; then
+        if [[ $4 == opt ]]; then pass "$1: the $3 carries SMC's option (ExID, data: $got)"
+        else pass "$1: the $3 carries no SMC option"; fi
+    else
+        fail "$1: the $3 should carry ${4/none/no option}: tshark saw '${got:-no such segment}'"
+    fi
+}
+expect "smcr -> smcr" 7601 SYN opt
+expect "smcr -> smcr" 7601 SYNACK opt
+expect "plain -> smcr" 7602 SYN none
+expect "plain -> smcr" 7602 SYNACK none
+expect "smcr -> plain" 7603 SYN opt
+expect "smcr -> plain" 7603 SYNACK none
+if [[ ${RXE_VM_SMC:-0} == 1 ]]; then
+    expect "kernel -> smcr" 7604 SYN opt
+    expect "kernel -> smcr" 7604 SYNACK opt
+    expect "smcr -> kernel" 7605 SYN opt
+    expect "smcr -> kernel" 7605 SYNACK opt
+fi
+echo "    tshark, the first SMC option it decoded:"
+sed 's/^/    | /' "$logs/tshark.v"
+sed 's/^/    segments| /' "$logs/syn.txt"
+cp "$logs/syn.pcapng" "${TCPOPT_PCAP:-/dev/null}" 2>/dev/null || true
+
+[[ -n ${TCPOPT_LOGS:-} ]] || rm -rf "$logs"
+echo "$passed passed, $failed failed (${SECONDS}s in the guest)"
+[[ $failed == 0 ]]
