@@ -770,6 +770,13 @@ bool smcr_lgr_probe(struct smcr_lgr *g, struct smcr_lgr_conn *c)
 		if (smcr_lgr_llc_send_test_link(g) == 0) {
 			c->hup_probe = g->probes_sent;
 			ok = true;
+			/*
+			 * Its completion must wake the waiters: a dead peer's QP makes it
+			 * fail (retries exhausted), and nothing else may be in flight.
+			 */
+			if (smcr_wr_arm(g->link, true) < 0)
+				smcr_lgr_fail_locked(g, "cannot arm the completion queue");
+			drain_locked(g);
 		} else {
 			smcr_lgr_fail_locked(g, "cannot send TEST LINK");
 		}

@@ -63,6 +63,8 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -77,6 +79,7 @@
 
 #define VERBS_MAX_CLASS 9u /* 8 MiB */
 #define VERBS_FLUSH_MS	1000
+#define VERBS_FIN_GRACE_MS 2000 /* a FIN and no closing CDC, no probe answer: dead */
 
 /* The UEID both ends put in their CLC messages: identifies this transport. */
 static const char verbs_ueid[SMCR_CLC_EID_LEN + 1] = "SMCR-USERSPACE-VERBS            ";
@@ -102,6 +105,7 @@ struct smcr_xconn {
 	bool server;
 	bool gone;      /* group dead or TCP hung up: recv_ctrl resets after the last message */
 	int64_t fin_since_ms; /* the TCP FIN came then (probe sent) */
+	int fin_tfd;          /* timerfd in ep_fd: wakes us when the FIN's grace is over */
 };
 
 /* ---- set-up -------------------------------------------------------------------- */
@@ -129,7 +133,7 @@ static int verbs_create(int tcp_fd, uint32_t size, int timeout_ms, struct smcr_x
 	xc->timeout_ms = timeout_ms;
 	xc->want_size = size;
 	xc->tcp_fd = tcp_fd;
-	xc->ep_fd = xc->lc.efd = -1;
+	xc->ep_fd = xc->lc.efd = xc->fin_tfd = -1;
 	if (smcr_real.getsockname(tcp_fd, (struct sockaddr *)&xc->local, &len) < 0) {
 		rc = -errno;
 		goto fail;
@@ -521,10 +525,26 @@ static int tcp_hung_up(const struct smcr_xconn *xc)
  */
 static void tcp_hang_up(struct smcr_xconn *xc)
 {
+	struct itimerspec grace = { .it_value = { .tv_sec = VERBS_FIN_GRACE_MS / 1000,
+						  .tv_nsec = (VERBS_FIN_GRACE_MS % 1000) * 1000000L } };
+	struct epoll_event ev = { .events = EPOLLIN };
+
 	(void)smcr_real.epoll_ctl(xc->ep_fd, EPOLL_CTL_DEL, xc->tcp_fd, NULL);
 	xc->fin_since_ms = smcr_sys_now_ms();
-	if (!smcr_lgr_probe(xc->lgr, &xc->lc))
+	if (!smcr_lgr_probe(xc->lgr, &xc->lc)) {
 		xc->gone = true;
+		return;
+	}
+	/*
+	 * A peer that died leaves the probe unanswered, and rxe was seen not to
+	 * fail it within 10 s: the grace is then the bound, and something must
+	 * wake the waiter when it is over.
+	 */
+	xc->fin_tfd = smcr_real.timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	ev.data.fd = xc->fin_tfd;
+	if (xc->fin_tfd < 0 || timerfd_settime(xc->fin_tfd, 0, &grace, NULL) < 0 ||
+	    smcr_real.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, xc->fin_tfd, &ev) < 0)
+		xc->gone = true; /* no way to wait for the grace: as before, a FIN is death */
 }
 
 static bool verbs_peer_gone(struct smcr_xconn *xc)
@@ -546,12 +566,12 @@ static bool verbs_peer_gone(struct smcr_xconn *xc)
 			tcp_hang_up(xc);
 	}
 	/*
-	 * Answered: everything the peer sent before its FIN is here.  Or, as a
-	 * bound when the peer process lives on but does not answer, the CLC
-	 * timeout since the FIN (the engine asks again on its next wake-up).
+	 * Answered: everything the peer sent before its FIN is here.  Or the
+	 * grace since the FIN is over (fin_tfd woke us): a live peer's closing
+	 * CDC, posted before its FIN, would have come by now.
 	 */
 	if (xc->lc.hup_probe && (smcr_lgr_probe_done(xc->lgr, &xc->lc) ||
-				 smcr_sys_now_ms() - xc->fin_since_ms > xc->timeout_ms))
+				 smcr_sys_now_ms() - xc->fin_since_ms >= VERBS_FIN_GRACE_MS))
 		xc->gone = true;
 	return xc->gone;
 }
@@ -624,6 +644,7 @@ static void verbs_destroy(struct smcr_xconn *xc, bool clean)
 	}
 	smcr_ib_port_close(xc->port);
 	smcr_sys_close(xc->ep_fd);
+	smcr_sys_close(xc->fin_tfd);
 	free(xc);
 }
 
@@ -637,6 +658,7 @@ static void verbs_forget(struct smcr_xconn *xc)
 		return;
 	smcr_sys_close(xc->ep_fd);
 	smcr_sys_close(xc->lc.efd);
+	smcr_sys_close(xc->fin_tfd);
 	free(xc);
 }
 
@@ -659,6 +681,19 @@ void smcr_verbs_set_lgr_idle_ms(int ms)
 unsigned smcr_verbs_lgr_count(void)
 {
 	return smcr_lgr_count();
+}
+
+struct smcr_lgr *smcr_verbs_lgr(struct smcr_xconn *xc)
+{
+	return xc->lgr;
+}
+
+void smcr_verbs_peer_rmb(const struct smcr_xconn *xc, uint64_t *addr, uint32_t *rkey,
+			 uint32_t *size)
+{
+	*addr = xc->peer_rmb.addr;
+	*rkey = xc->peer_rmb.rkey;
+	*size = xc->peer_rmb.size;
 }
 
 const struct smcr_transport_ops smcr_verbs_ops = {

@@ -18,4 +18,13 @@ extern const struct smcr_transport_ops smcr_verbs_ops;
 void smcr_verbs_set_lgr_idle_ms(int ms);
 unsigned smcr_verbs_lgr_count(void);
 
+/*
+ * For tests that play a misbehaving peer (tests/rxe): the link group behind
+ * a connection (struct smcr_lgr, lgr.h) and the peer's RMB as CLC described it.
+ */
+struct smcr_lgr;
+struct smcr_lgr *smcr_verbs_lgr(struct smcr_xconn *xc);
+void smcr_verbs_peer_rmb(const struct smcr_xconn *xc, uint64_t *addr, uint32_t *rkey,
+			 uint32_t *size);
+
 #endif /* SMCR_VERBS_H */

@@ -564,6 +564,11 @@ void smcr_wr_link_destroy(struct smcr_wr_link *link)
 	free(link);
 }
 
+struct ibv_qp *smcr_wr_qp(const struct smcr_wr_link *link)
+{
+	return link->qp;
+}
+
 const char *smcr_wr_link_error(const struct smcr_wr_link *link)
 {
 	return link->errtext;

@@ -144,6 +144,9 @@ int smcr_wr_arm(struct smcr_wr_link *link, bool any);
  */
 int smcr_wr_wait_msg(struct smcr_wr_link *link, int timeout_ms);
 
+/* The QP itself: for tests that post what we never post (a rogue peer). */
+struct ibv_qp *smcr_wr_qp(const struct smcr_wr_link *link);
+
 /* The failure that stopped the link, as text ("" while it works). */
 const char *smcr_wr_link_error(const struct smcr_wr_link *link);
 void smcr_wr_link_stats(const struct smcr_wr_link *link, struct smcr_wr_stats *out);

@@ -281,6 +281,42 @@ lgr_run "verbs_engine: 100 sequential connections share one link group and QP" \
 lgr_run "verbs_engine: 4 connections at once from 4 threads on one link group, 4 MiB each" \
     7483 $((4 << 20)) 5 4 20
 
+# Security on a link group: while an honest client streams 64 MiB to the server, two rogue
+# peers complete a real handshake (each its own process, so its own link group) and then
+# misuse their group's QP with the server's RMB rkey and address from the CLC Accept: an
+# RDMA READ of the RMB, an RDMA WRITE just past its end. The server's NIC refuses both
+# (remote access error at the rogue); on the server only the rogue's link group ends (its
+# connection resets), the honest connection, on its own group, finishes intact.
+lgr_rogue() {
+    local spid hpid r1 r2 hrc src
+    VERBS_EXPECT_FAILURES=2 timeout 60 "$verbs_engine" server 10.77.0.2 7486 $((64 << 20)) 3 200 \
+        > "$logs/server" 2>&1 &
+    spid=$!
+    wait_line "$logs/server" listening || echo "    (server not ready in time)"
+    timeout 60 "$verbs_engine" client 10.77.0.2 7486 10.77.0.1 $((64 << 20)) \
+        > "$logs/client" 2>&1 &
+    hpid=$!
+    wait_line "$logs/client" "handshake done" || echo "    (honest client not connected in time)"
+    timeout 30 "$verbs_engine" rogue 10.77.0.2 7486 10.77.0.1 read > "$logs/rogue1" 2>&1
+    r1=$?
+    timeout 30 "$verbs_engine" rogue 10.77.0.2 7486 10.77.0.1 write > "$logs/rogue2" 2>&1
+    r2=$?
+    wait "$hpid"
+    hrc=$?
+    wait "$spid"
+    src=$?
+    if [[ $r1 == 0 && $r2 == 0 && $hrc == 0 && $src == 0 ]]; then
+        pass "verbs_engine: rogue READ of an RMB and WRITE past it refused by the NIC; only the rogue's link group ended, the honest stream went through"
+    else
+        fail "verbs_engine: rogue peers (read $r1, write $r2, honest client $hrc, server $src)"
+        show_log client cli 6
+    fi
+    grep -h '^ok: rogue' "$logs/rogue1" "$logs/rogue2" | sed 's/^/    /'
+    grep -h 'FAIL' "$logs/rogue1" "$logs/rogue2" | sed 's/^/    /'
+    show_log server srv 8
+}
+lgr_rogue
+
 # Failure while data flows: the server process is killed, or its veth goes down (rxe1's
 # port turns DOWN, the client's packets go nowhere). The client, blocked in the engine's
 # send, must see ECONNRESET within 10 s, never hang. (`rdma link delete rxe1` is no such

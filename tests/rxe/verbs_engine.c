@@ -6,6 +6,7 @@
  *   verbs_engine server LOCAL_ADDR PORT BYTES [CONNS [PINGS]]
  *   verbs_engine client SERVER_ADDR PORT LOCAL_ADDR BYTES [expect-reset]
  *   verbs_engine clients SERVER_ADDR PORT LOCAL_ADDR BYTES CONNS PARALLEL PINGS [expect-reset]
+ *   verbs_engine rogue SERVER_ADDR PORT LOCAL_ADDR read|write
  *
  * The engine's own handshake (conn.c) still picks the shm transport, so this program runs
  * the CLC flow itself, exactly as conn.c does but with smcr_verbs_ops: Proposal, Accept,
@@ -28,6 +29,13 @@
  * their registered memory regions (`rdma resource show mr`) while connections are up.
  * With expect-reset every connection streams until the link breaks and must end in
  * ECONNRESET/EPIPE.
+ *
+ * rogue: a peer that knows the server's RMB (its rkey and address came in the CLC
+ * Accept) and misuses the link group's own QP: an RDMA READ of the RMB, or an RDMA WRITE
+ * just past its end. Passes if the NIC refuses it (remote access error). The server,
+ * with VERBS_EXPECT_FAILURES=N, passes if exactly N of its connections failed, each on
+ * a link group of its own, and the others (an honest client streaming meanwhile) went
+ * through intact on another group: only the rogue's link ended.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -44,6 +52,7 @@
 #include "smcr/clc.h"
 #include "smcr/conn.h"
 #include "smcr/engine.h"
+#include "smcr/lgr.h"
 #include "smcr/verbs.h"
 #include "smcr/wire.h"
 
@@ -554,7 +563,8 @@ static int run_jobs(struct conn_job *jobs, int from, int to)
 static int many_server(int lfd, int conns, uint64_t total)
 {
 	struct conn_job *jobs = calloc((size_t)conns, sizeof(*jobs));
-	int failed = 0, started = 0;
+	const char *ef = getenv("VERBS_EXPECT_FAILURES");
+	int failed = 0, started = 0, expect_fail = ef ? atoi(ef) : 0;
 
 	quiet = conns > 1;
 	for (int i = 0; i < conns; i++) {
@@ -574,7 +584,23 @@ static int many_server(int lfd, int conns, uint64_t total)
 		pthread_join(jobs[i].thread, NULL);
 		failed += jobs[i].rc != 0;
 	}
-	printf("%s: server: %d of %d connections failed\n", failed ? "FAIL" : "ok", failed, conns);
+	if (expect_fail) {
+		int bad = failed != expect_fail;
+
+		for (int i = 0; i < conns; i++)
+			for (int k = 0; k < conns; k++)
+				bad += i != k && jobs[i].rc && jobs[i].info.link_group &&
+				       jobs[i].info.link_group == jobs[k].info.link_group;
+		printf("%s: server: %d of %d connections failed (want %d), each on a link group "
+		       "of its own\n", bad ? "FAIL" : "ok", failed, conns, expect_fail);
+		for (int i = 0; i < conns; i++)
+			printf("    connection %d: %s on link group %u\n", i,
+			       jobs[i].rc ? "failed" : "ok", jobs[i].info.link_group);
+		failed = bad;
+	} else {
+		printf("%s: server: %d of %d connections failed\n", failed ? "FAIL" : "ok", failed,
+		       conns);
+	}
 	failed += check_one_group("server", jobs, conns);
 	failed += check_teardown("server", jobs[0].info.device);
 	free(jobs);
@@ -666,6 +692,70 @@ static int many_clients(const struct sockaddr_storage *a, socklen_t alen,
 	return failed ? 1 : 0;
 }
 
+/* ------------------------------------------------------------------ rogue peer ---- */
+
+static int rogue(int fd, bool do_read)
+{
+	struct smcr_sock *s = client_handshake(fd);
+	struct smcr_lgr *g;
+	struct ibv_mr *mr;
+	struct ibv_sge sge;
+	struct ibv_send_wr wr, *bad;
+	uint64_t addr;
+	uint32_t rkey, size;
+	static uint8_t sink[4096] __attribute__((aligned(4096)));
+	const char *err = "";
+
+	if (!s)
+		return 1;
+	g = smcr_verbs_lgr(s->xc);
+	smcr_verbs_peer_rmb(s->xc, &addr, &rkey, &size);
+	/* the server's QP is ready once its CONFIRM LINK came */
+	if (smcr_lgr_await_active(g, 5000))
+		return failf("CONFIRM LINK", ETIMEDOUT), 1;
+	mr = smcr_ib_reg_sink(g->port, sink, sizeof(sink));
+	if (!mr)
+		return failf("registering the sink", errno), 1;
+	sge = (struct ibv_sge){ .addr = (uintptr_t)sink, .length = 64, .lkey = mr->lkey };
+	wr = (struct ibv_send_wr){
+		.wr_id = 1ull << 62,
+		.sg_list = &sge,
+		.num_sge = 1,
+		.opcode = do_read ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE,
+		.send_flags = IBV_SEND_SIGNALED,
+		/* READ: the RMB itself; WRITE: the 64 bytes right after its end */
+		.wr.rdma = { .remote_addr = do_read ? addr : addr + size, .rkey = rkey },
+	};
+	printf("rogue: RDMA %s of 64 bytes at the RMB's %s (rkey %#x, RMB %u bytes)\n",
+	       do_read ? "READ" : "WRITE", do_read ? "start" : "end", rkey, size);
+	pthread_mutex_lock(&g->mu);
+	if (ibv_post_send(smcr_wr_qp(g->link), &wr, &bad)) {
+		pthread_mutex_unlock(&g->mu);
+		return failf("ibv_post_send", errno), 1;
+	}
+	pthread_mutex_unlock(&g->mu);
+	for (int i = 0; i < 500 && !smcr_lgr_dead(g); i++)
+		usleep(10 * 1000);
+	pthread_mutex_lock(&g->mu);
+	err = smcr_wr_link_error(g->link);
+	pthread_mutex_unlock(&g->mu);
+	/*
+	 * READ: our QPs do not even allow remote reads (qp_access_flags), so rxe refuses
+	 * it as an invalid request before it looks at the region; the region refuses it
+	 * too (mr_access_probe shows that with a READ-capable QP).
+	 */
+	if (!strstr(err, "remote access error") &&
+	    !(do_read && strstr(err, "remote invalid request error"))) {
+		printf("FAIL: rogue %s: the link says '%s', want a remote access error\n",
+		       do_read ? "READ" : "WRITE", err);
+		return 1;
+	}
+	printf("ok: rogue %s refused by the server's NIC: %s\n", do_read ? "READ" : "WRITE", err);
+	smcr_sock_close(s);
+	close(fd);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct sockaddr_storage a, b;
@@ -706,6 +796,15 @@ int main(int argc, char **argv)
 		return many_clients(&a, alen, &b, blen, strtoull(argv[5], NULL, 0), atoi(argv[6]),
 				    atoi(argv[7]) > 0 ? atoi(argv[7]) : 1, argc == 10);
 	}
+	if (argc == 6 && !strcmp(argv[1], "rogue")) {
+		if (resolve(argv[2], argv[3], &a, &alen) || resolve(argv[4], "0", &b, &blen))
+			return 1;
+		fd = socket(a.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0 || bind(fd, (struct sockaddr *)&b, blen) ||
+		    connect(fd, (struct sockaddr *)&a, alen))
+			return failf("connect", errno), 1;
+		return rogue(fd, !strcmp(argv[5], "read"));
+	}
 	if ((argc == 6 || (argc == 7 && !strcmp(argv[6], "expect-reset"))) &&
 	    !strcmp(argv[1], "client")) {
 		if (resolve(argv[2], argv[3], &a, &alen) ||
@@ -721,6 +820,7 @@ int main(int argc, char **argv)
 			"       verbs_engine client SERVER_ADDR PORT LOCAL_ADDR BYTES "
 			"[expect-reset]\n"
 			"       verbs_engine clients SERVER_ADDR PORT LOCAL_ADDR BYTES CONNS "
-			"PARALLEL PINGS [expect-reset]\n");
+			"PARALLEL PINGS [expect-reset]\n"
+			"       verbs_engine rogue SERVER_ADDR PORT LOCAL_ADDR read|write\n");
 	return 2;
 }
