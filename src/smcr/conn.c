@@ -765,8 +765,17 @@ unsigned smcr_sock_poll(struct smcr_sock *s)
 
 	pthread_mutex_lock(&s->lock);
 	smcr_conn_progress(s);
-	smcr_conn_check_peer(s);
 	mask = smcr_conn_mask(s);
+	/*
+	 * Whether the peer still lives costs a system call; ask only when the
+	 * answer could change what we report: not while POLLIN stands anyway
+	 * (the read that follows asks itself, and a dead peer's hang-up keeps
+	 * the ready fd readable, so a waiter comes back here).
+	 */
+	if (!(mask & POLLIN)) {
+		smcr_conn_check_peer(s);
+		mask = smcr_conn_mask(s);
+	}
 	pthread_mutex_unlock(&s->lock);
 	return mask;
 }
