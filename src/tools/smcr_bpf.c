@@ -42,7 +42,7 @@ enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_CANNOT = 3 };
 
 static bool quiet;
 
-static void say(const char *fmt, ...)
+__attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -53,7 +53,7 @@ static void say(const char *fmt, ...)
 	va_end(ap);
 }
 
-static void complain(const char *fmt, ...)
+__attribute__((format(printf, 1, 2))) static void complain(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -81,12 +81,16 @@ static int exit_for(int err)
 	}
 }
 
+/* libbpf's own messages: its warnings unless -q. Its format strings are its own. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
 static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
 	if (level == LIBBPF_WARN && !quiet)
 		return vfprintf(stderr, fmt, ap);
 	return 0;
 }
+#pragma GCC diagnostic pop
 
 /* ---- where things are ----------------------------------------------------------- */
 
