@@ -37,6 +37,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -65,6 +66,7 @@ bool smcr_smc_enabled;
 int smcr_smc_spin_us;
 pid_t smcr_smc_pid;
 static struct smcr_sock_opts sock_opts;
+static int tcp_rcvbuf_default; /* a new TCP socket's SO_RCVBUF (tcp_rmem[1]); 0 = unknown */
 static int speak_first_wait_ms = SMCR_CONFIG_SPEAK_FIRST_WAIT_MS;
 
 /* ---- listeners of this process (a peer in the same process: no SMC) ----- */
@@ -351,6 +353,40 @@ static int take_handshake(int fd, struct smcr_fd_entry *e, int efd, int rc, stru
 	return -ECONNRESET;
 }
 
+/*
+ * The options for one connection: an SO_RCVBUF the application set (on this
+ * socket, or on the listener an accepted one inherits it from) sizes the ring,
+ * as the kernel's SMC sizes its RMB from sk_rcvbuf (the doubled value); else
+ * SMC_RCVBUF, else the transport's default.  "Set" means it differs from a new
+ * TCP socket's size (no data has moved yet, so autotuning has not): a value
+ * that happens to equal tcp_rmem[1] once doubled is not seen.
+ */
+static struct smcr_sock_opts conn_opts(int efd)
+{
+	struct smcr_sock_opts o = sock_opts;
+	socklen_t len = sizeof(int);
+	int v = 0;
+
+	if (tcp_rcvbuf_default > 0 &&
+	    smcr_real.getsockopt(efd, SOL_SOCKET, SO_RCVBUF, &v, &len) == 0 && v > 0 &&
+	    v != tcp_rcvbuf_default)
+		o.rcvbuf = (uint32_t)v;
+	return o;
+}
+
+static int read_tcp_rcvbuf_default(void)
+{
+	FILE *f = fopen("/proc/sys/net/ipv4/tcp_rmem", "re");
+	int lo, def = 0;
+
+	if (f) {
+		if (fscanf(f, "%d %d", &lo, &def) != 2)
+			def = 0;
+		fclose(f);
+	}
+	return def;
+}
+
 /* ---- client ------------------------------------------------------------------- */
 
 static int client_decide(int fd, struct smcr_fd_entry *e)
@@ -394,7 +430,11 @@ static int client_decide(int fd, struct smcr_fd_entry *e)
 	 * dearest step before the first CLC byte) and falls back with PEERNOSMC,
 	 * counted, if the peer is not vouched for: asking here too would double it.
 	 */
-	rc = smcr_sock_connect(efd, &sock_opts, &s);
+	{
+		struct smcr_sock_opts o = conn_opts(efd);
+
+		rc = smcr_sock_connect(efd, &o, &s);
+	}
 	return take_handshake(fd, e, efd, rc, s, "client");
 }
 
@@ -450,7 +490,11 @@ static int server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 				go_fallback(fd, e, REASON_MEM, false, "server", "no fd for the engine");
 				return DECIDED;
 			}
-			rc = smcr_sock_accept(efd, &sock_opts, &s);
+			{
+				struct smcr_sock_opts o = conn_opts(efd);
+
+				rc = smcr_sock_accept(efd, &o, &s);
+			}
 			return take_handshake(fd, e, efd, rc, s, "server");
 		}
 		if (c == SMCR_CLASSIFY_TCP || c == SMCR_CLASSIFY_EOF) {
@@ -1022,6 +1066,9 @@ void smcr_smc_init(void)
 	sock_opts.sndbuf = cfg->sndbuf > UINT32_MAX ? UINT32_MAX : (uint32_t)cfg->sndbuf;
 	sock_opts.spin_us = (int)cfg->spin_us;
 	smcr_smc_spin_us = sock_opts.spin_us;
+	smcr_guard_enter();
+	tcp_rcvbuf_default = read_tcp_rcvbuf_default();
+	smcr_guard_leave();
 	smcr_fdtab_release_hook = release_entry;
 	if (!smcr_smc_enabled)
 		smcr_info("same-host SMC off (SMCR_SAMEHOST=0) and no SMC-R peers (SMCR_PEERS):"

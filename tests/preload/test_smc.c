@@ -9,7 +9,7 @@
  *                     select, peek, shutdown, fork-accept, plain-server,
  *                     plain-client, speak-first, speak-first-plain, epoll-multi,
  *                     idle, exec, kill, listener-closed, rcvtimeo, calls,
- *                     fork-client, pingpong, idle-waits
+ *                     fork-client, pingpong, idle-waits, rcvbuf
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -1127,6 +1127,45 @@ static int case_idle_waits(void)
 	return t_result();
 }
 
+/* ---- SO_RCVBUF set by the application sizes the ring ---------------------------------- */
+
+static void client_rcvbuf(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0), want = 32768, sz = 0;
+	socklen_t len = sizeof(sz);
+	char c;
+
+	CHECK(fd >= 0);
+	/* The kernel doubles it: 64 KiB, as the kernel's SMC would size its RMB. */
+	CHECK(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &want, sizeof(want)) == 0);
+	CHECK(connect(fd, (struct sockaddr *)&server_addr, sizeof(server_addr)) == 0);
+	CHECK(write(fd, "x", 1) == 1);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, &len) == 0 && sz == 65536);
+	CHECK(read(fd, &c, 1) == 1 && c == 'y');
+	close(fd);
+}
+
+static int case_rcvbuf(void)
+{
+	pid_t client = spawn(client_rcvbuf);
+	int fd = accept(listen_fd, NULL, NULL), snd = 0, rcv = 0;
+	socklen_t len = sizeof(snd);
+	char c;
+
+	CHECK(fd >= 0);
+	CHECK(read(fd, &c, 1) == 1 && c == 'x');
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	/* Our send space is the client's ring; our own ring kept the default. */
+	CHECK(getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &snd, &len) == 0 && snd == 65536);
+	len = sizeof(rcv);
+	CHECK(getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, &len) == 0 && rcv > 65536);
+	CHECK(write(fd, "y", 1) == 1);
+	close(fd);
+	reap(client, "client");
+	return t_result();
+}
+
 /* ---- the peer ends abruptly: exec, SIGKILL ----------------------------------------------- */
 
 static bool end_by_exec;
@@ -1512,6 +1551,8 @@ int main(int argc, char **argv)
 		rc = case_idle();
 	else if (!strcmp(which, "idle-waits"))
 		rc = case_idle_waits();
+	else if (!strcmp(which, "rcvbuf"))
+		rc = case_rcvbuf();
 	else if (!strcmp(which, "pingpong"))
 		rc = case_pingpong();
 	else if (!strcmp(which, "exec"))
