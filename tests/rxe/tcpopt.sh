@@ -68,7 +68,7 @@ grep -q 'already' "$logs/again" && pass "attaching again is a no-op: $(cat "$log
     fail "second attach: $(cat "$logs/again")"
 
 # -------------------------------------------------------------------- capture ----
-dumpcap -q -i veth0 -f 'tcp[tcpflags] & (tcp-syn|tcp-rst) != 0' -w "$logs/syn.pcapng" \
+dumpcap -q -i veth0 -f 'tcp[tcpflags] & (tcp-syn|tcp-rst) != 0 or (ip6 and ip6[6] == 6 and ip6[53] & 0x06 != 0)' -w "$logs/syn.pcapng" \
     > "$logs/dumpcap.err" 2>&1 &
 cap=$!
 for ((i = 0; i < 100; i++)); do
@@ -77,11 +77,11 @@ for ((i = 0; i < 100; i++)); do
 done
 
 # live_record PID: the first live connection of PID in smcr-stat --json, as
-# "mode fallback_name(code)" (waits up to 5 s; sed, not python: each program
+# "mode fallback_name(code)" (waits up to 10 s; sed, not python: each program
 # start costs ~50-70 ms in the guest, python3 ~1 s).
 live_record() {
     local i out
-    for ((i = 0; i < 25; i++)); do
+    for ((i = 0; i < 50; i++)); do
         out=$("$stat_tool" --json -p "$1" 2>/dev/null | tr -d '\n' |
             grep -o '"state": "live", "mode": "[^"]*"[^}]*"fallback_name": [^,]*' | head -n1 |
             sed -E 's/.*"mode": "([^"]*)".*"fallback_code": "?([^",]*)"?, "fallback_name": "?([^"]*)"?/\1 \3(\2)/')
@@ -104,13 +104,15 @@ child_of() { # PID of timeout's child (smc_run exec's the program)
 # $logs/NAME.recv. Sets rec (the smcr side's record) and checks the data.
 echo_case() {
     local name=$1 port=$2 server=$3 client=$4 side=$5 spid cpid rc=0 srv_pid
+    local f=${FAM:-4} sa=$B ca=$A
+    [[ $f == 6 ]] && sa='[fd77::2]' ca='[fd77::1]'
     local -a pre=()
     rec=''
     case $server in
     kernel) timeout 90 "$ksmc" server "$B" "$port" "$bytes" > "$logs/$name.srv" 2>&1 & ;;
     *)
         [[ $server == smcr ]] && pre=("$smc_run" -d) || pre=()
-        timeout 90 "${pre[@]}" socat -T 30 "TCP4-LISTEN:$port,bind=$B,reuseaddr" \
+        timeout 90 "${pre[@]}" socat -T 30 "TCP$f-LISTEN:$port,bind=$sa,reuseaddr" \
             SYSTEM:"tee $logs/$name.recv" > "$logs/$name.srv" 2>&1 &
         ;;
     esac
@@ -122,8 +124,9 @@ echo_case() {
         ;;
     *)
         [[ $client == smcr ]] && pre=("$smc_run" -d) || pre=()
-        { cat "$logs/data"; sleep 1.5; } |
-            timeout 60 "${pre[@]}" socat -t 10 - "TCP4:$B:$port,bind=$A" \
+        # the client holds its end open 4 s after sending: the live record is read then
+        { cat "$logs/data"; sleep 4; } |
+            timeout 60 "${pre[@]}" socat -t 10 - "TCP$f:$sa:$port,bind=$ca" \
                 > "$logs/$name.out" 2> "$logs/$name.cli" &
         ;;
     esac
@@ -136,8 +139,8 @@ echo_case() {
             wait "$cpid"
             echo "    ($name: the first SYN was answered by a reset; retrying once)"
             nstat -a 2>/dev/null | grep -Ei 'listen|drop|reset' | sed 's/^/    nstat| /' | head -8
-            { cat "$logs/data"; sleep 1.5; } |
-                timeout 60 "${pre[@]}" socat -t 10 - "TCP4:$B:$port,bind=$A" \
+            { cat "$logs/data"; sleep 4; } |
+                timeout 60 "${pre[@]}" socat -t 10 - "TCP$f:$sa:$port,bind=$ca" \
                     > "$logs/$name.out" 2> "$logs/$name.cli" &
             cpid=$!
         fi
@@ -184,6 +187,10 @@ echo_case smcr-plain 7603 plain smcr client
 [[ $rec == tcp-fallback\ * && $rec != *'None('* ]] &&
     pass "smcr client -> plain server: the client's record: $rec" ||
     fail "smcr client -> plain server: the client's record: '$rec'"
+
+# IPv6 (FAM=6 echo_case NAME PORT ...) works alone (SMC-R found over fd77::1 ->
+# fd77::2 by the option) but hung the guest after the IPv4 SMC-R case twice, in the
+# verbs transport's link-group code as far as can be seen: not run here until then.
 
 if [[ ${RXE_VM_SMC:-0} == 1 ]]; then
     echo_case kernel-smcr 7604 smcr kernel server
