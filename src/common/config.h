@@ -13,7 +13,8 @@
  *   SMCR_DISABLE   1 = load but stay pure pass-through     (default: 0)
  *   SMCR_SAMEHOST  0 = no same-host SMC: every connection stays TCP (default: 1)
  *   SMCR_SPEAK_FIRST_WAIT_MS  how long a server that writes first waits for a
- *                  local client's CLC Proposal, 0..10000 ms     (default: 50)
+ *                  local client's (or an SMCR_PEERS host's) CLC Proposal,
+ *                  0..10000 ms                                  (default: 50)
  *   SMCR_SPIN_US   before sleeping for data, poll up to this many microseconds
  *                  while the peer runs on another CPU, 0..1000  (default: 20;
  *                  0 = never spin; common/spin.h skips spins that do not pay)

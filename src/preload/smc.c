@@ -533,10 +533,12 @@ static int server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 			if (spoke_first)
 				return DECIDED;
 			if (!waited && speak_first_wait_ms > 0 &&
-			    ((entry_flags(e) & SMCR_FD_F_PEER_SMC) || peer_is_local(fd))) {
+			    ((entry_flags(e) & SMCR_FD_F_PEER_SMC) || peer_is_local(fd) ||
+			     smcr_peer_may_propose(fd))) {
 				/*
 				 * A local smcr client, or one whose SYN announced SMC,
-				 * proposes right after connecting.
+				 * proposes right after connecting; so does one in
+				 * SMCR_PEERS, after its verbs set-up.
 				 */
 				waited = true;
 				wait_fd(fd, POLLIN, speak_first_wait_ms);

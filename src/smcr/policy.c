@@ -255,3 +255,16 @@ int smcr_policy_server(const struct smcr_config *cfg, const struct smcr_clc_msg 
 	/* shm judges every other form itself (and declines what is not its own) */
 	return cfg->samehost ? 0 : SMCR_CLC_DECL_NOSMCD2DEV;
 }
+
+bool smcr_peer_may_propose(int tcp_fd)
+{
+	const struct smcr_config *cfg = smcr_config_get();
+	struct sockaddr_storage peer;
+	socklen_t plen = sizeof(peer);
+
+	if (cfg->transport == SMCR_CONFIG_TRANSPORT_SHM || !smcr_policy_verbs_ops() ||
+	    smcr_real.getpeername(tcp_fd, (struct sockaddr *)&peer, &plen) < 0)
+		return false;
+	return smcr_policy_match(cfg->peers, cfg->n_peers, (struct sockaddr *)&peer) &&
+	       !smcr_policy_match(cfg->deny, cfg->n_deny, (struct sockaddr *)&peer);
+}
