@@ -7,19 +7,6 @@
 source "$(dirname -- "${BASH_SOURCE[0]}")/smc_lib.sh"
 need iperf3
 
-check_json() {
-    "$PYTHON" - "$1" <<'PY'
-import json, sys
-doc = json.load(open(sys.argv[1]))
-if "error" in doc:
-    sys.exit(f"iperf3 error: {doc['error']}")
-end = doc["end"]
-sent, recv = end["sum_sent"]["bytes"], end["sum_received"]["bytes"]
-print(f"sent {sent} received {recv} bytes, {end['sum_received']['bits_per_second'] / 1e9:.2f} Gbit/s")
-sys.exit(0 if recv > 0 and sent >= recv else "bytes not sane")
-PY
-}
-
 port=$(free_port 4)
 mode=smcr
 start_server smcr iperf3-server iperf3 -s -B 127.0.0.1 -p "$port"
@@ -33,7 +20,7 @@ for run in "send:2:" "reverse:2:-R" "parallel:9:-P 8"; do
     read -ra flags <<<"${rest#*:}"
     run_client smcr "iperf3-$name" 30 iperf3 -c 127.0.0.1 -p "$port" -t 1 -J "${flags[@]}"
     [[ $exit_code -eq 0 ]] || fail "iperf3 $name exited $exit_code"
-    log "$name: $(check_json "$work/iperf3-$name.smcr.out")" || fail "iperf3 $name: bad result"
+    log "$name: $(iperf3_check_json "$work/iperf3-$name.smcr.out")" || fail "iperf3 $name: bad result"
     assert_smc_log "iperf3-$name" "$min"
     conns=$((conns + $(smc_lines "iperf3-$name")))
 done

@@ -14,8 +14,10 @@ export XDG_RUNTIME_DIR=$work/run
 mkdir -m 700 "$XDG_RUNTIME_DIR"
 [[ -n $PYTHON ]] || skip "python3 is not installed"
 
-# smc_lines NAME: how many connections NAME's log says ran SMC.
-smc_lines() { grep -c ': smc-shm (' "$work/$1.smcr.err" || true; }
+# smc_lines NAME: how many connections NAME's log says ran SMC ($smc_mode:
+# smc-shm here, smc-r in the VM's tests/rxe/apps.sh).
+smc_mode=smc-shm
+smc_lines() { grep -c ": $smc_mode (" "$work/$1.smcr.err" || true; }
 
 # assert_smc_log NAME MIN: NAME (run with mode smcr) logged at least MIN SMC
 # connections and no fallback.
@@ -67,10 +69,25 @@ assert_smc_stats() {
     log "$what: $smc SMC handshake(s) in its stats, no fallback"
 }
 
+# iperf3_check_json FILE: "sent N received N bytes, R Mbit/s" from iperf3 -J's
+# output; fails unless the counts are sane (something received, no more than sent).
+iperf3_check_json() {
+    "$PYTHON" - "$1" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+if "error" in doc:
+    sys.exit(f"iperf3 error: {doc['error']}")
+end = doc["end"]
+sent, recv = end["sum_sent"]["bytes"], end["sum_received"]["bytes"]
+print(f"sent {sent} received {recv} bytes, {end['sum_received']['bits_per_second'] / 1e6:.1f} Mbit/s")
+sys.exit(0 if recv > 0 and sent >= recv else "bytes not sane")
+PY
+}
+
 # write_nginx_conf PORT WORKER_CONNECTIONS [EXTRA_HTTP_LINE [LISTEN_OPTIONS]]:
 # $work/nginx.conf for a foreground nginx (master + 2 workers, which inherit
 # XDG_RUNTIME_DIR so their stats files land in this test's directory)
-# serving $work/www on 127.0.0.1:PORT.
+# serving $work/www on ${nginx_addr:-127.0.0.1}:PORT.
 write_nginx_conf() {
     local port=$1 conns=$2 extra=${3:-} listen_opts=${4:-}
     cat >"$work/nginx.conf" <<CONF
@@ -93,7 +110,7 @@ http {
     uwsgi_temp_path $work/tmp-uwsgi;
     scgi_temp_path $work/tmp-scgi;
     server {
-        listen 127.0.0.1:$port${listen_opts:+ $listen_opts};
+        listen ${nginx_addr:-127.0.0.1}:$port${listen_opts:+ $listen_opts};
         root $work/www;
     }
 }

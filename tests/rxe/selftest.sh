@@ -70,19 +70,8 @@ done
 # --------------------------------------------- RoCE packet counters on the "wire" ----
 # tc counts RoCEv2 packets (UDP destination port 4791) leaving and entering veth0, so a
 # check can tell traffic that crossed the veth pair from traffic the kernel short-cut.
-# Filter prefs: 4 = RoCEv2 over IPv4, 6 = RoCEv2 over IPv6, 8 = any TCP over IPv4.
-tc qdisc add dev veth0 clsact
-for dir in egress ingress; do
-    tc filter add dev veth0 "$dir" pref 4 protocol ip flower ip_proto udp dst_port 4791 action pass
-    tc filter add dev veth0 "$dir" pref 6 protocol ipv6 flower ip_proto udp dst_port 4791 action pass
-    tc filter add dev veth0 "$dir" pref 8 protocol ip flower ip_proto tcp action pass
-done
-counter() { # egress|ingress PREF bytes|pkt -> count so far
-    tc -s filter show dev veth0 "$1" pref "$2" |
-        awk -v unit="$3" '/Sent [0-9]+ bytes [0-9]+ pkt/ {
-            for (i = 1; i < NF; i++) if ($(i + 1) == unit) print $i; exit }'
-}
-snapshot() { echo "$(counter egress "$1" "${2:-pkt}") $(counter ingress "$1" "${2:-pkt}")"; }
+source "$(dirname -- "${BASH_SOURCE[0]}")/wire_lib.sh"
+wire_setup
 crossed() { # NAME FAMILY "EGRESS INGRESS" MIN: veth0 saw >= MIN more packets each way
     local name=$1 min=$4 out0 in0 out1 in1
     read -r out0 in0 <<< "$3"
