@@ -76,14 +76,15 @@ for ((i = 0; i < 100; i++)); do
     sleep 0.1
 done
 
-# live_record PID: the first live connection of PID in smcr-stat --json, as
+# live_record PID: the first connection of PID in smcr-stat --json (live, or closed
+# already: a kernel client closes right after its echo), as
 # "mode fallback_name(code)" (waits up to 10 s; sed, not python: each program
 # start costs ~50-70 ms in the guest, python3 ~1 s).
 live_record() {
     local i out
     for ((i = 0; i < 50; i++)); do
         out=$("$stat_tool" --json -p "$1" 2>/dev/null | tr -d '\n' |
-            grep -o '"state": "live", "mode": "[^"]*"[^}]*"fallback_name": [^,]*' | head -n1 |
+            grep -o '"state": "[a-z]*", "mode": "[^"]*"[^}]*"fallback_name": [^,]*' | head -n1 |
             sed -E 's/.*"mode": "([^"]*)".*"fallback_code": "?([^",]*)"?, "fallback_name": "?([^"]*)"?/\1 \3(\2)/')
         [[ -n $out ]] && { echo "$out"; return; }
         sleep 0.2
