@@ -134,6 +134,8 @@ static int clc_send_decline(int fd, uint32_t reason, int64_t deadline)
 	m.hdr.version = SMCR_CLC_V2;
 	m.decline.diag = reason;
 	m.decline.os_type = SMCR_CLC_OS_LINUX;
+	/* "out of sync": the Accept named a link group we do not have (the kernel ends it) */
+	m.hdr.flag = reason == SMCR_CLC_DECL_SYNCERR;
 	return clc_send(fd, &m, deadline);
 }
 

@@ -39,8 +39,10 @@
  * set while the engine says "ready"), the group's completion channel
  * (somebody must take completions; whoever does dispatches for everyone),
  * the group's device event fd and the TCP socket for hang-up only.
- * peer_gone() latches a dead group or the hang-up; recv_ctrl() then resets
- * after the last message that did arrive.
+ * peer_gone() latches a dead group, a TCP reset, or a FIN not followed within
+ * 2 s by the peer's closing CDC (a TEST LINK probe answered first proves that
+ * CDC would have come); recv_ctrl() then resets after the last message that
+ * did arrive.
  *
  * Buffers (lgr.c's pool): the RMB is registered LOCAL_WRITE|REMOTE_WRITE
  * only, advertised by a random IOVA rather than its address; the send buffer
