@@ -209,6 +209,27 @@ static void merge_cdc(uint8_t last[SMCR_WR_MSG_LEN], const uint8_t next[SMCR_WR_
 	smcr_cdc_encode(&b, last);
 }
 
+static void pool_add_locked(struct smcr_lgr *g, struct smcr_lgr_buf *b)
+{
+	memset(b->mem, 0, b->size);
+	b->next = g->free_bufs;
+	g->free_bufs = b;
+}
+
+/* The peer closed the connection that had `token`: its RMB may be reused. */
+static void retired_locked(struct smcr_lgr *g, uint32_t token)
+{
+	for (struct smcr_lgr_buf **p = &g->retiring; *p; p = &(*p)->next) {
+		struct smcr_lgr_buf *b = *p;
+
+		if (b->retire_token == token) {
+			*p = b->next;
+			pool_add_locked(g, b);
+			return;
+		}
+	}
+}
+
 static void deliver_cdc(struct smcr_lgr *g, const uint8_t msg[SMCR_WR_MSG_LEN])
 {
 	uint32_t token = smcr_get_be32(msg + 4);
@@ -218,6 +239,8 @@ static void deliver_cdc(struct smcr_lgr *g, const uint8_t msg[SMCR_WR_MSG_LEN])
 		;
 	if (!c) {
 		g->stat_cdc_dropped++; /* a connection already gone: Linux drops these too */
+		if (msg[SMCR_CDC_OFF_CONN_FLAGS] & (SMCR_CDC_CONN_CLOSED | SMCR_CDC_CONN_ABORT))
+			retired_locked(g, token);
 		return;
 	}
 	if (c->qcount == SMCR_LGR_CONN_QLEN) {
@@ -406,10 +429,11 @@ bool smcr_lgr_local_mac(const uint8_t local_gid[SMCR_IB_GID_LEN], uint8_t mac[SM
 
 static void lgr_free(struct smcr_lgr *g)
 {
-	while (g->free_bufs) {
-		struct smcr_lgr_buf *b = g->free_bufs;
+	while (g->free_bufs || g->retiring) {
+		struct smcr_lgr_buf **head = g->free_bufs ? &g->free_bufs : &g->retiring;
+		struct smcr_lgr_buf *b = *head;
 
-		g->free_bufs = b->next;
+		*head = b->next;
 		smcr_lgr_buf_put(g, b, false);
 	}
 	smcr_wr_link_destroy(g->link);
@@ -660,6 +684,43 @@ void smcr_lgr_buf_put(struct smcr_lgr *g, struct smcr_lgr_buf *b, bool reuse)
 	pthread_mutex_lock(&g->mu);
 	g->nbufs--;
 	pthread_mutex_unlock(&g->mu);
+}
+
+void smcr_lgr_buf_retire(struct smcr_lgr *g, struct smcr_lgr_buf *b, struct smcr_lgr_conn *c)
+{
+	unsigned waiting = 0;
+	bool closed = false;
+
+	pthread_mutex_lock(&g->mu);
+	drain_locked(g); /* the closing CDC may be in the completion queue */
+	/* c leaves in the same breath: a CDC for its token now finds the RMB */
+	for (struct smcr_lgr_conn **p = &g->conns; *p; p = &(*p)->next) {
+		if (*p == c) {
+			*p = c->next;
+			g->nconns--;
+			break;
+		}
+	}
+	for (uint32_t i = 0; i < c->qcount; i++)
+		closed |= (c->q[(c->qhead + i) % SMCR_LGR_CONN_QLEN][SMCR_CDC_OFF_CONN_FLAGS] &
+			   (SMCR_CDC_CONN_CLOSED | SMCR_CDC_CONN_ABORT)) != 0;
+	for (struct smcr_lgr_buf *r = g->retiring; r; r = r->next)
+		waiting++;
+	if (g->state != SMCR_LGR_DEAD && (closed || waiting < LGR_POOL_MAX)) {
+		if (closed) {
+			pool_add_locked(g, b);
+		} else {
+			b->retire_token = c->token;
+			b->next = g->retiring;
+			g->retiring = b;
+		}
+		b = NULL;
+	}
+	pthread_mutex_unlock(&g->mu);
+	smcr_sys_close(c->efd);
+	c->efd = -1;
+	if (b)
+		smcr_lgr_buf_put(g, b, false);
 }
 
 /* ---- data path -------------------------------------------------------------------- */

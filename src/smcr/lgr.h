@@ -76,6 +76,7 @@ struct smcr_lgr_buf {
 	bool rmb;          /* LOCAL_WRITE|REMOTE_WRITE; else a local-only WRITE source */
 	struct ibv_mr *mr;
 	uint64_t iova;     /* RMB: how the peer addresses it */
+	uint32_t retire_token; /* retiring: the token its connection had */
 };
 
 /* One connection's endpoint on a group (inside verbs.c's xconn). */
@@ -114,6 +115,7 @@ struct smcr_lgr {
 	struct smcr_lgr_conn *conns;
 	unsigned nconns;
 	struct smcr_lgr_buf *free_bufs;
+	struct smcr_lgr_buf *retiring; /* RMBs whose peer has not said "closed" yet */
 	unsigned nbufs;            /* registered, in use or free */
 	/* LLC */
 	uint8_t llc_q[SMCR_LGR_LLC_QLEN][SMCR_WR_MSG_LEN];
@@ -164,6 +166,14 @@ void smcr_lgr_conn_del(struct smcr_lgr *lgr, struct smcr_lgr_conn *c);
 struct smcr_lgr_buf *smcr_lgr_buf_get(struct smcr_lgr *lgr, uint32_t size, bool rmb);
 /* Back to the pool (reuse) or deregistered and freed. */
 void smcr_lgr_buf_put(struct smcr_lgr *lgr, struct smcr_lgr_buf *b, bool reuse);
+/*
+ * Connection c leaves (as smcr_lgr_conn_del) before the peer's closing CDC
+ * came, so the peer may still write into its RMB `b`.  The RMB waits in the
+ * group until that CDC (closed or abort: the peer's writes came before it, RC
+ * order) arrives for c's token, then joins the pool zeroed; c's queue is
+ * looked at first.  Deregistered if the group dies or too many wait.
+ */
+void smcr_lgr_buf_retire(struct smcr_lgr *lgr, struct smcr_lgr_buf *b, struct smcr_lgr_conn *c);
 
 /* Data path (each takes the group mutex). 0 or -errno (-ECONNRESET: group dead). */
 int smcr_lgr_send(struct smcr_lgr *lgr, struct smcr_lgr_conn *c,

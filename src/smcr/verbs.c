@@ -108,6 +108,7 @@ struct smcr_xconn {
 	bool gone;      /* group dead or TCP hung up: recv_ctrl resets after the last message */
 	int64_t fin_since_ms; /* the TCP FIN came then (probe sent) */
 	int fin_tfd;          /* timerfd in ep_fd: wakes us when the FIN's grace is over */
+	bool peer_dead;       /* gone by a reset or the FIN's grace: it acknowledges nothing */
 };
 
 /* ---- set-up -------------------------------------------------------------------- */
@@ -546,7 +547,7 @@ static void tcp_hang_up(struct smcr_xconn *xc)
 	ev.data.fd = xc->fin_tfd;
 	if (xc->fin_tfd < 0 || timerfd_settime(xc->fin_tfd, 0, &grace, NULL) < 0 ||
 	    smcr_real.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, xc->fin_tfd, &ev) < 0)
-		xc->gone = true; /* no way to wait for the grace: as before, a FIN is death */
+		xc->gone = xc->peer_dead = true; /* cannot wait for the grace: a FIN is death */
 }
 
 static bool verbs_peer_gone(struct smcr_xconn *xc)
@@ -561,7 +562,7 @@ static bool verbs_peer_gone(struct smcr_xconn *xc)
 		int hup = tcp_hung_up(xc);
 
 		if (hup == 2) {
-			xc->gone = true; /* a reset: no orderly close follows */
+			xc->gone = xc->peer_dead = true; /* a reset: no orderly close follows */
 			return true;
 		}
 		if (hup)
@@ -572,9 +573,10 @@ static bool verbs_peer_gone(struct smcr_xconn *xc)
 	 * grace since the FIN is over (fin_tfd woke us): a live peer's closing
 	 * CDC, posted before its FIN, would have come by now.
 	 */
-	if (xc->lc.hup_probe && (smcr_lgr_probe_done(xc->lgr, &xc->lc) ||
-				 smcr_sys_now_ms() - xc->fin_since_ms >= VERBS_FIN_GRACE_MS))
+	if (xc->lc.hup_probe && smcr_lgr_probe_done(xc->lgr, &xc->lc))
 		xc->gone = true;
+	else if (xc->lc.hup_probe && smcr_sys_now_ms() - xc->fin_since_ms >= VERBS_FIN_GRACE_MS)
+		xc->gone = xc->peer_dead = true;
 	return xc->gone;
 }
 
@@ -625,22 +627,28 @@ static void verbs_destroy(struct smcr_xconn *xc, bool clean)
 		 * the peer must get our last CDC: wait for their completion, bounded.
 		 * A group that cannot deliver them is dead.
 		 */
-		dead = (xc->lc.last_wr &&
-			smcr_lgr_conn_flush(xc->lgr, &xc->lc, VERBS_FLUSH_MS) != 0) ||
-		       smcr_lgr_dead(xc->lgr);
+		/* a peer already found gone acknowledges nothing: do not wait for it */
+		dead = xc->peer_dead || smcr_lgr_dead(xc->lgr) ||
+		       (xc->lc.last_wr &&
+			smcr_lgr_conn_flush(xc->lgr, &xc->lc, VERBS_FLUSH_MS) != 0);
 		/* a first contact that did not get its link confirmed: nobody may wait for it */
 		if (xc->first_contact && !dead && !smcr_lgr_active(xc->lgr)) {
 			smcr_lgr_fail(xc->lgr, "first contact abandoned");
 			dead = true;
 		}
-		if (xc->joined)
-			smcr_lgr_conn_del(xc->lgr, &xc->lc);
 		/*
-		 * The peer finished with our RMB only after a clean close: otherwise it
-		 * may still write, so it is deregistered (the NIC refuses later writes),
-		 * never reused.  The send buffer is ours alone.
+		 * The peer finished with our RMB once its closing CDC came: then it goes
+		 * back to the pool at once; before that (we closed first) it waits in
+		 * the group for that CDC; after a failure it is deregistered (the NIC
+		 * refuses later writes), never reused.  The send buffer is ours alone.
 		 */
-		smcr_lgr_buf_put(xc->lgr, xc->rmb, clean && !dead);
+		if (xc->joined && xc->rmb && !dead && !clean) {
+			smcr_lgr_buf_retire(xc->lgr, xc->rmb, &xc->lc); /* leaves the group too */
+		} else {
+			if (xc->joined)
+				smcr_lgr_conn_del(xc->lgr, &xc->lc);
+			smcr_lgr_buf_put(xc->lgr, xc->rmb, clean && !dead);
+		}
 		smcr_lgr_buf_put(xc->lgr, xc->snd, !dead);
 		smcr_lgr_put(xc->lgr);
 	}

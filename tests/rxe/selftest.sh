@@ -377,18 +377,6 @@ lgr_break "server killed, 4 connections" 7484 'kill -9 $spid'
 lgr_break "server's veth down, 4 connections" 7485 'ip link set veth1 down'
 ip link set veth1 up
 
-# The same link-group reuse from an unmodified program: python echo server and client under
-# scripts/smc_run (SMCR_TRANSPORT=rdma), 100 connections, smcr-stat shows the first, middle
-# and last on one SMC-R link group, and the kernel lists one RC QP for the client.
-builddir=${verbs_engine%/tests/rxe/verbs_engine}
-if SMCR_LIB=$builddir/src/preload/libsmcr.so SMCR_STAT=$builddir/src/tools/smcr-stat \
-    "$(dirname -- "$0")/lgr_app.sh" 100 > "$logs/app" 2>&1; then
-    pass "python under smc_run: 100 connections on one SMC-R link group (smcr-stat, rdma resource)"
-else
-    fail "python under smc_run: 100 connections on one SMC-R link group"
-fi
-grep -h '^ok: \|FAIL' "$logs/app" | sed 's/^/    /'
-
 rm -rf "$logs"
 echo "$passed passed, $failed failed (${SECONDS}s in the guest)"
 [[ $failed == 0 ]]
