@@ -39,10 +39,10 @@
  * set while the engine says "ready"), the group's completion channel
  * (somebody must take completions; whoever does dispatches for everyone),
  * the group's device event fd and the TCP socket for hang-up only.
- * peer_gone() latches a dead group, a TCP reset, or a FIN not followed within
- * 2 s by the peer's closing CDC (a TEST LINK probe answered first proves that
- * CDC would have come); recv_ctrl() then resets after the last message that
- * did arrive.
+ * peer_gone() latches a dead group, a TCP reset, or a FIN whose TEST LINK
+ * probe is not answered within 2 s (an answer proves the peer alive, so the
+ * FIN was an orderly shutdown or half-close); recv_ctrl() then resets after
+ * the last message that did arrive.
  *
  * Buffers (lgr.c's pool): the RMB is registered LOCAL_WRITE|REMOTE_WRITE
  * only, advertised by a random IOVA rather than its address; the send buffer
@@ -109,6 +109,7 @@ struct smcr_xconn {
 	int64_t fin_since_ms; /* the TCP FIN came then (probe sent) */
 	int fin_tfd;          /* timerfd in ep_fd: wakes us when the FIN's grace is over */
 	bool peer_dead;       /* gone by a reset or the FIN's grace: it acknowledges nothing */
+	bool fin_orderly;     /* the probe after the FIN was answered: the peer lives */
 };
 
 /* ---- set-up -------------------------------------------------------------------- */
@@ -550,6 +551,17 @@ static void tcp_hang_up(struct smcr_xconn *xc)
 		xc->gone = xc->peer_dead = true; /* cannot wait for the grace: a FIN is death */
 }
 
+/* The probe after the FIN was answered: stop the grace timer, watch no more. */
+static void fin_was_orderly(struct smcr_xconn *xc)
+{
+	xc->fin_orderly = true;
+	if (xc->fin_tfd >= 0) {
+		(void)smcr_real.epoll_ctl(xc->ep_fd, EPOLL_CTL_DEL, xc->fin_tfd, NULL);
+		smcr_sys_close(xc->fin_tfd);
+		xc->fin_tfd = -1;
+	}
+}
+
 static bool verbs_peer_gone(struct smcr_xconn *xc)
 {
 	if (xc->gone)
@@ -568,15 +580,24 @@ static bool verbs_peer_gone(struct smcr_xconn *xc)
 		if (hup)
 			tcp_hang_up(xc);
 	}
+	if (!xc->lc.hup_probe || xc->fin_orderly)
+		return false;
 	/*
-	 * Answered: everything the peer sent before its FIN is here.  Or the
-	 * grace since the FIN is over (fin_tfd woke us): a live peer's closing
-	 * CDC, posted before its FIN, would have come by now.
+	 * Answered: the peer's library is alive and everything it sent before
+	 * its FIN is here, so the FIN was an orderly shutdown (a half-close
+	 * after "done writing" keeps the connection open for the other way;
+	 * a full close has its closing CDC in already).  A dead group or the
+	 * grace since the FIN over (fin_tfd woke us) with no answer: a dead
+	 * peer, which acknowledges nothing.
 	 */
-	if (xc->lc.hup_probe && smcr_lgr_probe_done(xc->lgr, &xc->lc))
-		xc->gone = true;
-	else if (xc->lc.hup_probe && smcr_sys_now_ms() - xc->fin_since_ms >= VERBS_FIN_GRACE_MS)
+	if (smcr_lgr_probe_done(xc->lgr, &xc->lc)) {
+		if (smcr_lgr_dead(xc->lgr))
+			xc->gone = true;
+		else
+			fin_was_orderly(xc);
+	} else if (smcr_sys_now_ms() - xc->fin_since_ms >= VERBS_FIN_GRACE_MS) {
 		xc->gone = xc->peer_dead = true;
+	}
 	return xc->gone;
 }
 

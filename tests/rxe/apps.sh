@@ -122,6 +122,39 @@ run_client_in "$work/cap.in" smcr cap-client 60 socat -t 10 - "TCP4:$B:$port,bin
 sleep 1
 kill -INT "$dpid"; wait "$dpid" || true
 stop_server "$cpid"
+
+# ---- half-close: the client shuts down writing (CDC "done writing" + TCP FIN), the server
+# answers 3 s later; the FIN of a live peer is no reset (it once was, after a 2 s grace) -----
+
+port=$(free_port 4)
+start_server smcr halfclose-server "$PYTHON" -c '
+import hashlib, socket, sys, time
+l = socket.create_server((sys.argv[1], int(sys.argv[2])))
+c, _ = l.accept()
+h = hashlib.sha256()
+while (b := c.recv(65536)):
+    h.update(b)
+time.sleep(3)
+c.sendall(h.hexdigest().encode() * 1000)
+c.close()' "$B" "$port"
+hpid=$server_pid
+wait_listen "$hpid" "$port"
+run_client_in "$work/cap.in" smcr halfclose-client 60 "$PYTHON" -c '
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), source_address=(sys.argv[3], 0))
+s.sendall(sys.stdin.buffer.read())
+s.shutdown(socket.SHUT_WR)
+out = b""
+while (b := s.recv(65536)):
+    out += b
+sys.stdout.write(out.decode())' "$B" "$port" "$A"
+want=$(sha "$work/cap.in")
+[[ $exit_code -eq 0 && $(head -c 64 "$work/halfclose-client.smcr.out") == "$want" &&
+   $(stat -c %s "$work/halfclose-client.smcr.out") -eq 64000 ]] ||
+    fail "half-close: the answer after the client's FIN did not arrive whole (exit $exit_code, $(stat -c %s "$work/halfclose-client.smcr.out") bytes; $(tail -2 "$work/halfclose-client.smcr.err"))"
+grep -q 'smc-r (client)' "$work/halfclose-client.smcr.err" || fail "half-close: the client did not run SMC-R"
+log "half-close: the server's answer 3 s after the client's FIN arrived whole over SMC-R"
+stop_server "$hpid"
 # kept for a look on the host (the build directory is shared with the guest)
 cp "$work/cap.pcapng" "${SMCR_BUILD_DIR}/meson-logs/rxe-apps.pcapng" 2>/dev/null || true
 # One tshark pass (each start costs tens of seconds under TCG).
