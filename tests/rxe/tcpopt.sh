@@ -138,6 +138,15 @@ echo_case() {
     esac
     wait "$cpid" || rc=$?
     wait "$spid" || true
+    # A quick peer (the kernel's smc_echo) can end the connection, and with it the smcr
+    # process and its published stats, before they were read: then its own log says why.
+    if [[ $rec == none ]]; then
+        local side_log=$logs/$name.srv
+        [[ $side == client ]] && side_log=$logs/$name.cli
+        rec=$(grep -m1 -o "tcp-fallback ($side): reason 0x[0-9a-f]* [A-Z_0-9]*" "$side_log" |
+            sed -E 's/tcp-fallback \(.*\): reason 0x([0-9a-f]*) (.*)/tcp-fallback \2(0x\1) (from its log)/')
+        [[ -n $rec ]] || rec=none
+    fi
     if [[ $client == kernel ]]; then
         [[ $rc == 0 ]] && pass "$name: the kernel client's echo of $bytes bytes is intact" ||
             { fail "$name: the kernel client failed (exit $rc)"; show "$logs/$name.cli" cli; show "$logs/$name.srv" srv; }
