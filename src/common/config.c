@@ -88,26 +88,34 @@ int smcr_config_parse_uint(const char *text, unsigned *out)
 	return 0;
 }
 
+/* A word of a small vocabulary (case-insensitive) to its value. */
+struct config_word {
+	const char *name;
+	int value;
+};
+
+static int parse_word(const char *text, const struct config_word *words, size_t n, int *out)
+{
+	if (!text)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (strcasecmp(text, words[i].name) == 0) {
+			*out = words[i].value;
+			return 0;
+		}
+	}
+	return -1;
+}
+
 int smcr_config_parse_level(const char *text, int *out)
 {
-	static const struct {
-		const char *name;
-		int level;
-	} names[] = {
+	static const struct config_word names[] = {
 		{ "0", SMCR_LOG_WARN },    { "1", SMCR_LOG_DEBUG },  { "2", SMCR_LOG_TRACE },
 		{ "error", SMCR_LOG_ERROR }, { "warn", SMCR_LOG_WARN }, { "warning", SMCR_LOG_WARN },
 		{ "info", SMCR_LOG_INFO },   { "debug", SMCR_LOG_DEBUG }, { "trace", SMCR_LOG_TRACE },
 	};
 
-	if (!text)
-		return -1;
-	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
-		if (strcasecmp(text, names[i].name) == 0) {
-			*out = names[i].level;
-			return 0;
-		}
-	}
-	return -1;
+	return parse_word(text, names, ARRAY_SIZE(names), out);
 }
 
 int smcr_config_parse_bool(const char *text, bool *out)
@@ -132,25 +140,14 @@ int smcr_config_parse_bool(const char *text, bool *out)
 
 int smcr_config_parse_transport(const char *text, int *out)
 {
-	static const struct {
-		const char *name;
-		int transport;
-	} names[] = {
+	static const struct config_word names[] = {
 		{ "auto", SMCR_CONFIG_TRANSPORT_AUTO },
 		{ "rdma", SMCR_CONFIG_TRANSPORT_RDMA },
 		{ "smc-r", SMCR_CONFIG_TRANSPORT_RDMA },
 		{ "shm", SMCR_CONFIG_TRANSPORT_SHM },
 	};
 
-	if (!text)
-		return -1;
-	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
-		if (strcasecmp(text, names[i].name) == 0) {
-			*out = names[i].transport;
-			return 0;
-		}
-	}
-	return -1;
+	return parse_word(text, names, ARRAY_SIZE(names), out);
 }
 
 int smcr_config_parse_cidr(const char *text, struct smcr_config_cidr *out)
