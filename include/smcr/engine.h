@@ -270,4 +270,7 @@ struct smcr_tcp_record;
 struct smcr_tcp_record *smcr_stats_tcp_open(int tcp_fd, bool server, int reason);
 void smcr_stats_tcp_close(struct smcr_tcp_record *rec);
 
+/* A bounded spin (the engine's or the interposer's poll/epoll) ended: `won` if what it waited for came. */
+void smcr_stats_spin(bool won);
+
 #endif /* SMCR_ENGINE_H */

@@ -120,7 +120,16 @@ struct smcr_stats_file {
 	uint64_t aborts;          /* SMC connections ended by a reset */
 	uint64_t bytes_sent;      /* of closed SMC connections */
 	uint64_t bytes_received;
-	uint64_t reserved[8];
+	/*
+	 * Where waits for a peer went (zero in files written before these
+	 * existed: the words were reserved): bounded spins that saw the awaited
+	 * event, spins that ran out or saw the peer go to sleep, and blocking
+	 * waits inside the engine (send/recv) that slept.
+	 */
+	uint64_t spins_won;
+	uint64_t spins_lost;
+	uint64_t waits_slept;
+	uint64_t reserved[5];
 	struct smcr_stats_reason fallback_reasons[SMCR_STATS_MAX_REASONS];
 	struct smcr_stats_conn conns[SMCR_STATS_MAX_CONNS];
 };

@@ -448,6 +448,13 @@ int smcr_smc_epoll_filter(int epfd, struct epoll_event *events, int n)
 /* One governor per thread: the thread is what spins (common/spin.h). */
 static __thread struct smcr_spin_gov poll_gov, epoll_gov;
 
+/* The governor learns the outcome, and the published stats count it. */
+static void spin_result(struct smcr_spin_gov *gov, bool won)
+{
+	smcr_spin_gov_result(gov, won);
+	smcr_stats_spin(won);
+}
+
 static bool spin_set_peer_running(const struct smcr_smc_spin_set *set)
 {
 	for (int i = 0; i < set->n; i++) {
@@ -515,7 +522,7 @@ int smcr_smc_epoll_spin(int epfd, struct epoll_event *events, int maxevents,
 			n = smcr_smc_epoll_filter(epfd, events, n);
 		if (n != 0) {
 			if (spun)
-				smcr_spin_gov_result(&epoll_gov, n > 0);
+				spin_result(&epoll_gov, n > 0);
 			return n;
 		}
 		spun = true;
@@ -524,7 +531,7 @@ int smcr_smc_epoll_spin(int epfd, struct epoll_event *events, int maxevents,
 		smcr_cpu_relax();
 	}
 	if (spun)
-		smcr_spin_gov_result(&epoll_gov, false);
+		spin_result(&epoll_gov, false);
 	/* Going to sleep: the peers should not spin on us meanwhile. */
 	spin_set_sleeping(set, true);
 	return 0;
@@ -732,7 +739,7 @@ int smcr_smc_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeo
 		/* Only spurious doorbells: wait again for what is left of the time. */
 	}
 	if (spun)
-		smcr_spin_gov_result(&poll_gov, won);
+		spin_result(&poll_gov, won);
 	for (nfds_t i = 0; i < nfds; i++) {
 		if (slots[i].s)
 			poll_count(&slots[i], fds[i].events, -1);

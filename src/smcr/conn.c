@@ -659,7 +659,13 @@ static bool spin_for_ctrl(struct smcr_sock *s)
 int smcr_conn_wait(struct smcr_sock *s, unsigned events, int64_t deadline)
 {
 	int fd = s->ops->ready_fd(s->xc), rc;
-	bool spin = s->spin_us > 0 && smcr_spin_gov_allow(&s->spin_gov), won = false;
+	/*
+	 * A peer that is asleep will not answer within a spin.  Not spinning
+	 * then tells the governor nothing: it learns only from spins it paid for.
+	 */
+	bool spin = s->spin_us > 0 && s->ops->peer_running(s->xc) &&
+		    smcr_spin_gov_allow(&s->spin_gov),
+	     won = false;
 
 	if (events & POLLIN)
 		s->waiters_rd++;
@@ -671,13 +677,16 @@ int smcr_conn_wait(struct smcr_sock *s, unsigned events, int64_t deadline)
 	if (won) {
 		rc = 1;
 	} else {
+		smcr_stats_slept();
 		s->ops->set_sleeping(s->xc, true);
 		rc = smcr_sys_wait_fd_app(fd, POLLIN, deadline);
 		s->ops->set_sleeping(s->xc, false);
 	}
 	pthread_mutex_lock(&s->lock);
-	if (spin)
+	if (spin) {
 		smcr_spin_gov_result(&s->spin_gov, won);
+		smcr_stats_spin(won);
+	}
 	if (events & POLLIN)
 		s->waiters_rd--;
 	else

@@ -1157,14 +1157,19 @@ static bool shm_ctrl_pending(const struct smcr_xconn *xc)
  * Worth spinning for: the peer is not blocked in a wait, and it did not last
  * run on our CPU (where it would be waiting for us to stop spinning: on a
  * 2-vCPU VM the scheduler often packs both ends onto one, perf-samehost.md
- * §2).  The peer's own words in its page; a liar only wastes our spin budget.
+ * §2).  A peer still marked asleep that we rang (it has not re-armed since:
+ * `armed` is 0) is on its way to answer, so it counts as running; otherwise a
+ * request/response pair in which each side sends and then waits would always
+ * find the other still marked asleep, and neither would ever spin.  Its last
+ * CPU is stale then and not compared.  The peer's own words in its page; a
+ * liar only wastes our spin budget.
  */
 static bool shm_peer_running(const struct smcr_xconn *xc)
 {
 	uint32_t cpu;
 
 	if (atomic_load_explicit(&xc->peer_ctrl->sleeping, memory_order_relaxed) != 0)
-		return false;
+		return atomic_load_explicit(&xc->peer_ctrl->armed, memory_order_relaxed) == 0;
 	cpu = atomic_load_explicit(&xc->peer_ctrl->cpu, memory_order_relaxed);
 	return cpu == 0 || (int)cpu - 1 != sched_getcpu();
 }

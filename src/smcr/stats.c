@@ -568,6 +568,26 @@ void smcr_stats_handshake_error(void)
 		ADD(f->handshake_errors, 1);
 }
 
+void smcr_stats_spin(bool won)
+{
+	struct smcr_stats_file *f = stats_get();
+
+	if (!f)
+		return;
+	if (won)
+		ADD(f->spins_won, 1);
+	else
+		ADD(f->spins_lost, 1);
+}
+
+void smcr_stats_slept(void)
+{
+	struct smcr_stats_file *f = stats_get();
+
+	if (f)
+		ADD(f->waits_slept, 1);
+}
+
 const struct smcr_stats_file *smcr_stats_area(void)
 {
 	return stats_get();

@@ -8,6 +8,7 @@
 #ifndef SMCR_STATS_H
 #define SMCR_STATS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "smcr/stats_abi.h"
@@ -21,6 +22,8 @@ void smcr_stats_conn_update(const struct smcr_sock *s);
 void smcr_stats_conn_close(const struct smcr_sock *s, int aborted);
 void smcr_stats_fallback(int reason);
 void smcr_stats_handshake_error(void);
+/* A blocking wait inside the engine went to sleep. */
+void smcr_stats_slept(void);
 
 /* The live area (tests and the future in-process tool). */
 const struct smcr_stats_file *smcr_stats_area(void);

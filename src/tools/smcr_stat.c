@@ -86,6 +86,7 @@ struct conn_view {
 struct file_counters {
 	uint64_t handshakes_smc, conns_open, fallbacks, handshake_errors, aborts;
 	uint64_t bytes_sent, bytes_received;
+	uint64_t spins_won, spins_lost, waits_slept;
 	struct smcr_stats_reason reasons[SMCR_STATS_MAX_REASONS];
 };
 
@@ -404,6 +405,9 @@ static void copy_counters(const struct smcr_stats_file *src, struct file_counter
 	dst->aborts = LOAD(src->aborts);
 	dst->bytes_sent = LOAD(src->bytes_sent);
 	dst->bytes_received = LOAD(src->bytes_received);
+	dst->spins_won = LOAD(src->spins_won);
+	dst->spins_lost = LOAD(src->spins_lost);
+	dst->waits_slept = LOAD(src->waits_slept);
 	for (unsigned i = 0; i < SMCR_STATS_MAX_REASONS; i++) {
 		dst->reasons[i].reason = LOAD(src->fallback_reasons[i].reason);
 		dst->reasons[i].count = LOAD(src->fallback_reasons[i].count);
@@ -556,6 +560,9 @@ static void reset_counters(struct smcr_stats_file *f, struct file_counters *was)
 	was->aborts = TAKE(f->aborts);
 	was->bytes_sent = TAKE(f->bytes_sent);
 	was->bytes_received = TAKE(f->bytes_received);
+	was->spins_won = TAKE(f->spins_won);
+	was->spins_lost = TAKE(f->spins_lost);
+	was->waits_slept = TAKE(f->waits_slept);
 	for (unsigned i = 0; i < SMCR_STATS_MAX_REASONS; i++) {
 		was->reasons[i].reason = LOAD(f->fallback_reasons[i].reason);
 		was->reasons[i].count = TAKE(f->fallback_reasons[i].count);
@@ -1015,6 +1022,7 @@ struct counters {
 	uint64_t handshakes_smc, fallbacks, handshake_errors, aborts, conns_open;
 	uint64_t closed_bytes_sent, closed_bytes_received;
 	uint64_t live_bytes_sent, live_bytes_received;
+	uint64_t spins_won, spins_lost, waits_slept;
 	struct smcr_stats_reason reasons[SMCR_STATS_MAX_REASONS];
 	unsigned nreasons;
 };
@@ -1044,6 +1052,9 @@ static void add_counters(struct counters *c, const struct process_view *pv)
 	c->conns_open += f->conns_open;
 	c->closed_bytes_sent += f->bytes_sent;
 	c->closed_bytes_received += f->bytes_received;
+	c->spins_won += f->spins_won;
+	c->spins_lost += f->spins_lost;
+	c->waits_slept += f->waits_slept;
 	for (size_t i = 0; i < pv->nconns; i++)
 		if (pv->conns[i].rec.state == SMCR_STATS_CONN_LIVE &&
 		    mode_is_smc(pv->conns[i].rec.mode)) {
@@ -1071,6 +1082,9 @@ static void counters_json(const struct counters *c)
 	       ", \"live_bytes_received\": %" PRIu64 ",\n",
 	       c->closed_bytes_sent, c->closed_bytes_received, c->live_bytes_sent,
 	       c->live_bytes_received);
+	printf("     \"spins_won\": %" PRIu64 ", \"spins_lost\": %" PRIu64
+	       ", \"waits_slept\": %" PRIu64 ",\n",
+	       c->spins_won, c->spins_lost, c->waits_slept);
 	printf("     \"fallback_reasons\": [");
 	for (unsigned i = 0; i < c->nreasons; i++)
 		printf("%s{\"code\": \"0x%08" PRIx32
@@ -1120,6 +1134,9 @@ static void counters_text(const struct counters *c)
 	       ")\n",
 	       c->closed_bytes_received + c->live_bytes_received,
 	       c->closed_bytes_received, c->live_bytes_received);
+	printf("  Waits: spins won    %12" PRIu64 "\n", c->spins_won);
+	printf("         spins lost   %12" PRIu64 "\n", c->spins_lost);
+	printf("         slept        %12" PRIu64 "  (blocking send/recv)\n", c->waits_slept);
 	if (c->nreasons)
 		printf("  Fallback reasons\n");
 	for (unsigned i = 0; i < c->nreasons; i++)

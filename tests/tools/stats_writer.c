@@ -244,6 +244,12 @@ static void publish_fixture(void)
 	smcr_stats_fallback(SMCR_CLC_DECL_PEERNOSMC);
 	smcr_stats_fallback(SMCR_CLC_DECL_NOSMCDEV);
 	smcr_stats_handshake_error();
+	/* Waits: 2 spins won, 1 lost, 4 blocking waits slept. */
+	smcr_stats_spin(true);
+	smcr_stats_spin(true);
+	smcr_stats_spin(false);
+	for (int i = 0; i < 4; i++)
+		smcr_stats_slept();
 	fx.tcp = smcr_stats_tcp_open(st, true, SMCR_CLC_DECL_PEERNOSMC);
 	if (!fx.tcp)
 		die("smcr_stats_tcp_open");

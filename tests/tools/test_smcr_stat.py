@@ -11,6 +11,7 @@ child process a timeout.  Exit 0 when all cases pass, 1 otherwise.
 """
 import json
 import os
+import re
 import shutil
 import signal
 import struct
@@ -181,7 +182,7 @@ def check_fixture_conns(doc, w, with_closed):
 
 
 def check_fixture_counters(proc, handshakes_smc=5, fallbacks=3, errors=1, aborts=1,
-                           reasons=None):
+                           reasons=None, waits=(2, 1, 4)):
     if reasons is None:
         reasons = {("0x03010000", "PEERNOSMC"): 2, ("0x03030000", "NOSMCDEV"): 1}
     check_eq(proc["program"], "stats-writer", "program in stats")
@@ -190,6 +191,8 @@ def check_fixture_counters(proc, handshakes_smc=5, fallbacks=3, errors=1, aborts
     check_eq(proc["handshake_errors"], errors, "handshake_errors")
     check_eq(proc["handshakes"], handshakes_smc + fallbacks + errors, "handshakes")
     check_eq(proc["aborts"], aborts, "aborts")
+    check_eq((proc["spins_won"], proc["spins_lost"], proc["waits_slept"]), waits,
+             "spins won/lost, waits slept")
     got = {(r["code"], r["name"]): r["count"] for r in proc["fallback_reasons"]}
     check_eq(got, reasons, "fallback reasons")
 
@@ -239,6 +242,8 @@ def case_fixture(case):
     check_eq(stats["total"]["handshakes_smc"], 5, "total handshakes_smc")
     text = case.tool("-s", "--dir", case.statsdir).stdout
     check("PEERNOSMC" in text and "0x03010000" in text, f"reason in stats text:\n{text}")
+    check(re.search(r"spins won +2\n +spins lost +1\n +slept +4 ", text),
+          f"waits in stats text:\n{text}")
 
     # smcr-stat stats json (smc-tools word order) is the same document.
     doc, _ = case.tool_json("stats", "json", "--dir", case.statsdir)
@@ -249,7 +254,7 @@ def case_fixture(case):
     check_eq(doc["reset"], True, "reset flag")
     check_fixture_counters(doc["processes"][0])
     stats, _ = case.tool_json("stats", "--json", "--dir", case.statsdir)
-    check_fixture_counters(stats["processes"][0], 0, 0, 0, 0, reasons={})
+    check_fixture_counters(stats["processes"][0], 0, 0, 0, 0, reasons={}, waits=(0, 0, 0))
     check_eq(stats["processes"][0]["connections_open"], live, "connections_open after reset")
     check_eq(stats["processes"][0]["closed_bytes_sent"], 0, "closed bytes after reset")
     doc, _ = case.tool_json("--json", "--dir", case.statsdir)

@@ -359,16 +359,25 @@ static void test_other_process_cannot_attach(void **state)
 }
 
 /*
- * A peer that completes the handshake but hands over a *blocking* eventfd
- * whose counter is at its maximum: the server's doorbell write must not
- * block (the engine makes the received eventfd non-blocking).
+ * A hand-made peer that completes the handshake with the server: it maps its
+ * own control page and ring (`region`: page at 0, ring at 4096) and hands over
+ * `efd` as its doorbell.
  */
-static void test_blocking_full_eventfd_cannot_stall_sender(void **state)
-{
+struct fake_peer {
 	struct setup st;
+	uint8_t *region;
+	int sock, mfd, efd;
+};
+
+/* Offsets in struct shm_ctrl (src/smcr/shm.c), the words a peer publishes. */
+#define CTRL_SLEEPING 8
+#define CTRL_CPU 12
+#define CTRL_ARMED 64
+
+static void fake_peer_attach(struct fake_peer *fp, int efd)
+{
 	struct proof reply;
 	struct smcr_clc_msg m;
-	uint8_t *region;
 	union {
 		char buf[CMSG_SPACE(4 * sizeof(int))];
 		struct cmsghdr align;
@@ -376,20 +385,16 @@ static void test_blocking_full_eventfd_cannot_stall_sender(void **state)
 	struct iovec iov = { .iov_base = &reply, .iov_len = sizeof(reply) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
 			     .msg_controllen = sizeof(u.buf) };
-	uint64_t near_max = UINT64_MAX - 1;
-	int sock, mfd, efd;
 
-	(void)state;
-	setup_until_accept(&st);
-	sock = rv_connect(st.token);
-	mfd = good_memfd(RING);
-	region = mmap(NULL, 4096 + RING, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
-	assert_true(region != MAP_FAILED);
-	region[64] = 1; /* the "armed" word (shm_ctrl offset 64): ring me, please */
-	efd = eventfd(0, EFD_CLOEXEC); /* blocking */
-	assert_int_equal(write(efd, &near_max, sizeof(near_max)), 8);
-	send_proof(sock, st.secret, RING, mfd, efd);
-	assert_int_equal(recvmsg(sock, &mh, MSG_CMSG_CLOEXEC), (ssize_t)sizeof(reply));
+	setup_until_accept(&fp->st);
+	fp->sock = rv_connect(fp->st.token);
+	fp->mfd = good_memfd(RING);
+	fp->efd = efd;
+	fp->region = mmap(NULL, 4096 + RING, PROT_READ | PROT_WRITE, MAP_SHARED, fp->mfd, 0);
+	assert_true(fp->region != MAP_FAILED);
+	fp->region[CTRL_ARMED] = 1; /* ring me, please */
+	send_proof(fp->sock, fp->st.secret, RING, fp->mfd, efd);
+	assert_int_equal(recvmsg(fp->sock, &mh, MSG_CMSG_CLOEXEC), (ssize_t)sizeof(reply));
 	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
 		for (size_t k = 0; k < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); k++) {
 			int fd;
@@ -402,24 +407,78 @@ static void test_blocking_full_eventfd_cannot_stall_sender(void **state)
 	m.hdr.type = SMCR_CLC_CONFIRM;
 	m.hdr.version = SMCR_CLC_V2;
 	m.hdr.typev1 = SMCR_CLC_PATH_D;
-	m.accept.ism_gid = smcr_get_be64(st.secret);
-	m.accept.gid_ext = smcr_get_be64(st.secret + 8);
+	m.accept.ism_gid = smcr_get_be64(fp->st.secret);
+	m.accept.gid_ext = smcr_get_be64(fp->st.secret + 8);
 	m.accept.ism_chid = 0xFFFF;
-	m.accept.dmb_token = st.token;
+	m.accept.dmb_token = fp->st.token;
 	m.accept.dmbe_size = 0; /* 16 KiB */
 	memcpy(m.accept.eid, "SMCR-USERSPACE-SAMEHOST-SHM     ", SMCR_CLC_EID_LEN);
-	send_clc(st.cfd, &m);
-	pthread_join(st.thread, NULL);
-	assert_int_equal(st.run.rc, 0);
+	send_clc(fp->st.cfd, &m);
+	pthread_join(fp->st.thread, NULL);
+	assert_int_equal(fp->st.run.rc, 0);
+}
+
+static void fake_peer_detach(struct fake_peer *fp)
+{
+	smcr_sock_abort(fp->st.run.s, false);
+	munmap(fp->region, 4096 + RING);
+	close(fp->sock);
+	close(fp->mfd);
+	close(fp->efd);
+	teardown(&fp->st);
+}
+
+/*
+ * A peer that completes the handshake but hands over a *blocking* eventfd
+ * whose counter is at its maximum: the server's doorbell write must not
+ * block (the engine makes the received eventfd non-blocking).
+ */
+static void test_blocking_full_eventfd_cannot_stall_sender(void **state)
+{
+	struct fake_peer fp;
+	uint64_t near_max = UINT64_MAX - 1;
+	int efd = eventfd(0, EFD_CLOEXEC); /* blocking */
+
+	(void)state;
+	assert_int_equal(write(efd, &near_max, sizeof(near_max)), 8);
+	fake_peer_attach(&fp, efd);
 	/* Rings our doorbell: must return, not block on the full counter. */
-	assert_int_equal(smcr_sock_send(st.run.s, "hi", 2, 0), 2);
-	assert_memory_equal(region + 4096, "hi", 2);
-	smcr_sock_abort(st.run.s, false);
-	munmap(region, 4096 + RING);
-	close(sock);
-	close(mfd);
-	close(efd);
-	teardown(&st);
+	assert_int_equal(smcr_sock_send(fp.st.run.s, "hi", 2, 0), 2);
+	assert_memory_equal(fp.region + 4096, "hi", 2);
+	fake_peer_detach(&fp);
+}
+
+static void set_word(uint8_t *region, size_t off, uint32_t v)
+{
+	__atomic_store_n((uint32_t *)(void *)(region + off), v, __ATOMIC_RELAXED);
+}
+
+/*
+ * The spin's "is the peer running" test: a peer asleep in a wait is not worth
+ * spinning for, unless we just rang it (it has not re-armed since): it is
+ * then on its way to answer.  Without that, a request/response pair whose
+ * sides both send and then wait would always find the other still marked
+ * asleep, and neither would ever spin.
+ */
+static void test_rung_sleeping_peer_counts_as_running(void **state)
+{
+	struct fake_peer fp;
+	struct smcr_sock *s;
+
+	(void)state;
+	fake_peer_attach(&fp, eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+	s = fp.st.run.s;
+	set_word(fp.region, CTRL_CPU, 0); /* CPU unknown: never "ours" */
+	set_word(fp.region, CTRL_SLEEPING, 0);
+	assert_true(smcr_sock_peer_running(s));
+	set_word(fp.region, CTRL_SLEEPING, 1); /* asleep and armed: not rung */
+	assert_false(smcr_sock_peer_running(s));
+	assert_int_equal(smcr_sock_send(s, "q", 1, 0), 1); /* rings: armed 1 -> 0 */
+	assert_int_equal(fp.region[CTRL_ARMED], 0);
+	assert_true(smcr_sock_peer_running(s));
+	set_word(fp.region, CTRL_ARMED, 1); /* it woke, took the message, re-armed */
+	assert_false(smcr_sock_peer_running(s));
+	fake_peer_detach(&fp);
 }
 
 int main(void)
@@ -432,6 +491,7 @@ int main(void)
 		cmocka_unit_test(test_odd_ring_size_rejected),
 		cmocka_unit_test(test_other_process_cannot_attach),
 		cmocka_unit_test(test_blocking_full_eventfd_cannot_stall_sender),
+		cmocka_unit_test(test_rung_sleeping_peer_counts_as_running),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
