@@ -82,14 +82,16 @@ int smcr_smc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event);
 /* Translates what the kernel reported; returns the new count (may be 0). */
 int smcr_smc_epoll_filter(int epfd, struct epoll_event *events, int n);
 /*
- * Opt-in bounded spin (SMCR_SPIN_US) before a blocking epoll wait: while a
- * peer of an SMC socket in epfd runs, poll epfd without blocking.  Returns
+ * Bounded spin (SMCR_SPIN_US) before a blocking epoll wait: while the peer of
+ * an SMC socket that this thread's last wait on epfd reported runs, poll epfd
+ * without blocking.  Returns
  * translated reports (> 0), 0 when the blocking wait should follow (then
  * smcr_smc_epoll_spin_end() after it), or -1 with errno.
  */
+#define SMCR_SMC_SPIN_SET_MAX 16
 struct smcr_smc_spin_set {
 	int n;
-	struct smcr_fd_entry *e[16]; /* references held */
+	struct smcr_fd_entry *e[SMCR_SMC_SPIN_SET_MAX]; /* references held */
 };
 int smcr_smc_epoll_spin(int epfd, struct epoll_event *events, int maxevents,
 			const sigset_t *mask, bool pwait, struct smcr_smc_spin_set *set);

@@ -370,9 +370,29 @@ static unsigned sock_poll(struct smcr_sock *s)
 	return m;
 }
 
+/*
+ * The SMC sockets the thread's last epoll_wait reported, the ones its next
+ * wait most likely waits for: the spin looks at their peers (a request/response
+ * loop waits on the connection that just answered).  Kept per thread, so a
+ * wait never scans all registrations (a server may hold 100000).
+ */
+static __thread struct {
+	int epfd, n;
+	int fds[SMCR_SMC_SPIN_SET_MAX];
+} spin_recent = { .epfd = -1 };
+
+static void spin_recent_note(int epfd, const int *fds, int n)
+{
+	if (n == 0)
+		return; /* only plain fds were ready: keep what the spin knew */
+	spin_recent.epfd = epfd;
+	spin_recent.n = n;
+	memcpy(spin_recent.fds, fds, (size_t)n * sizeof(*fds));
+}
+
 int smcr_smc_epoll_filter(int epfd, struct epoll_event *events, int n)
 {
-	int out = 0;
+	int out = 0, smc_fds[SMCR_SMC_SPIN_SET_MAX], nsmc = 0;
 	/* Connecting clients seen writable: their handshake runs after the lock. */
 	struct {
 		int slot, fd;
@@ -380,7 +400,6 @@ int smcr_smc_epoll_filter(int epfd, struct epoll_event *events, int n)
 	} connecting[64];
 	int nconnecting = 0;
 
-	(void)epfd;
 	pthread_mutex_lock(&ep_lock);
 	for (int i = 0; i < n; i++) {
 		bool stale;
@@ -406,6 +425,8 @@ int smcr_smc_epoll_filter(int epfd, struct epoll_event *events, int n)
 			if (r->events & EPOLLONESHOT)
 				r->disarmed = true;
 			events[out].events = m;
+			if (nsmc < SMCR_SMC_SPIN_SET_MAX)
+				smc_fds[nsmc++] = r->fd;
 		} else {
 			if (r->events & EPOLLONESHOT)
 				r->disarmed = true;
@@ -426,6 +447,7 @@ int smcr_smc_epoll_filter(int epfd, struct epoll_event *events, int n)
 		out++;
 	}
 	pthread_mutex_unlock(&ep_lock);
+	spin_recent_note(epfd, smc_fds, nsmc);
 
 	for (int k = 0; k < nconnecting; k++) {
 		int slot = connecting[k].slot, fd = connecting[k].fd;
@@ -476,28 +498,14 @@ static void spin_set_sleeping(struct smcr_smc_spin_set *set, bool sleeping)
 	}
 }
 
-/*
- * The SMC sockets registered in epfd (at most 16: a heuristic, not a
- * guarantee).  The fd numbers are taken under ep_lock, the references after
- * it (a put may end an entry, which takes ep_lock); an fd reused meanwhile
- * only makes the spin look at the wrong peer.
- */
+/* The SMC sockets of spin_recent still open (references taken). */
 static void spin_set_collect(int epfd, struct smcr_smc_spin_set *set)
 {
-	int fds[16], nfds = 0;
-	uint32_t high = atomic_load_explicit(&ep_high, memory_order_acquire);
-
 	set->n = 0;
-	pthread_mutex_lock(&ep_lock);
-	for (uint32_t i = 0; i < high && nfds < 16; i++) {
-		const struct ep_rec *r = &ep_arena[i];
-
-		if (r->in_use && r->on_doorbell && !r->disarmed && r->epfd == epfd)
-			fds[nfds++] = r->fd;
-	}
-	pthread_mutex_unlock(&ep_lock);
-	for (int i = 0; i < nfds; i++) {
-		struct smcr_fd_entry *e = smcr_fdtab_get(fds[i]);
+	if (spin_recent.epfd != epfd)
+		return;
+	for (int i = 0; i < spin_recent.n; i++) {
+		struct smcr_fd_entry *e = smcr_fdtab_get(spin_recent.fds[i]);
 
 		if (e && smcr_smc_sock_of(e))
 			set->e[set->n++] = e;
