@@ -234,6 +234,12 @@ struct smcr_sock *smcr_smc_sock_of(struct smcr_fd_entry *e)
 	return atomic_load_explicit(&e->sock, memory_order_acquire);
 }
 
+bool smcr_smc_inherited(struct smcr_fd_entry *e)
+{
+	return entry_mode(e) == SMCR_FD_SMC && e->owner != smcr_smc_pid &&
+	       atomic_load_explicit(&e->sock, memory_order_acquire) != NULL;
+}
+
 /* The decision is one thread's at a time; others wait for its outcome. */
 static bool decision_lock(struct smcr_fd_entry *e)
 {

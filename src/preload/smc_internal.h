@@ -28,6 +28,8 @@ int smcr_smc_settle(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, boo
 
 /* The engine socket of an SMC entry this process runs, else NULL. */
 struct smcr_sock *smcr_smc_sock_of(struct smcr_fd_entry *e);
+/* A forked child's copy of its parent's SMC connection (reads as reset here). */
+bool smcr_smc_inherited(struct smcr_fd_entry *e);
 
 /* smc_poll.c */
 /* The entry just reached SMC: its epoll registrations move to the doorbell. */

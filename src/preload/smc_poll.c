@@ -605,7 +605,16 @@ static int64_t now_ns(void)
 struct poll_slot {
 	struct smcr_fd_entry *e; /* reference held */
 	struct smcr_sock *s;     /* SMC: wait on its ready fd */
+	bool inherited;          /* a parent's SMC connection: reads as reset here */
 };
+
+/*
+ * A forked child's copy of its parent's SMC connection: its data calls fail
+ * with ECONNRESET (smc.c), so it polls as a reset socket does (readable,
+ * writable, error, hang-up), never as the quiet TCP socket beneath, on which
+ * a child waiting to read would sleep for ever.
+ */
+#define INHERITED_MASK (POLLIN | POLLOUT | POLLERR | POLLHUP | POLLRDHUP)
 
 static bool slots_peer_running(const struct poll_slot *slots, nfds_t nfds)
 {
@@ -664,11 +673,14 @@ int smcr_smc_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeo
 	for (nfds_t i = 0; i < nfds; i++) {
 		slots[i].e = NULL;
 		slots[i].s = NULL;
+		slots[i].inherited = false;
 		if (fds[i].fd < 0)
 			continue;
 		slots[i].e = smcr_fdtab_get(fds[i].fd);
 		if (slots[i].e)
 			slots[i].s = smcr_smc_sock_of(slots[i].e);
+		if (slots[i].e && !slots[i].s)
+			slots[i].inherited = smcr_smc_inherited(slots[i].e);
 		if (slots[i].s)
 			poll_count(&slots[i], fds[i].events, 1);
 	}
@@ -686,6 +698,11 @@ int smcr_smc_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeo
 				ready += fds[i].revents != 0;
 				copy[i].fd = smcr_sock_ready_fd(slots[i].s);
 				copy[i].events = POLLIN;
+			} else if (slots[i].inherited) {
+				fds[i].revents = (short)wanted_mask(INHERITED_MASK,
+								    (uint16_t)fds[i].events);
+				ready++;
+				copy[i].fd = -1;
 			}
 		}
 		if (!ready && spin_end) {
@@ -723,7 +740,7 @@ int smcr_smc_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeo
 			if (slots[i].s) {
 				if (copy[i].revents)
 					fds[i].revents = slot_revents(&slots[i], fds[i].events);
-			} else {
+			} else if (!slots[i].inherited) {
 				fds[i].revents = copy[i].revents;
 				if (slots[i].e && (copy[i].revents & (POLLOUT | POLLERR | POLLHUP)) &&
 				    entry_needs_translation(slots[i].e)) {
