@@ -91,7 +91,7 @@ wait_listening() { # TCP_PORT: until a socket listens on it (max ~5 s)
     local hex i
     hex=$(printf '%04X' "$1")
     for ((i = 0; i < 50; i++)); do
-        grep -q ":$hex 00000000:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null && return 0
+        grep -Eq ":$hex 0+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null && return 0
         sleep 0.1
     done
     return 1
