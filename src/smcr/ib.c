@@ -18,8 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
+#include <unistd.h>
 
 #include "common/log.h"
+#include "common/real.h"
 #include "smcr/sys.h"
 
 /* QP attributes as the kernel's SMC-R uses them (smc-r-protocol.md §4.2). */
@@ -126,6 +129,51 @@ static void fork_init(void)
 			  strerror(rc));
 }
 
+#define IB_DEV_DIR "/dev/infiniband"
+
+/*
+ * Watch the device's uverbs node: an inotify fd on its directory that
+ * becomes readable when the node is deleted.  Best effort (no inotify, no
+ * such directory: removal is then noticed only through the QPs).
+ */
+static void watch_removal(struct smcr_ib_port *port, const char *dev_name)
+{
+	int fd = smcr_real.inotify_init1 ? smcr_real.inotify_init1(IN_NONBLOCK | IN_CLOEXEC) : -1;
+
+	port->removal_fd = -1;
+	snprintf(port->dev_name, sizeof(port->dev_name), "%s", dev_name);
+	if (fd < 0)
+		return;
+	fd = smcr_sys_fd_high(fd);
+	if (inotify_add_watch(fd, IB_DEV_DIR, IN_DELETE | IN_DELETE_SELF | IN_MOVED_FROM) < 0) {
+		smcr_sys_close(fd);
+		return;
+	}
+	port->removal_fd = fd;
+}
+
+bool smcr_ib_port_removed(struct smcr_ib_port *port)
+{
+	union {
+		struct inotify_event ev;
+		char buf[4096];
+	} u;
+	ssize_t n;
+
+	while (!port->removed && port->removal_fd >= 0 &&
+	       (n = smcr_real.read(port->removal_fd, u.buf, sizeof(u.buf))) > 0) {
+		for (ssize_t off = 0; off + (ssize_t)sizeof(struct inotify_event) <= n;) {
+			const struct inotify_event *ev = (const void *)(u.buf + off);
+
+			if ((ev->mask & (IN_DELETE_SELF | IN_IGNORED)) ||
+			    (ev->len && !strcmp(ev->name, port->dev_name)))
+				port->removed = true;
+			off += (ssize_t)sizeof(*ev) + ev->len;
+		}
+	}
+	return port->removed;
+}
+
 int smcr_ib_port_open(const struct sockaddr *local, struct smcr_ib_port **out)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -143,6 +191,7 @@ int smcr_ib_port_open(const struct sockaddr *local, struct smcr_ib_port **out)
 	port = calloc(1, sizeof(*port));
 	if (!port)
 		return -ENOMEM;
+	port->removal_fd = -1;
 	list = ibv_get_device_list(&n);
 	if (!list) {
 		free(port);
@@ -158,6 +207,7 @@ int smcr_ib_port_open(const struct sockaddr *local, struct smcr_ib_port **out)
 			port->ctx = ctx;
 			snprintf(port->name, sizeof(port->name), "%s",
 				 ibv_get_device_name(list[i]));
+			watch_removal(port, list[i]->dev_name);
 		} else {
 			ibv_close_device(ctx);
 		}
@@ -182,6 +232,7 @@ void smcr_ib_port_close(struct smcr_ib_port *port)
 {
 	if (!port)
 		return;
+	smcr_sys_close(port->removal_fd);
 	if (port->pd)
 		ibv_dealloc_pd(port->pd);
 	if (port->ctx)

@@ -37,6 +37,9 @@ struct smcr_ib_port {
 	enum ibv_mtu active_mtu;
 	unsigned int ifindex;
 	char name[IBV_SYSFS_NAME_MAX];
+	char dev_name[IBV_SYSFS_NAME_MAX]; /* its uverbs node in /dev/infiniband */
+	int removal_fd;                    /* inotify on /dev/infiniband, or -1 */
+	bool removed;                      /* the device is being unregistered */
 };
 
 /* What each side of a link tells the other (CLC Accept/Confirm fields). */
@@ -60,6 +63,16 @@ int smcr_ib_addr_gid(const struct sockaddr *addr, uint8_t gid[SMCR_IB_GID_LEN]);
  * device has such a GID, other -errno on failure.
  */
 int smcr_ib_port_open(const struct sockaddr *local, struct smcr_ib_port **out);
+/*
+ * Is the device going away (`rdma link delete`, driver unbind)?  Its uverbs
+ * node leaves /dev/infiniband as soon as unregistration starts; drivers that
+ * cannot disassociate a user context (rxe) then wait for every process to
+ * close the device, sending it no event and keeping its QPs working.
+ * port->removal_fd turns readable then (an fd for the caller's epoll set);
+ * this reads it and latches port->removed.
+ */
+bool smcr_ib_port_removed(struct smcr_ib_port *port);
+
 void smcr_ib_port_close(struct smcr_ib_port *port);
 
 /*

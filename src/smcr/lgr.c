@@ -317,10 +317,26 @@ static void drain_locked(struct smcr_lgr *g)
 	}
 }
 
-/* Device events (fatal error, port down): the link cannot carry on. */
+/*
+ * Device events (fatal error, port down): the link cannot carry on.  And
+ * the device's removal, which rxe never reports as an event: its QPs go on
+ * working until every process closed the device, and `rdma link delete`
+ * waits for that.  The group then tells the peer (DELETE LINK, operator
+ * initiated, while the QP still carries it: the peer's connections end now,
+ * not when its NIC gives up) and fails, so its connections reset, and the
+ * reaper closes the device once they are gone.
+ */
 static void device_events_locked(struct smcr_lgr *g)
 {
 	struct ibv_async_event ev;
+
+	if (g->state != SMCR_LGR_DEAD && smcr_ib_port_removed(g->port)) {
+		if (g->connected) {
+			smcr_lgr_llc_send_delete_link(g, SMCR_LLC_DEL_OP_INIT_TERM, false);
+			(void)smcr_wr_flush(g->link, LGR_EXIT_FLUSH_MS);
+		}
+		smcr_lgr_fail_locked(g, "the RDMA device is being removed");
+	}
 
 	while (ibv_get_async_event(g->port->ctx, &ev) == 0) {
 		switch (ev.event_type) {

@@ -178,6 +178,10 @@ static int make_ready_fd(struct smcr_xconn *xc)
 	ev.data.fd = xc->lgr->port->ctx->async_fd;
 	if (smcr_real.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0)
 		return -errno;
+	/* ... and the device's removal, which rxe reports by no event (ib.h) */
+	ev.data.fd = xc->lgr->port->removal_fd;
+	if (ev.data.fd >= 0 && smcr_real.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0)
+		return -errno;
 	/* hang-up only: in SMC mode the TCP socket carries nothing else */
 	ev.events = EPOLLRDHUP;
 	ev.data.fd = xc->tcp_fd;
