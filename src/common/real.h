@@ -60,6 +60,11 @@
 	X(int, ioctl, (int, unsigned long, ...), true)                                     \
 	X(pid_t, fork, (void), true)                                                       \
 	X(pid_t, vfork, (void), false)                                                     \
+	X(int, execve, (const char *, char *const[], char *const[]), true)                 \
+	X(int, execv, (const char *, char *const[]), true)                                 \
+	X(int, execvp, (const char *, char *const[]), true)                                \
+	X(int, execvpe, (const char *, char *const[], char *const[]), false)               \
+	X(int, fexecve, (int, char *const[], char *const[]), false)                        \
 	/* fd-creating calls: the kernel may reuse a number we still remember */          \
 	X(int, open, (const char *, int, ...), true)                                       \
 	X(int, open64, (const char *, int, ...), false)                                    \

@@ -228,6 +228,11 @@ void smcr_fdtab_forget_range(unsigned first, unsigned last)
 		smcr_fdtab_forget((int)fd);
 }
 
+unsigned smcr_fdtab_high(void)
+{
+	return atomic_load_explicit(&fdtab_high, memory_order_relaxed);
+}
+
 /* Takes a reference unless the count already dropped to zero. */
 static bool ref_unless_zero(struct smcr_fd_entry *entry)
 {

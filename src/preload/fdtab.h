@@ -135,6 +135,8 @@ void smcr_fdtab_put(struct smcr_fd_entry *entry);
  */
 extern void (*smcr_fdtab_release_hook)(struct smcr_fd_entry *entry);
 
+/* One more than the highest fd that ever held an entry (walks over every entry). */
+unsigned smcr_fdtab_high(void);
 /* Number of entries in use (tests, stats). */
 unsigned smcr_fdtab_entries_in_use(void);
 

@@ -17,11 +17,14 @@
  * I/O (accept-then-fork servers classify in the worker). An SMC connection
  * belongs to the process that made it (entry->owner): a forked child that
  * inherited it gets ECONNRESET from data calls and only forgets it on close,
- * so the parent's connection runs on. exec: the engine's fds (its TCP
- * duplicate, the shm rendezvous socket, rings, doorbells) are close-on-exec,
- * so an SMC connection cannot cross exec; the peer sees the process vanish
- * and aborts (reset, prompt: tests/preload/test_smc.c "exec"). The new image
- * keeps only the application's TCP fd, which the peer's reset ends too.
+ * so the parent's connection runs on (its copy polls as a reset socket).
+ * exec: an SMC connection cannot cross it. The exec wrappers (wrap_exec.c)
+ * reset the TCP connection of every SMC connection the process owns first,
+ * so the peer sees a reset at once (over SMC-R nothing else would tell it:
+ * the TCP socket lives on in the new image), and the new image's fd reads
+ * as a reset socket (tests/preload/test_smc.c "exec", tests/rxe/robust.sh).
+ * The engine's own fds (its TCP duplicate, the shm rendezvous socket, rings,
+ * doorbells) are close-on-exec.
  *
  * Known limits: a client and its server in one process stay TCP (the
  * handshake would wait for the server's first I/O on the same thread); a
@@ -777,6 +780,39 @@ static void release_entry(struct smcr_fd_entry *e)
 	if (e->engine_fd >= 0)
 		smcr_real.close(e->engine_fd);
 	e->engine_fd = -1;
+	smcr_guard_leave();
+	errno = saved;
+}
+
+/*
+ * exec (wrap_exec.c): an SMC connection cannot cross it, and nothing in the
+ * new image would ever tell the peer: over SMC-R the TCP socket stays open
+ * in the new image and quiet, and the peer's link would learn of the
+ * process's vanished QP only from a keepalive, half a minute later.  So
+ * every SMC connection this process owns is reset now (TCP disconnect,
+ * connect(AF_UNSPEC)): the peer sees a reset at once, and the fd the new
+ * image inherits reads as a reset socket (ECONNRESET, then ENOTCONN), never
+ * as a quiet TCP connection.  The engine state is left alone (another thread
+ * may still be inside it; exec wipes it).  A forked or vfork'ed child's exec
+ * touches nothing: the connections are its parent's.
+ */
+void smcr_smc_before_exec(void)
+{
+	static const struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+	int saved = errno;
+
+	if (!smcr_smc_enabled || getpid() != smcr_smc_pid)
+		return;
+	smcr_guard_enter();
+	for (unsigned fd = 0, high = smcr_fdtab_high(); fd < high; fd++) {
+		struct smcr_fd_entry *e = smcr_fdtab_peek((int)fd);
+
+		if (!e || entry_mode(e) != SMCR_FD_SMC || e->owner != smcr_smc_pid ||
+		    !atomic_load(&e->sock) || e->engine_fd < 0)
+			continue;
+		if (smcr_real.connect(e->engine_fd, &unspec, sizeof(unspec)) == 0)
+			smcr_dbg("fd %u: SMC connection reset before exec", fd);
+	}
 	smcr_guard_leave();
 	errno = saved;
 }

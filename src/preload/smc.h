@@ -40,6 +40,8 @@ void smcr_smc_init(void);
 void smcr_smc_lock(void);
 void smcr_smc_unlock(void);
 void smcr_smc_reinit_child(void);
+/* exec is about to replace this process: reset the SMC connections it owns. */
+void smcr_smc_before_exec(void);
 
 /* ---- life cycle (wrap_socket.c) -------------------------------------------- */
 
