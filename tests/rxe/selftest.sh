@@ -308,9 +308,10 @@ lgr_rogue
 
 # Failure while data flows: the server process is killed, or its veth goes down (rxe1's
 # port turns DOWN, the client's packets go nowhere). The client, blocked in the engine's
-# send, must see ECONNRESET within 10 s, never hang. (`rdma link delete rxe1` is no such
-# test on rxe: it blocks until every process closed the device, and until then the QPs
-# keep working and no device event arrives, since rxe cannot disassociate a user context.)
+# send, must see ECONNRESET within 10 s, never hang. (`rdma link delete rxe1` with the
+# library: tests/rxe/robust.sh. rxe cannot disassociate a user context, so the delete
+# sends no device event and waits until every process closed the device; smcr notices
+# the device node's removal instead, src/smcr/ib.h.)
 verbs_break() { # NAME PORT ACTION (a command line; $spid is the server)
     local name=$1 port=$2 action=$3 spid cpid t0 ms i
     "$verbs_engine" server 10.77.0.2 "$port" $((1 << 30)) > "$logs/server" 2>&1 &
