@@ -10,8 +10,8 @@
  *       says what it wants: 'P' ping-pong, 'T' stream, 'C' short connection.
  *   sockbench client pp|tp|cps|all SERVER PORT SECONDS LOCAL_ADDR
  *       pp   one connection, 14-byte messages echoed back, one at a time (TCP_NODELAY on both
- *            sides): round-trip times; prints "pp rtt_p50_us R rtt_min_us R rtt_p99_us R
- *            rounds N conns 1"
+ *            sides): round-trip times after 10 untimed ones; prints "pp rtt_p50_us R
+ *            rtt_min_us R rtt_p99_us R rounds N conns 1"
  *       tp   one connection, 65536-byte send() calls for SECONDS, then shutdown(SHUT_WR);
  *            the server answers with the byte count it received: prints "tp MBps R bytes N
  *            conns 1" (bytes the server confirmed / time until its answer arrived)
@@ -19,8 +19,10 @@
  *            way + close() (the client closes first), after one warm-up connection that is
  *            not timed (it may set up the SMC-R link group); prints "cps rate R
  *            conn_p50_us R conns N" (N counts the warm-up too: every connection made)
- *       all  pp, tp and cps one after the other, SECONDS each, in one process (a program
- *            start under scripts/smc_run costs seconds in the TCG guest)
+ *       all  one untimed short connection ("warmup conns 1": an SMC-R client sets up its
+ *            link group here, which the kernel's may have from an earlier process), then
+ *            pp, tp and cps, SECONDS each, in one process (a program start under
+ *            scripts/smc_run costs seconds in the TCG guest)
  *   sockbench ksmc-stats
  *       the kernel's SMC counters (generic netlink SMC_GEN_NETLINK, SMC_NETLINK_GET_STATS and
  *       _GET_FBACK_STATS): "smcr_client_v2 N smcr_server_v2 N smcr_client_v1 N
@@ -51,6 +53,7 @@
 #define MSG_STREAM  65536
 #define IO_TIMEOUT  30
 #define MAX_SAMPLES (1 << 20)
+#define PP_WARMUP   10 /* untimed round trips before the timed ones */
 
 static int die(const char *what)
 {
@@ -275,8 +278,10 @@ static void pingpong(double seconds)
 	nodelay(fd);
 	memset(out, 'p', sizeof(out));
 	out[0] = 'P';
-	double end = now_s() + seconds;
+	double end = 0;
 	for (uint32_t round = 0; n < MAX_SAMPLES; round++) {
+		if (round == PP_WARMUP)
+			end = now_s() + seconds;
 		double t0 = now_s();
 
 		memcpy(out + 1, &round, sizeof(round));
@@ -290,6 +295,8 @@ static void pingpong(double seconds)
 			errno = EPROTO;
 			die("ping-pong: the echo differs");
 		}
+		if (round < PP_WARMUP)
+			continue;
 		rtt[n++] = (t1 - t0) * 1e6;
 		if (t1 >= end)
 			break;
@@ -564,6 +571,8 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[2], "cps"))
 			short_conns(seconds);
 		else if (!strcmp(argv[2], "all")) {
+			short_one(0);
+			printf("warmup conns 1\n");
 			pingpong(seconds);
 			stream(seconds);
 			short_conns(seconds);
