@@ -48,7 +48,7 @@ struct smcr_sock_opts {
 	uint32_t rcvbuf;    /* own RMB size wish (rounded up to 16 KiB << n); 0 = 1 MiB
 			     * over shared memory, 256 KiB over RDMA */
 	uint32_t sndbuf;    /* reserved for transports with a send buffer; 0 = default */
-	int handshake_ms;   /* CLC wait per message; 0 = 2000 (Linux's SMC_CLC_WAIT_TIME) */
+	int handshake_ms;   /* CLC wait per message; 0 = 6000 (Linux's CLC_WAIT_TIME) */
 	int spin_us;        /* before sleeping, poll up to this long while the peer
 			     * is running on another CPU; 0 = never (the zero default;
 			     * the preload passes SMCR_SPIN_US, default 20) */

@@ -207,6 +207,46 @@ int smcr_config_parse_cidr(const char *text, struct smcr_config_cidr *out)
 	return 0;
 }
 
+static void SMCR_PRINTF(2, 3) add_problem(struct smcr_config *cfg, const char *fmt, ...);
+
+int smcr_config_parse_eid(const char *text, size_t len, char out[SMCR_CONFIG_EID_LEN])
+{
+	if (len == 0 || len > SMCR_CONFIG_EID_LEN)
+		return -1;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)toupper((unsigned char)text[i]);
+
+		/* the kernel's UEID rule: letters, digits, '.', '-' (smc_clc_ueid_add) */
+		if (!(isupper(c) || isdigit(c) || c == '.' || c == '-'))
+			return -1;
+		out[i] = (char)c;
+	}
+	memset(out + len, ' ', SMCR_CONFIG_EID_LEN - len);
+	return 0;
+}
+
+static void parse_ueids(struct smcr_config *cfg, const char *text)
+{
+	const char *p = text;
+
+	while (*p) {
+		size_t len = strcspn(p, ", ");
+
+		if (len > 0 && cfg->n_ueids >= SMCR_CONFIG_MAX_UEIDS) {
+			add_problem(cfg, "SMCR_UEID: more than %u EIDs; the rest ignored",
+				    SMCR_CONFIG_MAX_UEIDS);
+			break;
+		}
+		if (len > 0 && smcr_config_parse_eid(p, len, cfg->ueid[cfg->n_ueids]) < 0)
+			add_problem(cfg, "SMCR_UEID: '%.*s' is not an EID (1..32 of A-Z 0-9 . -);"
+				    " ignored", (int)(len > 40 ? 40 : len), p);
+		else if (len > 0)
+			cfg->n_ueids++;
+		p += len;
+		p += strspn(p, ", ");
+	}
+}
+
 static void SMCR_PRINTF(2, 3) add_problem(struct smcr_config *cfg, const char *fmt, ...)
 {
 	va_list ap;
@@ -351,6 +391,10 @@ void smcr_config_parse(struct smcr_config *cfg, smcr_config_getenv_fn *get, void
 	text = lookup(get, ctx, "SMCR_PEERS");
 	if (text)
 		(void)parse_cidr_list(cfg, "SMCR_PEERS", text, cfg->peers, &cfg->n_peers);
+	text = lookup(get, ctx, "SMCR_UEID");
+	if (text)
+		parse_ueids(cfg, text);
+
 	text = lookup(get, ctx, "SMCR_PEERS_DENY");
 	/* What a bad deny entry meant to exclude is unknown: propose SMC-R nowhere. */
 	if (text && parse_cidr_list(cfg, "SMCR_PEERS_DENY", text, cfg->deny, &cfg->n_deny) < 0 &&

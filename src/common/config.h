@@ -27,6 +27,12 @@
  *                  [fd77::/64]:5201; an address alone is one host)
  *   SMCR_PEERS_DENY  the same syntax; never propose to these (wins over
  *                  SMCR_PEERS).  A bad entry here turns SMCR_PEERS off.
+ *   SMCR_UEID      user EIDs for SMC-Rv2, EID[,EID...] (up to 7): what the
+ *                  kernel's UEID table holds (smcr ueid add), so that a
+ *                  Linux AF_SMC peer and we find a common EID.  Upper-cased
+ *                  as smc-tools does; A-Z 0-9 . - only, 1..32 characters,
+ *                  blank padded on the wire.  Our own EID for smcr peers
+ *                  (SMCR-USERSPACE-VERBS) is always offered after them.
  *
  * A bad value is never fatal: the variable keeps its default and the
  * problem is recorded (problems[]) so the library can report it once.
@@ -49,6 +55,8 @@
 #define SMCR_CONFIG_SPIN_DEFAULT_US 20u
 #define SMCR_CONFIG_SPIN_MAX_US 1000u
 #define SMCR_CONFIG_MAX_PEERS 32u
+#define SMCR_CONFIG_MAX_UEIDS 7u   /* a Proposal carries 8 EIDs: ours is the 8th */
+#define SMCR_CONFIG_EID_LEN 32u
 
 enum smcr_config_transport {
 	SMCR_CONFIG_TRANSPORT_AUTO = 0,
@@ -79,6 +87,8 @@ struct smcr_config {
 	struct smcr_config_cidr peers[SMCR_CONFIG_MAX_PEERS];
 	unsigned n_deny;              /* SMCR_PEERS_DENY */
 	struct smcr_config_cidr deny[SMCR_CONFIG_MAX_PEERS];
+	unsigned n_ueids;             /* SMCR_UEID */
+	char ueid[SMCR_CONFIG_MAX_UEIDS][SMCR_CONFIG_EID_LEN]; /* blank padded, no NUL */
 	unsigned n_problems;
 	char problems[SMCR_CONFIG_MAX_PROBLEMS][SMCR_CONFIG_PROBLEM_LEN];
 };
@@ -100,6 +110,8 @@ int smcr_config_parse_uint(const char *text, unsigned *out);
 int smcr_config_parse_transport(const char *text, int *out);
 /* One entry: "10.0.0.0/8", "10.1.2.3:80", "fd77::/64", "[fd77::2]:5201". */
 int smcr_config_parse_cidr(const char *text, struct smcr_config_cidr *out);
+/* One EID of `len` characters: upper-cased, blank padded into out[32]. */
+int smcr_config_parse_eid(const char *text, size_t len, char out[SMCR_CONFIG_EID_LEN]);
 
 /*
  * The process-wide configuration: parsed from the environment on the

@@ -33,7 +33,7 @@
 #include "smcr/stats.h"
 #include "smcr/engine.h"
 
-#define CLC_WAIT_MS 2000          /* Linux SMC_CLC_WAIT_TIME */
+#define CLC_WAIT_MS 6000          /* Linux CLC_WAIT_TIME (6 s): a TCG guest's kernel needs >2 s */
 #define CLC_FIRST_REPLY_MS 10000  /* the server answers at its first I/O, maybe later */
 #define DEFAULT_RMB_SIZE (256u * 1024)
 /*
@@ -458,8 +458,19 @@ static int server_handshake(int fd, const struct smcr_transport_ops *ops, struct
 		return rc;
 	if (reply.hdr.type == SMCR_CLC_DECLINE)
 		return attach_rc > 0 ? attach_rc : decline_reason(&reply);
+	if (reply.hdr.type == SMCR_CLC_CONFIRM && attach_rc > 0) {
+		/*
+		 * The client believes in SMC but we could not attach: decline after
+		 * its Confirm, as Linux's server does (smc_listen_decline); a Linux
+		 * client that sees no CONFIRM LINK looks for this Decline and falls
+		 * back to TCP.
+		 */
+		int drc = clc_send_decline(fd, (uint32_t)attach_rc, smcr_sys_deadline(wait));
+
+		return drc < 0 ? drc : attach_rc;
+	}
 	if (reply.hdr.type != SMCR_CLC_CONFIRM || attach_rc != 0)
-		return -EPROTO; /* the client believes in SMC but we are not attached */
+		return -EPROTO;
 	rc = ops->server_confirm(xc, &reply);
 	return rc > 0 ? -EPROTO : rc; /* after Confirm there is no way back to TCP */
 }

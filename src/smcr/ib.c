@@ -280,7 +280,7 @@ struct ibv_qp *smcr_ib_qp_create(struct smcr_ib_port *port, struct ibv_cq *send_
 		.cap = { .max_send_wr = max_send_wr,
 			 .max_recv_wr = max_recv_wr,
 			 .max_send_sge = 2,
-			 .max_recv_sge = 1 },
+			 .max_recv_sge = 2 }, /* slot + the v2 overflow (wr.c) */
 	};
 	struct ibv_qp_attr attr = {
 		.qp_state = IBV_QPS_INIT,

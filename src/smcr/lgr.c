@@ -254,8 +254,10 @@ static void deliver_cdc(struct smcr_lgr *g, const uint8_t msg[SMCR_WR_MSG_LEN])
 }
 
 /* wr.c's rx handler: called while a wr call polls the CQ, group mutex held. */
-static void on_message(void *arg, const uint8_t msg[SMCR_WR_MSG_LEN])
+static void on_message(void *arg, const uint8_t *msg, uint32_t len)
 {
+	uint32_t slot;
+
 	struct smcr_lgr *g = arg;
 
 	g->last_rx_ms = smcr_sys_now_ms();
@@ -277,8 +279,9 @@ static void on_message(void *arg, const uint8_t msg[SMCR_WR_MSG_LEN])
 		g->confirm_seen = true;
 	if (g->llc_qcount == SMCR_LGR_LLC_QLEN)
 		return; /* a flood of LLC requests: the kernel serialises its own flows */
-	memcpy(g->llc_q[(g->llc_qhead + g->llc_qcount) % SMCR_LGR_LLC_QLEN], msg,
-	       SMCR_WR_MSG_LEN);
+	slot = (g->llc_qhead + g->llc_qcount) % SMCR_LGR_LLC_QLEN;
+	memcpy(g->llc_q[slot], msg, len < SMCR_LGR_LLC_MSG_MAX ? len : SMCR_LGR_LLC_MSG_MAX);
+	g->llc_len[slot] = len;
 	g->llc_qcount++;
 }
 
@@ -307,13 +310,14 @@ static void drain_locked(struct smcr_lgr *g)
 	if (smcr_wr_poll(g->link))
 		smcr_lgr_fail_locked(g, smcr_wr_link_error(g->link));
 	for (unsigned i = 0; i < 4 * SMCR_LGR_LLC_QLEN && g->llc_qcount; i++) {
-		uint8_t raw[SMCR_WR_MSG_LEN];
+		uint8_t raw[SMCR_LGR_LLC_MSG_MAX];
+		uint32_t len = g->llc_len[g->llc_qhead];
 
-		memcpy(raw, g->llc_q[g->llc_qhead], SMCR_WR_MSG_LEN);
+		memcpy(raw, g->llc_q[g->llc_qhead], sizeof(raw));
 		g->llc_qhead = (g->llc_qhead + 1) % SMCR_LGR_LLC_QLEN;
 		g->llc_qcount--;
 		if (g->state != SMCR_LGR_DEAD)
-			smcr_lgr_llc_handle(g, raw);
+			smcr_lgr_llc_handle(g, raw, len);
 	}
 }
 
@@ -416,7 +420,7 @@ struct smcr_lgr *smcr_lgr_find(const struct smcr_lgr_key *key, uint32_t peer_qpn
 		 */
 		if (g->state != SMCR_LGR_DEAD && key_equal(&g->key, key) &&
 		    (peer_qpn == 0 || (g->connected && g->peer_qpn == peer_qpn)) &&
-		    g->refs < SMCR_LGR_MAX_CONNS) {
+		    g->refs < g->max_conns) {
 			g->refs++;
 			g->idle_since_ms = 0;
 			found = g;
@@ -494,6 +498,8 @@ int smcr_lgr_create(const struct smcr_lgr_key *key, struct smcr_ib_port **port,
 		return -ENOMEM;
 	g->key = *key;
 	g->refs = 1;
+	g->max_conns = SMCR_LGR_MAX_CONNS;
+	g->max_links = 1;
 	g->port = *port;
 	*port = NULL;
 	pthread_mutex_init(&g->mu, NULL);

@@ -54,6 +54,11 @@
 
 #define SMCR_LGR_CONN_QLEN   32u
 #define SMCR_LGR_LLC_QLEN    16u
+/*
+ * LLC messages are kept up to this length (an ADD LINK v2 with 11 rkey
+ * triples); the rest of a longer one is cut: its flow needs only the header.
+ */
+#define SMCR_LGR_LLC_MSG_MAX 256u
 #define SMCR_LGR_IDLE_MS     5000
 #define SMCR_LGR_KEEPALIVE_MS 30000 /* kernel: net.smc.smcr_testlink_time */
 #define SMCR_LGR_LLC_WAIT_MS 2000   /* kernel: SMC_LLC_WAIT_TIME */
@@ -110,6 +115,8 @@ struct smcr_lgr {
 	struct smcr_ib_port *port; /* own device context + PD */
 	struct smcr_wr_link *link;
 	uint32_t peer_qpn;
+	uint8_t max_conns;         /* negotiated in CLC (v2.1; SMCR_LGR_MAX_CONNS otherwise) */
+	uint8_t max_links;         /* negotiated in CLC, for CONFIRM LINK */
 	bool connected;            /* QP in RTS */
 	bool confirm_seen;         /* CONFIRM LINK received (maybe not yet handled) */
 	struct smcr_lgr_conn *conns;
@@ -118,7 +125,8 @@ struct smcr_lgr {
 	struct smcr_lgr_buf *retiring; /* RMBs whose peer has not said "closed" yet */
 	unsigned nbufs;            /* registered, in use or free */
 	/* LLC */
-	uint8_t llc_q[SMCR_LGR_LLC_QLEN][SMCR_WR_MSG_LEN];
+	uint8_t llc_q[SMCR_LGR_LLC_QLEN][SMCR_LGR_LLC_MSG_MAX];
+	uint32_t llc_len[SMCR_LGR_LLC_QLEN]; /* as received (may exceed what is kept) */
 	uint32_t llc_qhead, llc_qcount;
 	int64_t last_rx_ms;        /* any message received (keepalive) */
 	int64_t testlink_sent_ms;  /* our TEST LINK request outstanding since; 0 = none */
@@ -215,7 +223,8 @@ unsigned smcr_lgr_count(void);
 
 /* lgr_llc.c, group mutex held. */
 /* A received LLC message, queued by the rx handler: handle it (may send). */
-void smcr_lgr_llc_handle(struct smcr_lgr *lgr, const uint8_t raw[SMCR_WR_MSG_LEN]);
+/* `raw` holds min(len, SMCR_LGR_LLC_MSG_MAX) bytes of a `len`-byte message. */
+void smcr_lgr_llc_handle(struct smcr_lgr *lgr, const uint8_t *raw, uint32_t len);
 int smcr_lgr_llc_send_confirm_link(struct smcr_lgr *lgr, bool response, int timeout_ms);
 int smcr_lgr_llc_send_test_link(struct smcr_lgr *lgr);
 void smcr_lgr_llc_send_delete_link(struct smcr_lgr *lgr, uint32_t reason, bool orderly);

@@ -57,8 +57,8 @@ int smcr_lgr_llc_send_confirm_link(struct smcr_lgr *g, bool response, int timeou
 	m.confirm_link.qpn = own.qpn;
 	m.confirm_link.link_num = 1;
 	m.confirm_link.link_uid = g->id;
-	m.confirm_link.max_links = 1;
-	m.confirm_link.max_conns = SMCR_LGR_MAX_CONNS;
+	m.confirm_link.max_links = g->max_links;
+	m.confirm_link.max_conns = g->max_conns;
 	return send_llc(g, &m, timeout_ms);
 }
 
@@ -88,29 +88,31 @@ void smcr_lgr_llc_send_delete_link(struct smcr_lgr *g, uint32_t reason, bool ord
 	(void)send_llc(g, &m, SMCR_LGR_LLC_WAIT_MS);
 }
 
-/*
- * Echo a request's 44 bytes as its response, as Linux does: only the flags
- * (byte 3 in v1 and v2 headers) change, plus `extra` flags.
- */
-static void answer(struct smcr_lgr *g, const uint8_t raw[SMCR_WR_MSG_LEN], uint8_t extra)
+/* Answer a request as Linux does (llc.c: smcr_llc_answer). */
+static void answer(struct smcr_lgr *g, const uint8_t *raw, uint32_t len, uint8_t extra)
 {
-	uint8_t out[SMCR_WR_MSG_LEN];
+	uint8_t out[SMCR_LLC_MSG_LEN];
 
-	memcpy(out, raw, sizeof(out));
-	out[3] |= SMCR_LLC_FLAG_RESP | extra;
+	smcr_llc_answer(raw, len, extra, out);
 	if (smcr_wr_send_msg(g->link, out, SMCR_LGR_LLC_WAIT_MS))
 		smcr_lgr_fail_locked(g, "cannot answer an LLC request");
 }
 
-void smcr_lgr_llc_handle(struct smcr_lgr *g, const uint8_t raw[SMCR_WR_MSG_LEN])
+void smcr_lgr_llc_handle(struct smcr_lgr *g, const uint8_t *raw, uint32_t len)
 {
+	uint32_t kept = len < SMCR_LGR_LLC_MSG_MAX ? len : SMCR_LGR_LLC_MSG_MAX;
 	bool server = g->key.role == SMCR_LGR_SERVER;
 	struct smcr_llc_msg m;
 	enum smcr_llc_err err;
 	bool resp;
 
-	if (smcr_llc_decode(raw, SMCR_WR_MSG_LEN, &m, &err) != SMCR_WIRE_OK)
+	if (smcr_llc_decode(raw, kept, &m, &err) != SMCR_WIRE_OK) {
+		/* an ADD LINK too long to keep: its header is all the reject needs */
+		if (kept < len && raw[0] == (0x20 | SMCR_LLC_ADD_LINK) &&
+		    !(raw[3] & SMCR_LLC_FLAG_RESP))
+			answer(g, raw, len, SMCR_LLC_FLAG_ADD_LINK_REJ);
 		return; /* unknown types are dropped, as Linux does */
+	}
 	resp = m.hdr.flags & SMCR_LLC_FLAG_RESP;
 	switch (m.hdr.type) {
 	case SMCR_LLC_CONFIRM_LINK:
@@ -127,7 +129,7 @@ void smcr_lgr_llc_handle(struct smcr_lgr *g, const uint8_t raw[SMCR_WR_MSG_LEN])
 		return;
 	case SMCR_LLC_TEST_LINK:
 		if (!resp)
-			answer(g, raw, 0);
+			answer(g, raw, len, 0);
 		else if (g->probes_answered < g->probes_sent)
 			smcr_lgr_probe_answered_locked(g);
 		return;
@@ -142,24 +144,13 @@ void smcr_lgr_llc_handle(struct smcr_lgr *g, const uint8_t raw[SMCR_WR_MSG_LEN])
 	case SMCR_LLC_ADD_LINK:
 		if (resp)
 			return;
-		/* v2: the reason nibble is part of the length; a receiver keys on 0x40 */
-		answer(g, raw, SMCR_LLC_FLAG_ADD_LINK_REJ);
+		/* we run one link: no alternate path (a v2 receiver keys on 0x40) */
+		answer(g, raw, len, SMCR_LLC_FLAG_ADD_LINK_REJ);
 		return;
 	case SMCR_LLC_CONFIRM_RKEY:
+	case SMCR_LLC_DELETE_RKEY: /* every rkey known */
 		if (!resp)
-			answer(g, raw, 0);
-		return;
-	case SMCR_LLC_DELETE_RKEY:
-		if (!resp) {
-			/* every rkey known (byte 5: v1 error mask / v2 count, both 0) */
-			uint8_t out[SMCR_WR_MSG_LEN];
-
-			memcpy(out, raw, sizeof(out));
-			out[5] = 0;
-			if (m.hdr.version == 2)
-				memset(out + 8, 0, sizeof(out) - 8);
-			answer(g, out, 0);
-		}
+			answer(g, raw, len, 0);
 		return;
 	default:
 		return;

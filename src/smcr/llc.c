@@ -495,3 +495,26 @@ enum smcr_wire_status smcr_llc_decode(const void *buf, size_t len, struct smcr_l
 	*err = SMCR_LLC_ERR_NONE;
 	return SMCR_WIRE_OK;
 }
+
+void smcr_llc_answer(const uint8_t *req, size_t len, uint8_t extra,
+		     uint8_t out[SMCR_LLC_MSG_LEN])
+{
+	uint8_t type = req[OFF_TYPE] & 0x0f, version = req[OFF_TYPE] >> 4;
+
+	(void)len;
+	memcpy(out, req, SMCR_LLC_MSG_LEN);
+	out[OFF_FLAGS] |= SMCR_LLC_FLAG_RESP | extra;
+	if (version == 2) {
+		/* read little-endian, a big-endian length is absurd (44 -> 11264) */
+		bool be = smcr_get_le16(req + OFF_LEN) > SMCR_LLC_V2_MAX_LEN;
+
+		put_u16_order(out + OFF_LEN, SMCR_LLC_MSG_LEN, be);
+	} else if (type == SMCR_LLC_ADD_LINK && (extra & SMCR_LLC_FLAG_ADD_LINK_REJ)) {
+		out[OFF_REJ_RSN] = (uint8_t)((out[OFF_REJ_RSN] & 0xf0) | SMCR_LLC_REJ_RSN_NO_ALT_PATH);
+	}
+	if (type == SMCR_LLC_DELETE_RKEY) {
+		out[DR_ERR_MASK] = 0;
+		if (version == 2)
+			memset(out + DR_RKEYS, 0, SMCR_LLC_MSG_LEN - DR_RKEYS);
+	}
+}

@@ -194,6 +194,17 @@ enum smcr_wire_status smcr_llc_decode(const void *buf, size_t len, struct smcr_l
 size_t smcr_llc_encode(const struct smcr_llc_msg *msg, void *buf, size_t cap,
 		       enum smcr_llc_err *err);
 
+/*
+ * The response Linux sends to a request of `len` (>= 44) bytes, into out[44]:
+ * the request's first 44 bytes with flags |= RESP | `extra`; a v2 length of
+ * 44 in the byte order the request used (an 88-byte ADD LINK v2 is rejected
+ * with `22 2c 00 c0`); a v1 ADD LINK reject carries reason 1 "no alternate
+ * path" in byte 2; a DELETE RKEY answer says every rkey was known (byte 5 =
+ * 0, the v2 list zeroed).  See testdata/kernel-smcr's llc-*-resp.bin.
+ */
+void smcr_llc_answer(const uint8_t *req, size_t len, uint8_t extra,
+		     uint8_t out[SMCR_LLC_MSG_LEN]);
+
 /* Wire length `msg` will encode to (0 if its counts are out of range). */
 size_t smcr_llc_encoded_len(const struct smcr_llc_msg *msg);
 

@@ -9,10 +9,21 @@
  * Handshake (smc-r-protocol.md §3.1, §3.2):
  *   create          the TCP socket's local address -> GID; a device port is
  *                   opened only if no group of ours uses that GID yet.
- *   client_propose  Proposal: SMC-Rv2 with our peer id (per-process
- *                   instance + MAC), RoCE v2 GID and MAC, UEID
- *                   "SMCR-USERSPACE-VERBS"; no resources yet (the server
- *                   decides first contact, as in the kernel).
+ *   client_propose  Proposal: SMC-Rv2 release 1 with our peer id (per-process
+ *                   instance + MAC), RoCE v2 GID and MAC, the user EIDs of
+ *                   SMCR_UEID (the kernel's UEID table) and then our own
+ *                   "SMCR-USERSPACE-VERBS"; max_conns 255, max_links 2 as a
+ *                   Linux client (we reject a server's ADD LINK, as a Linux
+ *                   client with no alternate path does); no resources yet
+ *                   (the server decides first contact, as in the kernel).
+ * EIDs, as the kernel (smc_clc_match_eid): the server takes the first of
+ * the client's EIDs that is in its table and names it in the Accept; the
+ * client and the Confirm repeat it.  Release, max_conns and max_links are
+ * the minimum of both offers (ours as a server: max_links 1, we never add a
+ * link); the first-contact extension carries them, our host name, OS type
+ * Linux and v2_direct (same IP subnet: no gateway), and the client's Confirm
+ * lists its GID.  Linux checks that the Confirm repeats the Accept's values
+ * (RELEASEERR, MAXCONNERR, MAXLINKERR).
  *   server_accept   a live group for (peer id, peer GID, our GID) is reused
  *                   (Accept without the first-contact flag, that group's
  *                   QPN), otherwise a new one is made (flag set, QP in INIT);
@@ -69,6 +80,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/config.h"
 #include "common/log.h"
 #include "common/real.h"
 #include "smcr/ib.h"
@@ -83,8 +95,11 @@
 #define VERBS_FLUSH_MS	1000
 #define VERBS_FIN_GRACE_MS 2000 /* a FIN and no closing CDC, no probe answer: dead */
 
-/* The UEID both ends put in their CLC messages: identifies this transport. */
+/* Our own EID, offered after SMCR_UEID's: two smcr ends always share it. */
 static const char verbs_ueid[SMCR_CLC_EID_LEN + 1] = "SMCR-USERSPACE-VERBS            ";
+#define VERBS_RELEASE 1          /* SMC-Rv2.1: max_conns/max_links negotiated */
+#define VERBS_CLIENT_MAX_LINKS 2 /* as a Linux client: invites ADD LINK, which we reject */
+#define VERBS_SERVER_MAX_LINKS 1 /* we never add a link: a client need not wait for one */
 
 struct smcr_xconn {
 	int timeout_ms;
@@ -105,6 +120,8 @@ struct smcr_xconn {
 	int ep_fd;
 	bool first_contact;
 	bool server;
+	uint8_t eid[SMCR_CLC_EID_LEN]; /* negotiated */
+	uint8_t release, max_conns, max_links; /* negotiated (first contact) */
 	bool gone;      /* group dead or TCP hung up: recv_ctrl resets after the last message */
 	int64_t fin_since_ms; /* the TCP FIN came then (probe sent) */
 	int fin_tfd;          /* timerfd in ep_fd: wakes us when the FIN's grace is over */
@@ -254,6 +271,48 @@ static int connect_qp(struct smcr_xconn *xc, const struct smcr_clc_accept *a)
 	return smcr_lgr_connect(xc->lgr, &peer) ? SMCR_CLC_DECL_ERR_RDYLNK : 0;
 }
 
+/* Our EID table: SMCR_UEID's, then our own.  Returns the count. */
+static unsigned own_eids(uint8_t out[SMCR_CLC_MAX_EIDS][SMCR_CLC_EID_LEN])
+{
+	const struct smcr_config *cfg = smcr_config_get();
+	unsigned n = 0;
+
+	_Static_assert(SMCR_CONFIG_EID_LEN == SMCR_CLC_EID_LEN, "EID sizes");
+	_Static_assert(SMCR_CONFIG_MAX_UEIDS < SMCR_CLC_MAX_EIDS, "room for our own EID");
+	for (unsigned i = 0; i < cfg->n_ueids; i++)
+		memcpy(out[n++], cfg->ueid[i], SMCR_CLC_EID_LEN);
+	memcpy(out[n++], verbs_ueid, SMCR_CLC_EID_LEN);
+	return n;
+}
+
+static bool eid_known(const uint8_t eid[SMCR_CLC_EID_LEN])
+{
+	uint8_t own[SMCR_CLC_MAX_EIDS][SMCR_CLC_EID_LEN];
+	unsigned n = own_eids(own);
+
+	for (unsigned i = 0; i < n; i++)
+		if (!memcmp(own[i], eid, SMCR_CLC_EID_LEN))
+			return true;
+	return false;
+}
+
+/* Our host name as Linux sends it: utsname nodename, blank padded, no NUL. */
+static void host_name(uint8_t out[SMCR_CLC_HOSTNAME_LEN])
+{
+	char name[256] = "";
+
+	memset(out, ' ', SMCR_CLC_HOSTNAME_LEN);
+	if (gethostname(name, sizeof(name) - 1) < 0)
+		return;
+	for (size_t i = 0; i < SMCR_CLC_HOSTNAME_LEN && name[i]; i++)
+		out[i] = (uint8_t)(name[i] & 0x7f);
+}
+
+static uint8_t min_u8(uint8_t a, uint8_t b)
+{
+	return a < b ? a : b;
+}
+
 /* Our side of an Accept or Confirm (SMC-Rv2). */
 static void fill_accept(struct smcr_xconn *xc, struct smcr_clc_msg *m, uint8_t type)
 {
@@ -276,20 +335,29 @@ static void fill_accept(struct smcr_xconn *xc, struct smcr_clc_msg *m, uint8_t t
 	a->rmbe_alert_token = xc->lc.token;
 	a->rmbe_size = smcr_clc_rmbe_compress(xc->rmb->size, VERBS_MAX_CLASS);
 	a->rmb_dma_addr = xc->rmb->iova; /* never our virtual address */
-	memcpy(a->eid, verbs_ueid, SMCR_CLC_EID_LEN);
+	memcpy(a->eid, xc->eid, SMCR_CLC_EID_LEN);
 	if (xc->first_contact) {
+		a->fce.v2_direct = true; /* the peer's GID is on our subnet (no gateway) */
 		a->fce.os_type = SMCR_CLC_OS_LINUX;
-		a->fce.release = 1;
-		a->fce.max_conns = SMCR_LGR_MAX_CONNS;
-		a->fce.max_links = 1;
-		memset(a->fce.hostname, ' ', sizeof(a->fce.hostname));
+		a->fce.release = xc->release;
+		host_name(a->fce.hostname);
+		if (xc->release >= 1) {
+			a->fce.max_conns = xc->max_conns;
+			a->fce.max_links = xc->max_links;
+		}
+		if (type == SMCR_CLC_CONFIRM) {
+			/* the GIDs we could add links from: just this one */
+			a->gid_cnt = 1;
+			memcpy(a->gid_list[0], own.gid, SMCR_CLC_GID_LEN);
+		}
 	}
 }
 
+/* An SMC-Rv2 Accept/Confirm naming an EID we have. */
 static bool is_ours(const struct smcr_clc_msg *m)
 {
 	return m->hdr.version >= SMCR_CLC_V2 && m->hdr.typev1 == SMCR_CLC_PATH_R &&
-	       memcmp(m->accept.eid, verbs_ueid, SMCR_CLC_EID_LEN) == 0;
+	       eid_known(m->accept.eid);
 }
 
 /* Client: before its first SEND or WRITE on a new group, the server's CONFIRM LINK. */
@@ -313,12 +381,23 @@ static int verbs_client_propose(struct smcr_xconn *xc, struct smcr_clc_msg *prop
 	memcpy(p->gid, xc->gid, SMCR_CLC_GID_LEN);
 	memcpy(p->mac, xc->mac, SMCR_CLC_MAC_LEN);
 	memcpy(p->roce_gid, xc->gid, SMCR_CLC_GID_LEN);
-	p->release = 1;
+	p->release = VERBS_RELEASE;
 	p->max_conns = SMCR_LGR_MAX_CONNS;
-	p->max_links = 1;
-	p->eid_cnt = 1;
-	memcpy(p->eid[0], verbs_ueid, SMCR_CLC_EID_LEN);
+	p->max_links = VERBS_CLIENT_MAX_LINKS;
+	p->eid_cnt = (uint8_t)own_eids(p->eid);
 	return 0;
+}
+
+/* Server: the first of the client's EIDs in our table.  False if none. */
+static bool negotiate_eid(struct smcr_xconn *xc, const struct smcr_clc_proposal *p)
+{
+	for (unsigned i = 0; i < p->eid_cnt && i < SMCR_CLC_MAX_EIDS; i++) {
+		if (eid_known(p->eid[i])) {
+			memcpy(xc->eid, p->eid[i], SMCR_CLC_EID_LEN);
+			return true;
+		}
+	}
+	return false;
 }
 
 static int verbs_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg *prop,
@@ -329,9 +408,25 @@ static int verbs_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg 
 	int rc;
 
 	if (prop->hdr.version < SMCR_CLC_V2 ||
-	    (prop->hdr.typev2 != SMCR_CLC_PATH_R && prop->hdr.typev2 != SMCR_CLC_PATH_BOTH) ||
-	    p->eid_cnt < 1 || memcmp(p->eid[0], verbs_ueid, SMCR_CLC_EID_LEN) != 0)
+	    (prop->hdr.typev2 != SMCR_CLC_PATH_R && prop->hdr.typev2 != SMCR_CLC_PATH_BOTH))
 		return SMCR_CLC_DECL_NOSMCRDEV;
+	/* as Linux: no EID at all is NOUEID; none in common finds no device */
+	if (p->eid_cnt < 1)
+		return SMCR_CLC_DECL_NOUEID;
+	if (!negotiate_eid(xc, p))
+		return SMCR_CLC_DECL_NOSMCRDEV;
+	/* v2.1 limits as Linux's smc_clc_srv_v2x_features_validate */
+	xc->release = min_u8(p->release, VERBS_RELEASE);
+	xc->max_conns = SMCR_LGR_MAX_CONNS;
+	xc->max_links = VERBS_SERVER_MAX_LINKS;
+	if (xc->release >= 1) {
+		xc->max_conns = min_u8(p->max_conns, SMCR_LGR_MAX_CONNS);
+		if (xc->max_conns < 16)
+			return SMCR_CLC_DECL_MAXCONNERR;
+		xc->max_links = min_u8(p->max_links, VERBS_SERVER_MAX_LINKS);
+		if (xc->max_links < 1)
+			return SMCR_CLC_DECL_MAXLINKERR;
+	}
 	xc->server = true;
 	lgr_key(xc, p->peer_id, p->roce_gid, &k);
 	xc->lgr = smcr_lgr_find(&k, 0);
@@ -344,11 +439,37 @@ static int verbs_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg 
 		rc = new_group(xc, &k);
 		if (rc)
 			return rc;
+		xc->lgr->max_conns = xc->max_conns;
+		xc->lgr->max_links = xc->max_links;
 	}
 	rc = join_group(xc);
 	if (rc)
 		return rc;
 	fill_accept(xc, acc, SMCR_CLC_ACCEPT);
+	return 0;
+}
+
+/*
+ * Client, first contact: the Accept's v2.1 values, checked as Linux's
+ * smc_clc_clnt_v2x_features_validate does.  A decline reason or 0.
+ */
+static int client_limits(struct smcr_xconn *xc, const struct smcr_clc_msg *acc)
+{
+	const struct smcr_clc_fce *f = &acc->accept.fce;
+
+	xc->release = f->release;
+	xc->max_conns = SMCR_LGR_MAX_CONNS;
+	xc->max_links = 1;
+	if (f->release > VERBS_RELEASE)
+		return SMCR_CLC_DECL_RELEASEERR;
+	if (f->release < 1)
+		return 0;
+	if (f->max_links < 1 || f->max_links > VERBS_CLIENT_MAX_LINKS)
+		return SMCR_CLC_DECL_MAXLINKERR;
+	if (f->max_conns < 16)
+		return SMCR_CLC_DECL_MAXCONNERR;
+	xc->max_conns = f->max_conns;
+	xc->max_links = f->max_links;
 	return 0;
 }
 
@@ -361,12 +482,18 @@ static int verbs_client_attach(struct smcr_xconn *xc, const struct smcr_clc_msg 
 
 	if (!is_ours(acc))
 		return SMCR_CLC_DECL_MODEUNSUPP;
+	memcpy(xc->eid, a->eid, SMCR_CLC_EID_LEN);
 	lgr_key(xc, a->peer_id, a->gid, &k);
 	if (acc->hdr.flag) {
 		/* first contact: always a new group, even if we have one (kernel rule) */
-		rc = new_group(xc, &k);
+		rc = client_limits(xc, acc);
 		if (!rc)
+			rc = new_group(xc, &k);
+		if (!rc) {
+			xc->lgr->max_conns = xc->max_conns;
+			xc->lgr->max_links = xc->max_links;
 			rc = connect_qp(xc, a);
+		}
 	} else {
 		xc->lgr = smcr_lgr_find(&k, a->qpn);
 		rc = xc->lgr ? 0 : SMCR_CLC_DECL_SYNCERR; /* we have no such group */
@@ -436,15 +563,28 @@ static int verbs_server_attach(struct smcr_xconn *xc, int tcp_fd, uint32_t *peer
 	if (conf.hdr.type != SMCR_CLC_CONFIRM || !is_ours(&conf) ||
 	    conf.hdr.flag != xc->first_contact ||
 	    (!xc->first_contact && conf.accept.qpn != xc->lgr->peer_qpn))
-		return SMCR_CLC_DECL_CNFERR;
-	rc = peer_resources(xc, &conf.accept);
+		rc = SMCR_CLC_DECL_CNFERR;
+	/* the Confirm repeats the negotiated values (Linux: smc_clc_v2x_features_confirm_check) */
+	else if (xc->first_contact && conf.accept.fce.release != xc->release)
+		rc = SMCR_CLC_DECL_RELEASEERR;
+	else if (xc->first_contact && xc->release >= 1 &&
+		 conf.accept.fce.max_conns != xc->max_conns)
+		rc = SMCR_CLC_DECL_MAXCONNERR;
+	else if (xc->first_contact && xc->release >= 1 &&
+		 conf.accept.fce.max_links != xc->max_links)
+		rc = SMCR_CLC_DECL_MAXLINKERR;
+	else
+		rc = peer_resources(xc, &conf.accept);
 	if (!rc && xc->first_contact) {
 		rc = connect_qp(xc, &conf.accept);
 		if (!rc && smcr_lgr_confirm_link_send(xc->lgr, xc->timeout_ms))
 			rc = SMCR_CLC_DECL_ERR_RDYLNK;
 	}
-	if (rc)
+	if (rc) {
+		smcr_dbg("verbs: the client's Confirm is refused: %s",
+			 smcr_clc_decl_name((uint32_t)rc) ? smcr_clc_decl_name((uint32_t)rc) : "?");
 		return rc;
+	}
 	xc->peer_conf = conf.accept;
 	*peer_ring_size = xc->peer_rmb.size;
 	return 0;

@@ -42,8 +42,11 @@ struct smcr_wr_link {
 	struct ibv_qp *qp;
 	uint8_t *send_slots; /* SMCR_WR_SEND_SLOTS x SMCR_WR_SLOT_LEN */
 	uint8_t *recv_slots; /* SMCR_WR_RECV_SLOTS x SMCR_WR_SLOT_LEN */
+	uint8_t *recv_over;  /* bytes 48.. of a long message, shared by every slot */
+	uint8_t *rx_long;    /* a long message reassembled for the handler */
 	struct ibv_mr *send_mr;
 	struct ibv_mr *recv_mr;
+	struct ibv_mr *over_mr;
 	uint32_t psn;
 	uint64_t wr_posted;  /* send-queue WRs posted so far */
 	uint64_t wr_retired; /* ... of which known complete */
@@ -69,14 +72,17 @@ static void link_fail(struct smcr_wr_link *link, int err, const char *where, con
 	snprintf(link->errtext, sizeof(link->errtext), "%s: %s", where, what);
 }
 
+#define OVER_LEN (SMCR_WR_RX_MAX_LEN - SMCR_WR_SLOT_LEN)
+
 static int post_recv_slot(struct smcr_wr_link *link, uint32_t slot)
 {
-	struct ibv_sge sge = {
-		.addr = (uintptr_t)(link->recv_slots + (size_t)slot * SMCR_WR_SLOT_LEN),
-		.length = SMCR_WR_SLOT_LEN,
-		.lkey = link->recv_mr->lkey,
+	struct ibv_sge sge[2] = {
+		{ .addr = (uintptr_t)(link->recv_slots + (size_t)slot * SMCR_WR_SLOT_LEN),
+		  .length = SMCR_WR_SLOT_LEN,
+		  .lkey = link->recv_mr->lkey },
+		{ .addr = (uintptr_t)link->recv_over, .length = OVER_LEN, .lkey = link->over_mr->lkey },
 	};
-	struct ibv_recv_wr wr = { .wr_id = RECV_TAG | slot, .sg_list = &sge, .num_sge = 1 };
+	struct ibv_recv_wr wr = { .wr_id = RECV_TAG | slot, .sg_list = sge, .num_sge = 2 };
 	struct ibv_recv_wr *bad;
 	int rc = ibv_post_recv(link->qp, &wr, &bad);
 
@@ -108,13 +114,21 @@ static void take_completion(struct smcr_wr_link *link, const struct ibv_wc *wc)
 	}
 	link->stats.msgs_received++;
 	if (link->rx_fn) {
-		uint32_t slot = (uint32_t)(wc->wr_id & ~RECV_TAG);
+		uint32_t slot = (uint32_t)(wc->wr_id & ~RECV_TAG), len = wc->byte_len;
 		uint8_t msg[SMCR_WR_MSG_LEN];
+		uint8_t *m = msg;
 
 		/* copy out first: the slot is ours only until it is re-posted */
-		memcpy(msg, link->recv_slots + (size_t)slot * SMCR_WR_SLOT_LEN, SMCR_WR_MSG_LEN);
+		if (len > SMCR_WR_SLOT_LEN) {
+			m = link->rx_long;
+			memcpy(m + SMCR_WR_SLOT_LEN, link->recv_over, len - SMCR_WR_SLOT_LEN);
+		} else {
+			len = SMCR_WR_MSG_LEN; /* CDC and v1 LLC: 44 bytes */
+		}
+		memcpy(m, link->recv_slots + (size_t)slot * SMCR_WR_SLOT_LEN,
+		       len > SMCR_WR_SLOT_LEN ? SMCR_WR_SLOT_LEN : len);
 		post_recv_slot(link, slot);
-		link->rx_fn(link->rx_arg, msg);
+		link->rx_fn(link->rx_arg, m, len);
 		return;
 	}
 	link->rx_slot[(link->rx_head + link->rx_count) % SMCR_WR_RECV_SLOTS] =
@@ -486,16 +500,20 @@ int smcr_wr_link_create(struct smcr_ib_port *port, struct smcr_wr_link **out)
 	/* whole pages: registered memory is MADV_DONTFORK (ib.c) */
 	link->send_slots = aligned_alloc(SLOT_PAGE, SLOT_PAGE);
 	link->recv_slots = aligned_alloc(SLOT_PAGE, SLOT_PAGE * 2);
-	if (!link->send_slots || !link->recv_slots)
+	link->recv_over = aligned_alloc(SLOT_PAGE, SMCR_WR_RX_MAX_LEN);
+	link->rx_long = malloc(SMCR_WR_RX_MAX_LEN);
+	if (!link->send_slots || !link->recv_slots || !link->recv_over || !link->rx_long)
 		goto fail;
 	memset(link->send_slots, 0, SLOT_PAGE);
 	memset(link->recv_slots, 0, SLOT_PAGE * 2);
+	memset(link->recv_over, 0, SMCR_WR_RX_MAX_LEN);
 	link->send_mr = smcr_ib_reg_source(port, link->send_slots,
 					   SMCR_WR_SEND_SLOTS * SMCR_WR_SLOT_LEN);
 	link->recv_mr = smcr_ib_reg_sink(port, link->recv_slots,
 					 SMCR_WR_RECV_SLOTS * SMCR_WR_SLOT_LEN);
+	link->over_mr = smcr_ib_reg_sink(port, link->recv_over, OVER_LEN);
 	link->channel = ibv_create_comp_channel(port->ctx);
-	if (!link->send_mr || !link->recv_mr || !link->channel)
+	if (!link->send_mr || !link->recv_mr || !link->over_mr || !link->channel)
 		goto fail_errno;
 	if (smcr_real.fcntl(link->channel->fd, F_SETFL,
 			    smcr_real.fcntl(link->channel->fd, F_GETFL) | O_NONBLOCK) < 0)
@@ -559,8 +577,12 @@ void smcr_wr_link_destroy(struct smcr_wr_link *link)
 		ibv_dereg_mr(link->send_mr);
 	if (link->recv_mr)
 		ibv_dereg_mr(link->recv_mr);
+	if (link->over_mr)
+		ibv_dereg_mr(link->over_mr);
 	free(link->send_slots);
 	free(link->recv_slots);
+	free(link->recv_over);
+	free(link->rx_long);
 	free(link);
 }
 

@@ -12,7 +12,12 @@
  *    RC ordering makes the data visible before the message, and that SEND's
  *    completion retires them;
  *  - 48 receive slots of 48 bytes, all posted from the start, each re-posted
- *    as soon as its message has been copied out.
+ *    as soon as its message has been copied out.  As in the kernel's SMC-Rv2
+ *    link, each receive has a second SGE: one overflow buffer of
+ *    SMCR_WR_RX_MAX_LEN - 48 bytes shared by all slots, so an LLC message of
+ *    up to 8192 bytes (a Linux server's ADD LINK v2 is 88) lands instead of
+ *    putting the QP in error.  Two long messages in one poll batch would
+ *    share the overflow; a Linux peer runs one LLC flow at a time.
  * A send CQ and a receive CQ share one completion channel; a failed
  * completion puts the link into a sticky error state (every later call
  * returns -ECONNRESET).
@@ -31,6 +36,7 @@
 #define SMCR_WR_SLOT_LEN   48u
 #define SMCR_WR_SEND_SLOTS 16u
 #define SMCR_WR_RECV_SLOTS 48u
+#define SMCR_WR_RX_MAX_LEN 8192u /* kernel SMC_WR_BUF_V2_SIZE: longest message received */
 /* every message may come with up to two WRITEs (destination wrap) */
 #define SMCR_WR_MAX_SEND_WR (SMCR_WR_SEND_SLOTS * 3u)
 
@@ -69,7 +75,8 @@ void smcr_wr_link_info(const struct smcr_wr_link *link, struct smcr_ib_qp_info *
  * them).  `fn` must not call back into this link.  With a handler set,
  * smcr_wr_recv_msg() finds nothing.
  */
-typedef void (*smcr_wr_rx_fn)(void *arg, const uint8_t msg[SMCR_WR_MSG_LEN]);
+/* msg holds `len` bytes (SMCR_WR_MSG_LEN <= len <= SMCR_WR_RX_MAX_LEN). */
+typedef void (*smcr_wr_rx_fn)(void *arg, const uint8_t *msg, uint32_t len);
 void smcr_wr_set_rx_handler(struct smcr_wr_link *link, smcr_wr_rx_fn fn, void *arg);
 /* Take every completion now (the handler sees the messages).  True if the link failed. */
 bool smcr_wr_poll(struct smcr_wr_link *link);

@@ -105,6 +105,32 @@ static void test_every_variable(void **state)
 	assert_int_equal(cfg.n_deny, 1);
 }
 
+/* SMCR_UEID: upper-cased, blank padded, bad entries reported and skipped, at most 7. */
+static void test_ueids(void **state)
+{
+	const char *env[] = { "SMCR_UEID", "rxe-vm, SMC.EID-2,,bad_eid,"
+					   "0123456789ABCDEF0123456789ABCDEFX", NULL };
+	const char *many[] = { "SMCR_UEID", "A,B,C,D,E,F,G,H,I", NULL };
+	struct smcr_config cfg = parse(env);
+	char want[SMCR_CONFIG_EID_LEN];
+
+	(void)state;
+	assert_int_equal(cfg.n_ueids, 2);
+	memset(want, ' ', sizeof(want));
+	memcpy(want, "RXE-VM", 6);
+	assert_memory_equal(cfg.ueid[0], want, sizeof(want)); /* the VM kernel's UEID */
+	memset(want, ' ', sizeof(want));
+	memcpy(want, "SMC.EID-2", 9);
+	assert_memory_equal(cfg.ueid[1], want, sizeof(want));
+	assert_int_equal(cfg.n_problems, 2); /* '_' and 33 characters */
+	cfg = parse(many);
+	assert_int_equal(cfg.n_ueids, SMCR_CONFIG_MAX_UEIDS);
+	assert_int_equal(cfg.n_problems, 1);
+	assert_int_equal(cfg.ueid[6][0], 'G');
+	cfg = parse((const char *[]){ NULL });
+	assert_int_equal(cfg.n_ueids, 0);
+}
+
 static void assert_cidr(const char *text, int family, unsigned prefix, unsigned port,
 			const char *addr)
 {
@@ -387,6 +413,7 @@ int main(void)
 		cmocka_unit_test(test_cidr),
 		cmocka_unit_test(test_transport_and_peer_lists),
 		cmocka_unit_test(test_problem_list_is_bounded),
+		cmocka_unit_test(test_ueids),
 		cmocka_unit_test(test_process_config_parsed_once),
 		cmocka_unit_test(test_real_table_and_self_check),
 	};

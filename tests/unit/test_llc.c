@@ -82,6 +82,49 @@ static const uint8_t mac_c[6] = { 0xee, 0x5a, 0x95, 0x4e, 0x6f, 0xde };
 static const uint8_t gid_c[16] = { [10] = 0xff, 0xff, 10, 77, 0, 1 };
 static const uint8_t gid_s[16] = { [10] = 0xff, 0xff, 10, 77, 0, 2 };
 
+/* smcr_llc_answer(REQ file, extra) must give exactly the kernel's RESP file. */
+static void expect_answer(const char *req_file, uint8_t extra, const char *resp_file)
+{
+	uint8_t req[128], resp[128], out[SMCR_LLC_MSG_LEN];
+	size_t n = load_bin(req_file, req, sizeof(req));
+	size_t m = load_bin(resp_file, resp, sizeof(resp));
+
+	assert_int_equal(m, SMCR_LLC_MSG_LEN);
+	smcr_llc_answer(req, n, extra, out);
+	assert_memory_equal(out, resp, SMCR_LLC_MSG_LEN);
+	assert_non_null(expect_ok(out, sizeof(out)));
+}
+
+/* Our answers to a Linux peer's requests are the kernel's own, byte for byte. */
+static void kernel_answers(void **state)
+{
+	uint8_t b[128], out[SMCR_LLC_MSG_LEN];
+	struct smcr_llc_msg *m;
+	size_t n;
+
+	(void)state;
+	/* the 88-byte ADD LINK v2 request -> the 44-byte reject `22 2c 00 c0` */
+	expect_answer("llc-add-link-v2-req.bin", SMCR_LLC_FLAG_ADD_LINK_REJ,
+		      "llc-add-link-v2-reject.bin");
+	expect_answer("llc-confirm-rkey-v2-req.bin", 0, "llc-confirm-rkey-v2-resp.bin");
+	expect_answer("llc-delete-rkey-v2-req.bin", 0, "llc-delete-rkey-v2-resp.bin");
+	expect_answer("llc-test-link-v2-req.bin", 0, "llc-test-link-v2-resp.bin");
+	/* a big-endian v2 request (s390) is answered big-endian */
+	n = load_bin("llc-test-link-v2-req.bin", b, sizeof(b));
+	assert_int_equal(n, SMCR_LLC_MSG_LEN);
+	b[1] = 0x00, b[2] = 0x2c;
+	smcr_llc_answer(b, n, 0, out);
+	assert_int_equal(out[1], 0x00);
+	assert_int_equal(out[2], 0x2c);
+	/* v1: the reject reason "no alternate path" in byte 2 */
+	n = load_bin("llc-add-link-v2-req.bin", b, sizeof(b));
+	b[0] = SMCR_LLC_ADD_LINK, b[1] = SMCR_LLC_MSG_LEN, b[2] = 0;
+	smcr_llc_answer(b, SMCR_LLC_MSG_LEN, SMCR_LLC_FLAG_ADD_LINK_REJ, out);
+	m = expect_ok(out, sizeof(out));
+	assert_int_equal(m->hdr.add_link_rej_rsn, SMCR_LLC_REJ_RSN_NO_ALT_PATH);
+	assert_int_equal(m->hdr.flags, SMCR_LLC_FLAG_RESP | SMCR_LLC_FLAG_ADD_LINK_REJ);
+}
+
 static void kernel_confirm_link(void **state)
 {
 	uint8_t b[128];
@@ -530,6 +573,7 @@ int main(void)
 		cmocka_unit_test(kernel_add_link),
 		cmocka_unit_test(kernel_rkeys_test_delete),
 		cmocka_unit_test(reference_v1),
+		cmocka_unit_test(kernel_answers),
 		cmocka_unit_test(round_trip_all_types),
 		cmocka_unit_test(big_endian_v2_length_accepted),
 		cmocka_unit_test(rejects),
