@@ -254,7 +254,8 @@ bool smcr_peer_is_registered(int tcp_fd)
  * first, before it saw our Proposal), leave them unread for the application
  * and fail: the server will decline the Proposal later, somewhere in its data.
  */
-static int client_peek_reply(int fd, int64_t deadline)
+static int client_peek_reply(int fd, const struct smcr_transport_ops *ops, struct smcr_xconn *xc,
+			     int64_t deadline)
 {
 	uint8_t buf[SMCR_CLC_HDR_LEN];
 	enum smcr_clc_err err;
@@ -262,7 +263,8 @@ static int client_peek_reply(int fd, int64_t deadline)
 	ssize_t n;
 
 	for (;;) {
-		int w = smcr_sys_wait_fd(fd, POLLIN, deadline);
+		int w = ops->clc_wait ? ops->clc_wait(xc, deadline)
+				      : smcr_sys_wait_fd(fd, POLLIN, deadline);
 
 		if (w <= 0)
 			return w == 0 ? -ETIMEDOUT : w;
@@ -297,7 +299,7 @@ static int client_handshake(int fd, const struct smcr_transport_ops *ops, struct
 	rc = clc_send(fd, &prop, smcr_sys_deadline(wait));
 	if (rc)
 		return rc;
-	rc = client_peek_reply(fd, smcr_sys_deadline(wait > CLC_FIRST_REPLY_MS ? wait
+	rc = client_peek_reply(fd, ops, xc, smcr_sys_deadline(wait > CLC_FIRST_REPLY_MS ? wait
 										 : CLC_FIRST_REPLY_MS));
 	if (rc == 0)
 		rc = clc_recv(fd, &reply, smcr_sys_deadline(wait));

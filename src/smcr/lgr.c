@@ -11,7 +11,9 @@
  * host) and answer the peer's.  So while at least one group exists, one
  * detached thread sleeps until the next of those deadlines (at most
  * SMCR_LGR_KEEPALIVE_MS / 2 apart), does that work and exits with the last
- * group.  Everything else happens in the application's own calls and
+ * group.  A connected group nobody drained for SMCR_LGR_LLC_SERVICE_MS (1 s)
+ * is drained by it too: a Linux peer wants the answer to its TEST LINK or
+ * CONFIRM RKEY within 2 s, whether or not an application thread looks.  Everything else happens in the application's own calls and
  * wake-ups.  It runs with every signal blocked and never touches a
  * connection, only groups.
  *
@@ -307,6 +309,7 @@ void smcr_lgr_end_locked(struct smcr_lgr *g, const char *why, bool failure)
 /* Take completions (messages are dispatched), then the LLC work they brought. */
 static void drain_locked(struct smcr_lgr *g)
 {
+	g->last_drain_ms = smcr_sys_now_ms();
 	if (smcr_wr_poll(g->link))
 		smcr_lgr_fail_locked(g, smcr_wr_link_error(g->link));
 	for (unsigned i = 0; i < 4 * SMCR_LGR_LLC_QLEN && g->llc_qcount; i++) {
@@ -652,13 +655,16 @@ struct smcr_lgr_buf *smcr_lgr_buf_get(struct smcr_lgr *g, uint32_t size, bool rm
 		}
 	}
 	pthread_mutex_unlock(&g->mu);
-	if (b)
+	if (b) {
+		b->fresh = false;
 		return b; /* zeroed when it came back */
+	}
 	b = calloc(1, sizeof(*b));
 	if (!b)
 		return NULL;
 	b->size = size;
 	b->rmb = rmb;
+	b->fresh = true;
 	b->mem = aligned_alloc(4096, size);
 	if (!b->mem) {
 		free(b);
@@ -700,11 +706,26 @@ void smcr_lgr_buf_put(struct smcr_lgr *g, struct smcr_lgr_buf *b, bool reuse)
 		if (!b)
 			return;
 	}
+	if (b->rmb) {
+		pthread_mutex_lock(&g->mu);
+		if (g->state == SMCR_LGR_ACTIVE)
+			(void)smcr_lgr_llc_send_rkey(g, false, b->mr->rkey, b->iova);
+		pthread_mutex_unlock(&g->mu);
+	}
 	ibv_dereg_mr(b->mr);
 	free(b->mem);
 	free(b);
 	pthread_mutex_lock(&g->mu);
 	g->nbufs--;
+	pthread_mutex_unlock(&g->mu);
+}
+
+void smcr_lgr_rkey_confirm(struct smcr_lgr *g, const struct smcr_lgr_buf *b)
+{
+	pthread_mutex_lock(&g->mu);
+	if (g->state == SMCR_LGR_ACTIVE && b->rmb && b->fresh &&
+	    smcr_lgr_llc_send_rkey(g, true, b->mr->rkey, b->iova))
+		smcr_lgr_fail_locked(g, "cannot send CONFIRM RKEY");
 	pthread_mutex_unlock(&g->mu);
 }
 
@@ -898,6 +919,37 @@ int smcr_lgr_conn_flush(struct smcr_lgr *g, struct smcr_lgr_conn *c, int timeout
 	return rc;
 }
 
+/* Re-arm (takes pending channel events: no busy wake-ups), then take what came. */
+static void service_locked(struct smcr_lgr *g)
+{
+	if (g->state != SMCR_LGR_DEAD && smcr_wr_arm(g->link, false) < 0)
+		smcr_lgr_fail_locked(g, "cannot arm the completion queue");
+	drain_locked(g);
+	/* CDCs it dispatched rang their doorbells; a waiter needs the channel no more */
+}
+
+void smcr_lgr_service(struct smcr_lgr *lgr, const uint8_t local_gid[SMCR_IB_GID_LEN],
+		      enum smcr_lgr_role role)
+{
+	if (lgr) {
+		pthread_mutex_lock(&lgr->mu);
+		service_locked(lgr);
+		pthread_mutex_unlock(&lgr->mu);
+		return;
+	}
+	pthread_once(&once, init_once);
+	pthread_mutex_lock(&list_mu);
+	for (struct smcr_lgr *g = lgr_list; g; g = g->next_lgr) {
+		if (g->key.role != role || memcmp(g->key.local_gid, local_gid, SMCR_IB_GID_LEN))
+			continue;
+		pthread_mutex_lock(&g->mu);
+		if (g->state != SMCR_LGR_DEAD && g->connected)
+			service_locked(g);
+		pthread_mutex_unlock(&g->mu);
+	}
+	pthread_mutex_unlock(&list_mu);
+}
+
 int smcr_lgr_channel_fd(const struct smcr_lgr *g)
 {
 	return smcr_wr_fd(g->link);
@@ -921,8 +973,18 @@ static bool tick_locked(struct smcr_lgr *g, int64_t now, int64_t *next)
 {
 	int64_t due;
 
-	drain_locked(g);
+	/* LLC requests wait for no application: answered within about a second */
+	if (g->connected && g->state != SMCR_LGR_DEAD &&
+	    now - g->last_drain_ms >= SMCR_LGR_LLC_SERVICE_MS)
+		service_locked(g);
+	else
+		drain_locked(g);
 	device_events_locked(g);
+	if (g->connected && g->state != SMCR_LGR_DEAD) {
+		due = g->last_drain_ms + SMCR_LGR_LLC_SERVICE_MS;
+		if (due < *next)
+			*next = due;
+	}
 	if (g->refs == 0) {
 		if (g->state == SMCR_LGR_DEAD || now - g->idle_since_ms >= idle_ms)
 			return true;

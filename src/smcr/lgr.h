@@ -62,6 +62,13 @@
 #define SMCR_LGR_IDLE_MS     5000
 #define SMCR_LGR_KEEPALIVE_MS 30000 /* kernel: net.smc.smcr_testlink_time */
 #define SMCR_LGR_LLC_WAIT_MS 2000   /* kernel: SMC_LLC_WAIT_TIME */
+/*
+ * A group nobody took completions from for this long is looked at by the
+ * reaper: a Linux peer's TEST LINK (every 30 s on an idle link) or CONFIRM
+ * RKEY wants its answer within SMC_LLC_WAIT_TIME, else the kernel takes the
+ * link down.  One wake-up a second per process with an idle SMC-R group.
+ */
+#define SMCR_LGR_LLC_SERVICE_MS 1000
 #define SMCR_LGR_MAX_CONNS   255
 
 enum smcr_lgr_role { SMCR_LGR_CLIENT = 0, SMCR_LGR_SERVER = 1 };
@@ -79,6 +86,7 @@ struct smcr_lgr_buf {
 	uint8_t *mem;
 	uint32_t size;
 	bool rmb;          /* LOCAL_WRITE|REMOTE_WRITE; else a local-only WRITE source */
+	bool fresh;        /* registered by this get: the peer has not seen its rkey yet */
 	struct ibv_mr *mr;
 	uint64_t iova;     /* RMB: how the peer addresses it */
 	uint32_t retire_token; /* retiring: the token its connection had */
@@ -129,6 +137,7 @@ struct smcr_lgr {
 	uint32_t llc_len[SMCR_LGR_LLC_QLEN]; /* as received (may exceed what is kept) */
 	uint32_t llc_qhead, llc_qcount;
 	int64_t last_rx_ms;        /* any message received (keepalive) */
+	int64_t last_drain_ms;     /* completions last taken (by anyone) */
 	int64_t testlink_sent_ms;  /* our TEST LINK request outstanding since; 0 = none */
 	bool peer_deleted;         /* the peer sent DELETE LINK */
 	uint64_t probes_sent;      /* TEST LINK requests; responses come in order */
@@ -172,6 +181,15 @@ void smcr_lgr_conn_del(struct smcr_lgr *lgr, struct smcr_lgr_conn *c);
 
 /* Pool: a zeroed registered buffer of exactly `size` bytes, or NULL. */
 struct smcr_lgr_buf *smcr_lgr_buf_get(struct smcr_lgr *lgr, uint32_t size, bool rmb);
+/*
+ * A fresh RMB on a group whose link is up already (not first contact): tell
+ * the peer its rkey with LLC CONFIRM RKEY, as Linux does before its Accept or
+ * Confirm on a reused group (the CLC message names it too, which is all a
+ * single-link peer needs; the answer is not waited for).  An RMB deregistered
+ * while the group lives is withdrawn with DELETE RKEY (smcr_lgr_buf_put): a
+ * Linux peer keeps every rkey it was told in a table of 255 per group.
+ */
+void smcr_lgr_rkey_confirm(struct smcr_lgr *lgr, const struct smcr_lgr_buf *b);
 /* Back to the pool (reuse) or deregistered and freed. */
 void smcr_lgr_buf_put(struct smcr_lgr *lgr, struct smcr_lgr_buf *b, bool reuse);
 /*
@@ -213,6 +231,16 @@ bool smcr_lgr_probe_done(struct smcr_lgr *lgr, struct smcr_lgr_conn *c);
  */
 int smcr_lgr_conn_flush(struct smcr_lgr *lgr, struct smcr_lgr_conn *c, int timeout_ms);
 
+/*
+ * A handshake is waiting for the peer's next CLC message.  A Linux peer that
+ * reuses one of our groups first runs CONFIRM RKEY (and DELETE RKEY of the
+ * connection before) over it and gives our answer 2 s; no connection of the
+ * group need be reading then.  Take completions and LLC work of every live
+ * group on `local_gid` in `role` (lgr NULL), or of `lgr` alone.
+ */
+void smcr_lgr_service(struct smcr_lgr *lgr, const uint8_t local_gid[SMCR_IB_GID_LEN],
+		      enum smcr_lgr_role role);
+
 int smcr_lgr_channel_fd(const struct smcr_lgr *lgr);
 uint32_t smcr_lgr_qpn(const struct smcr_lgr *lgr);
 
@@ -228,6 +256,8 @@ void smcr_lgr_llc_handle(struct smcr_lgr *lgr, const uint8_t *raw, uint32_t len)
 int smcr_lgr_llc_send_confirm_link(struct smcr_lgr *lgr, bool response, int timeout_ms);
 int smcr_lgr_llc_send_test_link(struct smcr_lgr *lgr);
 void smcr_lgr_llc_send_delete_link(struct smcr_lgr *lgr, uint32_t reason, bool orderly);
+/* CONFIRM RKEY (confirm) or DELETE RKEY of one RMB, v2, no response awaited. */
+int smcr_lgr_llc_send_rkey(struct smcr_lgr *lgr, bool confirm, uint32_t rkey, uint64_t vaddr);
 /* lgr.c, group mutex held: a TEST LINK response came in. */
 void smcr_lgr_probe_answered_locked(struct smcr_lgr *lgr);
 /* lgr.c, group mutex held: the group fails, every connection resets. */

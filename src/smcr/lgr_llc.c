@@ -16,12 +16,14 @@
  *   ADD LINK      we run one link (max_links 1): a request is rejected at
  *                 once (flags 0xC0), as a Linux client with no alternate path.
  *   CONFIRM RKEY, DELETE RKEY
- *                 answered positively.  With a single link the rkey and
- *                 address in CLC are all a peer needs, so we do not send
- *                 them (a Linux peer accepts that: af_smc.c takes the rtoken
- *                 from the CLC Accept/Confirm when there is one link), but a
- *                 Linux peer sends them around every reused RMB and waits
- *                 2 s for the answer.
+ *                 answered positively (a Linux peer sends them around every
+ *                 reused RMB and waits 2 s for the answer: lgr.c takes LLC
+ *                 work during handshakes and from the reaper).  We send
+ *                 CONFIRM RKEY for an RMB registered on a group that is up
+ *                 already, and DELETE RKEY for one deregistered while the
+ *                 group lives, without waiting for the answer: with a single
+ *                 link the rkey and address in CLC are all a peer needs
+ *                 (af_smc.c takes the rtoken from the Accept/Confirm).
  * Everything is sent in the v2 form (the group was set up by CLC v2).
  */
 #include <errno.h>
@@ -86,6 +88,24 @@ void smcr_lgr_llc_send_delete_link(struct smcr_lgr *g, uint32_t reason, bool ord
 	m.delete_link.link_num = 1;
 	m.delete_link.reason = reason;
 	(void)send_llc(g, &m, SMCR_LGR_LLC_WAIT_MS);
+}
+
+int smcr_lgr_llc_send_rkey(struct smcr_lgr *g, bool confirm, uint32_t rkey, uint64_t vaddr)
+{
+	struct smcr_llc_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.version = 2;
+	if (confirm) {
+		m.hdr.type = SMCR_LLC_CONFIRM_RKEY;
+		m.confirm_rkey.rkey = rkey;   /* on this (the only) link; no further rtokens */
+		m.confirm_rkey.vaddr = vaddr;
+	} else {
+		m.hdr.type = SMCR_LLC_DELETE_RKEY;
+		m.delete_rkey.num_rkeys = 1;
+		m.delete_rkey.rkeys[0] = rkey;
+	}
+	return send_llc(g, &m, SMCR_LGR_LLC_WAIT_MS);
 }
 
 /* Answer a request as Linux does (llc.c: smcr_llc_answer). */

@@ -63,6 +63,13 @@ struct smcr_transport_ops {
 	int (*server_attach)(struct smcr_xconn *xc, int tcp_fd, uint32_t *peer_ring_size);
 	/* Server: the Confirm arrived; last chance to refuse. */
 	int (*server_confirm)(struct smcr_xconn *xc, const struct smcr_clc_msg *conf);
+	/*
+	 * Optional (NULL: a plain wait): the client waits until `deadline` for
+	 * the TCP socket to turn readable (the Accept), serving the transport
+	 * meanwhile (verbs: a Linux server runs CONFIRM RKEY over a group of ours
+	 * before its Accept).  1 readable, 0 deadline passed, -errno.
+	 */
+	int (*clc_wait)(struct smcr_xconn *xc, int64_t deadline);
 
 	/*
 	 * After the handshake: the alert tokens, ours (the peer puts it in every

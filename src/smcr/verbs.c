@@ -239,6 +239,9 @@ static int join_group(struct smcr_xconn *xc)
 	xc->rmb = smcr_lgr_buf_get(xc->lgr, smcr_clc_rmbe_size(c), true);
 	if (!xc->rmb)
 		return SMCR_CLC_DECL_ERR_REGBUF;
+	/* a group that is up already: announce a new RMB's rkey as Linux does */
+	if (!xc->first_contact)
+		smcr_lgr_rkey_confirm(xc->lgr, xc->rmb);
 	if (make_ready_fd(xc))
 		return SMCR_CLC_DECL_INTERR;
 	return 0;
@@ -509,6 +512,33 @@ static int verbs_client_attach(struct smcr_xconn *xc, const struct smcr_clc_msg 
 	return 0;
 }
 
+#define VERBS_CLC_SLICE_MS 20
+
+/*
+ * Until the TCP socket is readable (1), the deadline passed (0) or -errno,
+ * answering LLC requests meanwhile on our groups that a Linux peer may be
+ * reusing: xc's group once known, else every group on our GID in our role.
+ * A Linux peer runs CONFIRM RKEY (and DELETE RKEY) before its Accept or
+ * Confirm and waits 2 s for our answer; nobody else may be taking that
+ * group's completions now.
+ */
+static int verbs_clc_wait(struct smcr_xconn *xc, int64_t deadline)
+{
+	for (;;) {
+		int64_t slice = smcr_sys_now_ms() + VERBS_CLC_SLICE_MS;
+		int w;
+
+		smcr_lgr_service(xc->lgr, xc->gid, xc->server ? SMCR_LGR_SERVER : SMCR_LGR_CLIENT);
+		if (deadline >= 0 && deadline < slice)
+			slice = deadline;
+		w = smcr_sys_wait_fd(xc->tcp_fd, POLLIN, slice);
+		if (w != 0)
+			return w;
+		if (deadline >= 0 && smcr_sys_now_ms() >= deadline)
+			return 0;
+	}
+}
+
 /*
  * Peek at the next CLC message on the TCP socket without consuming it (the
  * engine reads it afterwards): 0 and *msg, or a decline reason.
@@ -522,7 +552,7 @@ static int peek_clc(struct smcr_xconn *xc, struct smcr_clc_msg *msg)
 		enum smcr_clc_err err;
 		size_t len;
 		ssize_t n;
-		int w = smcr_sys_wait_fd(xc->tcp_fd, POLLIN, deadline);
+		int w = verbs_clc_wait(xc, deadline);
 
 		if (w <= 0)
 			return SMCR_CLC_DECL_TIMEOUT_CL;
@@ -880,6 +910,7 @@ const struct smcr_transport_ops smcr_verbs_ops = {
 	.client_attach = verbs_client_attach,
 	.server_attach = verbs_server_attach,
 	.server_confirm = verbs_server_confirm,
+	.clc_wait = verbs_clc_wait,
 	.tokens = verbs_tokens,
 	.ring = verbs_ring,
 	.write_peer = verbs_write_peer,

@@ -31,6 +31,9 @@
 #define SLOT_PAGE    4096u
 _Static_assert(SMCR_WR_SEND_SLOTS * SMCR_WR_SLOT_LEN <= SLOT_PAGE, "send slots fit a page");
 _Static_assert(SMCR_WR_RECV_SLOTS * SMCR_WR_SLOT_LEN <= 2 * SLOT_PAGE, "receive slots fit 2 pages");
+/* the receive region: 2 pages of slots, then the overflow of a long message */
+#define RECV_OVER_OFF (2 * SLOT_PAGE)
+#define RECV_REGION_LEN (RECV_OVER_OFF + SMCR_WR_RX_MAX_LEN)
 #define POLL_BATCH   16
 #define ERRTEXT_LEN  96
 
@@ -41,12 +44,11 @@ struct smcr_wr_link {
 	struct ibv_cq *recv_cq; /* armed for solicited completions: incoming messages */
 	struct ibv_qp *qp;
 	uint8_t *send_slots; /* SMCR_WR_SEND_SLOTS x SMCR_WR_SLOT_LEN */
-	uint8_t *recv_slots; /* SMCR_WR_RECV_SLOTS x SMCR_WR_SLOT_LEN */
+	uint8_t *recv_slots; /* SMCR_WR_RECV_SLOTS x SMCR_WR_SLOT_LEN, then the overflow */
 	uint8_t *recv_over;  /* bytes 48.. of a long message, shared by every slot */
 	uint8_t *rx_long;    /* a long message reassembled for the handler */
 	struct ibv_mr *send_mr;
-	struct ibv_mr *recv_mr;
-	struct ibv_mr *over_mr;
+	struct ibv_mr *recv_mr; /* slots and overflow: one region */
 	uint32_t psn;
 	uint64_t wr_posted;  /* send-queue WRs posted so far */
 	uint64_t wr_retired; /* ... of which known complete */
@@ -80,7 +82,7 @@ static int post_recv_slot(struct smcr_wr_link *link, uint32_t slot)
 		{ .addr = (uintptr_t)(link->recv_slots + (size_t)slot * SMCR_WR_SLOT_LEN),
 		  .length = SMCR_WR_SLOT_LEN,
 		  .lkey = link->recv_mr->lkey },
-		{ .addr = (uintptr_t)link->recv_over, .length = OVER_LEN, .lkey = link->over_mr->lkey },
+		{ .addr = (uintptr_t)link->recv_over, .length = OVER_LEN, .lkey = link->recv_mr->lkey },
 	};
 	struct ibv_recv_wr wr = { .wr_id = RECV_TAG | slot, .sg_list = sge, .num_sge = 2 };
 	struct ibv_recv_wr *bad;
@@ -499,21 +501,18 @@ int smcr_wr_link_create(struct smcr_ib_port *port, struct smcr_wr_link **out)
 	link->port = port;
 	/* whole pages: registered memory is MADV_DONTFORK (ib.c) */
 	link->send_slots = aligned_alloc(SLOT_PAGE, SLOT_PAGE);
-	link->recv_slots = aligned_alloc(SLOT_PAGE, SLOT_PAGE * 2);
-	link->recv_over = aligned_alloc(SLOT_PAGE, SMCR_WR_RX_MAX_LEN);
+	link->recv_slots = aligned_alloc(SLOT_PAGE, RECV_REGION_LEN);
 	link->rx_long = malloc(SMCR_WR_RX_MAX_LEN);
-	if (!link->send_slots || !link->recv_slots || !link->recv_over || !link->rx_long)
+	if (!link->send_slots || !link->recv_slots || !link->rx_long)
 		goto fail;
+	link->recv_over = link->recv_slots + RECV_OVER_OFF;
 	memset(link->send_slots, 0, SLOT_PAGE);
-	memset(link->recv_slots, 0, SLOT_PAGE * 2);
-	memset(link->recv_over, 0, SMCR_WR_RX_MAX_LEN);
+	memset(link->recv_slots, 0, RECV_REGION_LEN);
 	link->send_mr = smcr_ib_reg_source(port, link->send_slots,
 					   SMCR_WR_SEND_SLOTS * SMCR_WR_SLOT_LEN);
-	link->recv_mr = smcr_ib_reg_sink(port, link->recv_slots,
-					 SMCR_WR_RECV_SLOTS * SMCR_WR_SLOT_LEN);
-	link->over_mr = smcr_ib_reg_sink(port, link->recv_over, OVER_LEN);
+	link->recv_mr = smcr_ib_reg_sink(port, link->recv_slots, RECV_OVER_OFF + OVER_LEN);
 	link->channel = ibv_create_comp_channel(port->ctx);
-	if (!link->send_mr || !link->recv_mr || !link->over_mr || !link->channel)
+	if (!link->send_mr || !link->recv_mr || !link->channel)
 		goto fail_errno;
 	if (smcr_real.fcntl(link->channel->fd, F_SETFL,
 			    smcr_real.fcntl(link->channel->fd, F_GETFL) | O_NONBLOCK) < 0)
@@ -577,11 +576,8 @@ void smcr_wr_link_destroy(struct smcr_wr_link *link)
 		ibv_dereg_mr(link->send_mr);
 	if (link->recv_mr)
 		ibv_dereg_mr(link->recv_mr);
-	if (link->over_mr)
-		ibv_dereg_mr(link->over_mr);
 	free(link->send_slots);
 	free(link->recv_slots);
-	free(link->recv_over);
 	free(link->rx_long);
 	free(link);
 }

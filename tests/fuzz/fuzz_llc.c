@@ -2,6 +2,9 @@
 /*
  * libFuzzer entry for the LLC decoder: no crash or over-read, and every
  * accepted message re-encodes to bytes that decode and re-encode identically.
+ * The answer we send to a peer's request (smcr_llc_answer, also to messages
+ * the decoder refused, as a cut ADD LINK) reads only its 44 bytes and is
+ * itself a valid message when a 44-byte request was.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,14 +20,21 @@ static uint8_t enc[SMCR_LLC_V2_MAX_LEN], enc2[SMCR_LLC_V2_MAX_LEN];
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	enum smcr_llc_err err, err2;
+	uint8_t ans[SMCR_LLC_MSG_LEN];
 	size_t n, n2;
 
+	if (size >= SMCR_LLC_MSG_LEN)
+		smcr_llc_answer(data, size, SMCR_LLC_FLAG_ADD_LINK_REJ, ans);
 	if (smcr_llc_decode(data, size, &msg, &err) != SMCR_WIRE_OK) {
 		if (smcr_llc_err_str(err) == NULL)
 			abort();
 		return 0;
 	}
 	if (msg.hdr.length < SMCR_LLC_MSG_LEN || msg.hdr.length > size)
+		abort();
+	/* a 44-byte request gets an answer its sender can decode */
+	if (size == SMCR_LLC_MSG_LEN && !(msg.hdr.flags & SMCR_LLC_FLAG_RESP) &&
+	    smcr_llc_decode(ans, sizeof(ans), &msg2, &err2) != SMCR_WIRE_OK)
 		abort();
 	/* v2 lengths may include bytes past the content: the re-encoding may be shorter. */
 	n = smcr_llc_encode(&msg, enc, sizeof(enc), &err);
