@@ -49,6 +49,7 @@
 #define LGR_POOL_MAX	 32  /* free buffers kept per group */
 #define LGR_WAIT_SLICE_MS 20 /* another thread may take the channel event we wait for */
 #define LGR_EXIT_FLUSH_MS 200
+#define LGR_CLIENT_IDLE_EXTRA_MS 2000 /* see tick_locked() */
 
 static pthread_mutex_t list_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t reaper_cv; /* on CLOCK_MONOTONIC: init_cv() */
@@ -415,6 +416,13 @@ struct smcr_lgr *smcr_lgr_find(const struct smcr_lgr_key *key, uint32_t peer_qpn
 	pthread_mutex_lock(&list_mu);
 	for (struct smcr_lgr *g = lgr_list; g && !found; g = g->next_lgr) {
 		pthread_mutex_lock(&g->mu);
+		/*
+		 * What the peer sent meanwhile first: an idle group's DELETE LINK waits
+		 * in its completion queue until someone takes it, and a group the peer
+		 * has deleted must not be offered to it again (its client would
+		 * decline SYNCERR, and the connection fall back).
+		 */
+		drain_locked(g);
 		/*
 		 * Server (peer_qpn 0): also a group whose first contact is still in
 		 * progress (the caller waits for it to turn ACTIVE, as the kernel
@@ -986,9 +994,18 @@ static bool tick_locked(struct smcr_lgr *g, int64_t now, int64_t *next)
 			*next = due;
 	}
 	if (g->refs == 0) {
-		if (g->state == SMCR_LGR_DEAD || now - g->idle_since_ms >= idle_ms)
+		/*
+		 * The client keeps an unused group longer than the server, as the
+		 * kernel does (SMC_LGR_FREE_DELAY_CLNT = _SERV + 10 s): the server
+		 * ends it first, so it never offers a group the client has just
+		 * deleted (its DELETE LINK still on the wire or in the server's
+		 * completion queue; rxe VM: IPv4 fell back SYNCERR after 5 s of IPv6).
+		 */
+		int64_t keep = idle_ms + (g->key.role == SMCR_LGR_CLIENT ? LGR_CLIENT_IDLE_EXTRA_MS : 0);
+
+		if (g->state == SMCR_LGR_DEAD || now - g->idle_since_ms >= keep)
 			return true;
-		due = g->idle_since_ms + idle_ms;
+		due = g->idle_since_ms + keep;
 		if (due < *next)
 			*next = due;
 	}
