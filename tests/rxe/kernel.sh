@@ -225,6 +225,13 @@ kill_case() {
     # the transfer runs over SMC-R (smcr-stat), then a moment more
     local mode
     mode=$(live_record "$(child_of "$spid")")
+    if [[ $mode != smc-r ]]; then # no SMC-R transfer to interrupt: do not wait for timeouts
+        fail "kernel $kside killed mid-transfer: the transfer never ran over SMC-R ($mode)"
+        show "$logs/$name.s" smcr 4; show "$logs/$name.k" kernel 2
+        kill "$(child_of "$spid")" "$(child_of "$kpid")" 2>/dev/null
+        wait "$spid" "$kpid" 2>/dev/null
+        return
+    fi
     sleep 2
     t0=$SECONDS
     kill -KILL "$(child_of "$kpid")" 2>/dev/null
