@@ -814,6 +814,26 @@ int smcr_lgr_write(struct smcr_lgr *g, struct smcr_lgr_conn *c, struct ibv_mr *s
 	return rc;
 }
 
+int smcr_lgr_write_send(struct smcr_lgr *g, struct smcr_lgr_conn *c, struct ibv_mr *src_mr,
+			const struct smcr_wr_remote_rmb *rmb, uint32_t offset, uint32_t len,
+			const uint8_t msg[SMCR_WR_MSG_LEN], int timeout_ms)
+{
+	int rc = -ECONNRESET;
+
+	pthread_mutex_lock(&g->mu);
+	if (g->state != SMCR_LGR_DEAD) {
+		rc = smcr_wr_write_mirrored_msg(g->link, src_mr, rmb, offset, len, msg, timeout_ms);
+		c->last_wr = smcr_wr_last_posted(g->link);
+		if (rc == -ETIMEDOUT || rc == -ENOBUFS)
+			smcr_lgr_fail_locked(g, "send queue stuck");
+		if (rc && rc != -EINVAL)
+			rc = -ECONNRESET;
+		drain_locked(g); /* LLC that came in while we waited for room */
+	}
+	pthread_mutex_unlock(&g->mu);
+	return rc;
+}
+
 int smcr_lgr_recv(struct smcr_lgr *g, struct smcr_lgr_conn *c, uint8_t msg[SMCR_WR_MSG_LEN])
 {
 	int rc = 0;
@@ -863,11 +883,17 @@ bool smcr_lgr_active(struct smcr_lgr *g)
 
 bool smcr_lgr_dead(struct smcr_lgr *g)
 {
+	return smcr_lgr_dead_check(g, true);
+}
+
+bool smcr_lgr_dead_check(struct smcr_lgr *g, bool device_events)
+{
 	bool dead;
 
 	pthread_mutex_lock(&g->mu);
 	drain_locked(g);
-	device_events_locked(g);
+	if (device_events)
+		device_events_locked(g);
 	dead = g->state == SMCR_LGR_DEAD;
 	pthread_mutex_unlock(&g->mu);
 	return dead;

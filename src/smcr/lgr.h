@@ -207,6 +207,10 @@ int smcr_lgr_send(struct smcr_lgr *lgr, struct smcr_lgr_conn *c,
 int smcr_lgr_write(struct smcr_lgr *lgr, struct smcr_lgr_conn *c, struct ibv_mr *src_mr,
 		   const struct smcr_wr_remote_rmb *rmb, uint32_t offset, uint32_t len,
 		   int timeout_ms);
+/* WRITEs as smcr_lgr_write, then a CDC, in one post (0 or -ECONNRESET, -EINVAL). */
+int smcr_lgr_write_send(struct smcr_lgr *lgr, struct smcr_lgr_conn *c, struct ibv_mr *src_mr,
+			const struct smcr_wr_remote_rmb *rmb, uint32_t offset, uint32_t len,
+			const uint8_t msg[SMCR_WR_MSG_LEN], int timeout_ms);
 /* Next CDC for `c`: 1, 0 none, -ECONNRESET (group dead, queue empty). */
 int smcr_lgr_recv(struct smcr_lgr *lgr, struct smcr_lgr_conn *c, uint8_t msg[SMCR_WR_MSG_LEN]);
 /* transport.h's settle for `c`: true = look again. */
@@ -217,6 +221,8 @@ void smcr_lgr_fail(struct smcr_lgr *lgr, const char *why);
 bool smcr_lgr_active(struct smcr_lgr *lgr);
 /* Take completions and device events: is the group dead? */
 bool smcr_lgr_dead(struct smcr_lgr *lgr);
+/* The same, reading the device's events only if asked (its fd polled readable). */
+bool smcr_lgr_dead_check(struct smcr_lgr *lgr, bool device_events);
 /*
  * c's TCP connection hung up: send a TEST LINK whose response proves that
  * every message the peer posted before now has arrived (RC order); c's

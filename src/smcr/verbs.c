@@ -40,10 +40,13 @@
  * The client sends nothing over a new group's QP before the server's
  * CONFIRM LINK arrived (so never into a QP still in INIT).
  *
- * Data: write_peer copies into a send buffer that mirrors the peer's RMB and
- * posts an RDMA WRITE from there (the bytes for ring offset X live at X, so
- * they are not overwritten before the peer consumed them, which implies the
- * WRITE executed); send_ctrl posts the 44-byte CDC SIGNALED|SOLICITED.
+ * Data: write_peer copies into a send buffer that mirrors the peer's RMB (the
+ * bytes for ring offset X live at X, so they are not overwritten before the
+ * peer consumed them, which implies the WRITE executed) and remembers the
+ * range; send_ctrl posts the RDMA WRITE(s) for it and the 44-byte CDC
+ * SIGNALED|SOLICITED in one ibv_post_send (one doorbell: on rxe a system
+ * call each).  Nothing waits for a completion unless the send queue is full,
+ * so a blocking sender keeps up to 16 CDCs and their WRITEs in flight.
  *
  * Readiness: per connection an epoll fd holding its doorbell (an eventfd
  * rung by whoever dispatches a CDC for it, or by a group failure, and kept
@@ -115,6 +118,7 @@ struct smcr_xconn {
 	struct smcr_lgr_buf *rmb;
 	struct smcr_lgr_buf *snd;      /* mirrors the peer's RMB */
 	struct smcr_wr_remote_rmb peer_rmb;
+	uint32_t wr_off, wr_len;       /* copied into snd, WRITE not posted yet: goes with the CDC */
 	struct smcr_clc_accept peer_conf; /* server: the Confirm it peeked */
 	uint32_t peer_token;
 	int ep_fd;
@@ -651,26 +655,64 @@ static bool may_send(struct smcr_xconn *xc)
 	return xc->server || !xc->first_contact || await_confirm_link(xc) == 0;
 }
 
+/* Post the WRITE(s) of the staged range alone (it cannot grow any more). */
+static int flush_writes(struct smcr_xconn *xc)
+{
+	int rc;
+
+	if (!xc->wr_len)
+		return 0;
+	rc = smcr_lgr_write(xc->lgr, &xc->lc, xc->snd->mr, &xc->peer_rmb, xc->wr_off, xc->wr_len,
+			    xc->timeout_ms);
+	xc->wr_len = 0;
+	return rc;
+}
+
+/*
+ * Copy into the mirror and stage the range; the next send_ctrl posts its
+ * WRITEs right before the CDC (the engine always announces its writes with a
+ * CDC; until then the peer does not look at those bytes).  A range that does
+ * not continue the staged one (the engine retried after a failure) sends the
+ * staged one first.
+ */
 static int verbs_write_peer(struct smcr_xconn *xc, uint32_t offset, const void *src,
 			    uint32_t len)
 {
+	uint32_t size = xc->peer_rmb.size;
+	int rc;
+
 	if (len == 0)
 		return 0;
-	if (offset >= xc->peer_rmb.size || len > xc->peer_rmb.size - offset)
+	if (offset >= size || len > size - offset)
 		return -EINVAL;
 	if (!may_send(xc))
 		return -ECONNRESET;
+	if (xc->wr_len && (offset != (uint32_t)(((uint64_t)xc->wr_off + xc->wr_len) % size) ||
+			   len > size - xc->wr_len)) {
+		rc = flush_writes(xc);
+		if (rc)
+			return rc;
+	}
 	memcpy(xc->snd->mem + offset, src, len);
-	return smcr_lgr_write(xc->lgr, &xc->lc, xc->snd->mr, &xc->peer_rmb, offset, len, xc->timeout_ms);
+	if (!xc->wr_len)
+		xc->wr_off = offset;
+	xc->wr_len += len;
+	return 0;
 }
 
 static int verbs_send_ctrl(struct smcr_xconn *xc, const uint8_t msg[SMCR_CDC_MSG_LEN])
 {
+	uint32_t len = xc->wr_len;
+
 	_Static_assert(SMCR_CDC_MSG_LEN == SMCR_WR_MSG_LEN, "CDC is one 44-byte SEND");
 
 	if (!may_send(xc))
 		return -ECONNRESET;
-	return smcr_lgr_send(xc->lgr, &xc->lc, msg, xc->timeout_ms);
+	if (!len)
+		return smcr_lgr_send(xc->lgr, &xc->lc, msg, xc->timeout_ms);
+	xc->wr_len = 0;
+	return smcr_lgr_write_send(xc->lgr, &xc->lc, xc->snd->mr, &xc->peer_rmb, xc->wr_off, len,
+				   msg, xc->timeout_ms);
 }
 
 static int verbs_recv_ctrl(struct smcr_xconn *xc, uint8_t msg[SMCR_CDC_MSG_LEN])
@@ -680,16 +722,12 @@ static int verbs_recv_ctrl(struct smcr_xconn *xc, uint8_t msg[SMCR_CDC_MSG_LEN])
 	return rc == 0 && xc->gone ? -ECONNRESET : rc;
 }
 
-/* 0 no, 1 FIN (hang-up), 2 reset (an error on the socket: the peer is gone) */
-static int tcp_hung_up(const struct smcr_xconn *xc)
+/* The TCP socket's poll events: 0 no, 1 FIN (hang-up), 2 reset (the peer is gone). */
+static int tcp_hung_up(short revents)
 {
-	struct pollfd p = { .fd = xc->tcp_fd, .events = POLLRDHUP };
-
-	if (smcr_real.poll(&p, 1, 0) != 1)
-		return 0;
-	if (p.revents & POLLERR)
+	if (revents & POLLERR)
 		return 2;
-	return (p.revents & (POLLRDHUP | POLLHUP)) ? 1 : 0;
+	return (revents & (POLLRDHUP | POLLHUP)) ? 1 : 0;
 }
 
 /*
@@ -738,14 +776,22 @@ static void fin_was_orderly(struct smcr_xconn *xc)
 
 static bool verbs_peer_gone(struct smcr_xconn *xc)
 {
+	/* one system call for both: the device's events and the TCP socket's hang-up */
+	struct pollfd p[2] = {
+		{ .fd = xc->lgr->port->ctx->async_fd, .events = POLLIN },
+		{ .fd = xc->tcp_fd, .events = POLLRDHUP },
+	};
+	int n;
+
 	if (xc->gone)
 		return true;
-	if (smcr_lgr_dead(xc->lgr)) {
+	n = smcr_real.poll(p, xc->lc.hup_probe ? 1 : 2, 0);
+	if (smcr_lgr_dead_check(xc->lgr, n < 0 || p[0].revents)) {
 		xc->gone = true;
 		return true;
 	}
 	if (!xc->lc.hup_probe) {
-		int hup = tcp_hung_up(xc);
+		int hup = n > 0 ? tcp_hung_up(p[1].revents) : 0;
 
 		if (hup == 2) {
 			xc->gone = xc->peer_dead = true; /* a reset: no orderly close follows */

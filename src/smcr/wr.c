@@ -54,6 +54,13 @@ struct smcr_wr_link {
 	uint64_t wr_retired; /* ... of which known complete */
 	uint64_t msgs_posted;
 	uint64_t msgs_done;
+	/*
+	 * Armed and no completion taken from that CQ since: no event can have
+	 * fired, so arming again (a system call on rxe) and reading the channel
+	 * are skipped.  A completion taken clears the flag.
+	 */
+	bool recv_armed;
+	bool send_armed;
 	/* received, not yet taken: slot indexes in arrival order */
 	uint32_t rx_slot[SMCR_WR_RECV_SLOTS];
 	uint32_t rx_head;
@@ -138,7 +145,7 @@ static void take_completion(struct smcr_wr_link *link, const struct ibv_wc *wc)
 	link->rx_count++;
 }
 
-static void poll_one_cq(struct smcr_wr_link *link, struct ibv_cq *cq)
+static void poll_one_cq(struct smcr_wr_link *link, struct ibv_cq *cq, bool *armed)
 {
 	struct ibv_wc wc[POLL_BATCH];
 	int n;
@@ -149,6 +156,8 @@ static void poll_one_cq(struct smcr_wr_link *link, struct ibv_cq *cq)
 			link_fail(link, -ECONNRESET, "ibv_poll_cq", "failed");
 			return;
 		}
+		if (n > 0)
+			*armed = false; /* its event may have fired: arm again */
 		for (int i = 0; i < n; i++)
 			take_completion(link, &wc[i]);
 	} while (n == POLL_BATCH);
@@ -157,8 +166,8 @@ static void poll_one_cq(struct smcr_wr_link *link, struct ibv_cq *cq)
 /* Take every completion both CQs hold. */
 static void poll_cq(struct smcr_wr_link *link)
 {
-	poll_one_cq(link, link->send_cq);
-	poll_one_cq(link, link->recv_cq);
+	poll_one_cq(link, link->send_cq, &link->send_armed);
+	poll_one_cq(link, link->recv_cq, &link->recv_armed);
 }
 
 void smcr_wr_set_rx_handler(struct smcr_wr_link *link, smcr_wr_rx_fn fn, void *arg)
@@ -196,7 +205,17 @@ int smcr_wr_arm(struct smcr_wr_link *link, bool any)
 	struct ibv_cq *cq;
 	void *ctx;
 	unsigned int send_events = 0, recv_events = 0;
+	bool want_send = any || link->wr_posted != link->wr_retired;
 
+	/*
+	 * Still armed since the last time, nothing taken from either CQ: no
+	 * event fired (an event needs a completion, and a completion not taken
+	 * yet leaves the channel readable, so a waiter comes back and takes it).
+	 * This is every call of a busy connection between two completions; on
+	 * rxe, each arm and each look at the channel is a system call.
+	 */
+	if (link->recv_armed && (link->send_armed || !want_send))
+		return 0;
 	/* the fd is non-blocking: this takes only events already there */
 	while (ibv_get_cq_event(link->channel, &cq, &ctx) == 0) {
 		if (cq == link->send_cq)
@@ -204,14 +223,25 @@ int smcr_wr_arm(struct smcr_wr_link *link, bool any)
 		else
 			recv_events++;
 	}
-	if (send_events)
+	/* an event fired: that CQ's arm is spent, even if its completion is not taken yet */
+	if (send_events) {
 		ibv_ack_cq_events(link->send_cq, send_events);
-	if (recv_events)
+		link->send_armed = false;
+	}
+	if (recv_events) {
 		ibv_ack_cq_events(link->recv_cq, recv_events);
-	if (ibv_req_notify_cq(link->recv_cq, 1))
-		return -errno;
-	if ((any || link->wr_posted != link->wr_retired) && ibv_req_notify_cq(link->send_cq, 0))
-		return -errno;
+		link->recv_armed = false;
+	}
+	if (!link->recv_armed) {
+		if (ibv_req_notify_cq(link->recv_cq, 1))
+			return -errno;
+		link->recv_armed = true;
+	}
+	if (want_send && !link->send_armed) {
+		if (ibv_req_notify_cq(link->send_cq, 0))
+			return -errno;
+		link->send_armed = true;
+	}
 	return 0;
 }
 
@@ -285,28 +315,36 @@ static int wait_send_room(struct smcr_wr_link *link, uint32_t wrs, bool is_msg, 
 	return 0;
 }
 
+/* The message's SEND as work request number `wr_id`, its bytes copied into the next slot. */
+static void fill_msg(struct smcr_wr_link *link, const uint8_t msg[SMCR_WR_MSG_LEN],
+		     uint64_t wr_id, struct ibv_sge *sge, struct ibv_send_wr *wr)
+{
+	uint8_t *slot = link->send_slots +
+			(link->msgs_posted % SMCR_WR_SEND_SLOTS) * SMCR_WR_SLOT_LEN;
+
+	memcpy(slot, msg, SMCR_WR_MSG_LEN);
+	*sge = (struct ibv_sge){ .addr = (uintptr_t)slot,
+				 .length = SMCR_WR_MSG_LEN,
+				 .lkey = link->send_mr->lkey };
+	*wr = (struct ibv_send_wr){
+		.wr_id = wr_id,
+		.sg_list = sge,
+		.num_sge = 1,
+		.opcode = IBV_WR_SEND,
+		.send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED,
+	};
+}
+
 int smcr_wr_send_msg(struct smcr_wr_link *link, const uint8_t msg[SMCR_WR_MSG_LEN],
 		     int timeout_ms)
 {
-	uint8_t *slot;
 	struct ibv_sge sge;
 	struct ibv_send_wr wr, *bad;
 	int rc = wait_send_room(link, 1, true, timeout_ms);
 
 	if (rc)
 		return rc;
-	slot = link->send_slots + (link->msgs_posted % SMCR_WR_SEND_SLOTS) * SMCR_WR_SLOT_LEN;
-	memcpy(slot, msg, SMCR_WR_MSG_LEN);
-	sge = (struct ibv_sge){ .addr = (uintptr_t)slot,
-				.length = SMCR_WR_MSG_LEN,
-				.lkey = link->send_mr->lkey };
-	wr = (struct ibv_send_wr){
-		.wr_id = link->wr_posted + 1,
-		.sg_list = &sge,
-		.num_sge = 1,
-		.opcode = IBV_WR_SEND,
-		.send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED,
-	};
+	fill_msg(link, msg, link->wr_posted + 1, &sge, &wr);
 	rc = ibv_post_send(link->qp, &wr, &bad);
 	if (rc) {
 		link_fail(link, -ECONNRESET, "ibv_post_send (message)", strerror(rc));
@@ -397,6 +435,53 @@ int smcr_wr_write_mirrored(struct smcr_wr_link *link, struct ibv_mr *src_mr,
 	first = len < rmb->size - offset ? len : rmb->size - offset;
 	return post_writes(link, src_mr, base + offset, first, rmb->addr + offset, base,
 			   len - first, rmb->addr, rmb->rkey, timeout_ms);
+}
+
+int smcr_wr_write_mirrored_msg(struct smcr_wr_link *link, struct ibv_mr *src_mr,
+			       const struct smcr_wr_remote_rmb *rmb, uint32_t offset, uint32_t len,
+			       const uint8_t msg[SMCR_WR_MSG_LEN], int timeout_ms)
+{
+	const uint8_t *base = src_mr->addr;
+	struct ibv_sge sge[3];
+	struct ibv_send_wr wr[3], *bad;
+	uint32_t first, n;
+	int rc;
+
+	if (!ring_range_ok(rmb, offset, len) || src_mr->length < rmb->size)
+		return -EINVAL;
+	first = len < rmb->size - offset ? len : rmb->size - offset;
+	n = len > first ? 2 : 1;
+	rc = wait_send_room(link, n + 1, true, timeout_ms);
+	if (rc)
+		return rc;
+	/* WRITEs unsignaled, then the SEND whose completion retires them: one doorbell */
+	for (uint32_t i = 0; i < n; i++) {
+		sge[i] = (struct ibv_sge){ .addr = (uintptr_t)(base + (i ? 0 : offset)),
+					   .length = i ? len - first : first,
+					   .lkey = src_mr->lkey };
+		wr[i] = (struct ibv_send_wr){
+			.wr_id = link->wr_posted + 1 + i,
+			.next = &wr[i + 1],
+			.sg_list = &sge[i],
+			.num_sge = 1,
+			.opcode = IBV_WR_RDMA_WRITE,
+			.wr.rdma = { .remote_addr = rmb->addr + (i ? 0 : offset), .rkey = rmb->rkey },
+		};
+	}
+	fill_msg(link, msg, link->wr_posted + n + 1, &sge[n], &wr[n]);
+	rc = ibv_post_send(link->qp, wr, &bad);
+	if (rc) {
+		link_fail(link, -ECONNRESET, "ibv_post_send (write and message)", strerror(rc));
+		return -ECONNRESET;
+	}
+	link->wr_posted += n + 1;
+	link->msgs_posted++;
+	link->stats.msgs_sent++;
+	link->stats.writes += n;
+	link->stats.bytes_written += len;
+	if (n == 2)
+		link->stats.wrapped++;
+	return 0;
 }
 
 int smcr_wr_flush(struct smcr_wr_link *link, int timeout_ms)

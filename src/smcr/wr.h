@@ -105,6 +105,14 @@ int smcr_wr_write_mirrored(struct smcr_wr_link *link, struct ibv_mr *src_mr,
 			   const struct smcr_wr_remote_rmb *rmb, uint32_t offset, uint32_t len,
 			   int timeout_ms);
 
+/*
+ * smcr_wr_write_mirrored() and then a message, posted together (one doorbell,
+ * which on rxe is one system call less per CDC).  0 or -errno.
+ */
+int smcr_wr_write_mirrored_msg(struct smcr_wr_link *link, struct ibv_mr *src_mr,
+			       const struct smcr_wr_remote_rmb *rmb, uint32_t offset, uint32_t len,
+			       const uint8_t msg[SMCR_WR_MSG_LEN], int timeout_ms);
+
 /* Post one 44-byte message (SIGNALED | SOLICITED).  0 or -errno. */
 int smcr_wr_send_msg(struct smcr_wr_link *link, const uint8_t msg[SMCR_WR_MSG_LEN],
 		     int timeout_ms);
