@@ -13,8 +13,11 @@
 #    one namespace and policy routing both cross the veth pair (docs/rxe-vm.md).
 # Plus: IPv6 (fd77::1 -> fd77::2) in SMC-R mode, and a capture on veth0 decoded by
 # tshark: our CLC over TCP, CDC over RoCEv2.
-# Sizes and durations are small because QEMU's TCG makes soft-RoCE slow (0.7-8 MB/s, ~1 s
-# per SMC-R handshake): the socat file is 8 MiB each way, not 256 MiB; iperf3 runs 1 s. Fail-fast, like the host's apps tests (lib.sh).
+# socat moves a 256 MiB file each way (RXE_SOCAT_MIB to change it while iterating): about
+# 4 MB/s over SMC-R with socat's 8 KiB writes under TCG on a loaded 2-core host, so ~1 min
+# per direction plus the handshake (several seconds under load); the guest has -m 1536 for
+# the file and its copy on the guest's tmpfs. Other durations stay small because QEMU's TCG
+# makes soft-RoCE slow: iperf3 runs 1 s. Fail-fast, like the host's apps tests (lib.sh).
 #   usage: apps.sh   (environment as tests/apps: SMC_RUN, SMCR_LIB, SMCR_BUILD_DIR)
 source "$(dirname -- "${BASH_SOURCE[0]}")/../apps/smc_lib.sh"
 source "$(dirname -- "${BASH_SOURCE[0]}")/wire_lib.sh"
@@ -290,9 +293,17 @@ stop_server "$npid"
 
 # socat_move NAME DIRECTION FAMILY BYTES: up = client sends, down = server sends
 socat_move() {
-    local name=$1 dir=$2 fam=$3 size=$4 port listen connect t0 t1 pid want
-    random_file "$work/file" "$size"
-    want=$(sha "$work/file")
+    local name=$1 dir=$2 fam=$3 size=$4 port listen connect t0 t1 pid want bound
+    # one file per size, made and hashed once (256 MiB take a while under TCG)
+    if [[ ! -f $work/file.$size ]]; then
+        rm -f "$work"/file.*
+        random_file "$work/file.$size" "$size"
+        sha "$work/file.$size" >"$work/file.$size.sha"
+    fi
+    ln -sf "file.$size" "$work/file"
+    want=$(<"$work/file.$size.sha")
+    # a bound for slow machines: 1 MB/s at least, plus the handshake
+    bound=$((240 + size / 1000000))
     port=$(free_port 4)
     if [[ $fam == 6 ]]; then
         listen="TCP6-LISTEN:$port,bind=[fd77::2],reuseaddr" connect="TCP6:[fd77::2]:$port,bind=[fd77::1]"
@@ -313,20 +324,22 @@ socat_move() {
     wire_begin
     t0=$(date +%s.%N)
     if [[ $dir == up ]]; then
-        run_client smcr "$name" 240 socat -u "OPEN:$work/file" "$connect"
+        run_client smcr "$name" "$bound" socat -u "OPEN:$work/file" "$connect"
     else
-        run_client smcr "$name" 240 socat -u "$connect" "CREATE:$work/$name.got"
+        run_client smcr "$name" "$bound" socat -u "$connect" "CREATE:$work/$name.got"
     fi
     t1=$(date +%s.%N)
     [[ $exit_code -eq 0 ]] || fail "$name: client socat exited $exit_code"
     wait_exit "$pid" 30
     [[ $(sha "$work/$name.got") == "$want" ]] || fail "$name: sha256 differs"
+    rm -f "$work/$name.got" # the guest's tmpfs holds the file and one copy at a time
     log "$name: $size bytes, sha256 equal, $(mbps "$size" "$("$PYTHON" -c "print($t1 - $t0)")") MB/s over SMC-R (IPv$fam)"
     assert_smc_log "$name" 1
     wire_end "$name" "$size" 1
 }
-socat_move socat-up up 4 $((8 * 1024 * 1024 + 5))
-socat_move socat-down down 4 $((8 * 1024 * 1024 + 7))
+socat_mib=${RXE_SOCAT_MIB:-256}
+socat_move socat-up up 4 $((socat_mib * 1024 * 1024 + 5))
+socat_move socat-down down 4 $((socat_mib * 1024 * 1024 + 5))
 
 # IPv6, fd77::1 -> fd77::2: the same transfer, and the RoCEv2 went over IPv6 (filter pref 6)
 v6_0=$(($(counter egress 6 bytes) + $(counter ingress 6 bytes)))
