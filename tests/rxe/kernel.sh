@@ -78,9 +78,9 @@ live_record() {
     done
     echo none
 }
-# A first SYN to the kernel's AF_SMC listener was answered by a reset twice in ~12 runs
-# (the listener was in LISTEN per /proc/net/tcp; cause not found): socat retries; the
-# retries are reported at the end.
+# A connect refused: the server had given up already (smc_echo waited 60 s for a client
+# that, under smc_run on a TCG guest at load 19, started later than that; it waits 300 s
+# now). socat and client.py still retry a few times; the retries are reported at the end.
 retry=retry=3,interval=1
 kstat() { # NAME: the kernel's counter NAME (SMC_NETLINK_GET_STATS)
     "$ksmc" stats 2>/dev/null | awk -v n="$1" '$1 == n { print $2; f = 1 } END { if (!f) print 0 }'
