@@ -637,16 +637,6 @@ void smcr_conn_progress(struct smcr_sock *s)
 			want |= POLLIN;
 		if (s->waiters_wr)
 			want |= POLLOUT;
-		/*
-		 * Nobody waits on the ready fd: leave it and the transport's arming
-		 * as they are.  Whoever starts waiting settles first (a poll sets
-		 * its interest, smcr_conn_wait counts itself), so a stale doorbell
-		 * costs at most one spurious wake-up, while settling here made a
-		 * poll-driven stream ring and clear the doorbell around every call
-		 * (two system calls per write on the verbs path).
-		 */
-		if (!(want & (POLLIN | POLLOUT)))
-			break;
 		if (!s->ops->settle(s->xc, (smcr_conn_mask(s) & want) != 0))
 			break;
 	}
@@ -694,7 +684,6 @@ int smcr_conn_wait(struct smcr_sock *s, unsigned events, int64_t deadline)
 		s->waiters_rd++;
 	else
 		s->waiters_wr++;
-	smcr_conn_progress(s); /* the doorbell now answers for this waiter */
 	pthread_mutex_unlock(&s->lock);
 	if (spin)
 		won = spin_for_ctrl(s);
