@@ -776,22 +776,27 @@ static void fin_was_orderly(struct smcr_xconn *xc)
 
 static bool verbs_peer_gone(struct smcr_xconn *xc)
 {
-	/* one system call for both: the device's events and the TCP socket's hang-up */
-	struct pollfd p[2] = {
+	/*
+	 * One system call for all three: the device's events, its removal
+	 * (the inotify fd: rxe reports a removal by no event, ib.h) and the TCP
+	 * socket's hang-up (not while a probe after its FIN runs).
+	 */
+	struct pollfd p[3] = {
 		{ .fd = xc->lgr->port->ctx->async_fd, .events = POLLIN },
+		{ .fd = xc->lgr->port->removal_fd, .events = POLLIN }, /* < 0: ignored */
 		{ .fd = xc->tcp_fd, .events = POLLRDHUP },
 	};
 	int n;
 
 	if (xc->gone)
 		return true;
-	n = smcr_real.poll(p, xc->lc.hup_probe ? 1 : 2, 0);
-	if (smcr_lgr_dead_check(xc->lgr, n < 0 || p[0].revents)) {
+	n = smcr_real.poll(p, xc->lc.hup_probe ? 2 : 3, 0);
+	if (smcr_lgr_dead_check(xc->lgr, n < 0 || p[0].revents || p[1].revents)) {
 		xc->gone = true;
 		return true;
 	}
 	if (!xc->lc.hup_probe) {
-		int hup = n > 0 ? tcp_hung_up(p[1].revents) : 0;
+		int hup = n > 0 ? tcp_hung_up(p[2].revents) : 0;
 
 		if (hup == 2) {
 			xc->gone = xc->peer_dead = true; /* a reset: no orderly close follows */
