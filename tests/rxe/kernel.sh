@@ -44,29 +44,8 @@ if [[ ${RXE_VM_SMC:-0} != 1 ]]; then
     echo "kernel.sh: the guest kernel's SMC-R is not set up (kernel < 6.12?): skipped"
     exit 77
 fi
-passed=0 failed=0
-pass() { echo "PASS: $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
+source "$(dirname -- "${BASH_SOURCE[0]}")/case_lib.sh"
 logs=${KERNEL_LOGS:-$(mktemp -d)}; mkdir -p "$logs"
-show() { sed "s/^/    $2| /" "$1" | tail -n "${3:-6}"; }
-sha() { sha256sum < "$1" | cut -d' ' -f1; }
-wait_listening() { # PORT
-    local hex i
-    hex=$(printf '%04X' "$1")
-    for ((i = 0; i < 600; i++)); do
-        grep -q ":$hex 00000000:0000 0A" /proc/net/tcp 2>/dev/null && return 0
-        sleep 0.1
-    done
-    return 1
-}
-child_of() { # PID of timeout's child (smc_run exec's the program)
-    local i pid
-    for ((i = 0; i < 100; i++)); do
-        pid=$(ps -o pid= --ppid "$1" | tr -d ' ')
-        [[ -n $pid ]] && { echo "$pid"; return; }
-        sleep 0.05
-    done
-}
 # live_record PID: "mode link_group" of PID's first live connection in smcr-stat --json
 live_record() {
     local i out

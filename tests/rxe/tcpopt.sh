@@ -31,22 +31,8 @@ A=10.77.0.1 B=10.77.0.2
     echo "tcpopt.sh: run me inside 'scripts/rxe-vm -n pair'" >&2
     exit 2
 }
-passed=0 failed=0
-pass() { echo "PASS: $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
+source "$(dirname -- "${BASH_SOURCE[0]}")/case_lib.sh"
 logs=${TCPOPT_LOGS:-$(mktemp -d)}; mkdir -p "$logs"
-show() { sed "s/^/    $2| /" "$1" | tail -n "${3:-6}"; }
-sha() { sha256sum < "$1" | cut -d' ' -f1; }
-wait_listening() { # PORT (a loaded TCG guest may take half a minute to start socat)
-    local hex i
-    hex=$(printf '%04X' "$1")
-    for ((i = 0; i < 400; i++)); do
-        # /proc/net/tcp6 spells the unspecified peer with 32 zeros, /proc/net/tcp with 8
-        grep -Eq ":$hex 0+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null && return 0
-        sleep 0.1
-    done
-    return 1
-}
 export XDG_RUNTIME_DIR=$logs/run # smcr's stats files (the guest's /run is fresh)
 mkdir -p -m 0700 "$XDG_RUNTIME_DIR"
 head -c $((1 << 20)) /dev/urandom > "$logs/data"
@@ -91,14 +77,6 @@ live_record() {
         sleep 0.2
     done
     echo none
-}
-child_of() { # PID of timeout's child (smc_run exec's the program)
-    local i pid
-    for ((i = 0; i < 100; i++)); do
-        pid=$(ps -o pid= --ppid "$1" | tr -d ' ')
-        [[ -n $pid ]] && { echo "$pid"; return; }
-        sleep 0.05
-    done
 }
 
 # echo_case NAME PORT SERVER(smcr|plain|kernel) CLIENT(smcr|plain|kernel) RECORD_SIDE(server|client|none)
