@@ -28,13 +28,27 @@
  *
  * Who may attach (design §7): the client sends a 128-bit secret Sc inside its
  * CLC Proposal (SMC-Dv2 ISM GID fields), the server answers with its own Ss
- * and a rendezvous token in the Accept (DMB token field).  The server binds an
- * abstract UNIX socket named after the token *before* sending the Accept, so
- * the name cannot be squatted.  The client connects to it and presents Sc
- * plus its memfd and eventfd (SCM_RIGHTS); the server checks Sc and that
- * SO_PEERCRED's pid is the pid announced in the Proposal's peer ID, then sends
- * Ss plus its own fds.  Only the two ends of the TCP connection know Sc/Ss.
- * No file is ever created: memfds are anonymous (mode 0600 anyway).
+ * in the Accept.  Each side presents its secret plus its memfd and eventfd
+ * (SCM_RIGHTS) over an abstract UNIX socket, and hands its fds only to a
+ * peer it has checked.  Only the two ends of the TCP connection know Sc/Ss.
+ * No file is ever created: memfds are anonymous (mode 0600 anyway).  Two
+ * orders, because the one wake-up fewer matters for short connections:
+ *
+ *   knocked (the client offers it, a server that knows it takes it): the
+ *   client binds its own rendezvous before the Proposal and names it in a
+ *   second ISM GID entry.  The server connects to it, checks with
+ *   SO_PEERCRED that its creator is the pid the Proposal announced, leaves
+ *   Ss and its fds there, then sends the Accept with DMBE index 1.  The
+ *   client takes the knock that carries the Accept's Ss (strangers may have
+ *   knocked too: the name is visible in /proc/net/unix), answers on it with
+ *   Sc and its fds, and sends the Confirm; the server checks Sc.  Nobody
+ *   waits on the UNIX socket: Proposal, Accept, Confirm is the whole chain.
+ *
+ *   classic (any client): the server binds a rendezvous named after the
+ *   token in the Accept (DMB token field) *before* sending it, so the name
+ *   cannot be squatted.  The client connects and presents Sc and its fds;
+ *   the server checks Sc and SO_PEERCRED's pid against the Proposal, then
+ *   answers with Ss and its fds: two more wake-ups.
  *
  * Buffers come from a per-process pool by size class; a new one has its first
  * 64 KiB pre-faulted (a fresh memfd costs ~3 us per 4 KiB page in first-touch
@@ -90,6 +104,13 @@
 #define SHM_ACCEPT_ATTEMPTS 4  /* strangers that may knock before we give up */
 #define SHM_SECRET_LEN 16
 #define SHM_MAILBOX_TRIES 64
+/*
+ * Accept's DMBE index (an ISM DMB element number, 0 in the classic order):
+ * "I connected to the rendezvous your Proposal named, and my proof is waiting
+ * there" (see shm_client_propose).
+ */
+#define SHM_DMBE_IDX_SERVER_KNOCKED 1
+#define SHM_RV_BIND_TRIES 3
 
 _Static_assert(SMCR_CDC_MSG_LEN % 4 == 0, "CDC mailbox copies 32-bit words");
 
@@ -142,11 +163,12 @@ struct smcr_xconn {
 	int peer_efd;
 	int ep_fd;   /* readiness: own_efd + unix_fd */
 	int unix_fd; /* connected to the peer for the connection's life */
-	int rv_fd;   /* server: rendezvous listener during the handshake */
+	int rv_fd;   /* rendezvous listener during the handshake (client or server) */
 	uint8_t own_secret[SHM_SECRET_LEN];
 	uint8_t peer_secret[SHM_SECRET_LEN];
 	pid_t peer_pid;      /* announced (server) or from SO_PEERCRED (client) */
-	uint64_t token;      /* rendezvous token */
+	uint64_t token;      /* the server's token (its rendezvous name in the classic order) */
+	uint64_t rv_token;   /* client: our own rendezvous name, offered in the Proposal */
 	uint32_t tx_seq;     /* our mailbox writes into the peer's page */
 	uint32_t rx_seq;     /* last mailbox seq we consumed */
 	uint32_t rx_dirty;   /* our ring: bytes from 0 the peer's cursors covered */
@@ -529,6 +551,37 @@ static void rv_name(uint64_t token, struct sockaddr_un *sa, socklen_t *len)
 	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
+/*
+ * A rendezvous listener under a fresh random name (*token): 0 or -errno.  It
+ * lives only for the handshake, inside one call of the application's, so it
+ * stays in the low fd range rather than paying two more system calls.
+ */
+static int rv_listen(uint64_t *token, int *out)
+{
+	int err = -EADDRINUSE;
+
+	for (int i = 0; i < SHM_RV_BIND_TRIES && err == -EADDRINUSE; i++) {
+		struct sockaddr_un sa;
+		socklen_t salen;
+		int fd;
+
+		if (smcr_sys_random(token, sizeof(*token)) < 0)
+			return -EIO;
+		fd = smcr_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (fd < 0)
+			return -errno;
+		rv_name(*token, &sa, &salen);
+		if (smcr_real.bind(fd, (struct sockaddr *)&sa, salen) == 0 &&
+		    smcr_real.listen(fd, SHM_ACCEPT_ATTEMPTS) == 0) {
+			*out = fd;
+			return 0;
+		}
+		err = -errno; /* squatted: draw another name */
+		smcr_sys_close(fd);
+	}
+	return err;
+}
+
 static int send_proof(int sock, const uint8_t secret[SHM_SECRET_LEN], uint32_t ring_size,
 		      int memfd, int efd)
 {
@@ -766,7 +819,25 @@ static int shm_client_propose(struct smcr_xconn *xc, struct smcr_clc_msg *prop)
 	p->ism_gid_cnt = 1;
 	p->ism_gids[0].gid = lo;
 	p->ism_gids[0].chid = SHM_CHID;
+	/*
+	 * Our own rendezvous, named in a second GID entry: a server that knows
+	 * this order knocks on it and leaves its proof there before it sends the
+	 * Accept, and ours follows just before the Confirm.  That saves the two
+	 * wake-ups of the classic order (we knock, the server answers), a good
+	 * part of a short connection's setup.  Without it (bind failed, older
+	 * server) the classic order still works.
+	 */
+	if (rv_listen(&xc->rv_token, &xc->rv_fd) == 0) {
+		p->ism_gid_cnt = 2;
+		p->ism_gids[1].gid = xc->rv_token;
+		p->ism_gids[1].chid = SHM_CHID;
+	}
 	return 0;
+}
+
+static bool offers_rendezvous(const struct smcr_clc_proposal *p)
+{
+	return p->ism_gid_cnt >= 2 && p->ism_gids[1].chid == SHM_CHID;
 }
 
 static bool offer_is_ours(const struct smcr_clc_msg *prop)
@@ -801,12 +872,47 @@ static void fill_own_dmb(const struct smcr_xconn *xc, struct smcr_clc_msg *m, ui
 	memcpy(a->eid, shm_ueid, SMCR_CLC_EID_LEN);
 }
 
+/*
+ * Knock on the rendezvous the Proposal named and leave our proof and fds
+ * there: 0, or -1 (then the classic order).  They go only to the proposer:
+ * the listener's creator must be the pid the Proposal announced (a name
+ * squatted by another process fails that), and the client uses them only
+ * after it checked our secret against the Accept.  Non-blocking connect: a
+ * backlog a stranger filled must not stall us.
+ */
+static int server_knock(struct smcr_xconn *xc, uint64_t name)
+{
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
+	struct sockaddr_un sa;
+	socklen_t salen;
+	int sock = smcr_sys_fd_high(
+		smcr_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+
+	if (sock < 0)
+		return -1;
+	rv_name(name, &sa, &salen);
+	if (smcr_real.connect(sock, (struct sockaddr *)&sa, salen) < 0 ||
+	    smcr_real.getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0)
+		goto classic;
+	if (cred.pid != xc->peer_pid) {
+		smcr_warn("rendezvous: offered by pid %d, not the proposer %d", (int)cred.pid,
+			  (int)xc->peer_pid);
+		goto classic;
+	}
+	if (send_proof(sock, xc->own_secret, xc->own->ring_size, xc->own->fd, xc->own_efd) < 0)
+		goto classic;
+	xc->unix_fd = sock;
+	return 0;
+classic:
+	smcr_sys_close(sock);
+	return -1;
+}
+
 static int shm_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg *prop,
 			     struct smcr_clc_msg *acc)
 {
 	const struct smcr_clc_proposal *p = &prop->proposal;
-	struct sockaddr_un sa;
-	socklen_t salen;
 	int rc;
 
 	if (!offer_is_ours(prop))
@@ -815,21 +921,18 @@ static int shm_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg *p
 	xc->peer_pid = (pid_t)smcr_get_be32(p->peer_id);
 	if (xc->peer_pid <= 0)
 		return SMCR_CLC_DECL_CNFERR;
-	if (smcr_sys_random(&xc->token, sizeof(xc->token)) < 0)
-		return SMCR_CLC_DECL_INTERR;
-
-	/* Lives only until server_attach(), inside this same call of the app's. */
-	xc->rv_fd = smcr_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (xc->rv_fd < 0)
-		return SMCR_CLC_DECL_INTERR;
-	rv_name(xc->token, &sa, &salen);
-	if (smcr_real.bind(xc->rv_fd, (struct sockaddr *)&sa, salen) < 0 ||
-	    smcr_real.listen(xc->rv_fd, SHM_ACCEPT_ATTEMPTS) < 0)
-		return SMCR_CLC_DECL_INTERR;
 	rc = own_region(xc);
 	if (rc)
 		return rc;
-
+	if (offers_rendezvous(p) && smcr_sys_random(&xc->token, sizeof(xc->token)) == 0 &&
+	    server_knock(xc, p->ism_gids[1].gid) == 0) {
+		fill_own_dmb(xc, acc, SMCR_CLC_ACCEPT);
+		acc->accept.dmbe_idx = SHM_DMBE_IDX_SERVER_KNOCKED;
+		return 0;
+	}
+	/* Classic order: our rendezvous, named by the token; the client knocks. */
+	if (rv_listen(&xc->token, &xc->rv_fd) < 0)
+		return SMCR_CLC_DECL_INTERR;
 	fill_own_dmb(xc, acc, SMCR_CLC_ACCEPT);
 	return 0;
 }
@@ -842,28 +945,37 @@ static bool accept_is_ours(const struct smcr_clc_msg *m)
 	       m->accept.dmbe_size <= SHM_MAX_CLASS;
 }
 
-static int shm_client_attach(struct smcr_xconn *xc, const struct smcr_clc_msg *acc,
-			     struct smcr_clc_msg *conf, uint32_t *peer_ring_size)
+/* Check the server's proof (its secret from the Accept, the ring it named) and map its ring. */
+static int client_take_proof(struct smcr_xconn *xc, int sock, int64_t deadline, uint32_t size)
+{
+	struct shm_proof proof;
+	int fds[2], rc;
+
+	rc = recv_proof(sock, deadline, &proof, fds);
+	if (rc < 0)
+		return rc == -ETIMEDOUT ? SMCR_CLC_DECL_TIMEOUT_AL : SMCR_CLC_DECL_PEERDECL;
+	if (!secret_equal(proof.secret, xc->peer_secret) || proof.ring_size != size) {
+		smcr_sys_close(fds[0]);
+		smcr_sys_close(fds[1]);
+		return SMCR_CLC_DECL_CNFERR;
+	}
+	return attach_peer(xc, fds, size);
+}
+
+/* Classic order: knock on the server's rendezvous, prove ourselves, take its answer. */
+static int client_knock(struct smcr_xconn *xc, uint64_t name, uint32_t size)
 {
 	int64_t deadline = smcr_sys_deadline(xc->timeout_ms);
 	struct ucred cred;
 	socklen_t clen = sizeof(cred);
 	struct sockaddr_un sa;
 	socklen_t salen;
-	struct shm_proof proof;
-	uint32_t size;
-	int fds[2], rc;
-
-	if (!accept_is_ours(acc))
-		return SMCR_CLC_DECL_MODEUNSUPP;
-	get_secret(xc->peer_secret, acc->accept.ism_gid, acc->accept.gid_ext);
-	xc->token = acc->accept.dmb_token;
-	size = smcr_clc_rmbe_size(acc->accept.dmbe_size);
+	int rc;
 
 	xc->unix_fd = smcr_sys_fd_high(smcr_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
 	if (xc->unix_fd < 0)
 		return SMCR_CLC_DECL_INTERR;
-	rv_name(acc->accept.dmb_token, &sa, &salen);
+	rv_name(name, &sa, &salen);
 	if (smcr_real.connect(xc->unix_fd, (struct sockaddr *)&sa, salen) < 0)
 		return SMCR_CLC_DECL_NOSMCD2DEV;
 	if (smcr_real.getsockopt(xc->unix_fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0)
@@ -876,15 +988,70 @@ static int shm_client_attach(struct smcr_xconn *xc, const struct smcr_clc_msg *a
 		       xc->own_efd) < 0)
 		return SMCR_CLC_DECL_INTERR;
 	/* The server answers only once it has committed to this connection. */
-	rc = recv_proof(xc->unix_fd, deadline, &proof, fds);
-	if (rc < 0)
-		return rc == -ETIMEDOUT ? SMCR_CLC_DECL_TIMEOUT_AL : SMCR_CLC_DECL_PEERDECL;
-	if (!secret_equal(proof.secret, xc->peer_secret) || proof.ring_size != size) {
-		smcr_sys_close(fds[0]);
-		smcr_sys_close(fds[1]);
-		return SMCR_CLC_DECL_CNFERR;
+	return client_take_proof(xc, xc->unix_fd, deadline, size);
+}
+
+/*
+ * The server knocked on our rendezvous before it sent the Accept, so its
+ * proof is queued there already (nothing to wait for).  A stranger may have
+ * knocked too (the name is visible in /proc/net/unix): each knock must carry
+ * the server's secret; only then do our proof and fds go back on it.
+ */
+static int client_take_knock(struct smcr_xconn *xc, uint32_t size)
+{
+	int rc = SMCR_CLC_DECL_CNFERR;
+
+	for (int attempt = 0; xc->rv_fd >= 0 && attempt < SHM_ACCEPT_ATTEMPTS; attempt++) {
+		struct ucred cred;
+		socklen_t clen = sizeof(cred);
+		int sock = smcr_real.accept4(xc->rv_fd, NULL, NULL, SOCK_CLOEXEC);
+
+		if (sock < 0)
+			break; /* nobody (else) knocked: the Accept was wrong */
+		sock = smcr_sys_fd_high(sock);
+		if (sock < 0 ||
+		    smcr_real.getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
+			smcr_sys_close(sock);
+			continue;
+		}
+		rc = client_take_proof(xc, sock, smcr_sys_now_ms(), size);
+		if (rc == 0) {
+			xc->unix_fd = sock;
+			xc->peer_pid = cred.pid;
+			break;
+		}
+		smcr_sys_close(sock);
+		rc = SMCR_CLC_DECL_CNFERR;
 	}
-	rc = attach_peer(xc, fds, size);
+	if (rc)
+		return rc;
+	rc = own_region(xc);
+	if (rc)
+		return rc;
+	if (send_proof(xc->unix_fd, xc->own_secret, xc->own->ring_size, xc->own->fd,
+		       xc->own_efd) < 0)
+		return SMCR_CLC_DECL_INTERR;
+	return 0;
+}
+
+static int shm_client_attach(struct smcr_xconn *xc, const struct smcr_clc_msg *acc,
+			     struct smcr_clc_msg *conf, uint32_t *peer_ring_size)
+{
+	uint32_t size;
+	int rc;
+
+	if (!accept_is_ours(acc))
+		return SMCR_CLC_DECL_MODEUNSUPP;
+	get_secret(xc->peer_secret, acc->accept.ism_gid, acc->accept.gid_ext);
+	xc->token = acc->accept.dmb_token;
+	size = smcr_clc_rmbe_size(acc->accept.dmbe_size);
+	if (acc->accept.dmbe_idx == SHM_DMBE_IDX_SERVER_KNOCKED)
+		rc = client_take_knock(xc, size);
+	else
+		rc = client_knock(xc, acc->accept.dmb_token, size);
+	/* Our rendezvous is needed no longer (or never was): nobody else may knock. */
+	smcr_sys_close(xc->rv_fd);
+	xc->rv_fd = -1;
 	if (rc)
 		return rc;
 	rc = make_ready_fd(xc);
@@ -932,11 +1099,11 @@ static int server_try_one(struct smcr_xconn *xc, int sock, int64_t deadline)
 	return 0;
 }
 
-/* Wait for a knock on the rendezvous socket: 1, or a decline reason. */
-static int wait_knock(struct smcr_xconn *xc, int tcp_fd, int64_t deadline)
+/* Wait for `fd` (a knock, or a proof) to turn readable: 1, or a decline reason. */
+static int wait_knock(int fd, int tcp_fd, int64_t deadline)
 {
 	for (;;) {
-		struct pollfd p[2] = { { .fd = xc->rv_fd, .events = POLLIN },
+		struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
 				       { .fd = tcp_fd, .events = POLLIN } };
 		int64_t left = deadline - smcr_sys_now_ms();
 		int n;
@@ -953,13 +1120,47 @@ static int wait_knock(struct smcr_xconn *xc, int tcp_fd, int64_t deadline)
 	}
 }
 
+/*
+ * We knocked (server_knock): the client's proof comes back on that socket,
+ * sent just before its Confirm, so usually it is there already.
+ */
+static int server_take_proof(struct smcr_xconn *xc, int tcp_fd, int64_t deadline)
+{
+	struct shm_proof proof;
+	int fds[2], rc = wait_knock(xc->unix_fd, tcp_fd, deadline);
+
+	if (rc != 1)
+		return rc;
+	rc = recv_proof(xc->unix_fd, deadline, &proof, fds);
+	if (rc < 0) /* it hung up: declined, most likely (its Decline follows) */
+		return smcr_sys_wait_fd(tcp_fd, POLLIN, smcr_sys_now_ms()) == 1 ?
+			       SMCR_CLC_DECL_PEERDECL : SMCR_CLC_DECL_CNFERR;
+	if (!secret_equal(proof.secret, xc->peer_secret)) {
+		smcr_sys_close(fds[0]);
+		smcr_sys_close(fds[1]);
+		smcr_warn("rendezvous: wrong secret from pid %d", (int)xc->peer_pid);
+		return SMCR_CLC_DECL_CNFERR;
+	}
+	rc = attach_peer(xc, fds, proof.ring_size);
+	if (rc)
+		return rc;
+	return make_ready_fd(xc) < 0 ? SMCR_CLC_DECL_INTERR : 0;
+}
+
 static int shm_server_attach(struct smcr_xconn *xc, int tcp_fd, uint32_t *peer_ring_size)
 {
 	int64_t deadline = smcr_sys_deadline(xc->timeout_ms);
 	int attempt, rc = SMCR_CLC_DECL_TIMEOUT_CL;
 
+	if (xc->unix_fd >= 0) {
+		rc = server_take_proof(xc, tcp_fd, deadline);
+		if (rc)
+			return rc;
+		*peer_ring_size = xc->peer_ring_size;
+		return 0;
+	}
 	for (attempt = 0; attempt < SHM_ACCEPT_ATTEMPTS; attempt++) {
-		int sock, w = wait_knock(xc, tcp_fd, deadline);
+		int sock, w = wait_knock(xc->rv_fd, tcp_fd, deadline);
 
 		if (w != 1) {
 			rc = w;

@@ -104,12 +104,11 @@ static void send_clc(int fd, const struct smcr_clc_msg *m)
 	assert_int_equal(send(fd, buf, n, 0), (ssize_t)n);
 }
 
-/* Proposal (genuine, from the transport) -> server thread -> Accept read. */
-static void setup_until_accept(struct setup *st)
+/* TCP connection to an smcr listener, and the genuine Proposal of a real shm client. */
+static void setup_begin(struct setup *st, struct smcr_clc_msg *prop)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t len = sizeof(sa);
-	struct smcr_clc_msg m;
 
 	memset(st, 0, sizeof(*st));
 	st->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -121,18 +120,41 @@ static void setup_until_accept(struct setup *st)
 	st->sfd = accept4(st->lfd, NULL, NULL, SOCK_CLOEXEC);
 
 	assert_int_equal(smcr_shm_ops.create(-1, RING, 2000, &st->xc), 0);
-	memset(&m, 0, sizeof(m));
-	assert_int_equal(smcr_shm_ops.client_propose(st->xc, &m), 0);
-	smcr_put_be64(st->secret, m.proposal.ism_gid);
-	smcr_put_be64(st->secret + 8, m.proposal.ism_gids[0].gid);
-	send_clc(st->cfd, &m);
+	memset(prop, 0, sizeof(*prop));
+	assert_int_equal(smcr_shm_ops.client_propose(st->xc, prop), 0);
+	smcr_put_be64(st->secret, prop->proposal.ism_gid);
+	smcr_put_be64(st->secret + 8, prop->proposal.ism_gids[0].gid);
+	/* Our own rendezvous, offered in a second GID entry. */
+	assert_int_equal(prop->proposal.ism_gid_cnt, 2);
+}
+
+/* Proposal -> server thread (the real engine) -> its Accept read into *acc. */
+static void setup_send_proposal(struct setup *st, const struct smcr_clc_msg *prop,
+				struct smcr_clc_msg *acc)
+{
+	send_clc(st->cfd, prop);
 	for (int i = 0; i < 1000 && smcr_sock_classify(st->sfd) != SMCR_CLASSIFY_PROPOSAL; i++)
 		poll(NULL, 0, 1);
 	st->run.fd = st->sfd;
 	assert_int_equal(pthread_create(&st->thread, NULL, server_main, &st->run), 0);
-	assert_true(read_clc(st->cfd, &m) > 0);
-	assert_int_equal(m.hdr.type, SMCR_CLC_ACCEPT);
-	st->token = m.accept.dmb_token;
+	assert_true(read_clc(st->cfd, acc) > 0);
+	assert_int_equal(acc->hdr.type, SMCR_CLC_ACCEPT);
+	st->token = acc->accept.dmb_token;
+}
+
+/*
+ * Up to the Accept in the classic order, which the hand-made clients below
+ * play: a client that offers no rendezvous of its own, so it knocks on the
+ * server's.
+ */
+static void setup_until_accept(struct setup *st)
+{
+	struct smcr_clc_msg m;
+
+	setup_begin(st, &m);
+	m.proposal.ism_gid_cnt = 1;
+	setup_send_proposal(st, &m, &m);
+	assert_int_equal(m.accept.dmbe_idx, 0);
 }
 
 static int rv_connect(uint64_t token)
@@ -481,6 +503,125 @@ static void test_rung_sleeping_peer_counts_as_running(void **state)
 	fake_peer_detach(&fp);
 }
 
+/* The real client finishes the handshake with the Accept in hand; the server thread ends. */
+static void client_completes(struct setup *st, const struct smcr_clc_msg *acc)
+{
+	struct smcr_clc_msg conf;
+	uint32_t peer_ring = 0;
+	uint8_t *ring;
+	uint32_t size;
+
+	memset(&conf, 0, sizeof(conf));
+	assert_int_equal(smcr_shm_ops.client_attach(st->xc, acc, &conf, &peer_ring), 0);
+	assert_int_equal(peer_ring, smcr_clc_rmbe_size(acc->accept.dmbe_size));
+	send_clc(st->cfd, &conf);
+	pthread_join(st->thread, NULL);
+	assert_int_equal(st->run.rc, 0);
+	/* The server's data lands in the client's ring: both attached the right region. */
+	assert_int_equal(smcr_sock_send(st->run.s, "hi", 2, 0), 2);
+	smcr_shm_ops.ring(st->xc, &ring, &size);
+	assert_memory_equal(ring, "hi", 2);
+	smcr_sock_abort(st->run.s, false);
+}
+
+/*
+ * A client that offers its own rendezvous: the server knocks on it and
+ * leaves its proof there before the Accept (DMBE index 1 says so), so the
+ * client attaches without waiting on the UNIX socket.
+ */
+static void test_server_knocks_on_offered_rendezvous(void **state)
+{
+	struct setup st;
+	struct smcr_clc_msg m;
+
+	(void)state;
+	setup_begin(&st, &m);
+	setup_send_proposal(&st, &m, &m);
+	assert_int_equal(m.accept.dmbe_idx, 1);
+	client_completes(&st, &m);
+	teardown(&st);
+}
+
+/*
+ * Strangers who read the client's rendezvous name (it is visible in
+ * /proc/net/unix) and knock first: one says nothing, one brings a proof with
+ * the wrong secret and fds.  The client skips both, attaches to the real
+ * server, and neither stranger gets anything back.
+ */
+static void test_strangers_on_client_rendezvous_are_skipped(void **state)
+{
+	struct setup st;
+	struct smcr_clc_msg m;
+	uint8_t wrong[16];
+	/* The liar's ring has the server's size: only the secret gives it away. */
+	uint32_t server_ring = 1u << 20;
+	int silent, liar, mfd = good_memfd(server_ring), efd = eventfd(0, EFD_CLOEXEC);
+	char b;
+
+	(void)state;
+	setup_begin(&st, &m);
+	silent = rv_connect(m.proposal.ism_gids[1].gid);
+	liar = rv_connect(m.proposal.ism_gids[1].gid);
+	memset(wrong, 0xA5, sizeof(wrong));
+	send_proof(liar, wrong, server_ring, mfd, efd);
+	setup_send_proposal(&st, &m, &m);
+	assert_int_equal(m.accept.dmbe_idx, 1);
+	assert_int_equal(smcr_clc_rmbe_size(m.accept.dmbe_size), server_ring);
+	client_completes(&st, &m);
+	assert_true(recv(silent, &b, 1, 0) <= 0);
+	assert_true(recv(liar, &b, 1, 0) <= 0);
+	close(silent);
+	close(liar);
+	close(mfd);
+	close(efd);
+	teardown(&st);
+}
+
+/*
+ * The name in the Proposal is held by another process (squatted, or simply
+ * not the proposer's): the server must not leave its proof and fds there; it
+ * falls back to the classic order, and the handshake still succeeds.
+ */
+static void test_foreign_rendezvous_means_classic_order(void **state)
+{
+	struct setup st;
+	struct smcr_clc_msg m;
+	uint64_t name = 0x5eed5eed5eed0001ull ^ (uint64_t)getpid();
+	int ready[2];
+	pid_t pid;
+	char b;
+
+	(void)state;
+	assert_int_equal(pipe(ready), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		int l = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+		int n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "smcr/rv/%016llx",
+				 (unsigned long long)name);
+
+		if (bind(l, (struct sockaddr *)&sa,
+			 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)) < 0 ||
+		    listen(l, 4) < 0)
+			_exit(1);
+		(void)!write(ready[1], "r", 1);
+		pause();
+		_exit(0);
+	}
+	close(ready[1]);
+	assert_int_equal(read(ready[0], &b, 1), 1);
+	close(ready[0]);
+	setup_begin(&st, &m);
+	m.proposal.ism_gids[1].gid = name; /* names the other process's socket */
+	setup_send_proposal(&st, &m, &m);
+	assert_int_equal(m.accept.dmbe_idx, 0);
+	client_completes(&st, &m);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	teardown(&st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -492,6 +633,9 @@ int main(void)
 		cmocka_unit_test(test_other_process_cannot_attach),
 		cmocka_unit_test(test_blocking_full_eventfd_cannot_stall_sender),
 		cmocka_unit_test(test_rung_sleeping_peer_counts_as_running),
+		cmocka_unit_test(test_server_knocks_on_offered_rendezvous),
+		cmocka_unit_test(test_strangers_on_client_rendezvous_are_skipped),
+		cmocka_unit_test(test_foreign_rendezvous_means_classic_order),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
