@@ -61,6 +61,14 @@ struct smcr_wr_link {
 	 */
 	bool recv_armed;
 	bool send_armed;
+	/*
+	 * A completion was taken from a CQ while it was armed: its event fired
+	 * and sits in the channel (or is about to), which keeps the channel fd
+	 * readable until someone reads it.  The next arm must read the channel
+	 * even if it need not re-arm that CQ (the send CQ with nothing
+	 * outstanding), else every wait returns at once until the next message.
+	 */
+	bool event_unread;
 	/* received, not yet taken: slot indexes in arrival order */
 	uint32_t rx_slot[SMCR_WR_RECV_SLOTS];
 	uint32_t rx_head;
@@ -156,8 +164,10 @@ static void poll_one_cq(struct smcr_wr_link *link, struct ibv_cq *cq, bool *arme
 			link_fail(link, -ECONNRESET, "ibv_poll_cq", "failed");
 			return;
 		}
-		if (n > 0)
-			*armed = false; /* its event may have fired: arm again */
+		if (n > 0 && *armed) {
+			*armed = false; /* its event fired: arm again */
+			link->event_unread = true;
+		}
 		for (int i = 0; i < n; i++)
 			take_completion(link, &wc[i]);
 	} while (n == POLL_BATCH);
@@ -208,15 +218,17 @@ int smcr_wr_arm(struct smcr_wr_link *link, bool any)
 	bool want_send = any || link->wr_posted != link->wr_retired;
 
 	/*
-	 * Still armed since the last time, nothing taken from either CQ: no
-	 * event fired (an event needs a completion, and a completion not taken
-	 * yet leaves the channel readable, so a waiter comes back and takes it).
-	 * This is every call of a busy connection between two completions; on
-	 * rxe, each arm and each look at the channel is a system call.
+	 * Still armed since the last time, nothing taken from either CQ, no
+	 * event left unread: no event fired (an event needs a completion, and a
+	 * completion not taken yet leaves the channel readable, so a waiter
+	 * comes back and takes it).  This is every call of a busy connection
+	 * between two completions; on rxe, each arm and each look at the
+	 * channel is a system call.
 	 */
-	if (link->recv_armed && (link->send_armed || !want_send))
+	if (link->recv_armed && (link->send_armed || !want_send) && !link->event_unread)
 		return 0;
 	/* the fd is non-blocking: this takes only events already there */
+	link->event_unread = false;
 	while (ibv_get_cq_event(link->channel, &cq, &ctx) == 0) {
 		if (cq == link->send_cq)
 			send_events++;

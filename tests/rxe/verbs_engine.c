@@ -53,6 +53,8 @@
 #include "smcr/conn.h"
 #include "smcr/engine.h"
 #include "smcr/lgr.h"
+#include "smcr/stats.h"
+#include "smcr/stats_abi.h"
 #include "smcr/verbs.h"
 #include "smcr/wire.h"
 
@@ -64,6 +66,42 @@
 #define HASH_INIT   0xcbf29ce484222325ull
 
 static int pings = PINGS;
+/*
+ * One connection in this process (client, or server with no CONNS): the
+ * process's count of blocking waits (smcr-stat's waits_slept) is then that
+ * connection's, and a ping-pong must not need more than a few per round
+ * trip.  A lost or spurious wake-up loop shows here and not in the times:
+ * a waiter woken again and again by an event nobody reads (wr.c's arm
+ * skipped reading the completion channel) made every round trip spin
+ * through dozens of waits, stealing the CPU the peer and soft-RoCE need,
+ * and round trips of 0.1-0.6 s under load.
+ */
+static bool single_conn;
+#define WAITS_PER_PING_MAX 4
+
+static uint64_t waits_slept(void)
+{
+	const struct smcr_stats_file *f = smcr_stats_area();
+
+	return f ? __atomic_load_n(&f->waits_slept, __ATOMIC_RELAXED) : 0;
+}
+
+/* The waits since `w0` over `n` round trips: within the bound?  (-1 and FAIL if not.) */
+static int check_waits(const char *side, uint64_t w0, int n)
+{
+	uint64_t w = waits_slept() - w0;
+
+	if (!single_conn || n < 50)
+		return 0;
+	if (w > (uint64_t)n * WAITS_PER_PING_MAX) {
+		printf("FAIL: %s: %" PRIu64 " blocking waits over %d round trips (at most %d each)\n",
+		       side, w, n, WAITS_PER_PING_MAX);
+		return -1;
+	}
+	printf("ok: %s: %.2f blocking waits per round trip (%" PRIu64 " over %d)\n", side,
+	       (double)w / n, w, n);
+	return 0;
+}
 static bool quiet; /* many connections: per-connection lines only on failure */
 
 static double now_us(void)
@@ -332,18 +370,24 @@ static int client_traffic(struct smcr_sock *s, uint64_t total)
 	double t0, secs, first = 0;
 	uint8_t b = 0;
 
+	uint64_t w0 = 0;
+
 	t0 = now_us();
 	for (int i = 0; i < pings; i++) {
 		if (send_all(s, &b, 1) || recv_all(s, &b, 1))
 			return -1;
-		if (i == 0)
+		if (i == 0) {
 			first = now_us() - t0; /* includes waiting for CONFIRM LINK */
+			w0 = waits_slept();
+		}
 		b++;
 	}
 	if (pings > 1)
 		printf("ok: %d engine round trips of 1 byte (WRITE + CDC each way): first %.0f us, "
 		       "mean %.0f us\n",
 		       pings, first, (now_us() - t0) / pings);
+	if (pings > 1 && check_waits("client", w0, pings - 1))
+		return -1;
 	t0 = now_us();
 	for (uint64_t pos = 0; pos < total;) {
 		size_t n = total - pos < CHUNK ? (size_t)(total - pos) : CHUNK;
@@ -377,10 +421,16 @@ static int server_traffic(struct smcr_sock *s, uint64_t total)
 	uint64_t hash = HASH_INIT, bad = 0;
 	uint8_t b;
 
+	uint64_t w0 = 0;
+
 	for (int i = 0; i < pings; i++) {
 		if (recv_all(s, &b, 1) || send_all(s, &b, 1))
 			return -1;
+		if (i == 0)
+			w0 = waits_slept();
 	}
+	if (pings > 1 && check_waits("server", w0, pings - 1))
+		return -1;
 	for (uint64_t pos = 0; pos < total;) {
 		ssize_t n = smcr_sock_recv(s, buf, sizeof(buf), 0);
 
@@ -786,6 +836,7 @@ int main(int argc, char **argv)
 		close(lfd);
 		if (fd < 0)
 			return failf("accept", errno), 1;
+		single_conn = true;
 		return run(fd, true, strtoull(argv[4], NULL, 0), false);
 	}
 	if ((argc == 9 || (argc == 10 && !strcmp(argv[9], "expect-reset"))) &&
@@ -814,6 +865,7 @@ int main(int argc, char **argv)
 		if (fd < 0 || bind(fd, (struct sockaddr *)&b, blen) ||
 		    connect(fd, (struct sockaddr *)&a, alen))
 			return failf("connect", errno), 1;
+		single_conn = true;
 		return run(fd, false, strtoull(argv[5], NULL, 0), argc == 7);
 	}
 	fprintf(stderr, "usage: verbs_engine server LOCAL_ADDR PORT BYTES [CONNS [PINGS]]\n"
