@@ -55,20 +55,28 @@ struct smcr_wr_link {
 	uint64_t msgs_posted;
 	uint64_t msgs_done;
 	/*
-	 * Armed and no completion taken from that CQ since: no event can have
-	 * fired, so arming again (a system call on rxe) and reading the channel
-	 * are skipped.  A completion taken clears the flag.
+	 * Armed: notification requested, and since then neither its event
+	 * read nor a completion taken from that CQ.  Then no event can be
+	 * waiting for us, so arming again (a system call on rxe) and reading
+	 * the channel are skipped.  Never true while the CQ is not armed.
 	 */
 	bool recv_armed;
 	bool send_armed;
 	/*
-	 * A completion was taken from a CQ while it was armed: its event fired
-	 * and sits in the channel (or is about to), which keeps the channel fd
-	 * readable until someone reads it.  The next arm must read the channel
-	 * even if it need not re-arm that CQ (the send CQ with nothing
-	 * outstanding), else every wait returns at once until the next message.
+	 * Events due: completions taken from a CQ while it was armed fired its
+	 * event, which sits in the channel or is still on its way: rxe makes a
+	 * completion visible to ibv_poll_cq a moment before it queues the
+	 * event (another CPU; under QEMU a descheduled vCPU makes the moment
+	 * long), so a read right after the completion can miss it.  While an
+	 * event is due, every arm reads the channel: an event nobody reads
+	 * keeps the channel fd (in every connection's ready fd) readable, and
+	 * every wait returns at once until the next message.  Reading an event
+	 * of that CQ pays one back.  A count too high (a completion that raised
+	 * no event) costs a read per arm until that CQ's next event, nothing
+	 * more; too low would be a busy loop, so every doubt counts one more.
 	 */
-	bool event_unread;
+	unsigned recv_due;
+	unsigned send_due;
 	/* received, not yet taken: slot indexes in arrival order */
 	uint32_t rx_slot[SMCR_WR_RECV_SLOTS];
 	uint32_t rx_head;
@@ -153,7 +161,8 @@ static void take_completion(struct smcr_wr_link *link, const struct ibv_wc *wc)
 	link->rx_count++;
 }
 
-static void poll_one_cq(struct smcr_wr_link *link, struct ibv_cq *cq, bool *armed)
+static void poll_one_cq(struct smcr_wr_link *link, struct ibv_cq *cq, bool *armed,
+			unsigned *due)
 {
 	struct ibv_wc wc[POLL_BATCH];
 	int n;
@@ -165,8 +174,8 @@ static void poll_one_cq(struct smcr_wr_link *link, struct ibv_cq *cq, bool *arme
 			return;
 		}
 		if (n > 0 && *armed) {
-			*armed = false; /* its event fired: arm again */
-			link->event_unread = true;
+			*armed = false; /* its event fired: arm again, and read it */
+			(*due)++;
 		}
 		for (int i = 0; i < n; i++)
 			take_completion(link, &wc[i]);
@@ -176,8 +185,8 @@ static void poll_one_cq(struct smcr_wr_link *link, struct ibv_cq *cq, bool *arme
 /* Take every completion both CQs hold. */
 static void poll_cq(struct smcr_wr_link *link)
 {
-	poll_one_cq(link, link->send_cq, &link->send_armed);
-	poll_one_cq(link, link->recv_cq, &link->recv_armed);
+	poll_one_cq(link, link->send_cq, &link->send_armed, &link->send_due);
+	poll_one_cq(link, link->recv_cq, &link->recv_armed, &link->recv_due);
 }
 
 void smcr_wr_set_rx_handler(struct smcr_wr_link *link, smcr_wr_rx_fn fn, void *arg)
@@ -219,30 +228,42 @@ int smcr_wr_arm(struct smcr_wr_link *link, bool any)
 
 	/*
 	 * Still armed since the last time, nothing taken from either CQ, no
-	 * event left unread: no event fired (an event needs a completion, and a
+	 * event due: no event fired (an event needs a completion, and a
 	 * completion not taken yet leaves the channel readable, so a waiter
 	 * comes back and takes it).  This is every call of a busy connection
 	 * between two completions; on rxe, each arm and each look at the
 	 * channel is a system call.
 	 */
-	if (link->recv_armed && (link->send_armed || !want_send) && !link->event_unread)
+	if (link->recv_armed && (link->send_armed || !want_send) && !link->recv_due &&
+	    !link->send_due)
 		return 0;
+	/*
+	 * Completions first, so that what is taken after the events are read
+	 * below is what completed after them (and spent the arm made here).
+	 */
+	poll_cq(link);
+	want_send = any || link->wr_posted != link->wr_retired;
 	/* the fd is non-blocking: this takes only events already there */
-	link->event_unread = false;
 	while (ibv_get_cq_event(link->channel, &cq, &ctx) == 0) {
 		if (cq == link->send_cq)
 			send_events++;
 		else
 			recv_events++;
 	}
-	/* an event fired: that CQ's arm is spent, even if its completion is not taken yet */
+	/*
+	 * An event read: the arm that raised it is spent (if the completion
+	 * is not taken yet), or it pays back a due one; which, we cannot tell,
+	 * so both: arming an armed CQ again is harmless.
+	 */
 	if (send_events) {
 		ibv_ack_cq_events(link->send_cq, send_events);
 		link->send_armed = false;
+		link->send_due -= send_events < link->send_due ? send_events : link->send_due;
 	}
 	if (recv_events) {
 		ibv_ack_cq_events(link->recv_cq, recv_events);
 		link->recv_armed = false;
+		link->recv_due -= recv_events < link->recv_due ? recv_events : link->recv_due;
 	}
 	if (!link->recv_armed) {
 		if (ibv_req_notify_cq(link->recv_cq, 1))
