@@ -253,6 +253,7 @@ static void deliver_cdc(struct smcr_lgr *g, const uint8_t msg[SMCR_WR_MSG_LEN])
 		memcpy(c->q[(c->qhead + c->qcount) % SMCR_LGR_CONN_QLEN], msg, SMCR_WR_MSG_LEN);
 		c->qcount++;
 	}
+	c->delivered++;
 	ring(c);
 }
 
@@ -883,10 +884,11 @@ bool smcr_lgr_active(struct smcr_lgr *g)
 
 bool smcr_lgr_dead(struct smcr_lgr *g)
 {
-	return smcr_lgr_dead_check(g, true);
+	return smcr_lgr_dead_check(g, true, NULL, NULL);
 }
 
-bool smcr_lgr_dead_check(struct smcr_lgr *g, bool device_events)
+bool smcr_lgr_dead_check(struct smcr_lgr *g, bool device_events, struct smcr_lgr_conn *c,
+			 uint64_t *delivered)
 {
 	bool dead;
 
@@ -894,6 +896,8 @@ bool smcr_lgr_dead_check(struct smcr_lgr *g, bool device_events)
 	drain_locked(g);
 	if (device_events)
 		device_events_locked(g);
+	if (c)
+		*delivered = c->delivered;
 	dead = g->state == SMCR_LGR_DEAD;
 	pthread_mutex_unlock(&g->mu);
 	return dead;

@@ -101,6 +101,7 @@ struct smcr_lgr_conn {
 	bool ready;        /* what the engine last settled */
 	uint32_t qhead, qcount;
 	uint64_t merged;   /* CDCs merged into their predecessor (queue full) */
+	uint64_t delivered; /* CDCs queued for it so far (smcr_lgr_dead_check) */
 	uint64_t last_wr;  /* our last send-queue work request (smcr_wr_last_posted) */
 	uint64_t hup_probe; /* TCP hung up: the TEST LINK sent after it (0 = none) */
 	uint8_t q[SMCR_LGR_CONN_QLEN][SMCR_WR_MSG_LEN];
@@ -221,8 +222,13 @@ void smcr_lgr_fail(struct smcr_lgr *lgr, const char *why);
 bool smcr_lgr_active(struct smcr_lgr *lgr);
 /* Take completions and device events: is the group dead? */
 bool smcr_lgr_dead(struct smcr_lgr *lgr);
-/* The same, reading the device's events only if asked (its fd polled readable). */
-bool smcr_lgr_dead_check(struct smcr_lgr *lgr, bool device_events);
+/*
+ * The same, reading the device's events only if asked (its fd polled
+ * readable); with `c`, *delivered is c's count of CDCs queued after the
+ * completions were taken.
+ */
+bool smcr_lgr_dead_check(struct smcr_lgr *lgr, bool device_events, struct smcr_lgr_conn *c,
+			 uint64_t *delivered);
 /*
  * c's TCP connection hung up: send a TEST LINK whose response proves that
  * every message the peer posted before now has arrived (RC order); c's

@@ -97,6 +97,7 @@
 #define VERBS_MAX_CLASS 9u /* 8 MiB */
 #define VERBS_FLUSH_MS	1000
 #define VERBS_FIN_GRACE_MS 2000 /* a FIN and no closing CDC, no probe answer: dead */
+#define VERBS_GONE_POLL_MS 50   /* peer_gone's poll() at least this often while CDCs flow */
 
 /* Our own EID, offered after SMCR_UEID's: two smcr ends always share it. */
 static const char verbs_ueid[SMCR_CLC_EID_LEN + 1] = "SMCR-USERSPACE-VERBS            ";
@@ -131,6 +132,10 @@ struct smcr_xconn {
 	int fin_tfd;          /* timerfd in ep_fd: wakes us when the FIN's grace is over */
 	bool peer_dead;       /* gone by a reset or the FIN's grace: it acknowledges nothing */
 	bool fin_orderly;     /* the probe after the FIN was answered: the peer lives */
+	/* peer_gone's poll(): when it last ran, lc.delivered then and at the last call */
+	int64_t gone_polled_ms;
+	uint64_t gone_polled_rx, gone_call_rx;
+	unsigned gone_quiet; /* calls with no new CDC since the last poll() */
 };
 
 /* ---- set-up -------------------------------------------------------------------- */
@@ -774,6 +779,33 @@ static void fin_was_orderly(struct smcr_xconn *xc)
 	}
 }
 
+/*
+ * Whether peer_gone may skip its poll(): the device's and the TCP socket's
+ * fds are in the ready fd, and they stay readable until looked at, so a
+ * waiter they wake comes back here.  While CDCs for us keep coming, a call
+ * is explained by them (the wake-up that brought one, the look before the
+ * next wait) and the poll runs only every VERBS_GONE_POLL_MS; a second call
+ * in a row with no new CDC means something else woke the waiter, and it
+ * runs now.  So a ping-pong pays no system call here per round trip, and a
+ * hang-up or a device removal is seen within VERBS_GONE_POLL_MS under
+ * traffic, at the next call when idle.
+ */
+static bool gone_poll_due(struct smcr_xconn *xc, uint64_t delivered, int64_t now)
+{
+	if (delivered != xc->gone_call_rx)
+		xc->gone_quiet = 0;
+	else
+		xc->gone_quiet++;
+	xc->gone_call_rx = delivered;
+	if (delivered != xc->gone_polled_rx && xc->gone_quiet <= 1 &&
+	    now - xc->gone_polled_ms < VERBS_GONE_POLL_MS)
+		return false;
+	xc->gone_polled_rx = delivered;
+	xc->gone_polled_ms = now;
+	xc->gone_quiet = 0;
+	return true;
+}
+
 static bool verbs_peer_gone(struct smcr_xconn *xc)
 {
 	/*
@@ -786,24 +818,33 @@ static bool verbs_peer_gone(struct smcr_xconn *xc)
 		{ .fd = xc->lgr->port->removal_fd, .events = POLLIN }, /* < 0: ignored */
 		{ .fd = xc->tcp_fd, .events = POLLRDHUP },
 	};
+	uint64_t delivered = 0;
 	int n;
 
 	if (xc->gone)
 		return true;
-	n = smcr_real.poll(p, xc->lc.hup_probe ? 2 : 3, 0);
-	if (smcr_lgr_dead_check(xc->lgr, n < 0 || p[0].revents || p[1].revents)) {
+	/* completions first: what they bring for us explains the wake-up */
+	if (smcr_lgr_dead_check(xc->lgr, false, &xc->lc, &delivered)) {
 		xc->gone = true;
 		return true;
 	}
-	if (!xc->lc.hup_probe) {
-		int hup = n > 0 ? tcp_hung_up(p[2].revents) : 0;
-
-		if (hup == 2) {
-			xc->gone = xc->peer_dead = true; /* a reset: no orderly close follows */
+	if (gone_poll_due(xc, delivered, smcr_sys_now_ms())) {
+		n = smcr_real.poll(p, xc->lc.hup_probe ? 2 : 3, 0);
+		if ((n < 0 || p[0].revents || p[1].revents) &&
+		    smcr_lgr_dead_check(xc->lgr, true, NULL, NULL)) {
+			xc->gone = true;
 			return true;
 		}
-		if (hup)
-			tcp_hang_up(xc);
+		if (!xc->lc.hup_probe) {
+			int hup = n > 0 ? tcp_hung_up(p[2].revents) : 0;
+
+			if (hup == 2) {
+				xc->gone = xc->peer_dead = true; /* a reset: no orderly close follows */
+				return true;
+			}
+			if (hup)
+				tcp_hang_up(xc);
+		}
 	}
 	if (!xc->lc.hup_probe || xc->fin_orderly)
 		return false;
