@@ -65,6 +65,13 @@ struct smcr_sock_opts {
 int smcr_listener_register(int listen_fd, struct smcr_listener **out);
 void smcr_listener_unregister(struct smcr_listener *l);
 
+/*
+ * A listener may soon take SMC-R Proposals: the transport's one-time set-up
+ * (loading the RDMA libraries) starts now in the background, unless the
+ * configuration rules SMC-R out.  Never blocks; cheap after the first call.
+ */
+void smcr_sock_listen_prepare(void);
+
 enum smcr_classify {
 	SMCR_CLASSIFY_TCP = 0,       /* first bytes are not a CLC Proposal: plain TCP */
 	SMCR_CLASSIFY_NEED_MORE = 1, /* a valid Proposal prefix so far, or nothing yet */

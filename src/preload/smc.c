@@ -681,6 +681,7 @@ void smcr_smc_after_listen(int fd)
 				e->owner = smcr_smc_pid;
 				own_listener_set(port, smcr_smc_pid, true);
 				smcr_dbg("fd %d: listener on port %u registered for SMC", fd, port);
+				smcr_sock_listen_prepare();
 			} else {
 				free(r);
 				smcr_warn("fd %d: cannot register the listener for SMC: %s", fd,

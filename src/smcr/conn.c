@@ -435,7 +435,7 @@ int smcr_sock_classify_wait(int tcp_fd, int timeout_ms)
  */
 static int server_handshake(int fd, const struct smcr_transport_ops *ops, struct smcr_xconn *xc,
 			    const struct smcr_sock_opts *opts, const struct smcr_clc_msg *prop,
-			    int decline, uint32_t *peer_size)
+			    int decline, uint32_t *peer_size, int64_t prop_ns)
 {
 	int wait = clc_wait_ms(opts);
 	struct smcr_clc_msg acc, reply;
@@ -453,6 +453,8 @@ static int server_handshake(int fd, const struct smcr_transport_ops *ops, struct
 	rc = clc_send(fd, &acc, smcr_sys_deadline(wait));
 	if (rc)
 		return rc;
+	smcr_dbg("fd %d: Accept sent %lld us after the Proposal was read", fd,
+		 (long long)((smcr_sys_now_ns() - prop_ns) / 1000));
 	/* A failed attach is answered by the client's Decline (it got no proof). */
 	attach_rc = ops->server_attach(xc, fd, peer_size);
 	rc = clc_recv(fd, &reply, smcr_sys_deadline(wait));
@@ -483,12 +485,14 @@ int smcr_sock_accept(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_
 	struct smcr_xconn *xc = NULL;
 	struct smcr_clc_msg prop;
 	uint32_t peer_size = 0;
+	int64_t prop_ns;
 	int rc, decline;
 
 	*out = NULL;
 	smcr_real_bind();
 	/* Consume the Proposal (classified already); its form picks the transport. */
 	rc = clc_recv(tcp_fd, &prop, smcr_sys_deadline(clc_wait_ms(opts)));
+	prop_ns = smcr_sys_now_ns();
 	if (rc == 0 && prop.hdr.type != SMCR_CLC_PROPOSAL)
 		rc = -EPROTO;
 	if (rc == 0) {
@@ -503,7 +507,7 @@ int smcr_sock_accept(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_
 						  : SMCR_CLC_DECL_MEM;
 			}
 		}
-		rc = server_handshake(tcp_fd, ops, xc, opts, &prop, decline, &peer_size);
+		rc = server_handshake(tcp_fd, ops, xc, opts, &prop, decline, &peer_size, prop_ns);
 	}
 	if (rc == 0) {
 		*out = smcr_conn_new(tcp_fd, true, ops, xc, peer_size, opts ? opts->spin_us : 0);

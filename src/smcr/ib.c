@@ -11,16 +11,19 @@
  */
 #include "smcr/ib.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <net/if.h>
 #include <pthread.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include "common/guard.h"
 #include "common/log.h"
 #include "common/real.h"
 #include "smcr/sys.h"
@@ -129,6 +132,17 @@ static void fork_init(void)
 			  strerror(rc));
 }
 
+/* libibverbs loaded and fork-safe: 0, or -ENODEV without it. */
+static int load_verbs(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	if (smcr_ibv_load())
+		return -ENODEV;
+	pthread_once(&once, fork_init);
+	return 0;
+}
+
 #define IB_DEV_DIR "/dev/infiniband"
 
 /*
@@ -176,7 +190,6 @@ bool smcr_ib_port_removed(struct smcr_ib_port *port)
 
 int smcr_ib_port_open(const struct sockaddr *local, struct smcr_ib_port **out)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	uint8_t gid[SMCR_IB_GID_LEN];
 	struct ibv_device **list;
 	struct smcr_ib_port *port;
@@ -185,14 +198,14 @@ int smcr_ib_port_open(const struct sockaddr *local, struct smcr_ib_port **out)
 	rc = smcr_ib_addr_gid(local, gid);
 	if (rc)
 		return rc;
-	if (smcr_ibv_load())
+	if (load_verbs())
 		return -ENODEV; /* no libibverbs on this machine: no device either */
-	pthread_once(&once, fork_init);
 	port = calloc(1, sizeof(*port));
 	if (!port)
 		return -ENOMEM;
 	port->removal_fd = -1;
 	list = ibv_get_device_list(&n);
+
 	if (!list) {
 		free(port);
 		return -ENODEV;
@@ -358,4 +371,84 @@ uint32_t smcr_ib_random_psn(void)
 	if (smcr_sys_random(&psn, sizeof(psn)) < 0)
 		psn = (uint32_t)smcr_sys_now_ms();
 	return psn & 0xffffffu;
+}
+
+/* ---- loading ahead --------------------------------------------------------------- */
+
+/*
+ * Held while the loader thread works, and by fork (atfork): a child never
+ * inherits libibverbs or the dynamic linker half-way through loading.
+ */
+static pthread_mutex_t prep_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void prep_fork_prepare(void)
+{
+	pthread_mutex_lock(&prep_mu);
+}
+
+static void prep_fork_done(void)
+{
+	pthread_mutex_unlock(&prep_mu);
+}
+
+/* Any RDMA device on this machine at all?  (One directory read, no library.) */
+static bool have_devices(void)
+{
+	DIR *d = opendir("/sys/class/infiniband");
+	struct dirent *e;
+	bool any = false;
+
+	if (!d)
+		return false;
+	while (!any && (e = readdir(d)))
+		any = e->d_name[0] != '.';
+	closedir(d);
+	return any;
+}
+
+static void *prep_thread(void *arg)
+{
+	int64_t t0 = smcr_sys_now_ns();
+	int n = -1;
+
+	(void)arg;
+	smcr_guard_enter(); /* libibverbs' own calls pass our wrappers untouched */
+	pthread_mutex_lock(&prep_mu);
+	if (load_verbs() == 0) {
+		/* the first device list loads every provider library: the slow part */
+		struct ibv_device **list = ibv_get_device_list(&n);
+
+		if (list)
+			ibv_free_device_list(list);
+	}
+	pthread_mutex_unlock(&prep_mu);
+	smcr_dbg("verbs: libibverbs and its providers loaded ahead (%d devices) in %lld us", n,
+		 (long long)((smcr_sys_now_ns() - t0) / 1000));
+	return NULL;
+}
+
+static void prep_start(void)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	pthread_t t;
+
+	if (!have_devices())
+		return;
+	pthread_atfork(prep_fork_prepare, prep_fork_done, prep_fork_done);
+	sigfillset(&all);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (pthread_create(&t, &attr, prep_thread, NULL) != 0)
+		smcr_dbg("verbs: no thread to load libibverbs ahead; the first SMC-R connection will");
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+}
+
+void smcr_ib_prepare(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, prep_start);
 }

@@ -76,6 +76,14 @@ bool smcr_ib_port_removed(struct smcr_ib_port *port);
 void smcr_ib_port_close(struct smcr_ib_port *port);
 
 /*
+ * Load libibverbs and its provider libraries now, in a background thread (once
+ * per process, only if the machine has an RDMA device), rather than in the
+ * first SMC-R handshake: under load that took seconds (issue 7: a Linux client
+ * gives up after 6 s without our Accept).  A fork waits until it is done.
+ */
+void smcr_ib_prepare(void);
+
+/*
  * An RMB: the peer may write into it and nothing else (no remote read, no
  * atomics), exactly over [buf, buf + len).  The peer addresses it by a random
  * page-aligned *iova (what CLC advertises), never by our virtual address,

@@ -256,6 +256,15 @@ int smcr_policy_server(const struct smcr_config *cfg, const struct smcr_clc_msg 
 	return cfg->samehost ? 0 : SMCR_CLC_DECL_NOSMCD2DEV;
 }
 
+void smcr_sock_listen_prepare(void)
+{
+	if (smcr_config_get()->transport == SMCR_CONFIG_TRANSPORT_SHM || !smcr_policy_verbs_ops())
+		return;
+#ifdef SMCR_HAVE_VERBS
+	smcr_verbs_prepare();
+#endif
+}
+
 bool smcr_peer_may_propose(int tcp_fd)
 {
 	const struct smcr_config *cfg = smcr_config_get();

@@ -136,17 +136,21 @@ struct smcr_xconn {
 	int64_t gone_polled_ms;
 	uint64_t gone_polled_rx, gone_call_rx;
 	unsigned gone_quiet; /* calls with no new CDC since the last poll() */
+	int64_t open_ns;      /* time spent opening the device port (debug log) */
 };
 
 /* ---- set-up -------------------------------------------------------------------- */
 
 static int open_port(struct smcr_xconn *xc)
 {
+	int64_t t0;
 	int rc;
 
 	if (xc->port)
 		return 0;
+	t0 = smcr_sys_now_ns();
 	rc = smcr_ib_port_open((struct sockaddr *)&xc->local, &xc->port);
+	xc->open_ns += smcr_sys_now_ns() - t0;
 	if (rc == 0)
 		memcpy(xc->mac, xc->port->mac, SMCR_IB_MAC_LEN);
 	return rc;
@@ -417,6 +421,7 @@ static int verbs_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg 
 {
 	const struct smcr_clc_proposal *p = &prop->proposal;
 	struct smcr_lgr_key k;
+	int64_t t0, t1, t2;
 	int rc;
 
 	if (prop->hdr.version < SMCR_CLC_V2 ||
@@ -440,6 +445,7 @@ static int verbs_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg 
 			return SMCR_CLC_DECL_MAXLINKERR;
 	}
 	xc->server = true;
+	t0 = smcr_sys_now_ns();
 	lgr_key(xc, p->peer_id, p->roce_gid, &k);
 	xc->lgr = smcr_lgr_find(&k, 0);
 	/* a group still confirming its link: the kernel waits for it too */
@@ -454,10 +460,17 @@ static int verbs_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg 
 		xc->lgr->max_conns = xc->max_conns;
 		xc->lgr->max_links = xc->max_links;
 	}
+	t1 = smcr_sys_now_ns();
 	rc = join_group(xc);
 	if (rc)
 		return rc;
 	fill_accept(xc, acc, SMCR_CLC_ACCEPT);
+	t2 = smcr_sys_now_ns();
+	/* a Linux client waits 6 s for the Accept (issue 7: first contact on a loaded host) */
+	smcr_dbg("verbs: Accept (%s) ready: device open %lld us, group %lld us, buffers %lld us",
+		 xc->first_contact ? "first contact" : "group reused",
+		 (long long)(xc->open_ns / 1000), (long long)((t1 - t0) / 1000),
+		 (long long)((t2 - t1) / 1000));
 	return 0;
 }
 
@@ -968,6 +981,11 @@ static void verbs_info(const struct smcr_xconn *xc, struct smcr_xconn_info *out)
 	out->link_group = xc->lgr->id;
 	out->qp_num = smcr_lgr_qpn(xc->lgr);
 	snprintf(out->device, sizeof(out->device), "%.15s", xc->lgr->port->name);
+}
+
+void smcr_verbs_prepare(void)
+{
+	smcr_ib_prepare();
 }
 
 void smcr_verbs_set_lgr_idle_ms(int ms)

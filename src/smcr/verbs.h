@@ -18,6 +18,9 @@ extern const struct smcr_transport_ops smcr_verbs_ops;
 void smcr_verbs_set_lgr_idle_ms(int ms);
 unsigned smcr_verbs_lgr_count(void);
 
+/* A listener may soon be offered SMC-R: get the slow one-time set-up done (ib.h). */
+void smcr_verbs_prepare(void);
+
 /*
  * For tests that play a misbehaving peer (tests/rxe): the link group behind
  * a connection (struct smcr_lgr, lgr.h) and the peer's RMB as CLC described it.
