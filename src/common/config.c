@@ -23,6 +23,7 @@ void smcr_config_defaults(struct smcr_config *cfg)
 	cfg->log_level = SMCR_LOG_WARN;
 	cfg->samehost = true;
 	cfg->speak_first_wait_ms = SMCR_CONFIG_SPEAK_FIRST_WAIT_MS;
+	cfg->testlink_s = SMCR_CONFIG_TESTLINK_DEFAULT_S;
 	cfg->spin_us = SMCR_CONFIG_SPIN_DEFAULT_US;
 }
 
@@ -382,6 +383,17 @@ void smcr_config_parse(struct smcr_config *cfg, smcr_config_getenv_fn *get, void
 				    SMCR_CONFIG_SPIN_MAX_US);
 		else
 			cfg->spin_us = us;
+	}
+
+	text = lookup(get, ctx, "SMCR_TESTLINK_TIME");
+	if (text) {
+		unsigned s;
+
+		if (smcr_config_parse_uint(text, &s) < 0 || s < 1 || s > SMCR_CONFIG_TESTLINK_MAX_S)
+			add_problem(cfg, "SMCR_TESTLINK_TIME=%.40s: expected 1..%u seconds; ignored",
+				    text, SMCR_CONFIG_TESTLINK_MAX_S);
+		else
+			cfg->testlink_s = s;
 	}
 
 	text = lookup(get, ctx, "SMCR_TRANSPORT");

@@ -33,6 +33,10 @@
  *                  as smc-tools does; A-Z 0-9 . - only, 1..32 characters,
  *                  blank padded on the wire.  Our own EID for smcr peers
  *                  (SMCR-USERSPACE-VERBS) is always offered after them.
+ *   SMCR_TESTLINK_TIME  seconds an SMC-R link may be idle before we send it
+ *                  LLC TEST LINK, and wait for the answer before the link
+ *                  group is given up (1..86400, default 30, as the kernel's
+ *                  net.smc.smcr_testlink_time; tests set it low)
  *
  * A bad value is never fatal: the variable keeps its default and the
  * problem is recorded (problems[]) so the library can report it once.
@@ -54,6 +58,8 @@
 #define SMCR_CONFIG_SPEAK_FIRST_WAIT_MAX_MS 10000u
 #define SMCR_CONFIG_SPIN_DEFAULT_US 20u
 #define SMCR_CONFIG_SPIN_MAX_US 1000u
+#define SMCR_CONFIG_TESTLINK_DEFAULT_S 30u /* the kernel's net.smc.smcr_testlink_time */
+#define SMCR_CONFIG_TESTLINK_MAX_S 86400u
 #define SMCR_CONFIG_MAX_PEERS 32u
 #define SMCR_CONFIG_MAX_UEIDS 7u   /* a Proposal carries 8 EIDs: ours is the 8th */
 #define SMCR_CONFIG_EID_LEN 32u
@@ -82,6 +88,7 @@ struct smcr_config {
 	bool samehost;                /* same-host SMC over shared memory */
 	unsigned speak_first_wait_ms; /* see SMCR_SPEAK_FIRST_WAIT_MS above */
 	unsigned spin_us;             /* see SMCR_SPIN_US above; 0 = never spin */
+	unsigned testlink_s;          /* see SMCR_TESTLINK_TIME above */
 	int transport;                /* enum smcr_config_transport */
 	unsigned n_peers;             /* SMCR_PEERS */
 	struct smcr_config_cidr peers[SMCR_CONFIG_MAX_PEERS];

@@ -10,7 +10,7 @@
  * (the kernel's keepalive, which also makes the NIC notice a vanished peer
  * host) and answer the peer's.  So while at least one group exists, one
  * detached thread sleeps until the next of those deadlines (at most
- * SMCR_LGR_KEEPALIVE_MS / 2 apart), does that work and exits with the last
+ * SMCR_LGR_KEEPALIVE_MS / 2 apart, or SMCR_TESTLINK_TIME / 2), does that work and exits with the last
  * group.  A connected group nobody drained for SMCR_LGR_LLC_SERVICE_MS (1 s)
  * is drained by it too: a Linux peer wants the answer to its TEST LINK or
  * CONFIRM RKEY within 2 s, whether or not an application thread looks.  Everything else happens in the application's own calls and
@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/config.h"
 #include "common/log.h"
 #include "common/real.h"
 #include "smcr/cdc.h"
@@ -1003,13 +1004,21 @@ uint32_t smcr_lgr_qpn(const struct smcr_lgr *g)
 
 /* ---- the reaper: idle teardown and keepalive ------------------------------------ */
 
+/* SMCR_TESTLINK_TIME, else SMCR_LGR_KEEPALIVE_MS (the kernel's default) */
+static int64_t keepalive_ms(void)
+{
+	unsigned s = smcr_config_get()->testlink_s;
+
+	return s ? (int64_t)s * 1000 : SMCR_LGR_KEEPALIVE_MS;
+}
+
 /*
  * One group's timers, both mutexes held.  True if the group must go now
  * (unused and idle long enough, or dead and unused).
  */
 static bool tick_locked(struct smcr_lgr *g, int64_t now, int64_t *next)
 {
-	int64_t due;
+	int64_t due, keepalive;
 
 	/* LLC requests wait for no application: answered within about a second */
 	if (g->connected && g->state != SMCR_LGR_DEAD &&
@@ -1041,19 +1050,20 @@ static bool tick_locked(struct smcr_lgr *g, int64_t now, int64_t *next)
 	}
 	if (g->state != SMCR_LGR_ACTIVE)
 		return false;
+	keepalive = keepalive_ms();
 	if (g->testlink_sent_ms) {
 		if (g->last_rx_ms > g->testlink_sent_ms) {
 			g->testlink_sent_ms = 0;
-		} else if (now - g->testlink_sent_ms >= SMCR_LGR_KEEPALIVE_MS) {
+		} else if (now - g->testlink_sent_ms >= keepalive) {
 			smcr_lgr_fail_locked(g, "TEST LINK not answered");
 			return g->refs == 0;
 		}
 	}
-	if (!g->testlink_sent_ms && now - g->last_rx_ms >= SMCR_LGR_KEEPALIVE_MS) {
+	if (!g->testlink_sent_ms && now - g->last_rx_ms >= keepalive) {
 		if (smcr_lgr_llc_send_test_link(g) == 0)
 			g->testlink_sent_ms = now;
 	}
-	due = (g->testlink_sent_ms ? g->testlink_sent_ms : g->last_rx_ms) + SMCR_LGR_KEEPALIVE_MS;
+	due = (g->testlink_sent_ms ? g->testlink_sent_ms : g->last_rx_ms) + keepalive;
 	if (due < *next)
 		*next = due;
 	return false;
@@ -1064,7 +1074,7 @@ static void *reaper(void *arg)
 	(void)arg;
 	pthread_mutex_lock(&list_mu);
 	while (lgr_list) {
-		int64_t now = smcr_sys_now_ms(), next = now + SMCR_LGR_KEEPALIVE_MS / 2;
+		int64_t now = smcr_sys_now_ms(), next = now + keepalive_ms() / 2;
 		struct timespec ts;
 
 		for (struct smcr_lgr **p = &lgr_list; *p;) {

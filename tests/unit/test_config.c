@@ -52,6 +52,7 @@ static void assert_defaults(const struct smcr_config *cfg)
 	assert_true(cfg->samehost);
 	assert_int_equal(cfg->speak_first_wait_ms, SMCR_CONFIG_SPEAK_FIRST_WAIT_MS);
 	assert_int_equal(cfg->spin_us, SMCR_CONFIG_SPIN_DEFAULT_US);
+	assert_int_equal(cfg->testlink_s, SMCR_CONFIG_TESTLINK_DEFAULT_S);
 	assert_int_equal(cfg->transport, SMCR_CONFIG_TRANSPORT_AUTO);
 	assert_int_equal(cfg->n_peers, 0);
 	assert_int_equal(cfg->n_deny, 0);
@@ -83,10 +84,11 @@ static void test_every_variable(void **state)
 			      "SMCR_DISABLE", "yes", "SMCR_SAMEHOST", "0",
 			      "SMCR_SPEAK_FIRST_WAIT_MS", "200", "SMCR_SPIN_US", "30",
 			      "SMCR_TRANSPORT", "rdma", "SMCR_PEERS", "10.77.0.0/24,[fd77::2]:5201",
-			      "SMCR_PEERS_DENY", "10.77.0.9", NULL };
+			      "SMCR_PEERS_DENY", "10.77.0.9", "SMCR_TESTLINK_TIME", "2", NULL };
 	struct smcr_config cfg = parse(env);
 
 	assert_int_equal(cfg.n_problems, 0);
+	assert_int_equal(cfg.testlink_s, 2);
 	assert_int_equal(cfg.log_level, SMCR_LOG_DEBUG);
 	assert_int_equal(cfg.sndbuf, 256 * 1024);
 	assert_int_equal(cfg.rcvbuf, 1024 * 1024);
@@ -279,11 +281,12 @@ static void test_bad_values_keep_defaults_and_are_reported(void **state)
 {
 	const char *env[] = { "SMC_DEBUG", "loud", "SMC_SNDBUF", "lots", "SMC_RCVBUF", "1x",
 			      "SMCR_MAX_FDS", "-3", "SMCR_DISABLE", "maybe",
-			      "SMCR_SAMEHOST", "perhaps", "SMCR_SPEAK_FIRST_WAIT_MS", "99999", NULL };
+			      "SMCR_SAMEHOST", "perhaps", "SMCR_SPEAK_FIRST_WAIT_MS", "99999",
+			      "SMCR_TESTLINK_TIME", "0", NULL };
 	struct smcr_config cfg = parse(env);
 
 	assert_defaults(&cfg);
-	assert_int_equal(cfg.n_problems, 7);
+	assert_int_equal(cfg.n_problems, 8);
 	assert_non_null(strstr(cfg.problems[0], "SMC_DEBUG=loud"));
 	assert_non_null(strstr(cfg.problems[1], "SMC_SNDBUF=lots"));
 	assert_non_null(strstr(cfg.problems[2], "SMC_RCVBUF=1x"));
@@ -291,6 +294,7 @@ static void test_bad_values_keep_defaults_and_are_reported(void **state)
 	assert_non_null(strstr(cfg.problems[4], "SMCR_DISABLE=maybe"));
 	assert_non_null(strstr(cfg.problems[5], "SMCR_SAMEHOST=perhaps"));
 	assert_non_null(strstr(cfg.problems[6], "SMCR_SPEAK_FIRST_WAIT_MS=99999"));
+	assert_non_null(strstr(cfg.problems[7], "SMCR_TESTLINK_TIME=0"));
 }
 
 static void test_buffer_size_range(void **state)
