@@ -27,6 +27,15 @@
 #   (f) the v2 LLC messages on the wire, counted by type (tshark cannot decode x86
 #       Linux's v2 LLC: see testdata/kernel-smcr/README.md): CONFIRM LINK, ADD LINK and
 #       its 44-byte reject, TEST LINK none needed.
+#   (g) TEST LINK on an idle link, both roles: with net.smc.smcr_testlink_time at 2 s
+#       the kernel probes a connection held idle 9 s, smcr answers (its helper thread:
+#       the application sleeps), and data still flows on the same link group; then
+#       with the kernel's off and SMCR_TESTLINK_TIME=2, smcr probes and the kernel
+#       answers;
+#   (h) tshark decodes the CLC v2 Proposal/Accept/Confirm of smcr<->smcr, smcr ->
+#       kernel and kernel -> smcr with no malformed or warning mark, and SMC's option
+#       in every SYN and SYN-ACK.
+# KERNEL_ONLY=testlink,tshark runs just (g) and (h); KERNEL_LOGS=DIR keeps the logs.
 # Prints one line per check and "N passed, N failed"; exit 0 only if all passed.
 set -u
 build=${1:?usage: kernel.sh BUILD_DIR PATH/TO/smc_echo [MIB]}
@@ -75,6 +84,217 @@ want=$(sha "$logs/data")
 kwant=$(sha "$logs/pattern")
 rm -f "$logs/pattern"
 SMC_DEBUG=1 "$smc_run" true 2> "$logs/attach.err" # attaches the option program
+
+# LLC SENDs (RoCE SEND Only, BTH opcode 4) in a capture: "source message-hex" per line
+llc_lines() {
+    tshark -r "$1" -Y 'udp.dstport == 4791 and udp.payload[0] == 4' -T fields -e ip.src -e udp.payload 2>/dev/null |
+        awk '{ print $1, substr($2, 25) }'
+}
+count_in() { awk -v s="$2" -v t="$3" '$1 == s && substr($2, 1, length(t)) == t' "$1" | wc -l; }
+capture_start() { # FILE FILTER: dumpcap on veth0 until capture_stop
+    dumpcap -q -i veth0 -f "$2" -w "$1" > "$1.err" 2>&1 &
+    cap_pid=$!
+    for ((i = 0; i < 100; i++)); do
+        grep -q 'Capturing on' "$1.err" && return
+        sleep 0.1
+    done
+}
+capture_stop() { sleep 0.5; kill -INT "$cap_pid" 2>/dev/null; wait "$cap_pid" 2>/dev/null; }
+
+# ------------------------------------------- (g) TEST LINK on an idle link, both ways ----
+# The kernel sends TEST LINK on a link idle for net.smc.smcr_testlink_time and takes
+# the link down when it has no answer within 2 s; smcr's helper thread answers an idle
+# group within 1 s (an application asleep in time.sleep() takes no completion). With
+# the time at 2 s, a connection held idle 9 s sees ~4 of them; afterwards data must
+# still flow over SMC-R on the same link group. Then the other way: smcr's own TEST
+# LINK (SMCR_TESTLINK_TIME=2) with the kernel's off, answered by the kernel.
+cat > "$logs/idle_client.py" <<'PY'
+import json, os, socket, subprocess, sys, time
+host, port, smcr_stat, idle = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+def record(c):
+    out = subprocess.run([smcr_stat, "json", "-p", str(os.getpid())], env=env,
+                         capture_output=True, text=True, timeout=60).stdout
+    mine = [r for r in json.loads(out)["connections"]
+            if r.get("local_port") == c.getsockname()[1] and r.get("state") == "live"]
+    return f"{mine[0]['mode']}:{mine[0]['link_group']}" if len(mine) == 1 else "none"
+def echo(c, data):
+    c.sendall(data)
+    got = b""
+    while len(got) < len(data):
+        b = c.recv(1 << 16)
+        if not b:
+            break
+        got += b
+    return "ok" if got == data else f"short({len(got)})"
+c = socket.create_connection((host, port), source_address=("10.77.0.1", 0))
+c.settimeout(60)
+data = bytes(range(256)) * 16
+e1 = echo(c, data); before = record(c)
+time.sleep(idle)
+try:
+    e2 = echo(c, data)
+except OSError as exc:
+    e2 = f"error({exc})"
+after = record(c)
+c.close()
+print(f"echo before idle {e1}, after {e2}; link group before {before}, after {after}", flush=True)
+PY
+cat > "$logs/idle_server.py" <<'PY'
+import json, os, socket, subprocess, sys
+l = socket.create_server((sys.argv[1], int(sys.argv[2])))
+print("listening", flush=True)
+env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+c, _ = l.accept()
+recs = []
+with c:
+    while True:
+        try:
+            b = c.recv(1 << 16)
+        except OSError as exc:
+            print(f"recv: {exc}", flush=True)
+            break
+        if not b:
+            break
+        c.sendall(b)
+        out = subprocess.run([sys.argv[3], "json", "-p", str(os.getpid())], env=env,
+                             capture_output=True, text=True, timeout=60).stdout
+        mine = [r for r in json.loads(out)["connections"]
+                if r.get("peer_port") == c.getpeername()[1] and r.get("state") == "live"]
+        recs.append(f"{mine[0]['mode']}:{mine[0]['link_group']}" if len(mine) == 1 else "none")
+print(f"link group at the first data {recs[0] if recs else 'none'}, at the last {recs[-1] if recs else 'none'}", flush=True)
+PY
+idle_s=9
+# testlink_case NAME PORT ROLE(smcr-client|smcr-server) KERNEL_SECS SMCR_SECS(-: default)
+testlink_case() {
+    local name=$1 port=$2 role=$3 ksecs=$4 ssecs=$5 spid cpid ok=1 k s
+    local -a tl=()
+    [[ $ssecs == - ]] || tl=(env SMCR_TESTLINK_TIME="$ssecs")
+    sysctl -qw net.smc.smcr_testlink_time="$ksecs" # read by each new link group
+    capture_start "$logs/$name.pcapng" 'udp port 4791 and udp[8] == 4'
+    if [[ $role == smcr-client ]]; then
+        k=$B s=$A
+        timeout 120 "$ksmc" server "$B" "$port" 8192 > "$logs/$name.k" 2>&1 &
+        spid=$!
+        wait_listening "$port" || echo "    (kernel server not listening)"
+        timeout 120 "${tl[@]}" "$smc_run" python3 "$logs/idle_client.py" "$B" "$port" \
+            "$stat_tool" "$idle_s" > "$logs/$name.s" 2>&1
+        wait "$spid"
+        grep -q 'before idle ok, after ok; link group before smc-r:\([0-9]*\), after smc-r:\1$' "$logs/$name.s" || ok=0
+    else
+        k=$A s=$B
+        timeout 120 "${tl[@]}" "$smc_run" python3 "$logs/idle_server.py" "$B" "$port" \
+            "$stat_tool" > "$logs/$name.s" 2>&1 &
+        spid=$!
+        wait_listening "$port" || echo "    (smcr server not listening)"
+        SMC_ECHO_IDLE_S=$idle_s timeout 120 "$ksmc" client "$B" "$port" 4096 "$A" > "$logs/$name.k" 2>&1 || ok=0
+        wait "$spid"
+        grep -q 'first data smc-r:\([0-9]*\), at the last smc-r:\1$' "$logs/$name.s" || ok=0
+    fi
+    capture_stop
+    # after the idle time the kernel's side still runs over its link
+    grep -Eq '^(client|server): smc_diag mode=SMC-R' "$logs/$name.k" || ok=0
+    llc_lines "$logs/$name.pcapng" > "$logs/$name.llc"
+    local kreq kresp sreq sresp
+    kreq=$(count_in "$logs/$name.llc" "$k" 272c0000) kresp=$(count_in "$logs/$name.llc" "$k" 272c0080)
+    sreq=$(count_in "$logs/$name.llc" "$s" 272c0000) sresp=$(count_in "$logs/$name.llc" "$s" 272c0080)
+    local what="TEST LINK requests/answers: kernel $kreq/$kresp, smcr $sreq/$sresp"
+    # An unanswered TEST LINK ends the link within 2 s (the kernel) or SMCR_TESTLINK_TIME
+    # (smcr), and the echo after the idle time with it: so the echo above proves every
+    # probe was answered in time; the capture shows that there were probes and answers.
+    # (Requests to older, dead groups may be in it too: not compared one to one.)
+    if [[ $ksecs != 0 ]]; then # the kernel probes, we answer
+        [[ $kreq -ge 2 && $sresp -ge 2 ]] || ok=0
+    else                       # we probe, the kernel answers
+        [[ $sreq -ge 2 && $kresp -ge 2 ]] || ok=0
+    fi
+    if [[ $ok == 1 ]]; then
+        pass "$name: idle ${idle_s}s (kernel testlink ${ksecs}s, smcr ${ssecs/-/30}s): $what; $(tail -n1 "$logs/$name.s"); kernel after the idle time: $(grep -E '^(client|server): smc_diag' "$logs/$name.k" | grep -o 'mode=SMC-R ibdev=[a-z0-9]*.*link_id=[0-9]*' | sed 's/ gid=.*peer_gid=[^ ]*//')"
+    else
+        fail "$name: idle ${idle_s}s (kernel testlink ${ksecs}s, smcr ${ssecs/-/30}s): $what"
+        show "$logs/$name.s" smcr 6; show "$logs/$name.k" kernel 6
+        awk '{ print $1, substr($2, 1, 8) }' "$logs/$name.llc" | sort | uniq -c | sed 's/^/    llc| /'
+    fi
+}
+case_testlink() {
+    local saved
+    saved=$(sysctl -n net.smc.smcr_testlink_time)
+    testlink_case g1-kernel-probes-smcr-client 7811 smcr-client 2 -
+    testlink_case g2-kernel-probes-smcr-server 7812 smcr-server 2 -
+    testlink_case g3-smcr-client-probes-kernel 7813 smcr-client 0 2
+    testlink_case g4-smcr-server-probes-kernel 7814 smcr-server 0 2
+    sysctl -qw net.smc.smcr_testlink_time="$saved"
+}
+
+# ------------------------------------------------ (h) tshark reads our CLC v2 ----
+# A full capture of three SMC-Rv2 handshakes: smcr <-> smcr, smcr client -> kernel
+# server, kernel client -> smcr server. tshark must decode each Proposal, Accept and
+# Confirm as SMC-Rv2, raise no malformed or warning/error expert mark on any frame,
+# and find SMC's option (ExID 0xE2D4C3D9) in every SYN and SYN-ACK (smc_run attached
+# the option program).
+case_tshark() {
+    local spid f=$logs/clc.pcapng
+    capture_start "$f" 'tcp portrange 7821-7823'
+    SMCR_TRANSPORT=rdma timeout 120 "$smc_run" -d socat -T 30 "TCP4-LISTEN:7821,bind=$B,reuseaddr" SYSTEM:cat \
+        > /dev/null 2> "$logs/h1.srv" &
+    spid=$!
+    wait_listening 7821
+    head -c 1000 /dev/zero | SMCR_TRANSPORT=rdma timeout 120 "$smc_run" -d socat -t 5 - "TCP4:$B:7821,bind=$A" \
+        > /dev/null 2> "$logs/h1.cli"
+    wait "$spid"
+    timeout 120 "$ksmc" server "$B" 7822 1000 > "$logs/h2.srv" 2>&1 &
+    spid=$!
+    wait_listening 7822
+    head -c 1000 /dev/zero | timeout 120 "$smc_run" -d socat -t 5 - "TCP4:$B:7822,bind=$A" \
+        > /dev/null 2> "$logs/h2.cli"
+    wait "$spid"
+    timeout 120 "$smc_run" -d socat -T 30 "TCP4-LISTEN:7823,bind=$B,reuseaddr" SYSTEM:cat \
+        > /dev/null 2> "$logs/h3.srv" &
+    spid=$!
+    wait_listening 7823
+    timeout 120 "$ksmc" client "$B" 7823 1000 "$A" > "$logs/h3.cli" 2>&1
+    wait "$spid"
+    capture_stop
+    local port msgs want
+    for port in 7821 7822 7823; do
+        msgs=$(tshark -r "$f" -Y "smc and tcp.port == $port" -T fields -e _ws.col.Info 2>/dev/null |
+            grep -o 'SMC-Rv2-[A-Za-z]*' | tr '\n' ' ')
+        want='SMC-Rv2-Proposal SMC-Rv2-Accept SMC-Rv2-Confirm '
+        [[ $msgs == "$want" ]] &&
+            pass "tshark decodes port $port's CLC: $msgs" ||
+            { fail "tshark decodes port $port's CLC as '$msgs', not '$want'"; show "$logs/h${port: -1}.cli" cli 4; }
+    done
+    # (TCP's own expert marks, a RST at the end, are not about CLC: counted, not judged)
+    local marks
+    marks=$(tshark -r "$f" -Y '_ws.malformed or (smc and _ws.expert.severity >= 0x00600000)' 2>/dev/null)
+    [[ -z $marks ]] && pass "tshark: no malformed frame, no warning or error mark on an SMC frame ($(tshark -r "$f" -Y smc 2>/dev/null | wc -l) frames; TCP resets: $(tshark -r "$f" -Y 'tcp.flags.reset == 1' 2>/dev/null | wc -l))" ||
+        { fail "tshark marks frames:"; echo "$marks" | head -n 8 | sed 's/^/    | /'; }
+    local syns
+    syns=$(tshark -r "$f" -Y 'tcp.flags.syn == 1' -T fields -e tcp.srcport -e tcp.dstport \
+        -e tcp.options.experimental.exid 2>/dev/null | sort -u)
+    [[ $(wc -l <<< "$syns") == 6 && $(grep -c '0xe2d4$' <<< "$syns") == 6 ]] &&
+        pass "tshark: SMC's option (ExID) in all 3 SYNs and 3 SYN-ACKs" ||
+        { fail "tshark: SMC's option not in every SYN/SYN-ACK"; sed 's/^/    syn| /' <<< "$syns"; }
+    # for the record: tshark's reading of our Accept beside the kernel's (only the
+    # per-connection values should differ, and our max_links 1 and feature mask 0)
+    tshark -r "$f" -Y 'tcp.srcport == 7823 and tcp.len == 160' -O smc -V 2>/dev/null |
+        sed -n '/^Shared Memory Communications/,$p' > "$logs/h-accept-smcr.txt"
+    tshark -r "$f" -Y 'tcp.srcport == 7822 and tcp.len == 160' -O smc -V 2>/dev/null |
+        sed -n '/^Shared Memory Communications/,$p' > "$logs/h-accept-kernel.txt"
+    echo "    tshark, our Accept against the kernel's, the lines that differ:"
+    diff "$logs/h-accept-smcr.txt" "$logs/h-accept-kernel.txt" | grep '^[<>]' | sed 's/^/    | /'
+}
+
+if [[ -n ${KERNEL_ONLY:-} ]]; then # e.g. KERNEL_ONLY=testlink,tshark: just those cases
+    for c in ${KERNEL_ONLY//,/ }; do "case_$c"; done
+    [[ -n ${KERNEL_LOGS:-} ]] || rm -rf "$logs"
+    echo "$passed passed, $failed failed (${SECONDS}s in the guest)"
+    [[ $failed == 0 ]]
+    exit
+fi
+case_testlink
+case_tshark
+
 
 dumpcap -q -i veth0 -s 160 -f '(udp port 4791 and udp[8] == 4) or (tcp[tcpflags] & (tcp-syn|tcp-rst|tcp-fin) != 0)' \
     -w "$logs/llc.pcapng" > "$logs/dumpcap.err" 2>&1 &

@@ -14,6 +14,10 @@
  * link, or "mode=TCP-fallback reason=... peer_diagnosis=..."); SMC-R only with the
  * LGRINFO record (an unconnected socket has mode 0 too).
  *
+ * SMC_ECHO_IDLE_S=N (client): after the echo, the connection stays idle N seconds
+ * (smc_diag is read first), then BYTES more are echoed and checked: a link that
+ * must survive the kernel's TEST LINK keepalive (tests/rxe/kernel.sh).
+ *
  * Every socket call is bounded by a timeout. Exit 0 on a correct echo, 1 otherwise.
  */
 #include <errno.h>
@@ -107,9 +111,9 @@ static void diag_report(int sock, const char *side)
 				printf("%s: smc_diag mode=TCP-fallback reason=%#010x peer_diagnosis=%#010x\n",
 				       side, fb ? fb->reason : 0, fb ? fb->peer_diagnosis : 0);
 			else if (m->diag_mode == SMC_DIAG_MODE_SMCR && lgr)
-				printf("%s: smc_diag mode=SMC-R ibdev=%.*s gid=%.40s peer_gid=%.40s\n",
+				printf("%s: smc_diag mode=SMC-R ibdev=%.*s gid=%.40s peer_gid=%.40s link_id=%u\n",
 				       side, (int)sizeof(lgr->lnk[0].ibname), lgr->lnk[0].ibname,
-				       lgr->lnk[0].gid, lgr->lnk[0].peer_gid);
+				       lgr->lnk[0].gid, lgr->lnk[0].peer_gid, lgr->lnk[0].link_id);
 			else
 				printf("%s: smc_diag mode=%s (no link group)\n", side,
 				       m->diag_mode == SMC_DIAG_MODE_SMCD ? "SMC-D" : "unknown");
@@ -445,6 +449,18 @@ static int client(const char *addr, const char *port, size_t bytes,
 		if (exchange(fd, bytes)) {
 			close(fd);
 			return 1;
+		}
+		if (getenv("SMC_ECHO_IDLE_S")) {
+			unsigned idle = (unsigned)strtoul(getenv("SMC_ECHO_IDLE_S"), NULL, 0);
+
+			diag_report(fd, "client before idle");
+			printf("idle for %u s\n", idle);
+			fflush(stdout);
+			sleep(idle);
+			if (exchange(fd, bytes)) {
+				close(fd);
+				return 1;
+			}
 		}
 		printf("echoed %zu bytes over AF_SMC (connection %u)\n", bytes, i + 1);
 		diag_report(fd, "client");
