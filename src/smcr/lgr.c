@@ -11,7 +11,7 @@
  * host) and answer the peer's.  So while at least one group exists, one
  * detached thread sleeps until the next of those deadlines (at most
  * SMCR_LGR_KEEPALIVE_MS / 2 apart, or SMCR_TESTLINK_TIME / 2), does that work and exits with the last
- * group.  A connected group nobody drained for SMCR_LGR_LLC_SERVICE_MS (1 s)
+ * group.  A connected group nobody drained for SMCR_LGR_LLC_SERVICE_MS (250 ms)
  * is drained by it too: a Linux peer wants the answer to its TEST LINK or
  * CONFIRM RKEY within 2 s, whether or not an application thread looks.  Everything else happens in the application's own calls and
  * wake-ups.  It runs with every signal blocked and never touches a

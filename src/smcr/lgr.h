@@ -66,9 +66,13 @@
  * A group nobody took completions from for this long is looked at by the
  * reaper: a Linux peer's TEST LINK (every 30 s on an idle link) or CONFIRM
  * RKEY wants its answer within SMC_LLC_WAIT_TIME, else the kernel takes the
- * link down.  One wake-up a second per process with an idle SMC-R group.
+ * link down.  A quarter of that: in rxe-kernel (g) at host load 12-14 an
+ * answer drained once a second came too late (the kernel took the link down;
+ * our answer was retried 7 times unacknowledged), the timer's wake-up itself
+ * being late by more than a second.  Four wake-ups a second per process with
+ * an idle SMC-R group.
  */
-#define SMCR_LGR_LLC_SERVICE_MS 1000
+#define SMCR_LGR_LLC_SERVICE_MS 250
 #define SMCR_LGR_MAX_CONNS   255
 
 enum smcr_lgr_role { SMCR_LGR_CLIENT = 0, SMCR_LGR_SERVER = 1 };
