@@ -127,7 +127,13 @@ def echo(c, data):
             break
         got += b
     return "ok" if got == data else f"short({len(got)})"
-c = socket.create_connection((host, port), source_address=("10.77.0.1", 0))
+for attempt in range(4):  # see 'retry' above: a reset to a first SYN, rarely
+    try:
+        c = socket.create_connection((host, port), source_address=("10.77.0.1", 0))
+        break
+    except ConnectionRefusedError:
+        print("Connection refused, retrying", flush=True)
+        time.sleep(1)
 c.settimeout(60)
 data = bytes(range(256)) * 16
 e1 = echo(c, data); before = record(c)

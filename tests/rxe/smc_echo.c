@@ -409,6 +409,14 @@ static int server(const char *addr, const char *port, size_t bytes, unsigned con
 			goto out;
 		}
 		fd = accept(lfd, NULL, NULL);
+		if (fd < 0 && (errno == EAGAIN || errno == ECONNABORTED || errno == EINTR)) {
+			/* readable, yet the connection is gone (a reset to its first SYN,
+			 * which the client retries): wait for the next one */
+			fprintf(stderr, "smc_echo: accept: %s; waiting for the next connection\n",
+				strerror(errno));
+			i--;
+			continue;
+		}
 		if (fd < 0) {
 			fail("accept");
 			goto out;
