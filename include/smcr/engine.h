@@ -232,6 +232,26 @@ const char *smcr_sock_mode_name(const struct smcr_sock *s);
 int smcr_sock_shutdown(struct smcr_sock *s, int how);
 
 /*
+ * The process exits with the connection open (exit() without close(), which
+ * the kernel turns into an orderly close for a TCP socket): what
+ * smcr_sock_close() says to the peer (CDC closed, or abort if unread data
+ * remains), and the TCP FIN, without freeing anything: other threads may
+ * still be inside the engine.  Best effort: false, and nothing done, if
+ * another thread holds the connection's lock.  Then smcr_engine_exit().
+ */
+bool smcr_sock_exit(struct smcr_sock *s);
+
+/*
+ * Process exit, after smcr_sock_exit() on the open connections: every SMC-R
+ * link group flushes what was posted and tells its peer (DELETE LINK).  The
+ * engine does this from its own atexit handler, which runs first (it is
+ * registered later), unless the caller takes it over with
+ * smcr_engine_exit_by_caller() and calls smcr_engine_exit() itself.
+ */
+void smcr_engine_exit_by_caller(void);
+void smcr_engine_exit(void);
+
+/*
  * The application closed its last reference: orderly SMC close (CDC closed,
  * or abort if unread data remains), then TCP FIN; frees everything the engine
  * owns.  Never closes tcp_fd.  `s` is invalid afterwards.

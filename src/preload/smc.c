@@ -818,6 +818,44 @@ void smcr_smc_before_exec(void)
 	errno = saved;
 }
 
+/*
+ * exit() with SMC connections still open: for a TCP socket the kernel closes
+ * it at exit, orderly (FIN; RST with unread data), so the peer reads EOF.
+ * Without this the peer would see this process vanish (its rendezvous socket
+ * hang up, or the link group's DELETE LINK) and read a reset instead.  So
+ * each connection this process owns says what close() would say; then the
+ * engine's exit work (SMC-R: flush, DELETE LINK), which must come after the
+ * CDCs, not before: the engine's own atexit handler would run first.  _exit()
+ * and fatal signals run no handler: the peer then sees a reset, as when the
+ * process is killed.  A forked child's exit touches only what it owns.
+ */
+static void smc_at_exit(void)
+{
+	int saved = errno;
+
+	if (getpid() != smcr_smc_pid)
+		return;
+	smcr_guard_enter();
+	for (unsigned fd = 0, high = smcr_fdtab_high(); fd < high; fd++) {
+		struct smcr_fd_entry *e;
+		struct smcr_sock *s;
+
+		if (!smcr_fdtab_is_smc((int)fd))
+			continue;
+		e = smcr_fdtab_get((int)fd);
+		if (!e)
+			continue;
+		s = atomic_load(&e->sock);
+		if (entry_mode(e) == SMCR_FD_SMC && e->owner == smcr_smc_pid && s &&
+		    smcr_sock_exit(s))
+			smcr_dbg("fd %u: SMC connection closed at exit", fd);
+		smcr_fdtab_put(e);
+	}
+	smcr_engine_exit();
+	smcr_guard_leave();
+	errno = saved;
+}
+
 /* ---- data --------------------------------------------------------------------------- */
 
 static bool wants_nonblock(const struct smcr_fd_entry *e, int flags)
@@ -1115,6 +1153,10 @@ void smcr_smc_init(void)
 	tcp_rcvbuf_default = read_tcp_rcvbuf_default();
 	smcr_guard_leave();
 	smcr_fdtab_release_hook = release_entry;
+	if (smcr_smc_enabled) {
+		smcr_engine_exit_by_caller();
+		atexit(smc_at_exit);
+	}
 	if (!smcr_smc_enabled)
 		smcr_info("same-host SMC off (SMCR_SAMEHOST=0) and no SMC-R peers (SMCR_PEERS):"
 			  " every connection stays TCP");

@@ -105,25 +105,40 @@ int smcr_sock_shutdown(struct smcr_sock *s, int how)
 	return rc;
 }
 
+/* What closing says to the peer: closed (or abort with unread data), then FIN. */
+static void close_tell_peer_locked(struct smcr_sock *s)
+{
+	smcr_conn_progress(s);
+	if (s->state == SMCR_CONN_ABORTED)
+		return;
+	if (smcr_rx_readable(s) > 0 && !s->shut_rd) {
+		/* Unread data: Linux aborts (§7.1) and TCP resets. */
+		smcr_close_abort_locked(s, ECONNRESET);
+		return;
+	}
+	if (!(s->conn_flags_sent & SMCR_CDC_CONN_CLOSED)) {
+		s->conn_flags_sent |= SMCR_CDC_CONN_CLOSED | SMCR_CDC_CONN_DONE_WRITING;
+		smcr_conn_send_cdc(s, 0);
+	}
+	/* CDC first, then FIN (§7.4). */
+	smcr_real.shutdown(s->tcp_fd, SHUT_RDWR);
+}
+
+bool smcr_sock_exit(struct smcr_sock *s)
+{
+	if (pthread_mutex_trylock(&s->lock))
+		return false;
+	close_tell_peer_locked(s);
+	pthread_mutex_unlock(&s->lock);
+	return true;
+}
+
 void smcr_sock_close(struct smcr_sock *s)
 {
 	bool clean;
 
 	pthread_mutex_lock(&s->lock);
-	smcr_conn_progress(s);
-	if (s->state != SMCR_CONN_ABORTED) {
-		if (smcr_rx_readable(s) > 0 && !s->shut_rd) {
-			/* Unread data: Linux aborts (§7.1) and TCP resets. */
-			smcr_close_abort_locked(s, ECONNRESET);
-		} else {
-			if (!(s->conn_flags_sent & SMCR_CDC_CONN_CLOSED)) {
-				s->conn_flags_sent |= SMCR_CDC_CONN_CLOSED | SMCR_CDC_CONN_DONE_WRITING;
-				smcr_conn_send_cdc(s, 0);
-			}
-			/* CDC first, then FIN (§7.4). */
-			smcr_real.shutdown(s->tcp_fd, SHUT_RDWR);
-		}
-	}
+	close_tell_peer_locked(s);
 	clean = s->state != SMCR_CONN_ABORTED && (s->peer_conn_flags & SMCR_CDC_CONN_CLOSED);
 	pthread_mutex_unlock(&s->lock);
 	smcr_conn_free(s, clean);

@@ -32,6 +32,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/real.h"
+#include "smcr/engine.h"
 #include "smcr/cdc.h"
 #include "smcr/llc.h"
 #include "smcr/sys.h"
@@ -112,7 +114,20 @@ static void atfork_child(void)
  * peer's connections end now rather than when its NIC gives up.  Best
  * effort: a group another thread holds is skipped.
  */
+static atomic_bool exit_by_caller;
+
+void smcr_engine_exit_by_caller(void)
+{
+	atomic_store(&exit_by_caller, true);
+}
+
 static void at_exit(void)
+{
+	if (!atomic_load(&exit_by_caller))
+		smcr_engine_exit();
+}
+
+void smcr_engine_exit(void)
 {
 	if (pthread_mutex_trylock(&list_mu))
 		return;

@@ -9,7 +9,8 @@
  *                     select, peek, shutdown, fork-accept, plain-server,
  *                     plain-client, speak-first, speak-first-plain, epoll-multi,
  *                     idle, exec, kill, listener-closed, rcvtimeo, calls,
- *                     fork-client, pingpong, idle-waits, rcvbuf
+ *                     fork-client, pingpong, idle-waits, rcvbuf, exit-open,
+ *                     exit-unread
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -1222,6 +1223,61 @@ static int case_abrupt(bool exec)
 	return t_result();
 }
 
+/* ---- exit() with the connection open: the peer reads EOF, as after TCP's FIN ------------------ */
+
+static bool exit_with_unread;
+
+static void client_exit_open(void)
+{
+	int fd = connect_to_server(0);
+	char c;
+
+	CHECK(fd >= 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(write(fd, "hello", 5) == 5);
+	CHECK(read(fd, &c, 1) == 1 && c == 'k'); /* the server has the data */
+	if (exit_with_unread) {
+		/* Its second byte stays unread: at exit TCP would reset. */
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+
+		CHECK(poll(&p, 1, 5000) == 1);
+	}
+	fflush(stderr);
+	exit(t_result()); /* atexit handlers run; fd is never closed by us */
+}
+
+/*
+ * A client exits with its SMC connection open.  The kernel closes a TCP
+ * socket at exit with a FIN (RST if received data was left unread), so the
+ * server must read EOF (ECONNRESET with unread data), not a reset because
+ * the client's process went away.
+ */
+static int case_exit_open(bool unread)
+{
+	pid_t client;
+	int fd;
+	char buf[8];
+	ssize_t n;
+
+	exit_with_unread = unread;
+	client = spawn(client_exit_open);
+	fd = accept(listen_fd, NULL, NULL);
+	CHECK(fd >= 0);
+	CHECK(recv(fd, buf, 5, MSG_WAITALL) == 5 && memcmp(buf, "hello", 5) == 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(write(fd, unread ? "kx" : "k", unread ? 2 : 1) == (unread ? 2 : 1));
+	n = read(fd, buf, sizeof(buf));
+	fprintf(stderr, "client exited%s: read returned %zd (%s)\n", unread ? " with unread data" : "",
+		n, n < 0 ? strerror(errno) : "EOF");
+	if (unread)
+		CHECK(n < 0 && errno == ECONNRESET);
+	else
+		CHECK(n == 0);
+	close(fd);
+	reap(client, "client");
+	return t_result();
+}
+
 /* ---- the server closes its listener right after accept ------------------------------------ */
 
 static int sync_pipe[2];
@@ -1566,6 +1622,10 @@ int main(int argc, char **argv)
 		rc = case_abrupt(true);
 	else if (!strcmp(which, "kill"))
 		rc = case_abrupt(false);
+	else if (!strcmp(which, "exit-open"))
+		rc = case_exit_open(false);
+	else if (!strcmp(which, "exit-unread"))
+		rc = case_exit_open(true);
 	else if (!strcmp(which, "listener-closed"))
 		rc = case_listener_closed();
 	else if (!strcmp(which, "rcvtimeo"))
