@@ -13,6 +13,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <arpa/inet.h>
 #include <net/if.h>
 #include <pthread.h>
 #include <netinet/in.h>
@@ -239,6 +240,59 @@ int smcr_ib_port_open(const struct sockaddr *local, struct smcr_ib_port **out)
 fail:
 	smcr_ib_port_close(port);
 	return rc;
+}
+
+/* The address for a GID: IPv4-mapped GIDs as IPv4. */
+static void gid_addr(const uint8_t gid[SMCR_IB_GID_LEN], struct sockaddr_storage *ss,
+		     socklen_t *len)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (!memcmp(gid, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12)) {
+		struct sockaddr_in *in = (struct sockaddr_in *)ss;
+
+		in->sin_family = AF_INET;
+		in->sin_port = htons(4791);
+		memcpy(&in->sin_addr, gid + 12, 4);
+		*len = sizeof(*in);
+	} else {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons(4791);
+		memcpy(&in6->sin6_addr, gid, SMCR_IB_GID_LEN);
+		*len = sizeof(*in6);
+	}
+}
+
+int smcr_ib_port_open_alt(const struct smcr_ib_port *primary,
+			  const uint8_t peer_gid[SMCR_IB_GID_LEN], struct smcr_ib_port **out)
+{
+	struct sockaddr_storage peer, own;
+	socklen_t len, own_len = sizeof(own);
+	struct smcr_ib_port *p;
+	int fd, rc;
+
+	/* the local address routing picks for the peer's new GID (a UDP connect sends nothing) */
+	gid_addr(peer_gid, &peer, &len);
+	fd = smcr_real.socket(peer.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	rc = smcr_real.connect(fd, (struct sockaddr *)&peer, len) ||
+			     smcr_real.getsockname(fd, (struct sockaddr *)&own, &own_len)
+		     ? -errno
+		     : 0;
+	smcr_sys_close(fd);
+	if (rc)
+		return rc;
+	rc = smcr_ib_port_open((struct sockaddr *)&own, &p);
+	if (rc)
+		return rc;
+	if (!strcmp(p->name, primary->name)) { /* the same device: no alternate path */
+		smcr_ib_port_close(p);
+		return -ENODEV;
+	}
+	*out = p;
+	return 0;
 }
 
 void smcr_ib_port_close(struct smcr_ib_port *port)

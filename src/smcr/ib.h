@@ -64,6 +64,14 @@ int smcr_ib_addr_gid(const struct sockaddr *addr, uint8_t gid[SMCR_IB_GID_LEN]);
  */
 int smcr_ib_port_open(const struct sockaddr *local, struct smcr_ib_port **out);
 /*
+ * A link group's second device: the RDMA port holding the RoCE v2 GID of the
+ * local address that routing picks towards the peer's new GID `peer_gid`
+ * (the kernel's SMC-Rv2 client also checks that route, smc_ib_find_route()),
+ * if that is another device than primary's.  -ENODEV if it is the same.
+ */
+int smcr_ib_port_open_alt(const struct smcr_ib_port *primary,
+			  const uint8_t peer_gid[SMCR_IB_GID_LEN], struct smcr_ib_port **out);
+/*
  * Is the device going away (`rdma link delete`, driver unbind)?  Its uverbs
  * node leaves /dev/infiniband as soon as unregistration starts; drivers that
  * cannot disassociate a user context (rxe) then wait for every process to

@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -273,12 +274,10 @@ static void deliver_cdc(struct smcr_lgr *g, const uint8_t msg[SMCR_WR_MSG_LEN])
 	ring(c);
 }
 
-/* wr.c's rx handler: called while a wr call polls the CQ, group mutex held. */
-static void on_message(void *arg, const uint8_t *msg, uint32_t len)
+/* wr.c's rx handler: called while a wr call polls a CQ of link `link`, group mutex held. */
+static void on_message(struct smcr_lgr *g, unsigned link, const uint8_t *msg, uint32_t len)
 {
 	uint32_t slot;
-
-	struct smcr_lgr *g = arg;
 
 	g->last_rx_ms = smcr_sys_now_ms();
 	if (g->state == SMCR_LGR_DEAD)
@@ -302,7 +301,18 @@ static void on_message(void *arg, const uint8_t *msg, uint32_t len)
 	slot = (g->llc_qhead + g->llc_qcount) % SMCR_LGR_LLC_QLEN;
 	memcpy(g->llc_q[slot], msg, len < SMCR_LGR_LLC_MSG_MAX ? len : SMCR_LGR_LLC_MSG_MAX);
 	g->llc_len[slot] = len;
+	g->llc_link[slot] = (uint8_t)link;
 	g->llc_qcount++;
+}
+
+static void on_message0(void *arg, const uint8_t *msg, uint32_t len)
+{
+	on_message(arg, 0, msg, len);
+}
+
+static void on_message1(void *arg, const uint8_t *msg, uint32_t len)
+{
+	on_message(arg, 1, msg, len);
 }
 
 void smcr_lgr_fail_locked(struct smcr_lgr *g, const char *why)
@@ -330,16 +340,34 @@ static void drain_locked(struct smcr_lgr *g)
 	g->last_drain_ms = smcr_sys_now_ms();
 	if (smcr_wr_poll(g->link))
 		smcr_lgr_fail_locked(g, smcr_wr_link_error(g->link));
+	/* no failover: a second link that fails takes the group with it */
+	if (g->alt.link && smcr_wr_poll(g->alt.link)) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "second link: %s", smcr_wr_link_error(g->alt.link));
+		smcr_lgr_fail_locked(g, why);
+	}
 	for (unsigned i = 0; i < 4 * SMCR_LGR_LLC_QLEN && g->llc_qcount; i++) {
 		uint8_t raw[SMCR_LGR_LLC_MSG_MAX];
 		uint32_t len = g->llc_len[g->llc_qhead];
+		unsigned link = g->llc_link[g->llc_qhead];
 
 		memcpy(raw, g->llc_q[g->llc_qhead], sizeof(raw));
 		g->llc_qhead = (g->llc_qhead + 1) % SMCR_LGR_LLC_QLEN;
 		g->llc_qcount--;
 		if (g->state != SMCR_LGR_DEAD)
-			smcr_lgr_llc_handle(g, raw, len);
+			smcr_lgr_llc_handle(g, link, raw, len);
 	}
+}
+
+/* Arm every link's CQs (any: also for our own send completions).  0 or -errno. */
+static int arm_locked(struct smcr_lgr *g, bool any)
+{
+	int rc = smcr_wr_arm(g->link, any);
+
+	if (!rc && g->alt.link)
+		rc = smcr_wr_arm(g->alt.link, any);
+	return rc;
 }
 
 /*
@@ -361,6 +389,13 @@ static void device_events_locked(struct smcr_lgr *g)
 			(void)smcr_wr_flush(g->link, LGR_EXIT_FLUSH_MS);
 		}
 		smcr_lgr_fail_locked(g, "the RDMA device is being removed");
+	}
+	if (g->state != SMCR_LGR_DEAD && g->alt.port && smcr_ib_port_removed(g->alt.port)) {
+		if (g->connected) { /* no failover: as for the first device */
+			smcr_lgr_llc_send_delete_link(g, SMCR_LLC_DEL_OP_INIT_TERM, false);
+			(void)smcr_wr_flush(g->link, LGR_EXIT_FLUSH_MS);
+		}
+		smcr_lgr_fail_locked(g, "the second link's RDMA device is being removed");
 	}
 
 	while (ibv_get_async_event(g->port->ctx, &ev) == 0) {
@@ -425,6 +460,26 @@ static bool key_equal(const struct smcr_lgr_key *a, const struct smcr_lgr_key *b
 	       !memcmp(a->local_gid, b->local_gid, sizeof(a->local_gid));
 }
 
+/*
+ * Server (peer_qpn 0): the key.  Client: the key, where the peer GID is that
+ * of the link reaching peer_qpn (a reused group's Accept names the link the
+ * server chose, with its GID, as the kernel's smcr_lgr_match() compares).
+ */
+static bool link_match(const struct smcr_lgr *g, const struct smcr_lgr_key *key,
+		       uint32_t peer_qpn)
+{
+	if (peer_qpn == 0)
+		return key_equal(&g->key, key);
+	if (g->key.role != key->role || memcmp(g->key.peer_id, key->peer_id, sizeof(key->peer_id)) ||
+	    memcmp(g->key.local_gid, key->local_gid, sizeof(key->local_gid)))
+		return false;
+	if (g->connected && g->peer_qpn == peer_qpn &&
+	    !memcmp(g->key.peer_gid, key->peer_gid, sizeof(key->peer_gid)))
+		return true;
+	return g->alt.state == SMCR_LGR_LINK_UP && g->alt.peer_qpn == peer_qpn &&
+	       !memcmp(g->alt.peer_gid, key->peer_gid, sizeof(key->peer_gid));
+}
+
 struct smcr_lgr *smcr_lgr_find(const struct smcr_lgr_key *key, uint32_t peer_qpn)
 {
 	struct smcr_lgr *found = NULL;
@@ -446,8 +501,7 @@ struct smcr_lgr *smcr_lgr_find(const struct smcr_lgr_key *key, uint32_t peer_qpn
 		 * serialises first contacts): a second connection racing the first
 		 * must not make a second group.  Client: the server named its QP.
 		 */
-		if (g->state != SMCR_LGR_DEAD && key_equal(&g->key, key) &&
-		    (peer_qpn == 0 || (g->connected && g->peer_qpn == peer_qpn)) &&
+		if (g->state != SMCR_LGR_DEAD && link_match(g, key, peer_qpn) &&
 		    g->refs < g->max_conns) {
 			g->refs++;
 			g->idle_since_ms = 0;
@@ -484,8 +538,10 @@ static void lgr_free(struct smcr_lgr *g)
 		*head = b->next;
 		smcr_lgr_buf_put(g, b, false);
 	}
+	smcr_lgr_alt_close(g);
 	smcr_wr_link_destroy(g->link);
 	smcr_ib_port_close(g->port);
+	smcr_sys_close(g->epfd);
 	pthread_mutex_destroy(&g->mu);
 	free(g);
 }
@@ -528,6 +584,8 @@ int smcr_lgr_create(const struct smcr_lgr_key *key, struct smcr_ib_port **port,
 	g->refs = 1;
 	g->max_conns = SMCR_LGR_MAX_CONNS;
 	g->max_links = 1;
+	g->link_num = 1;
+	g->epfd = -1;
 	g->port = *port;
 	*port = NULL;
 	pthread_mutex_init(&g->mu, NULL);
@@ -542,7 +600,23 @@ int smcr_lgr_create(const struct smcr_lgr_key *key, struct smcr_ib_port **port,
 		lgr_free(g);
 		return rc;
 	}
-	smcr_wr_set_rx_handler(g->link, on_message, g);
+	smcr_wr_set_rx_handler(g->link, on_message0, g);
+	/* the links' completion channels: one fd for every connection's wait set */
+	g->epfd = smcr_real.epoll_create1(EPOLL_CLOEXEC);
+	if (g->epfd >= 0) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.fd = smcr_wr_fd(g->link) };
+
+		g->epfd = smcr_sys_fd_high(g->epfd);
+		if (smcr_real.epoll_ctl(g->epfd, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0) {
+			smcr_sys_close(g->epfd);
+			g->epfd = -1;
+		}
+	}
+	if (g->epfd < 0) {
+		rc = -errno;
+		lgr_free(g);
+		return rc;
+	}
 	g->last_rx_ms = smcr_sys_now_ms();
 	pthread_mutex_lock(&list_mu);
 	g->id = next_id = (next_id + 1) & 0xffffffu ? (next_id + 1) & 0xffffffu : 1;
@@ -667,6 +741,16 @@ void smcr_lgr_conn_del(struct smcr_lgr *g, struct smcr_lgr_conn *c)
 
 /* ---- buffer pool ------------------------------------------------------------------ */
 
+/* Register b on the second link's PD too.  Group mutex held.  0 or -errno. */
+static int alt_reg_locked(struct smcr_lgr *g, struct smcr_lgr_buf *b)
+{
+	if (b->mr_alt)
+		return 0;
+	b->mr_alt = b->rmb ? smcr_ib_reg_rmb(g->alt.port, b->mem, b->size, &b->iova_alt)
+			   : smcr_ib_reg_source(g->alt.port, b->mem, b->size);
+	return b->mr_alt ? 0 : -ENOMEM;
+}
+
 struct smcr_lgr_buf *smcr_lgr_buf_get(struct smcr_lgr *g, uint32_t size, bool rmb)
 {
 	struct smcr_lgr_buf *b = NULL;
@@ -705,6 +789,16 @@ struct smcr_lgr_buf *smcr_lgr_buf_get(struct smcr_lgr *g, uint32_t size, bool rm
 		return NULL;
 	}
 	pthread_mutex_lock(&g->mu);
+	/* a second link (up or being added) knows every buffer: ADD LINK lists the RMBs */
+	if (g->alt.port && alt_reg_locked(g, b)) {
+		pthread_mutex_unlock(&g->mu);
+		ibv_dereg_mr(b->mr);
+		free(b->mem);
+		free(b);
+		return NULL;
+	}
+	b->all_next = g->all_bufs;
+	g->all_bufs = b;
 	g->nbufs++;
 	pthread_mutex_unlock(&g->mu);
 	return b;
@@ -731,18 +825,22 @@ void smcr_lgr_buf_put(struct smcr_lgr *g, struct smcr_lgr_buf *b, bool reuse)
 		if (!b)
 			return;
 	}
-	if (b->rmb) {
-		pthread_mutex_lock(&g->mu);
-		if (g->state == SMCR_LGR_ACTIVE)
-			(void)smcr_lgr_llc_send_rkey(g, false, b->mr->rkey, b->iova);
-		pthread_mutex_unlock(&g->mu);
+	pthread_mutex_lock(&g->mu);
+	if (b->rmb && g->state == SMCR_LGR_ACTIVE)
+		(void)smcr_lgr_llc_send_rkey(g, false, b->mr->rkey, b->iova);
+	for (struct smcr_lgr_buf **p = &g->all_bufs; *p; p = &(*p)->all_next) {
+		if (*p == b) {
+			*p = b->all_next;
+			break;
+		}
 	}
+	if (b->mr_alt)
+		ibv_dereg_mr(b->mr_alt);
+	g->nbufs--;
+	pthread_mutex_unlock(&g->mu);
 	ibv_dereg_mr(b->mr);
 	free(b->mem);
 	free(b);
-	pthread_mutex_lock(&g->mu);
-	g->nbufs--;
-	pthread_mutex_unlock(&g->mu);
 }
 
 void smcr_lgr_rkey_confirm(struct smcr_lgr *g, const struct smcr_lgr_buf *b)
@@ -793,6 +891,28 @@ void smcr_lgr_buf_retire(struct smcr_lgr *g, struct smcr_lgr_buf *b, struct smcr
 
 /* ---- data path -------------------------------------------------------------------- */
 
+struct smcr_wr_link *smcr_lgr_wr(struct smcr_lgr *g, unsigned i)
+{
+	return i == 1 && g->alt.link ? g->alt.link : g->link;
+}
+
+/* c's link, and src_mr's twin on it (the same buffer registered on its PD). */
+static struct smcr_wr_link *conn_wr(struct smcr_lgr *g, const struct smcr_lgr_conn *c,
+				    struct ibv_mr **src_mr)
+{
+	if (c->link != 1 || !g->alt.link)
+		return g->link;
+	if (src_mr && *src_mr) {
+		for (struct smcr_lgr_buf *b = g->all_bufs; b; b = b->all_next) {
+			if (b->mr == *src_mr) {
+				*src_mr = b->mr_alt;
+				break;
+			}
+		}
+	}
+	return g->alt.link;
+}
+
 int smcr_lgr_send(struct smcr_lgr *g, struct smcr_lgr_conn *c,
 		  const uint8_t msg[SMCR_WR_MSG_LEN], int timeout_ms)
 {
@@ -800,8 +920,10 @@ int smcr_lgr_send(struct smcr_lgr *g, struct smcr_lgr_conn *c,
 
 	pthread_mutex_lock(&g->mu);
 	if (g->state != SMCR_LGR_DEAD) {
-		rc = smcr_wr_send_msg(g->link, msg, timeout_ms);
-		c->last_wr = smcr_wr_last_posted(g->link);
+		struct smcr_wr_link *wr = conn_wr(g, c, NULL);
+
+		rc = smcr_wr_send_msg(wr, msg, timeout_ms);
+		c->last_wr = smcr_wr_last_posted(wr);
 		if (rc == -ETIMEDOUT || rc == -ENOBUFS)
 			smcr_lgr_fail_locked(g, "send queue stuck");
 		if (rc)
@@ -820,8 +942,10 @@ int smcr_lgr_write(struct smcr_lgr *g, struct smcr_lgr_conn *c, struct ibv_mr *s
 
 	pthread_mutex_lock(&g->mu);
 	if (g->state != SMCR_LGR_DEAD) {
-		rc = smcr_wr_write_mirrored(g->link, src_mr, rmb, offset, len, timeout_ms);
-		c->last_wr = smcr_wr_last_posted(g->link);
+		struct smcr_wr_link *wr = conn_wr(g, c, &src_mr);
+
+		rc = smcr_wr_write_mirrored(wr, src_mr, rmb, offset, len, timeout_ms);
+		c->last_wr = smcr_wr_last_posted(wr);
 		if (rc == -ETIMEDOUT)
 			smcr_lgr_fail_locked(g, "send queue stuck");
 		if (rc && rc != -EINVAL)
@@ -839,8 +963,10 @@ int smcr_lgr_write_send(struct smcr_lgr *g, struct smcr_lgr_conn *c, struct ibv_
 
 	pthread_mutex_lock(&g->mu);
 	if (g->state != SMCR_LGR_DEAD) {
-		rc = smcr_wr_write_mirrored_msg(g->link, src_mr, rmb, offset, len, msg, timeout_ms);
-		c->last_wr = smcr_wr_last_posted(g->link);
+		struct smcr_wr_link *wr = conn_wr(g, c, &src_mr);
+
+		rc = smcr_wr_write_mirrored_msg(wr, src_mr, rmb, offset, len, msg, timeout_ms);
+		c->last_wr = smcr_wr_last_posted(wr);
 		if (rc == -ETIMEDOUT || rc == -ENOBUFS)
 			smcr_lgr_fail_locked(g, "send queue stuck");
 		if (rc && rc != -EINVAL)
@@ -875,7 +1001,7 @@ bool smcr_lgr_settle(struct smcr_lgr *g, struct smcr_lgr_conn *c, bool ready)
 
 	pthread_mutex_lock(&g->mu);
 	c->ready = ready;
-	if (g->state != SMCR_LGR_DEAD && smcr_wr_arm(g->link, false) < 0)
+	if (g->state != SMCR_LGR_DEAD && arm_locked(g, false) < 0)
 		smcr_lgr_fail_locked(g, "cannot arm the completion queue");
 	drain_locked(g); /* a message that completed before the arm raised no event */
 	look_again = c->qcount > 0;
@@ -932,7 +1058,7 @@ bool smcr_lgr_probe(struct smcr_lgr *g, struct smcr_lgr_conn *c)
 			 * Its completion must wake the waiters: a dead peer's QP makes it
 			 * fail (retries exhausted), and nothing else may be in flight.
 			 */
-			if (smcr_wr_arm(g->link, true) < 0)
+			if (arm_locked(g, true) < 0)
 				smcr_lgr_fail_locked(g, "cannot arm the completion queue");
 			drain_locked(g);
 		} else {
@@ -968,7 +1094,7 @@ int smcr_lgr_conn_flush(struct smcr_lgr *g, struct smcr_lgr_conn *c, int timeout
 
 	pthread_mutex_lock(&g->mu);
 	rc = g->state == SMCR_LGR_DEAD ? -ECONNRESET
-				       : smcr_wr_wait_done(g->link, c->last_wr, timeout_ms);
+				       : smcr_wr_wait_done(conn_wr(g, c, NULL), c->last_wr, timeout_ms);
 	pthread_mutex_unlock(&g->mu);
 	return rc;
 }
@@ -976,7 +1102,7 @@ int smcr_lgr_conn_flush(struct smcr_lgr *g, struct smcr_lgr_conn *c, int timeout
 /* Re-arm (takes pending channel events: no busy wake-ups), then take what came. */
 static void service_locked(struct smcr_lgr *g)
 {
-	if (g->state != SMCR_LGR_DEAD && smcr_wr_arm(g->link, false) < 0)
+	if (g->state != SMCR_LGR_DEAD && arm_locked(g, false) < 0)
 		smcr_lgr_fail_locked(g, "cannot arm the completion queue");
 	drain_locked(g);
 	/* CDCs it dispatched rang their doorbells; a waiter needs the channel no more */
@@ -1006,7 +1132,121 @@ void smcr_lgr_service(struct smcr_lgr *lgr, const uint8_t local_gid[SMCR_IB_GID_
 
 int smcr_lgr_channel_fd(const struct smcr_lgr *g)
 {
-	return smcr_wr_fd(g->link);
+	return g->epfd;
+}
+
+void smcr_lgr_conn_bind(struct smcr_lgr *g, struct smcr_lgr_conn *c, uint32_t peer_qpn,
+			const uint8_t peer_gid[SMCR_IB_GID_LEN])
+{
+	pthread_mutex_lock(&g->mu);
+	/* QP numbers alone are ambiguous: each device counts its own (both links had 17) */
+	c->link = g->alt.state == SMCR_LGR_LINK_UP && g->alt.peer_qpn == peer_qpn &&
+			  !memcmp(g->alt.peer_gid, peer_gid, SMCR_IB_GID_LEN)
+		  ? 1
+		  : 0;
+	smcr_dbg("verbs: link group %u: connection %08x on link %u (peer QP %u)", g->id, c->token,
+		 c->link, peer_qpn);
+	pthread_mutex_unlock(&g->mu);
+}
+
+void smcr_lgr_conn_info(struct smcr_lgr *g, const struct smcr_lgr_conn *c,
+			const struct smcr_lgr_buf *rmb, struct smcr_ib_qp_info *own,
+			uint32_t *rkey, uint64_t *addr)
+{
+	pthread_mutex_lock(&g->mu);
+	if (c->link == 1 && g->alt.link && rmb->mr_alt) {
+		smcr_wr_link_info(g->alt.link, own);
+		*rkey = rmb->mr_alt->rkey;
+		*addr = rmb->iova_alt;
+	} else {
+		smcr_wr_link_info(g->link, own);
+		*rkey = rmb->mr->rkey;
+		*addr = rmb->iova;
+	}
+	pthread_mutex_unlock(&g->mu);
+}
+
+uint32_t smcr_lgr_conn_qpn(struct smcr_lgr *g, const struct smcr_lgr_conn *c, char *dev,
+			   size_t len)
+{
+	struct smcr_ib_qp_info own;
+	bool alt;
+
+	pthread_mutex_lock(&g->mu);
+	alt = c->link == 1 && g->alt.link;
+	smcr_wr_link_info(alt ? g->alt.link : g->link, &own);
+	snprintf(dev, len, "%.15s", alt ? g->alt.port->name : g->port->name);
+	pthread_mutex_unlock(&g->mu);
+	return own.qpn;
+}
+
+unsigned smcr_lgr_links(struct smcr_lgr *g)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&g->mu);
+	n = (g->state == SMCR_LGR_ACTIVE) + (g->alt.state == SMCR_LGR_LINK_UP);
+	pthread_mutex_unlock(&g->mu);
+	return n;
+}
+
+int smcr_lgr_alt_open(struct smcr_lgr *g, const struct smcr_ib_qp_info *peer, uint8_t link_num)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int rc;
+
+	if (g->alt.port)
+		return -EBUSY;
+	rc = smcr_ib_port_open_alt(g->port, peer->gid, &g->alt.port);
+	if (rc) {
+		g->alt.port = NULL;
+		return rc;
+	}
+	rc = smcr_wr_link_create(g->alt.port, &g->alt.link);
+	if (rc)
+		goto fail;
+	smcr_wr_set_rx_handler(g->alt.link, on_message1, g);
+	rc = smcr_wr_link_connect(g->alt.link, peer);
+	if (rc)
+		goto fail;
+	for (struct smcr_lgr_buf *b = g->all_bufs; b; b = b->all_next) {
+		rc = alt_reg_locked(g, b);
+		if (rc)
+			goto fail;
+	}
+	ev.data.fd = smcr_wr_fd(g->alt.link);
+	if (smcr_real.epoll_ctl(g->epfd, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	rc = smcr_wr_arm(g->alt.link, false);
+	if (rc)
+		goto fail;
+	g->alt.peer_qpn = peer->qpn;
+	memcpy(g->alt.peer_gid, peer->gid, SMCR_IB_GID_LEN);
+	g->alt.link_num = link_num;
+	g->alt.state = SMCR_LGR_LINK_PENDING;
+	return 0;
+fail:
+	smcr_lgr_alt_close(g);
+	return rc;
+}
+
+void smcr_lgr_alt_close(struct smcr_lgr *g)
+{
+	if (!g->alt.port)
+		return;
+	if (g->alt.link && g->epfd >= 0)
+		(void)smcr_real.epoll_ctl(g->epfd, EPOLL_CTL_DEL, smcr_wr_fd(g->alt.link), NULL);
+	smcr_wr_link_destroy(g->alt.link); /* QP to error first: no more writes into our RMBs */
+	for (struct smcr_lgr_buf *b = g->all_bufs; b; b = b->all_next) {
+		if (b->mr_alt)
+			ibv_dereg_mr(b->mr_alt);
+		b->mr_alt = NULL;
+		b->iova_alt = 0;
+	}
+	smcr_ib_port_close(g->alt.port);
+	memset(&g->alt, 0, sizeof(g->alt));
 }
 
 uint32_t smcr_lgr_qpn(const struct smcr_lgr *g)

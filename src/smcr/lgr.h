@@ -4,8 +4,9 @@
  *
  * A link group is what one process shares with one peer process: a device
  * context and protection domain, one CQ pair on one completion channel, one
- * RC QP (a single link; max_links 1), the LLC state of that link and a pool
- * of registered buffers.  The first connection between the two processes
+ * RC QP (its first link), the LLC state of that link and a pool of
+ * registered buffers.  As a client it may get a second link (see "Second
+ * link" below).  The first connection between the two processes
  * creates it (CLC first contact, then LLC CONFIRM LINK); later ones reuse it:
  * no second QP, no second registration of a buffer already in the pool.
  *
@@ -40,12 +41,28 @@
  * device context are freed.  A failed group (QP error, device event, the
  * peer's DELETE LINK, a protocol violation) resets every connection on it
  * and is never matched again.  See lgr.c for the one helper thread.
+ *
+ * Second link (client role, SMC-Rv2, lgr_llc.c): a Linux server sends ADD
+ * LINK after the first CONFIRM LINK.  If routing reaches its new GID from
+ * an address on another RDMA device of ours (smcr_ib_port_open_alt) we open it, create a QP towards the
+ * server's new one, register every RMB (remote write only) and send buffer
+ * of the group on its PD, answer with our rkeys for it, and answer the
+ * CONFIRM LINK that follows on the new QP; otherwise we reject as before.
+ * Completions of both links are taken together (the group's channel fd is
+ * an epoll fd holding both completion channels) and LLC requests are
+ * answered on the link they came on.  A connection uses the link the peer
+ * named in CLC (a reused group's Accept may name the second link's QP), with
+ * the rkeys that CLC exchange carried, so both ends always write with an
+ * rkey valid on that link.  No failover: a failed link (or the peer's
+ * DELETE LINK for the second one while a connection uses it) ends the group
+ * as before; a second link nobody uses is just dropped.
  */
 #ifndef SMCR_LGR_H
 #define SMCR_LGR_H
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "smcr/clc.h"
@@ -87,6 +104,7 @@ struct smcr_lgr_key {
 /* A registered buffer of the group's pool: an RMB or a send buffer. */
 struct smcr_lgr_buf {
 	struct smcr_lgr_buf *next;
+	struct smcr_lgr_buf *all_next; /* every buffer of the group, whatever its state */
 	uint8_t *mem;
 	uint32_t size;
 	bool rmb;          /* LOCAL_WRITE|REMOTE_WRITE; else a local-only WRITE source */
@@ -94,12 +112,15 @@ struct smcr_lgr_buf {
 	struct ibv_mr *mr;
 	uint64_t iova;     /* RMB: how the peer addresses it */
 	uint32_t retire_token; /* retiring: the token its connection had */
+	struct ibv_mr *mr_alt; /* the same memory on the second link's PD, or NULL */
+	uint64_t iova_alt;     /* RMB: how the peer addresses it over the second link */
 };
 
 /* One connection's endpoint on a group (inside verbs.c's xconn). */
 struct smcr_lgr_conn {
 	struct smcr_lgr_conn *next;
 	uint32_t token;    /* our alert token, unique in the group */
+	uint8_t link;      /* 0: the first link, 1: the second (the peer named its QP in CLC) */
 	int efd;           /* doorbell: readable iff ready, messages queued or group dead */
 	bool efd_set;
 	bool ready;        /* what the engine last settled */
@@ -109,6 +130,22 @@ struct smcr_lgr_conn {
 	uint64_t last_wr;  /* our last send-queue work request (smcr_wr_last_posted) */
 	uint64_t hup_probe; /* TCP hung up: the TEST LINK sent after it (0 = none) */
 	uint8_t q[SMCR_LGR_CONN_QLEN][SMCR_WR_MSG_LEN];
+};
+
+enum smcr_lgr_link_state {
+	SMCR_LGR_LINK_NONE = 0,
+	SMCR_LGR_LINK_PENDING, /* ADD LINK answered, CONFIRM LINK not yet */
+	SMCR_LGR_LINK_UP,
+};
+
+/* The second link: its own device context and PD, QP, CQs and channel. */
+struct smcr_lgr_alt {
+	enum smcr_lgr_link_state state;
+	struct smcr_ib_port *port;
+	struct smcr_wr_link *link;
+	uint32_t peer_qpn;
+	uint8_t peer_gid[SMCR_IB_GID_LEN]; /* the server's new GID (a reused group's Accept names it) */
+	uint8_t link_num;  /* the server's link id */
 };
 
 enum smcr_lgr_state {
@@ -134,12 +171,17 @@ struct smcr_lgr {
 	bool confirm_seen;         /* CONFIRM LINK received (maybe not yet handled) */
 	struct smcr_lgr_conn *conns;
 	unsigned nconns;
+	struct smcr_lgr_alt alt;   /* second link, if any */
+	int epfd;                  /* the links' completion channels (smcr_lgr_channel_fd) */
+	uint8_t link_num;          /* first link's id (the server's CONFIRM LINK) */
+	struct smcr_lgr_buf *all_bufs;
 	struct smcr_lgr_buf *free_bufs;
 	struct smcr_lgr_buf *retiring; /* RMBs whose peer has not said "closed" yet */
 	unsigned nbufs;            /* registered, in use or free */
 	/* LLC */
 	uint8_t llc_q[SMCR_LGR_LLC_QLEN][SMCR_LGR_LLC_MSG_MAX];
 	uint32_t llc_len[SMCR_LGR_LLC_QLEN]; /* as received (may exceed what is kept) */
+	uint8_t llc_link[SMCR_LGR_LLC_QLEN]; /* the link it came on */
 	uint32_t llc_qhead, llc_qcount;
 	int64_t last_rx_ms;        /* any message received (keepalive) */
 	int64_t last_drain_ms;     /* completions last taken (by anyone) */
@@ -155,8 +197,9 @@ struct smcr_lgr {
 void smcr_lgr_peer_id(const uint8_t mac[SMCR_IB_MAC_LEN], uint8_t out[SMCR_CLC_PEER_ID_LEN]);
 
 /*
- * An ACTIVE group for `key` (and, if peer_qpn != 0, whose link reaches that
- * peer QP) with room for one more connection, referenced; NULL if none.
+ * An ACTIVE group for `key` (and, if peer_qpn != 0, one of whose links
+ * reaches that peer QP) with room for one more connection, referenced; NULL
+ * if none.
  */
 struct smcr_lgr *smcr_lgr_find(const struct smcr_lgr_key *key, uint32_t peer_qpn);
 /* A live group on `local_gid` knows its device: its MAC, and true (no device scan needed). */
@@ -182,6 +225,21 @@ int smcr_lgr_await_active(struct smcr_lgr *lgr, int timeout_ms);
 
 /* Join / leave: a unique alert token and a doorbell.  0 or -errno. */
 int smcr_lgr_conn_add(struct smcr_lgr *lgr, struct smcr_lgr_conn *c);
+/* Reuse as a client: c uses the link that reaches the peer QP and GID the Accept named. */
+void smcr_lgr_conn_bind(struct smcr_lgr *lgr, struct smcr_lgr_conn *c, uint32_t peer_qpn,
+			const uint8_t peer_gid[SMCR_IB_GID_LEN]);
+/*
+ * What CLC tells the peer for c: its link's QP, GID, MAC, PSN, MTU, and
+ * rmb's rkey and address on that link.
+ */
+void smcr_lgr_conn_info(struct smcr_lgr *lgr, const struct smcr_lgr_conn *c,
+			const struct smcr_lgr_buf *rmb, struct smcr_ib_qp_info *own,
+			uint32_t *rkey, uint64_t *addr);
+/* Stats: the QP number and device name (into dev[len]) of c's link. */
+uint32_t smcr_lgr_conn_qpn(struct smcr_lgr *lgr, const struct smcr_lgr_conn *c, char *dev,
+			   size_t len);
+/* Tests and stats: links up (1 or 2; 0 before the first is confirmed). */
+unsigned smcr_lgr_links(struct smcr_lgr *lgr);
 void smcr_lgr_conn_del(struct smcr_lgr *lgr, struct smcr_lgr_conn *c);
 
 /* Pool: a zeroed registered buffer of exactly `size` bytes, or NULL. */
@@ -268,8 +326,16 @@ unsigned smcr_lgr_count(void);
 /* lgr_llc.c, group mutex held. */
 /* A received LLC message, queued by the rx handler: handle it (may send). */
 /* `raw` holds min(len, SMCR_LGR_LLC_MSG_MAX) bytes of a `len`-byte message. */
-void smcr_lgr_llc_handle(struct smcr_lgr *lgr, const uint8_t *raw, uint32_t len);
+void smcr_lgr_llc_handle(struct smcr_lgr *lgr, unsigned link, const uint8_t *raw, uint32_t len);
 int smcr_lgr_llc_send_confirm_link(struct smcr_lgr *lgr, bool response, int timeout_ms);
+/* lgr.c, group mutex held: the second link, for lgr_llc.c's ADD LINK. */
+/* Open it towards the peer's QP `peer` on another device; register every buffer on it. */
+int smcr_lgr_alt_open(struct smcr_lgr *lgr, const struct smcr_ib_qp_info *peer,
+		      uint8_t link_num);
+/* Drop it (QP to error, MRs deregistered, device closed). */
+void smcr_lgr_alt_close(struct smcr_lgr *lgr);
+/* The wr link a connection's traffic (or link index `i`'s LLC) goes on. */
+struct smcr_wr_link *smcr_lgr_wr(struct smcr_lgr *lgr, unsigned i);
 int smcr_lgr_llc_send_test_link(struct smcr_lgr *lgr);
 void smcr_lgr_llc_send_delete_link(struct smcr_lgr *lgr, uint32_t reason, bool orderly);
 /* CONFIRM RKEY (confirm) or DELETE RKEY of one RMB, v2, no response awaited. */

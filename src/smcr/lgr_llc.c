@@ -13,8 +13,21 @@
  *                 like the kernel, we then send our own "delete all" (no
  *                 response).  We send one (all, orderly) when an idle group
  *                 is torn down and when the process exits.
- *   ADD LINK      we run one link (max_links 1): a request is rejected at
- *                 once (flags 0xC0), as a Linux client with no alternate path.
+ *   ADD LINK      client role, SMC-Rv2, max_links 2: if the route to the
+ *                 server's new GID leaves from another RDMA device of ours
+ *                 (smcr_ib_port_open_alt), answered as
+ *                 the kernel's smc_llc_cli_add_link(): a QP on that device
+ *                 towards the server's new one, every buffer registered on
+ *                 its PD, a response with our MAC/GID/QPN/PSN of the new
+ *                 link and the v2 rkey list {rkey on link 1, rkey and address
+ *                 on link 2} of every RMB (no ADD LINK CONT in v2), then the
+ *                 server's CONFIRM LINK on the new QP is answered there.
+ *                 Otherwise (no device, a second one already, server role,
+ *                 a message too long to keep) rejected at once (flags 0xC0),
+ *                 as a Linux client with no alternate path.
+ *   DELETE LINK   of the second link only (no "all" flag): answered, and the
+ *                 link is dropped, unless a connection uses it (no failover:
+ *                 the group ends then).
  *   CONFIRM RKEY, DELETE RKEY
  *                 answered positively (a Linux peer sends them around every
  *                 reused RMB and waits 2 s for the answer: lgr.c takes LLC
@@ -27,13 +40,15 @@
  * Everything is sent in the v2 form (the group was set up by CLC v2).
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
 #include "smcr/lgr.h"
 #include "smcr/llc.h"
 
-static int send_llc(struct smcr_lgr *g, const struct smcr_llc_msg *m, int timeout_ms)
+static int send_llc_on(struct smcr_lgr *g, unsigned link, const struct smcr_llc_msg *m,
+		       int timeout_ms)
 {
 	uint8_t buf[SMCR_LLC_MSG_LEN];
 	enum smcr_llc_err err;
@@ -41,27 +56,38 @@ static int send_llc(struct smcr_lgr *g, const struct smcr_llc_msg *m, int timeou
 	memset(buf, 0, sizeof(buf));
 	if (smcr_llc_encode(m, buf, sizeof(buf), &err) != SMCR_LLC_MSG_LEN)
 		return -EINVAL;
-	return smcr_wr_send_msg(g->link, buf, timeout_ms);
+	return smcr_wr_send_msg(smcr_lgr_wr(g, link), buf, timeout_ms);
 }
 
-int smcr_lgr_llc_send_confirm_link(struct smcr_lgr *g, bool response, int timeout_ms)
+static int send_llc(struct smcr_lgr *g, const struct smcr_llc_msg *m, int timeout_ms)
+{
+	return send_llc_on(g, 0, m, timeout_ms);
+}
+
+/* CONFIRM LINK on link `link` (its own QP, GID, MAC, id). */
+static int send_confirm_link_on(struct smcr_lgr *g, unsigned link, bool response, int timeout_ms)
 {
 	struct smcr_llc_msg m;
 	struct smcr_ib_qp_info own;
 
 	memset(&m, 0, sizeof(m));
-	smcr_wr_link_info(g->link, &own);
+	smcr_wr_link_info(smcr_lgr_wr(g, link), &own);
 	m.hdr.type = SMCR_LLC_CONFIRM_LINK;
 	m.hdr.version = 2;
 	m.hdr.flags = SMCR_LLC_FLAG_NO_RMBE_EYEC | (response ? SMCR_LLC_FLAG_RESP : 0);
 	memcpy(m.confirm_link.mac, own.mac, SMCR_LLC_MAC_LEN);
 	memcpy(m.confirm_link.gid, own.gid, SMCR_LLC_GID_LEN);
 	m.confirm_link.qpn = own.qpn;
-	m.confirm_link.link_num = 1;
-	m.confirm_link.link_uid = g->id;
+	m.confirm_link.link_num = link == 1 ? g->alt.link_num : g->link_num;
+	m.confirm_link.link_uid = link == 1 ? g->id + m.confirm_link.link_num : g->id;
 	m.confirm_link.max_links = g->max_links;
 	m.confirm_link.max_conns = g->max_conns;
-	return send_llc(g, &m, timeout_ms);
+	return send_llc_on(g, link, &m, timeout_ms);
+}
+
+int smcr_lgr_llc_send_confirm_link(struct smcr_lgr *g, bool response, int timeout_ms)
+{
+	return send_confirm_link_on(g, 0, response, timeout_ms);
 }
 
 int smcr_lgr_llc_send_test_link(struct smcr_lgr *g)
@@ -98,8 +124,18 @@ int smcr_lgr_llc_send_rkey(struct smcr_lgr *g, bool confirm, uint32_t rkey, uint
 	m.hdr.version = 2;
 	if (confirm) {
 		m.hdr.type = SMCR_LLC_CONFIRM_RKEY;
-		m.confirm_rkey.rkey = rkey;   /* on this (the only) link; no further rtokens */
+		m.confirm_rkey.rkey = rkey;   /* on the link carrying the message (the first) */
 		m.confirm_rkey.vaddr = vaddr;
+		/* the same RMB over the second link: the peer may write there for a connection on it */
+		for (const struct smcr_lgr_buf *b = g->all_bufs; b; b = b->all_next) {
+			if (g->alt.state == SMCR_LGR_LINK_UP && b->mr->rkey == rkey && b->mr_alt) {
+				m.confirm_rkey.num_rkeys = 1;
+				m.confirm_rkey.rt[0].link_id = g->alt.link_num;
+				m.confirm_rkey.rt[0].rkey = b->mr_alt->rkey;
+				m.confirm_rkey.rt[0].vaddr = b->iova_alt;
+				break;
+			}
+		}
 	} else {
 		m.hdr.type = SMCR_LLC_DELETE_RKEY;
 		m.delete_rkey.num_rkeys = 1;
@@ -108,17 +144,104 @@ int smcr_lgr_llc_send_rkey(struct smcr_lgr *g, bool confirm, uint32_t rkey, uint
 	return send_llc(g, &m, SMCR_LGR_LLC_WAIT_MS);
 }
 
-/* Answer a request as Linux does (llc.c: smcr_llc_answer). */
-static void answer(struct smcr_lgr *g, const uint8_t *raw, uint32_t len, uint8_t extra)
+/* Answer a request as Linux does (llc.c: smcr_llc_answer), on the link it came on. */
+static void answer(struct smcr_lgr *g, unsigned link, const uint8_t *raw, uint32_t len,
+		   uint8_t extra)
 {
 	uint8_t out[SMCR_LLC_MSG_LEN];
 
 	smcr_llc_answer(raw, len, extra, out);
-	if (smcr_wr_send_msg(g->link, out, SMCR_LGR_LLC_WAIT_MS))
+	if (smcr_wr_send_msg(smcr_lgr_wr(g, link), out, SMCR_LGR_LLC_WAIT_MS))
 		smcr_lgr_fail_locked(g, "cannot answer an LLC request");
 }
 
-void smcr_lgr_llc_handle(struct smcr_lgr *g, const uint8_t *raw, uint32_t len)
+/*
+ * The server's ADD LINK (client role): the second link, answered with its
+ * parameters and our rkeys on it.  0, or -errno: reject.
+ */
+static int add_link(struct smcr_lgr *g, const struct smcr_llc_msg *req)
+{
+	const struct smcr_llc_add_link *r = &req->add_link;
+	struct smcr_llc_msg *m;
+	struct smcr_ib_qp_info peer, own;
+	uint8_t *buf;
+	enum smcr_llc_err err;
+	size_t len;
+	int rc;
+
+	if (g->key.role != SMCR_LGR_CLIENT || req->hdr.version != 2 || !r->has_v2_ext ||
+	    g->max_links < 2 || g->state != SMCR_LGR_ACTIVE || g->alt.state != SMCR_LGR_LINK_NONE ||
+	    r->qp_mtu < 1 || r->qp_mtu > 5)
+		return -EINVAL;
+	memset(&peer, 0, sizeof(peer));
+	memcpy(peer.gid, r->gid, SMCR_IB_GID_LEN);
+	memcpy(peer.mac, r->mac, SMCR_IB_MAC_LEN);
+	peer.qpn = r->qpn;
+	peer.psn = r->psn;
+	peer.mtu = r->qp_mtu;
+	rc = smcr_lgr_alt_open(g, &peer, r->link_num);
+	if (rc) {
+		smcr_info("verbs: link group %u: no second link (%s)", g->id,
+			  rc == -ENODEV ? "its GID is reached through our first device" : strerror(-rc));
+		return rc;
+	}
+	m = calloc(1, sizeof(*m));
+	buf = calloc(1, SMCR_LLC_V2_MAX_LEN);
+	if (!m || !buf) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	smcr_wr_link_info(g->alt.link, &own);
+	m->hdr.type = SMCR_LLC_ADD_LINK;
+	m->hdr.version = 2;
+	m->hdr.flags = SMCR_LLC_FLAG_RESP;
+	m->hdr.length_be = req->hdr.length_be;
+	memcpy(m->add_link.mac, own.mac, SMCR_LLC_MAC_LEN);
+	memcpy(m->add_link.gid, own.gid, SMCR_LLC_GID_LEN);
+	m->add_link.qpn = own.qpn;
+	m->add_link.link_num = r->link_num;
+	m->add_link.qp_mtu = own.mtu < r->qp_mtu ? own.mtu : r->qp_mtu;
+	m->add_link.psn = own.psn;
+	m->add_link.has_v2_ext = true;
+	m->add_link.v2_direct = r->v2_direct;
+	memcpy(m->add_link.target_gid, own.gid, SMCR_LLC_GID_LEN); /* as Linux: our new GID */
+	for (const struct smcr_lgr_buf *b = g->all_bufs; b; b = b->all_next) {
+		if (!b->rmb || m->add_link.num_rkeys == SMCR_LLC_MAX_ADD_LINK_RKEYS)
+			continue;
+		m->add_link.rkeys[m->add_link.num_rkeys].rkey = b->mr->rkey;
+		m->add_link.rkeys[m->add_link.num_rkeys].rkey_new = b->mr_alt->rkey;
+		m->add_link.rkeys[m->add_link.num_rkeys].vaddr_new = b->iova_alt;
+		m->add_link.num_rkeys++;
+	}
+	len = smcr_llc_encode(m, buf, SMCR_LLC_V2_MAX_LEN, &err);
+	if (!len) {
+		rc = -EINVAL;
+		goto out;
+	}
+	rc = smcr_wr_send_long(g->link, buf, (uint32_t)len, SMCR_LGR_LLC_WAIT_MS);
+	if (rc)
+		smcr_lgr_fail_locked(g, "cannot answer ADD LINK");
+	else
+		smcr_info("verbs: link group %u: second link %u on %s (QP %u), %u rkeys", g->id,
+			  r->link_num, g->alt.port->name, own.qpn, m->add_link.num_rkeys);
+out:
+	free(m);
+	free(buf);
+	if (rc)
+		smcr_lgr_alt_close(g);
+	return g->state == SMCR_LGR_DEAD ? 0 : rc; /* failed sending: no reject either */
+}
+
+/* Does a connection use the second link? */
+static bool alt_in_use(const struct smcr_lgr *g)
+{
+	for (const struct smcr_lgr_conn *c = g->conns; c; c = c->next)
+		if (c->link == 1)
+			return true;
+	return false;
+}
+
+void smcr_lgr_llc_handle(struct smcr_lgr *g, unsigned link, const uint8_t *raw, uint32_t len)
 {
 	uint32_t kept = len < SMCR_LGR_LLC_MSG_MAX ? len : SMCR_LGR_LLC_MSG_MAX;
 	bool server = g->key.role == SMCR_LGR_SERVER;
@@ -130,17 +253,33 @@ void smcr_lgr_llc_handle(struct smcr_lgr *g, const uint8_t *raw, uint32_t len)
 		/* an ADD LINK too long to keep: its header is all the reject needs */
 		if (kept < len && raw[0] == (0x20 | SMCR_LLC_ADD_LINK) &&
 		    !(raw[3] & SMCR_LLC_FLAG_RESP))
-			answer(g, raw, len, SMCR_LLC_FLAG_ADD_LINK_REJ);
+			answer(g, link, raw, len, SMCR_LLC_FLAG_ADD_LINK_REJ);
 		return; /* unknown types are dropped, as Linux does */
 	}
 	resp = m.hdr.flags & SMCR_LLC_FLAG_RESP;
 	switch (m.hdr.type) {
 	case SMCR_LLC_CONFIRM_LINK:
+		if (link == 1) {
+			/* the second link: the server confirms it on its new QP, once */
+			if (resp || server || g->alt.state != SMCR_LGR_LINK_PENDING) {
+				smcr_lgr_fail_locked(g, "unexpected CONFIRM LINK on the second link");
+				return;
+			}
+			if (send_confirm_link_on(g, 1, true, SMCR_LGR_LLC_WAIT_MS)) {
+				smcr_lgr_fail_locked(g, "cannot answer CONFIRM LINK on the second link");
+				return;
+			}
+			g->alt.state = SMCR_LGR_LINK_UP;
+			smcr_info("verbs: link group %u: second link %u up", g->id, g->alt.link_num);
+			return;
+		}
 		/* the server asks, the client answers, once */
 		if (resp != server || g->state != SMCR_LGR_PENDING) {
 			smcr_lgr_fail_locked(g, "unexpected CONFIRM LINK");
 			return;
 		}
+		if (!resp) /* the server's link id, adopted */
+			g->link_num = m.confirm_link.link_num;
 		if (!resp && smcr_lgr_llc_send_confirm_link(g, true, SMCR_LGR_LLC_WAIT_MS)) {
 			smcr_lgr_fail_locked(g, "cannot answer CONFIRM LINK");
 			return;
@@ -149,13 +288,21 @@ void smcr_lgr_llc_handle(struct smcr_lgr *g, const uint8_t *raw, uint32_t len)
 		return;
 	case SMCR_LLC_TEST_LINK:
 		if (!resp)
-			answer(g, raw, len, 0);
+			answer(g, link, raw, len, 0);
 		else if (g->probes_answered < g->probes_sent)
 			smcr_lgr_probe_answered_locked(g);
 		return;
 	case SMCR_LLC_DELETE_LINK:
 		if (resp)
 			return;
+		if (!(m.hdr.flags & SMCR_LLC_FLAG_DEL_LINK_ALL) && g->alt.state != SMCR_LGR_LINK_NONE &&
+		    m.delete_link.link_num == g->alt.link_num && !alt_in_use(g)) {
+			/* the second link only, unused: answered on the first, dropped */
+			answer(g, 0, raw, len, 0);
+			smcr_info("verbs: link group %u: the peer deleted the second link", g->id);
+			smcr_lgr_alt_close(g);
+			return;
+		}
 		g->peer_deleted = true;
 		smcr_lgr_llc_send_delete_link(g, m.delete_link.reason, false);
 		smcr_lgr_end_locked(g, "the peer deleted the link (DELETE LINK)",
@@ -164,13 +311,14 @@ void smcr_lgr_llc_handle(struct smcr_lgr *g, const uint8_t *raw, uint32_t len)
 	case SMCR_LLC_ADD_LINK:
 		if (resp)
 			return;
-		/* we run one link: no alternate path (a v2 receiver keys on 0x40) */
-		answer(g, raw, len, SMCR_LLC_FLAG_ADD_LINK_REJ);
+		/* no alternate path: rejected (a v2 receiver keys on 0x40) */
+		if (add_link(g, &m))
+			answer(g, link, raw, len, SMCR_LLC_FLAG_ADD_LINK_REJ);
 		return;
 	case SMCR_LLC_CONFIRM_RKEY:
 	case SMCR_LLC_DELETE_RKEY: /* every rkey known */
 		if (!resp)
-			answer(g, raw, len, 0);
+			answer(g, link, raw, len, 0);
 		return;
 	default:
 		return;

@@ -334,8 +334,11 @@ static void fill_accept(struct smcr_xconn *xc, struct smcr_clc_msg *m, uint8_t t
 {
 	struct smcr_clc_accept *a = &m->accept;
 	struct smcr_ib_qp_info own;
+	uint32_t rkey;
+	uint64_t addr;
 
-	smcr_wr_link_info(xc->lgr->link, &own);
+	/* the link the connection uses: a reused group's Accept may name the second */
+	smcr_lgr_conn_info(xc->lgr, &xc->lc, xc->rmb, &own, &rkey, &addr);
 	m->hdr.type = type;
 	m->hdr.version = SMCR_CLC_V2;
 	m->hdr.typev1 = SMCR_CLC_PATH_R;
@@ -346,11 +349,11 @@ static void fill_accept(struct smcr_xconn *xc, struct smcr_clc_msg *m, uint8_t t
 	a->qpn = own.qpn;
 	a->psn = own.psn;
 	a->qp_mtu = own.mtu;
-	a->rmb_rkey = xc->rmb->mr->rkey;
+	a->rmb_rkey = rkey;
 	a->rmbe_idx = 1;
 	a->rmbe_alert_token = xc->lc.token;
 	a->rmbe_size = smcr_clc_rmbe_compress(xc->rmb->size, VERBS_MAX_CLASS);
-	a->rmb_dma_addr = xc->rmb->iova; /* never our virtual address */
+	a->rmb_dma_addr = addr; /* never our virtual address */
 	memcpy(a->eid, xc->eid, SMCR_CLC_EID_LEN);
 	if (xc->first_contact) {
 		a->fce.v2_direct = true; /* the peer's GID is on our subnet (no gateway) */
@@ -525,6 +528,8 @@ static int verbs_client_attach(struct smcr_xconn *xc, const struct smcr_clc_msg 
 	}
 	if (!rc)
 		rc = join_group(xc);
+	if (!rc && !acc->hdr.flag)
+		smcr_lgr_conn_bind(xc->lgr, &xc->lc, a->qpn, a->gid);
 	if (!rc)
 		rc = peer_resources(xc, a);
 	if (rc)
@@ -979,8 +984,8 @@ static void verbs_info(const struct smcr_xconn *xc, struct smcr_xconn_info *out)
 	if (!xc->lgr)
 		return;
 	out->link_group = xc->lgr->id;
-	out->qp_num = smcr_lgr_qpn(xc->lgr);
-	snprintf(out->device, sizeof(out->device), "%.15s", xc->lgr->port->name);
+	/* the link it uses: the second one's QP and device if the peer put it there */
+	out->qp_num = smcr_lgr_conn_qpn(xc->lgr, &xc->lc, out->device, sizeof(out->device));
 }
 
 void smcr_verbs_prepare(void)

@@ -49,6 +49,8 @@ struct smcr_wr_link {
 	uint8_t *rx_long;    /* a long message reassembled for the handler */
 	struct ibv_mr *send_mr;
 	struct ibv_mr *recv_mr; /* slots and overflow: one region */
+	uint8_t *long_buf;      /* a message longer than 44 bytes (v2 ADD LINK), lazily */
+	struct ibv_mr *long_mr;
 	uint32_t psn;
 	uint64_t wr_posted;  /* send-queue WRs posted so far */
 	uint64_t wr_retired; /* ... of which known complete */
@@ -389,6 +391,52 @@ int smcr_wr_send_msg(struct smcr_wr_link *link, const uint8_t msg[SMCR_WR_MSG_LE
 	return 0;
 }
 
+int smcr_wr_send_long(struct smcr_wr_link *link, const uint8_t *msg, uint32_t len,
+		      int timeout_ms)
+{
+	struct ibv_sge sge;
+	struct ibv_send_wr wr, *bad;
+	int rc;
+
+	if (len < SMCR_WR_MSG_LEN || len > SMCR_WR_RX_MAX_LEN)
+		return -EINVAL;
+	if (!link->long_mr) {
+		link->long_buf = aligned_alloc(SLOT_PAGE, SMCR_WR_RX_MAX_LEN);
+		if (link->long_buf)
+			link->long_mr = smcr_ib_reg_source(link->port, link->long_buf,
+							   SMCR_WR_RX_MAX_LEN);
+		if (!link->long_mr) {
+			free(link->long_buf);
+			link->long_buf = NULL;
+			return -ENOMEM;
+		}
+	}
+	rc = wait_send_room(link, 1, true, timeout_ms);
+	if (rc)
+		return rc;
+	memcpy(link->long_buf, msg, len);
+	sge = (struct ibv_sge){ .addr = (uintptr_t)link->long_buf,
+				.length = len,
+				.lkey = link->long_mr->lkey };
+	wr = (struct ibv_send_wr){
+		.wr_id = link->wr_posted + 1,
+		.sg_list = &sge,
+		.num_sge = 1,
+		.opcode = IBV_WR_SEND,
+		.send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED,
+	};
+	rc = ibv_post_send(link->qp, &wr, &bad);
+	if (rc) {
+		link_fail(link, -ECONNRESET, "ibv_post_send (long message)", strerror(rc));
+		return -ECONNRESET;
+	}
+	link->wr_posted++;
+	link->msgs_posted++; /* its slot stays unused: the bytes are in long_buf */
+	link->stats.msgs_sent++;
+	/* one buffer: the next long message waits until the NIC is done with this one */
+	return smcr_wr_wait_done(link, link->wr_posted, timeout_ms);
+}
+
 static bool inside_mr(const struct ibv_mr *mr, const void *p, uint32_t len)
 {
 	uintptr_t start = (uintptr_t)mr->addr, at = (uintptr_t)p;
@@ -694,6 +742,9 @@ void smcr_wr_link_destroy(struct smcr_wr_link *link)
 		ibv_dereg_mr(link->send_mr);
 	if (link->recv_mr)
 		ibv_dereg_mr(link->recv_mr);
+	if (link->long_mr)
+		ibv_dereg_mr(link->long_mr);
+	free(link->long_buf);
 	free(link->send_slots);
 	free(link->recv_slots);
 	free(link->rx_long);

@@ -118,6 +118,14 @@ int smcr_wr_send_msg(struct smcr_wr_link *link, const uint8_t msg[SMCR_WR_MSG_LE
 		     int timeout_ms);
 
 /*
+ * Post one message of `len` bytes (44 <= len <= SMCR_WR_RX_MAX_LEN: a v2 ADD
+ * LINK with its rkey list) as one SEND from a buffer of its own, and wait (at
+ * most timeout_ms) until it completed.  0 or -errno.
+ */
+int smcr_wr_send_long(struct smcr_wr_link *link, const uint8_t *msg, uint32_t len,
+		      int timeout_ms);
+
+/*
  * Until every posted message has completed (the peer has it), at most
  * timeout_ms: call before destroying a link whose last message matters, as
  * destroy moves the QP to ERR and flushes what is still queued.  0 or -errno.

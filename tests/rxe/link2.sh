@@ -10,12 +10,22 @@
 #       two links, one on each of its devices: proof that this topology is what the
 #       kernel needs for a second link (an alternate device with the group's PNET id whose
 #       netdev has an address in the subnet of the group's own one, smc_ib_determine_gid_rcu()).
+#   (a) smcr client (socat, A) -> kernel server (B), MIB MiB (default 64) echoed with equal
+#       sha256 while the kernel server's group shows two links (rxe1, rxe3): smcr accepted
+#       its ADD LINK on rxe2 (our log says so) instead of rejecting it;
+#   (b) two connections of one smcr process (python, A) to one kernel server, the second
+#       made while the first is open: the kernel puts it on its group's second link, and
+#       smcr-stat shows both on one link group, the first on rxe0 and the second on rxe2;
+#       both echoes are intact (CDCs and WRITEs of the second ride the second link).
+# LINK2_CASES (default "k a b") runs only some cases; LINK2_LOGS keeps the logs there.
 # Prints one line per check and "N passed, N failed"; exit 0 only if all passed.
 set -u
 build=${1:?usage: link2.sh BUILD_DIR PATH/TO/smc_echo [MIB]}
 ksmc=${2:?usage: link2.sh BUILD_DIR PATH/TO/smc_echo [MIB]}
 mib=${3:-64}
 A=10.77.0.1 B=10.77.0.2
+smc_run=$build/scripts/smc_run
+stat_tool=$build/src/tools/smcr-stat
 
 [[ ${RXE_VM:-} == 1 && ${RXE_VM_NET:-} == pair2 ]] || {
     echo "link2.sh: run me inside 'scripts/rxe-vm -n pair2'" >&2
@@ -28,6 +38,10 @@ fi
 source "$(dirname -- "${BASH_SOURCE[0]}")/case_lib.sh"
 logs=${LINK2_LOGS:-$(mktemp -d)}; mkdir -p "$logs"
 bytes=$((mib << 20))
+export XDG_RUNTIME_DIR=$logs/run # smcr's stats files (the guest's /run is fresh)
+mkdir -p -m 0700 "$XDG_RUNTIME_DIR"
+export SMCR_UEID=RXE-VM          # the kernel's user EID (rxe-vm-smc ueid RXE-VM)
+retry=retry=3,interval=1
 # links_of ROLE: the devices of the kernel's links in its groups of ROLE, sorted, one
 # line per group ("rxe0 rxe2")
 links_of() {
@@ -37,7 +51,11 @@ links_of() {
         END { if (g != "") print g }' | while read -r l; do tr ' ' '\n' <<< "$l" | sort | xargs; done
 }
 
+cases=" ${LINK2_CASES:-k a b} "
+want_case() { [[ $cases == *" $1 "* ]]; }
+
 # ------------------------------------------------ (k) kernel <-> kernel, two links ----
+if want_case k; then
 timeout 300 "$ksmc" server "$B" 7901 "$bytes" > "$logs/k.srv" 2>&1 &
 spid=$!
 wait_listening 7901 || echo "    (kernel server not listening)"
@@ -53,6 +71,108 @@ srv=$(links_of server) cli=$(links_of client)
     pass "the kernel built two-link groups: server on $srv, client on $cli" ||
     { fail "the kernel's link groups: server '$srv', client '$cli' (want rxe1 rxe3 / rxe0 rxe2)"
       show "$logs/k.links" links 12; dmesg | grep 'smc:' | tail -n 6 | sed 's/^/    dmesg| /'; }
+fi
+
+SMC_DEBUG=1 "$smc_run" true 2> "$logs/attach.err" # attaches the option program
+
+# ---------------------------------- (a) smcr client -> kernel server, two links ----
+if want_case a; then
+head -c "$bytes" /dev/urandom > "$logs/data"
+want=$(sha "$logs/data")
+timeout 300 "$ksmc" server "$B" 7902 "$bytes" > "$logs/a.srv" 2>&1 &
+spid=$!
+wait_listening 7902 || echo "    (kernel server not listening)"
+t0=$SECONDS
+timeout 300 "$smc_run" -d socat -t 5 -T 60 - "TCP4:$B:7902,bind=$A,$retry" < "$logs/data" \
+    > "$logs/a.out" 2> "$logs/a.cli" &
+cpid=$!
+srv_links=
+for ((i = 0; i < 300; i++)); do # while the echo runs: the kernel server's group
+    srv_links=$(links_of server)
+    [[ $srv_links == "rxe1 rxe3" ]] && break
+    kill -0 "$cpid" 2>/dev/null || break
+    sleep 0.2
+done
+rxe-vm-smc links > "$logs/a.links" 2>&1
+rc=0; wait "$cpid" || rc=$?
+wait "$spid"
+secs=$((SECONDS - t0))
+if [[ $rc == 0 && $(sha "$logs/a.out") == "$want" ]]; then
+    pass "smcr client -> kernel server: $mib MiB echoed, sha256 equal (${secs}s)"
+else
+    fail "smcr client -> kernel server: exit $rc, echo sha256 differs or incomplete"
+    show "$logs/a.cli" cli 12
+fi
+[[ $srv_links == "rxe1 rxe3" ]] &&
+    pass "smcr client -> kernel server: the kernel server's group has two links ($srv_links)" ||
+    { fail "smcr client -> kernel server: the kernel server's group has links on '$srv_links'"
+      show "$logs/a.links" links 8; dmesg | grep 'smc:' | tail -n 4 | sed 's/^/    dmesg| /'; }
+grep -q 'second link [0-9]* up' "$logs/a.cli" &&
+    pass "smcr client: $(grep -m1 -o 'second link [0-9]* on .*' "$logs/a.cli")" ||
+    { fail "smcr client: no second link in its log"; grep -i 'link' "$logs/a.cli" | tail -n 4 | sed 's/^/    cli| /'; }
+fi
+
+# ------------------------- (b) a connection on the second link (kernel's choice) ----
+if want_case b; then
+cat > "$logs/two.py" <<'PY'
+import json, os, socket, subprocess, sys
+host, port, smcr_stat, size = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+data = os.urandom(size)
+def echo(c):
+    got, sent = b"", 0
+    while len(got) < size:
+        c.settimeout(0.01 if sent < size else 30)
+        try:
+            if sent < size:
+                sent += c.send(data[sent:sent + 65536])
+            b = c.recv(1 << 16)
+        except socket.timeout:
+            continue
+        if not b:
+            break
+        got += b
+    return got == data
+def record(c):
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    out = subprocess.run([smcr_stat, "json", "-p", str(os.getpid())], env=env,
+                         capture_output=True, text=True, timeout=30).stdout
+    mine = [r for r in json.loads(out)["connections"]
+            if r.get("local_port") == c.getsockname()[1] and r.get("state") == "live"]
+    return (mine[0]["mode"], mine[0]["link_group"], mine[0]["device"]) if len(mine) == 1 else None
+# the kernel server echoes one connection after the other, but makes each (CLC, its link)
+# as it comes: the second, made while the first is open, goes on its other link
+c1 = socket.create_connection((host, port), source_address=("10.77.0.1", 0))
+ok1 = echo(c1)
+c2 = socket.create_connection((host, port), source_address=("10.77.0.1", 0))
+r1, r2 = record(c1), record(c2)
+print(f"records: {r1} {r2}", flush=True)
+c1.close()
+ok2 = echo(c2)
+c2.close()
+print(f"connection 1: echo {'ok' if ok1 else 'BAD'} {r1}", flush=True)
+print(f"connection 2: echo {'ok' if ok2 else 'BAD'} {r2}", flush=True)
+if not (ok1 and ok2 and r1 and r2 and r1[0] == r2[0] == "smc-r" and r1[1] == r2[1]):
+    sys.exit("FAIL: not two intact SMC-R echoes on one link group")
+print(f"ok: link group {r1[1]}: connection 1 on {r1[2]}, connection 2 on {r2[2]}", flush=True)
+PY
+timeout 200 "$ksmc" server "$B" 7903 $((1 << 20)) 2 > "$logs/b.srv" 2>&1 &
+spid=$!
+wait_listening 7903 || echo "    (kernel server not listening)"
+if timeout 200 "$smc_run" -d python3 "$logs/two.py" "$B" 7903 "$stat_tool" $((1 << 20)) \
+    > "$logs/b.cli" 2> "$logs/b.err"; then
+    pass "smcr client -> kernel server, 2 open connections: $(tail -n1 "$logs/b.cli")"
+else
+    fail "smcr client -> kernel server, 2 open connections"; show "$logs/b.cli" cli; show "$logs/b.err" err 8
+    dmesg | grep 'smc' | tail -n 6 | sed 's/^/    dmesg| /'
+fi
+wait "$spid"
+grep -q "ok: .* connection 1 on rxe0, connection 2 on rxe2" "$logs/b.cli" &&
+    pass "smcr-stat: the second connection rides the second link (rxe2)" ||
+    fail "smcr-stat: the connections are not on rxe0 and rxe2"
+[[ $(grep -c 'mode=SMC-R' "$logs/b.srv") == 2 ]] &&
+    pass "the kernel server's smc_diag says SMC-R for both: $(grep -o 'ibdev=rxe[0-9]' "$logs/b.srv" | xargs)" ||
+    { fail "the kernel server's smc_diag"; show "$logs/b.srv" srv; }
+fi
 
 [[ -n ${LINK2_LOGS:-} ]] || rm -rf "$logs"
 echo "$passed passed, $failed failed (${SECONDS}s in the guest)"
