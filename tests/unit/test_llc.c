@@ -190,6 +190,70 @@ static void kernel_add_link(void **state)
 	(void)state;
 }
 
+/*
+ * Our positive answer to that ADD LINK, as lgr_llc.c builds it (the kernel's
+ * smc_llc_cli_add_link() v2 response): the new link's MAC/GID/QPN/PSN, the
+ * request's link number, min MTU, the v2 extension with our new GID as
+ * target and one rkey triple per RMB, little-endian length and count as x86
+ * Linux writes them, one SEND of 44 + 28 + 16 n bytes.
+ */
+static void add_link_v2_positive_response(void **state)
+{
+	static const uint8_t mac_n[6] = { 0x02, 0x00, 0x00, 0x00, 0x00, 0x03 };
+	static const uint8_t gid_n[16] = { [10] = 0xff, [11] = 0xff, 10, 77, 0, 3 };
+	uint8_t req[128], out[256];
+	size_t n = load_bin("llc-add-link-v2-req.bin", req, sizeof(req));
+	struct smcr_llc_msg *r = expect_ok(req, n), *m = &g_msg2;
+	enum smcr_llc_err err;
+	size_t len;
+
+	memset(m, 0, sizeof(*m));
+	m->hdr.type = SMCR_LLC_ADD_LINK;
+	m->hdr.version = 2;
+	m->hdr.flags = SMCR_LLC_FLAG_RESP;
+	m->hdr.length_be = r->hdr.length_be;
+	memcpy(m->add_link.mac, mac_n, 6);
+	memcpy(m->add_link.gid, gid_n, 16);
+	m->add_link.qpn = 0x11;
+	m->add_link.link_num = r->add_link.link_num;
+	m->add_link.qp_mtu = r->add_link.qp_mtu;
+	m->add_link.psn = 0xabcdef;
+	m->add_link.has_v2_ext = true;
+	m->add_link.v2_direct = r->add_link.v2_direct;
+	memcpy(m->add_link.target_gid, gid_n, 16);
+	m->add_link.num_rkeys = 2;
+	m->add_link.rkeys[0] = (struct smcr_llc_rkey_triple){ 0x101, 0x201, 0x123456789000ull };
+	m->add_link.rkeys[1] = (struct smcr_llc_rkey_triple){ 0x102, 0x202, 0x2000ull };
+	len = smcr_llc_encode(m, out, sizeof(out), &err);
+	assert_int_equal(len, 44 + 28 + 2 * 16);
+	assert_int_equal(out[0], 0x22);
+	assert_int_equal(out[1], 104); /* length, little-endian as the request's */
+	assert_int_equal(out[2], 0);
+	assert_int_equal(out[3], SMCR_LLC_FLAG_RESP); /* no 0x40: accepted */
+	assert_memory_equal(out + 4, mac_n, 6);
+	assert_memory_equal(out + 12, gid_n, 16);
+	assert_int_equal(out[28] << 16 | out[29] << 8 | out[30], 0x11);
+	assert_int_equal(out[31], 2);
+	assert_int_equal(out[32] & 0x0f, 3);
+	assert_int_equal(out[33] << 16 | out[34] << 8 | out[35], 0xabcdef);
+	assert_int_equal(out[44] & 0x80, 0x80);          /* v2_direct */
+	assert_memory_equal(out + 46, gid_n, 16);        /* target GID: our new one */
+	assert_int_equal(out[70] | out[71] << 8, 2);     /* rkey count, little-endian */
+	assert_int_equal(out[72 + 3], 0x01);             /* rkey on link 1, BE32 */
+	assert_int_equal(out[76 + 2] << 8 | out[76 + 3], 0x201); /* rkey on link 2 */
+	assert_int_equal(out[80 + 2] << 24 | out[80 + 3] << 16 | out[80 + 4] << 8 | out[80 + 5],
+			 0x12345678);                    /* its address, BE64 */
+	/* what the kernel decodes from it */
+	r = expect_ok(out, len);
+	assert_int_equal(r->hdr.flags, SMCR_LLC_FLAG_RESP);
+	assert_true(r->add_link.has_v2_ext);
+	assert_int_equal(r->add_link.num_rkeys, 2);
+	assert_int_equal(r->add_link.rkeys[1].rkey, 0x102);
+	assert_int_equal(r->add_link.rkeys[1].rkey_new, 0x202);
+	assert_int_equal(r->add_link.rkeys[1].vaddr_new, 0x2000ull);
+	(void)state;
+}
+
 static void kernel_rkeys_test_delete(void **state)
 {
 	uint8_t b[128];
@@ -574,6 +638,7 @@ int main(void)
 		cmocka_unit_test(kernel_rkeys_test_delete),
 		cmocka_unit_test(reference_v1),
 		cmocka_unit_test(kernel_answers),
+		cmocka_unit_test(add_link_v2_positive_response),
 		cmocka_unit_test(round_trip_all_types),
 		cmocka_unit_test(big_endian_v2_length_accepted),
 		cmocka_unit_test(rejects),
