@@ -1180,16 +1180,6 @@ uint32_t smcr_lgr_conn_qpn(struct smcr_lgr *g, const struct smcr_lgr_conn *c, ch
 	return own.qpn;
 }
 
-unsigned smcr_lgr_links(struct smcr_lgr *g)
-{
-	unsigned n;
-
-	pthread_mutex_lock(&g->mu);
-	n = (g->state == SMCR_LGR_ACTIVE) + (g->alt.state == SMCR_LGR_LINK_UP);
-	pthread_mutex_unlock(&g->mu);
-	return n;
-}
-
 int smcr_lgr_alt_open(struct smcr_lgr *g, const struct smcr_ib_qp_info *peer, uint8_t link_num)
 {
 	struct epoll_event ev = { .events = EPOLLIN };

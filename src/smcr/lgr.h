@@ -238,8 +238,6 @@ void smcr_lgr_conn_info(struct smcr_lgr *lgr, const struct smcr_lgr_conn *c,
 /* Stats: the QP number and device name (into dev[len]) of c's link. */
 uint32_t smcr_lgr_conn_qpn(struct smcr_lgr *lgr, const struct smcr_lgr_conn *c, char *dev,
 			   size_t len);
-/* Tests and stats: links up (1 or 2; 0 before the first is confirmed). */
-unsigned smcr_lgr_links(struct smcr_lgr *lgr);
 void smcr_lgr_conn_del(struct smcr_lgr *lgr, struct smcr_lgr_conn *c);
 
 /* Pool: a zeroed registered buffer of exactly `size` bytes, or NULL. */

@@ -13,8 +13,10 @@
  *                   instance + MAC), RoCE v2 GID and MAC, the user EIDs of
  *                   SMCR_UEID (the kernel's UEID table) and then our own
  *                   "SMCR-USERSPACE-VERBS"; max_conns 255, max_links 2 as a
- *                   Linux client (we reject a server's ADD LINK, as a Linux
- *                   client with no alternate path does); no resources yet
+ *                   Linux client (a server's ADD LINK is taken if we have a
+ *                   second device towards its new GID, else rejected as a
+ *                   Linux client with no alternate path does: lgr.h); no
+ *                   resources yet
  *                   (the server decides first contact, as in the kernel).
  * EIDs, as the kernel (smc_clc_match_eid): the server takes the first of
  * the client's EIDs that is in its table and names it in the Accept; the
@@ -29,8 +31,10 @@
  *                   QPN), otherwise a new one is made (flag set, QP in INIT);
  *                   RMB from the group's pool; a fresh alert token.
  *   client_attach   first contact: a new group, its QP to RTS; reuse: the
- *                   group must exist with the QPN the server named, else
- *                   Decline SYNCERR (the kernel's rule).  Confirm likewise.
+ *                   group must exist with a link to the QPN and GID the
+ *                   server named (its first or second link), else Decline
+ *                   SYNCERR (the kernel's rule); the connection then uses
+ *                   that link.  Confirm likewise.
  *   server_attach   peeks (does not consume) the Confirm; first contact: QP
  *                   to RTS, LLC CONFIRM LINK request (the client answers when
  *                   it first takes completions; the group turns ACTIVE when
@@ -102,7 +106,7 @@
 /* Our own EID, offered after SMCR_UEID's: two smcr ends always share it. */
 static const char verbs_ueid[SMCR_CLC_EID_LEN + 1] = "SMCR-USERSPACE-VERBS            ";
 #define VERBS_RELEASE 1          /* SMC-Rv2.1: max_conns/max_links negotiated */
-#define VERBS_CLIENT_MAX_LINKS 2 /* as a Linux client: invites ADD LINK, which we reject */
+#define VERBS_CLIENT_MAX_LINKS 2 /* as a Linux client: invites ADD LINK (lgr_llc.c) */
 #define VERBS_SERVER_MAX_LINKS 1 /* we never add a link: a client need not wait for one */
 
 struct smcr_xconn {
