@@ -962,6 +962,19 @@ static int client_take_proof(struct smcr_xconn *xc, int sock, int64_t deadline, 
 	return attach_peer(xc, fds, size);
 }
 
+/* Our ring, for the peer process we now know, and our proof with its fds on unix_fd. */
+static int client_give_proof(struct smcr_xconn *xc)
+{
+	int rc = own_region(xc);
+
+	if (rc)
+		return rc;
+	if (send_proof(xc->unix_fd, xc->own_secret, xc->own->ring_size, xc->own->fd,
+		       xc->own_efd) < 0)
+		return SMCR_CLC_DECL_INTERR;
+	return 0;
+}
+
 /* Classic order: knock on the server's rendezvous, prove ourselves, take its answer. */
 static int client_knock(struct smcr_xconn *xc, uint64_t name, uint32_t size)
 {
@@ -981,12 +994,9 @@ static int client_knock(struct smcr_xconn *xc, uint64_t name, uint32_t size)
 	if (smcr_real.getsockopt(xc->unix_fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0)
 		return SMCR_CLC_DECL_INTERR;
 	xc->peer_pid = cred.pid;
-	rc = own_region(xc);
+	rc = client_give_proof(xc);
 	if (rc)
 		return rc;
-	if (send_proof(xc->unix_fd, xc->own_secret, xc->own->ring_size, xc->own->fd,
-		       xc->own_efd) < 0)
-		return SMCR_CLC_DECL_INTERR;
 	/* The server answers only once it has committed to this connection. */
 	return client_take_proof(xc, xc->unix_fd, deadline, size);
 }
@@ -1025,13 +1035,7 @@ static int client_take_knock(struct smcr_xconn *xc, uint32_t size)
 	}
 	if (rc)
 		return rc;
-	rc = own_region(xc);
-	if (rc)
-		return rc;
-	if (send_proof(xc->unix_fd, xc->own_secret, xc->own->ring_size, xc->own->fd,
-		       xc->own_efd) < 0)
-		return SMCR_CLC_DECL_INTERR;
-	return 0;
+	return client_give_proof(xc);
 }
 
 static int shm_client_attach(struct smcr_xconn *xc, const struct smcr_clc_msg *acc,
