@@ -504,65 +504,73 @@ int smcr_wr_write_ring(struct smcr_wr_link *link, struct ibv_mr *src_mr, const v
 			   timeout_ms);
 }
 
-int smcr_wr_write_mirrored(struct smcr_wr_link *link, struct ibv_mr *src_mr,
-			   const struct smcr_wr_remote_rmb *rmb, uint32_t offset, uint32_t len,
-			   int timeout_ms)
-{
-	const uint8_t *base = src_mr->addr;
-	uint32_t first;
-
-	if (!ring_range_ok(rmb, offset, len) || src_mr->length < rmb->size)
-		return -EINVAL;
-	first = len < rmb->size - offset ? len : rmb->size - offset;
-	return post_writes(link, src_mr, base + offset, first, rmb->addr + offset, base,
-			   len - first, rmb->addr, rmb->rkey, timeout_ms);
-}
-
-int smcr_wr_write_mirrored_msg(struct smcr_wr_link *link, struct ibv_mr *src_mr,
-			       const struct smcr_wr_remote_rmb *rmb, uint32_t offset, uint32_t len,
-			       const uint8_t msg[SMCR_WR_MSG_LEN], int timeout_ms)
+/*
+ * The WRITE(s) of [offset, +len) of the peer's ring from the send buffer that
+ * mirrors it (two at the wrap), unsignaled, and, if `msg`, the message whose
+ * signaled SEND retires them, all in one ibv_post_send (one doorbell).
+ */
+static int post_mirrored(struct smcr_wr_link *link, struct ibv_mr *src_mr,
+			 const struct smcr_wr_remote_rmb *rmb, uint32_t offset, uint32_t len,
+			 const uint8_t *msg, int timeout_ms)
 {
 	const uint8_t *base = src_mr->addr;
 	struct ibv_sge sge[3];
 	struct ibv_send_wr wr[3], *bad;
-	uint32_t first, n;
+	uint32_t first, n, posts;
 	int rc;
 
 	if (!ring_range_ok(rmb, offset, len) || src_mr->length < rmb->size)
 		return -EINVAL;
 	first = len < rmb->size - offset ? len : rmb->size - offset;
 	n = len > first ? 2 : 1;
-	rc = wait_send_room(link, n + 1, true, timeout_ms);
+	posts = msg ? n + 1 : n;
+	rc = wait_send_room(link, posts, msg != NULL, timeout_ms);
 	if (rc)
 		return rc;
-	/* WRITEs unsignaled, then the SEND whose completion retires them: one doorbell */
 	for (uint32_t i = 0; i < n; i++) {
 		sge[i] = (struct ibv_sge){ .addr = (uintptr_t)(base + (i ? 0 : offset)),
 					   .length = i ? len - first : first,
 					   .lkey = src_mr->lkey };
 		wr[i] = (struct ibv_send_wr){
 			.wr_id = link->wr_posted + 1 + i,
-			.next = &wr[i + 1],
+			.next = i + 1 < posts ? &wr[i + 1] : NULL,
 			.sg_list = &sge[i],
 			.num_sge = 1,
 			.opcode = IBV_WR_RDMA_WRITE,
 			.wr.rdma = { .remote_addr = rmb->addr + (i ? 0 : offset), .rkey = rmb->rkey },
 		};
 	}
-	fill_msg(link, msg, link->wr_posted + n + 1, &sge[n], &wr[n]);
+	if (msg)
+		fill_msg(link, msg, link->wr_posted + n + 1, &sge[n], &wr[n]);
 	rc = ibv_post_send(link->qp, wr, &bad);
 	if (rc) {
-		link_fail(link, -ECONNRESET, "ibv_post_send (write and message)", strerror(rc));
+		link_fail(link, -ECONNRESET, "ibv_post_send (write)", strerror(rc));
 		return -ECONNRESET;
 	}
-	link->wr_posted += n + 1;
-	link->msgs_posted++;
-	link->stats.msgs_sent++;
+	link->wr_posted += posts;
+	if (msg) {
+		link->msgs_posted++;
+		link->stats.msgs_sent++;
+	}
 	link->stats.writes += n;
 	link->stats.bytes_written += len;
 	if (n == 2)
 		link->stats.wrapped++;
 	return 0;
+}
+
+int smcr_wr_write_mirrored(struct smcr_wr_link *link, struct ibv_mr *src_mr,
+			   const struct smcr_wr_remote_rmb *rmb, uint32_t offset, uint32_t len,
+			   int timeout_ms)
+{
+	return post_mirrored(link, src_mr, rmb, offset, len, NULL, timeout_ms);
+}
+
+int smcr_wr_write_mirrored_msg(struct smcr_wr_link *link, struct ibv_mr *src_mr,
+			       const struct smcr_wr_remote_rmb *rmb, uint32_t offset, uint32_t len,
+			       const uint8_t msg[SMCR_WR_MSG_LEN], int timeout_ms)
+{
+	return post_mirrored(link, src_mr, rmb, offset, len, msg, timeout_ms);
 }
 
 int smcr_wr_flush(struct smcr_wr_link *link, int timeout_ms)
