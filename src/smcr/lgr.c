@@ -9,13 +9,49 @@
  * to the peer, QP and memory freed), and an idle link must send TEST LINK
  * (the kernel's keepalive, which also makes the NIC notice a vanished peer
  * host) and answer the peer's.  So while at least one group exists, one
- * detached thread sleeps until the next of those deadlines (at most
- * SMCR_LGR_KEEPALIVE_MS / 2 apart, or SMCR_TESTLINK_TIME / 2), does that work and exits with the last
- * group.  A connected group nobody drained for SMCR_LGR_LLC_SERVICE_MS (250 ms)
- * is drained by it too: a Linux peer wants the answer to its TEST LINK or
- * CONFIRM RKEY within 2 s, whether or not an application thread looks.  Everything else happens in the application's own calls and
- * wake-ups.  It runs with every signal blocked and never touches a
- * connection, only groups.
+ * detached thread sleeps until the next of those deadlines, does that work
+ * and exits with the last group.  It runs with every signal blocked and
+ * never touches a connection, only groups.
+ *
+ * LLC requests (TEST LINK, CONFIRM/DELETE RKEY, DELETE LINK) want their
+ * answer within 2 s whether or not an application thread looks, and are
+ * answered when they arrive: the helper sleeps in poll() on the channel fd
+ * (g->epfd, every link's completion channel) of each group that no
+ * application thread drained for SMCR_LGR_LLC_WATCH_MS, beside its own
+ * eventfd (kicks) and the device's event and removal fds.  An idle process
+ * thus sleeps until a message, a device event or a deadline (keepalive,
+ * teardown): no periodic wake-up.  While application threads take a
+ * group's completions, the helper leaves its channel alone (no herd: they
+ * would all wake for every data completion) and only looks again when they
+ * have been quiet for SMCR_LGR_LLC_WATCH_MS; a request that comes while an
+ * application thread is busy elsewhere waits at most that long.
+ *
+ * The invariant that makes this safe, with application threads and the
+ * helper taking completions from the same channel (the lost wake-up of
+ * session 4 was a channel event nobody read; wr.c's due-event counting):
+ * while the helper sleeps on a watched group, for each link either its CQs
+ * are armed (the next completion raises an event and g->epfd turns
+ * readable) or an event sits in the channel already (g->epfd readable), and
+ * the group's LLC queue is empty.
+ *  - Whoever takes completions dispatches all of them: CDCs to their
+ *    connection's queue and doorbell (level-triggered eventfd: its owner
+ *    sees it whoever took the event), LLC messages to the group's queue.
+ *  - Only smcr_wr_arm() reads channel events, and it leaves the CQ armed
+ *    again; a thread that takes completions without arming leaves the event
+ *    the spent arm raised in the channel (or due, wr.c), so the first half
+ *    holds after any thread's call.  The helper arms and drains twice
+ *    before it sleeps (the second arm also covers an answer it just sent).
+ *  - drain_locked() empties the LLC queue.  The paths that take completions
+ *    and return without it (wr.c's waits for send-queue room or for a
+ *    flush) may leave a message queued: on_message() then kicks the helper
+ *    if it watches the group.
+ * An event one thread reads is therefore never lost to another: a waiter
+ * the channel woke finds its CDC behind its doorbell, and an LLC request is
+ * handled by the first thread to come (the helper or an application thread
+ * that drains).  Nobody takes a group mutex in the helper's poll(): it
+ * tries each group's mutex and counts a held one as in use (looked at again
+ * SMCR_LGR_LLC_WATCH_MS later), so it never waits on a sender blocked in
+ * wr.c with the mutex held while it holds the list mutex.
  *
  * Lock order: list mutex, then a group's mutex.  The reaper holds the list
  * mutex while it walks; everyone else takes a group mutex alone or after
@@ -56,7 +92,7 @@
 #define LGR_CLIENT_IDLE_EXTRA_MS 2000 /* see tick_locked() */
 
 static pthread_mutex_t list_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t reaper_cv; /* on CLOCK_MONOTONIC: init_cv() */
+static int reaper_kick_fd = -1; /* eventfd: wakes the helper's poll(); list mutex to create */
 static struct smcr_lgr *lgr_list;
 static unsigned lgr_num;
 static uint32_t next_id;
@@ -79,14 +115,14 @@ static void new_instance(void)
 	instance_set = true;
 }
 
-static void init_cv(void)
+/* Wake the helper (any thread; a write to an eventfd never blocks). */
+static void reaper_wake(void)
 {
-	pthread_condattr_t a;
+	uint64_t one = 1;
+	int fd = __atomic_load_n(&reaper_kick_fd, __ATOMIC_ACQUIRE);
 
-	pthread_condattr_init(&a);
-	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-	pthread_cond_init(&reaper_cv, &a);
-	pthread_condattr_destroy(&a);
+	if (fd >= 0)
+		(void)!smcr_real.write(fd, &one, sizeof(one));
 }
 
 static void atfork_prepare(void)
@@ -106,7 +142,9 @@ static void atfork_child(void)
 	lgr_num = 0;
 	reaper_running = false;
 	instance_set = false;
-	init_cv();
+	if (reaper_kick_fd >= 0) /* the parent's helper reads it */
+		smcr_sys_close(reaper_kick_fd);
+	reaper_kick_fd = -1;
 	pthread_mutex_unlock(&list_mu);
 }
 
@@ -147,7 +185,6 @@ void smcr_engine_exit(void)
 
 static void init_once(void)
 {
-	init_cv();
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	atexit(at_exit);
 	if (smcr_sys_random(&next_id, sizeof(next_id)) < 0)
@@ -172,7 +209,7 @@ void smcr_lgr_set_idle_ms(int ms)
 	pthread_once(&once, init_once);
 	pthread_mutex_lock(&list_mu);
 	idle_ms = ms > 0 ? ms : SMCR_LGR_IDLE_MS;
-	pthread_cond_signal(&reaper_cv);
+	reaper_wake();
 	pthread_mutex_unlock(&list_mu);
 }
 
@@ -303,6 +340,9 @@ static void on_message(struct smcr_lgr *g, unsigned link, const uint8_t *msg, ui
 	g->llc_len[slot] = len;
 	g->llc_link[slot] = (uint8_t)link;
 	g->llc_qcount++;
+	/* the helper sleeps on this group: whoever took it may not handle the queue */
+	if (g->watched)
+		reaper_wake();
 }
 
 static void on_message0(void *arg, const uint8_t *msg, uint32_t len)
@@ -334,10 +374,13 @@ void smcr_lgr_end_locked(struct smcr_lgr *g, const char *why, bool failure)
 		ring(c);
 }
 
-/* Take completions (messages are dispatched), then the LLC work they brought. */
-static void drain_locked(struct smcr_lgr *g)
+/*
+ * Take completions (messages are dispatched), then the LLC work they brought.
+ * helper_drain_locked() is the helper's; drain_locked() an application
+ * thread's, which tells the helper that this group is being looked after.
+ */
+static void helper_drain_locked(struct smcr_lgr *g)
 {
-	g->last_drain_ms = smcr_sys_now_ms();
 	if (smcr_wr_poll(g->link))
 		smcr_lgr_fail_locked(g, smcr_wr_link_error(g->link));
 	/* no failover: a second link that fails takes the group with it */
@@ -358,6 +401,12 @@ static void drain_locked(struct smcr_lgr *g)
 		if (g->state != SMCR_LGR_DEAD)
 			smcr_lgr_llc_handle(g, link, raw, len);
 	}
+}
+
+static void drain_locked(struct smcr_lgr *g)
+{
+	g->last_drain_ms = smcr_sys_now_ms();
+	helper_drain_locked(g);
 }
 
 /* Arm every link's CQs (any: also for our own send completions).  0 or -errno. */
@@ -556,8 +605,16 @@ static void reaper_kick_locked(void)
 	sigset_t all, old;
 
 	if (reaper_running) {
-		pthread_cond_signal(&reaper_cv);
+		reaper_wake();
 		return;
+	}
+	if (reaper_kick_fd < 0) {
+		int fd = smcr_sys_eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+
+		if (fd >= 0)
+			__atomic_store_n(&reaper_kick_fd, smcr_sys_fd_high(fd), __ATOMIC_RELEASE);
+		else
+			smcr_warn("verbs: no eventfd for the link-group thread; it wakes on timers only");
 	}
 	sigfillset(&all);
 	pthread_attr_init(&attr);
@@ -658,6 +715,11 @@ int smcr_lgr_connect(struct smcr_lgr *g, const struct smcr_ib_qp_info *peer)
 		g->connected = true;
 	}
 	pthread_mutex_unlock(&g->mu);
+	if (rc == 0) { /* the helper starts looking after it (LLC while nobody drains) */
+		pthread_mutex_lock(&list_mu);
+		reaper_kick_locked();
+		pthread_mutex_unlock(&list_mu);
+	}
 	return rc;
 }
 
@@ -1247,7 +1309,7 @@ uint32_t smcr_lgr_qpn(const struct smcr_lgr *g)
 	return own.qpn;
 }
 
-/* ---- the reaper: idle teardown and keepalive ------------------------------------ */
+/* ---- the reaper: idle teardown, keepalive, LLC nobody else takes ---------------- */
 
 /* SMCR_TESTLINK_TIME, else SMCR_LGR_KEEPALIVE_MS (the kernel's default) */
 static int64_t keepalive_ms(void)
@@ -1257,24 +1319,34 @@ static int64_t keepalive_ms(void)
 	return s ? (int64_t)s * 1000 : SMCR_LGR_KEEPALIVE_MS;
 }
 
+/* CDCs handed to g's connections so far (did the helper's drain bring any?) */
+static uint64_t delivered_locked(const struct smcr_lgr *g)
+{
+	uint64_t n = 0;
+
+	for (const struct smcr_lgr_conn *c = g->conns; c; c = c->next)
+		n += c->delivered;
+	return n;
+}
+
 /*
  * One group's timers, both mutexes held.  True if the group must go now
- * (unused and idle long enough, or dead and unused).
+ * (unused and idle long enough, or dead and unused).  *watch: no application
+ * thread took its completions for SMCR_LGR_LLC_WATCH_MS, so the helper
+ * sleeps on its channel.
  */
-static bool tick_locked(struct smcr_lgr *g, int64_t now, int64_t *next)
+static bool tick_locked(struct smcr_lgr *g, int64_t now, int64_t *next, bool *watch)
 {
 	int64_t due, keepalive;
 
-	/* LLC requests wait for no application: answered within about a second */
-	if (g->connected && g->state != SMCR_LGR_DEAD &&
-	    now - g->last_drain_ms >= SMCR_LGR_LLC_SERVICE_MS)
-		service_locked(g);
-	else
-		drain_locked(g);
+	*watch = false;
+	helper_drain_locked(g); /* what others left: completions, LLC work */
 	device_events_locked(g);
 	if (g->connected && g->state != SMCR_LGR_DEAD) {
-		due = g->last_drain_ms + SMCR_LGR_LLC_SERVICE_MS;
-		if (due < *next)
+		due = g->last_drain_ms + SMCR_LGR_LLC_WATCH_MS;
+		if (now >= due)
+			*watch = true;
+		else if (due < *next)
 			*next = due;
 	}
 	if (g->refs == 0) {
@@ -1314,25 +1386,99 @@ static bool tick_locked(struct smcr_lgr *g, int64_t now, int64_t *next)
 	return false;
 }
 
+/*
+ * Before the helper sleeps on g (see the invariant at the top): arm and
+ * drain, twice.  The drain after an arm takes what completed before it (that
+ * raised no event); the second arm covers an answer the first drain sent
+ * (its completion, or its failure, then raises an event).  False if the
+ * group died meanwhile.  Group mutex held throughout: nobody else takes
+ * completions until the helper sleeps.
+ */
+static bool watch_locked(struct smcr_lgr *g)
+{
+	for (int i = 0; i < 2 && g->state != SMCR_LGR_DEAD; i++) {
+		if (arm_locked(g, false) < 0)
+			smcr_lgr_fail_locked(g, "cannot arm the completion queue");
+		else
+			helper_drain_locked(g);
+	}
+	/* from here on others' takes of an LLC message kick us (we hold the mutex till then) */
+	g->watched = g->state != SMCR_LGR_DEAD;
+	return g->watched;
+}
+
+/* The fds whose readiness needs the helper for watched group g: poll entries. */
+static size_t watch_fds_locked(const struct smcr_lgr *g, struct pollfd *p)
+{
+	size_t n = 0;
+
+	p[n++] = (struct pollfd){ .fd = g->epfd, .events = POLLIN };
+	p[n++] = (struct pollfd){ .fd = g->port->ctx->async_fd, .events = POLLIN };
+	if (g->port->removal_fd >= 0)
+		p[n++] = (struct pollfd){ .fd = g->port->removal_fd, .events = POLLIN };
+	if (g->alt.port && g->alt.port->removal_fd >= 0)
+		p[n++] = (struct pollfd){ .fd = g->alt.port->removal_fd, .events = POLLIN };
+	return n;
+}
+#define LGR_WATCH_FDS 4 /* at most, per group */
+
 static void *reaper(void *arg)
 {
+	struct pollfd *pfd = NULL;
+	size_t cap = 0;
+
 	(void)arg;
+	(void)pthread_setname_np(pthread_self(), "smcr-lgr");
 	pthread_mutex_lock(&list_mu);
 	while (lgr_list) {
-		int64_t now = smcr_sys_now_ms(), next = now + keepalive_ms() / 2;
-		struct timespec ts;
+		/* no deadline anywhere: a day; a wake-up is an event, a kick or a deadline */
+		int64_t now = smcr_sys_now_ms(), next = now + 86400000;
+		size_t n = 0, want = 1 + LGR_WATCH_FDS * (size_t)lgr_num;
+		int timeout;
 
+		if (want > cap) {
+			struct pollfd *bigger = realloc(pfd, want * sizeof(*pfd));
+
+			if (bigger) {
+				pfd = bigger;
+				cap = want;
+			}
+		}
+		if (cap)
+			pfd[n++] = (struct pollfd){ .fd = reaper_kick_fd, .events = POLLIN };
 		for (struct smcr_lgr **p = &lgr_list; *p;) {
 			struct smcr_lgr *g = *p;
-			bool go;
+			uint64_t seen;
+			bool go, watch;
 
-			pthread_mutex_lock(&g->mu);
-			go = tick_locked(g, now, &next);
+			if (pthread_mutex_trylock(&g->mu)) {
+				/* an application thread is in it: in use, looked at again later */
+				if (now + SMCR_LGR_LLC_WATCH_MS < next)
+					next = now + SMCR_LGR_LLC_WATCH_MS;
+				p = &g->next_lgr;
+				continue;
+			}
+			seen = delivered_locked(g);
+			go = tick_locked(g, now, &next, &watch);
 			if (go && g->state != SMCR_LGR_DEAD && g->connected) {
 				/* idle: tell the peer, as the kernel (all links, orderly) */
 				smcr_lgr_llc_send_delete_link(g, SMCR_LLC_DEL_PROG_INIT_TERM, true);
 				(void)smcr_wr_flush(g->link, LGR_EXIT_FLUSH_MS);
 				g->state = SMCR_LGR_DEAD;
+			}
+			if (watch && delivered_locked(g) != seen) {
+				/* we took CDCs: their readers come for them (and for the rest) */
+				g->last_drain_ms = now;
+				watch = false;
+				if (now + SMCR_LGR_LLC_WATCH_MS < next)
+					next = now + SMCR_LGR_LLC_WATCH_MS;
+			}
+			g->watched = false;
+			if (!go && watch && g->state != SMCR_LGR_DEAD && watch_locked(g)) {
+				if (n + LGR_WATCH_FDS <= cap)
+					n += watch_fds_locked(g, pfd + n);
+				else if (now + SMCR_LGR_LLC_WATCH_MS < next) /* no memory: a timer */
+					next = now + SMCR_LGR_LLC_WATCH_MS;
 			}
 			pthread_mutex_unlock(&g->mu);
 			if (!go) {
@@ -1346,11 +1492,23 @@ static void *reaper(void *arg)
 		}
 		if (!lgr_list)
 			break;
-		ts.tv_sec = (time_t)(next / 1000);
-		ts.tv_nsec = (long)(next % 1000) * 1000000L;
-		pthread_cond_timedwait(&reaper_cv, &list_mu, &ts);
+		if (n == 0 || pfd[0].fd < 0) { /* no kick can reach us: look every so often */
+			if (now + SMCR_LGR_LLC_WATCH_MS < next)
+				next = now + SMCR_LGR_LLC_WATCH_MS;
+		}
+		pthread_mutex_unlock(&list_mu);
+		now = smcr_sys_now_ms();
+		timeout = next <= now ? 0 : next - now > 86400000 ? 86400000 : (int)(next - now);
+		/* n == 0 (no memory): a plain sleep */
+		if (smcr_real.poll(pfd, n, timeout) > 0 && (pfd[0].revents & POLLIN)) {
+			uint64_t v;
+
+			(void)!smcr_real.read(pfd[0].fd, &v, sizeof(v));
+		}
+		pthread_mutex_lock(&list_mu);
 	}
 	reaper_running = false;
 	pthread_mutex_unlock(&list_mu);
+	free(pfd);
 	return NULL;
 }

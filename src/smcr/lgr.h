@@ -80,16 +80,15 @@
 #define SMCR_LGR_KEEPALIVE_MS 30000 /* kernel: net.smc.smcr_testlink_time */
 #define SMCR_LGR_LLC_WAIT_MS 2000   /* kernel: SMC_LLC_WAIT_TIME */
 /*
- * A group nobody took completions from for this long is looked at by the
- * reaper: a Linux peer's TEST LINK (every 30 s on an idle link) or CONFIRM
- * RKEY wants its answer within SMC_LLC_WAIT_TIME, else the kernel takes the
- * link down.  A quarter of that: in rxe-kernel (g) at host load 12-14 an
- * answer drained once a second came too late (the kernel took the link down;
- * our answer was retried 7 times unacknowledged), the timer's wake-up itself
- * being late by more than a second.  Four wake-ups a second per process with
- * an idle SMC-R group.
+ * A group no application thread took completions from for this long is
+ * watched by the helper thread (lgr.c): it sleeps on the group's channel fd
+ * and answers LLC requests as they come (a Linux peer's TEST LINK or CONFIRM
+ * RKEY wants its answer within SMC_LLC_WAIT_TIME, else it takes the link
+ * down).  Shorter, and the helper would wake with the application's threads
+ * for data completions; the longest an LLC request waits while an
+ * application thread is busy elsewhere.
  */
-#define SMCR_LGR_LLC_SERVICE_MS 250
+#define SMCR_LGR_LLC_WATCH_MS 250
 #define SMCR_LGR_MAX_CONNS   255
 
 enum smcr_lgr_role { SMCR_LGR_CLIENT = 0, SMCR_LGR_SERVER = 1 };
@@ -184,7 +183,8 @@ struct smcr_lgr {
 	uint8_t llc_link[SMCR_LGR_LLC_QLEN]; /* the link it came on */
 	uint32_t llc_qhead, llc_qcount;
 	int64_t last_rx_ms;        /* any message received (keepalive) */
-	int64_t last_drain_ms;     /* completions last taken (by anyone) */
+	int64_t last_drain_ms;     /* completions last taken by an application thread */
+	bool watched;              /* the helper sleeps on its channel (lgr.c): kick it for LLC */
 	int64_t testlink_sent_ms;  /* our TEST LINK request outstanding since; 0 = none */
 	bool peer_deleted;         /* the peer sent DELETE LINK */
 	uint64_t probes_sent;      /* TEST LINK requests; responses come in order */
