@@ -31,7 +31,8 @@
 #       the kernel probes a connection held idle 9 s, smcr answers (its helper thread:
 #       the application sleeps), and data still flows on the same link group; then
 #       with the kernel's off and SMCR_TESTLINK_TIME=2, smcr probes and the kernel
-#       answers;
+#       answers; smcr's helper thread wakes for those messages only, not on a timer
+#       (its wake-ups while idle are bounded by the LLC requests, not by the time);
 #   (h) tshark decodes the CLC v2 Proposal/Accept/Confirm of smcr<->smcr, smcr ->
 #       kernel and kernel -> smcr with no malformed or warning mark, and SMC's option
 #       in every SYN and SYN-ACK.
@@ -103,13 +104,33 @@ capture_stop() { sleep 0.5; kill -INT "$cap_pid" 2>/dev/null; wait "$cap_pid" 2>
 
 # ------------------------------------------- (g) TEST LINK on an idle link, both ways ----
 # The kernel sends TEST LINK on a link idle for net.smc.smcr_testlink_time and takes
-# the link down when it has no answer within 2 s; smcr's helper thread answers an idle
-# group within 1 s (an application asleep in time.sleep() takes no completion). With
+# the link down when it has no answer within 2 s; smcr's helper thread sleeps on an idle
+# group's completion channel and answers at once (an application asleep in time.sleep()
+# takes no completion). With
 # the time at 2 s, a connection held idle 9 s sees ~4 of them; afterwards data must
 # still flow over SMC-R on the same link group. Then the other way: smcr's own TEST
 # LINK (SMCR_TESTLINK_TIME=2) with the kernel's off, answered by the kernel.
+# Voluntary context switches of every thread but the main one: smcr's helper thread
+# (the only other thread of these programs; its sleeps are the wake-ups counted).
+cat > "$logs/helper_wakeups.py" <<'PY'
+import os, re
+def snapshot():
+    me, out = os.getpid(), {}
+    for t in os.listdir("/proc/self/task"):
+        if int(t) == me:
+            continue
+        try:
+            st = open(f"/proc/self/task/{t}/status").read()
+        except OSError:
+            continue
+        out[t] = int(re.search(r"voluntary_ctxt_switches:\s+(\d+)", st).group(1))
+    return out
+def since(before):  # wake-ups since `before` (threads born meanwhile: all of theirs)
+    return sum(v - before.get(t, 0) for t, v in snapshot().items())
+PY
 cat > "$logs/idle_client.py" <<'PY'
 import json, os, socket, subprocess, sys, time
+sys.path.insert(0, os.path.dirname(sys.argv[0])); import helper_wakeups
 host, port, smcr_stat, idle = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
 env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
 def record(c):
@@ -137,7 +158,9 @@ for attempt in range(4):  # see 'retry' above: a reset to a first SYN, rarely
 c.settimeout(60)
 data = bytes(range(256)) * 16
 e1 = echo(c, data); before = record(c)
+w = helper_wakeups.snapshot()
 time.sleep(idle)
+print(f"helper wake-ups while idle: {helper_wakeups.since(w)}", flush=True)
 try:
     e2 = echo(c, data)
 except OSError as exc:
@@ -148,11 +171,12 @@ print(f"echo before idle {e1}, after {e2}; link group before {before}, after {af
 PY
 cat > "$logs/idle_server.py" <<'PY'
 import json, os, socket, subprocess, sys
+sys.path.insert(0, os.path.dirname(sys.argv[0])); import helper_wakeups
 l = socket.create_server((sys.argv[1], int(sys.argv[2])))
 print("listening", flush=True)
 env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
 c, _ = l.accept()
-recs = []
+recs, w, idle_wakeups = [], None, 0
 with c:
     while True:
         try:
@@ -162,12 +186,17 @@ with c:
             break
         if not b:
             break
+        if w is not None:  # from the first data to the last: the kernel client's idle time
+            idle_wakeups = helper_wakeups.since(w)
         c.sendall(b)
         out = subprocess.run([sys.argv[3], "json", "-p", str(os.getpid())], env=env,
                              capture_output=True, text=True, timeout=60).stdout
         mine = [r for r in json.loads(out)["connections"]
                 if r.get("peer_port") == c.getpeername()[1] and r.get("state") == "live"]
         recs.append(f"{mine[0]['mode']}:{mine[0]['link_group']}" if len(mine) == 1 else "none")
+        if w is None:
+            w = helper_wakeups.snapshot()
+print(f"helper wake-ups while idle: {idle_wakeups}", flush=True)
 print(f"link group at the first data {recs[0] if recs else 'none'}, at the last {recs[-1] if recs else 'none'}", flush=True)
 PY
 idle_s=9
@@ -204,7 +233,15 @@ testlink_case() {
     local kreq kresp sreq sresp
     kreq=$(count_in "$logs/$name.llc" "$k" 272c0000) kresp=$(count_in "$logs/$name.llc" "$k" 272c0080)
     sreq=$(count_in "$logs/$name.llc" "$s" 272c0000) sresp=$(count_in "$logs/$name.llc" "$s" 272c0080)
-    local what="TEST LINK requests/answers: kernel $kreq/$kresp, smcr $sreq/$sresp"
+    local what="TEST LINK requests/answers: kernel $kreq/$kresp, smcr $sreq/$sresp" wake
+    # The helper thread sleeps on an idle group's completion channel and wakes for its
+    # messages (and deadlines such as our own TEST LINK), not on a timer: while the
+    # application sleeps, its wake-ups are bounded by the LLC requests exchanged (at
+    # most 4 each: the request's event, our answer's completion, a kick, a retry), not
+    # by the idle time (the old 250 ms timer: ~36 in 9 s).
+    wake=$(grep -o 'helper wake-ups while idle: [0-9-]*' "$logs/$name.s" | grep -o '[0-9-]*$')
+    [[ -n $wake && $wake -le $((4 * (kreq + sreq) + 4)) ]] || ok=0
+    what+="; smcr's helper thread woke ${wake:-?} times while idle (at most $((4 * (kreq + sreq) + 4)))"
     # An unanswered TEST LINK ends the link within 2 s (the kernel) or SMCR_TESTLINK_TIME
     # (smcr), and the echo after the idle time with it: so the echo above proves every
     # probe was answered in time; the capture shows that there were probes and answers.
