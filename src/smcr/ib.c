@@ -14,6 +14,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <linux/genetlink.h>
+#include <linux/netlink.h>
+#include <linux/smc.h>
 #include <net/if.h>
 #include <pthread.h>
 #include <netinet/in.h>
@@ -293,6 +297,276 @@ int smcr_ib_port_open_alt(const struct smcr_ib_port *primary,
 	}
 	*out = p;
 	return 0;
+}
+
+/* The address a GID stands for, as bytes (4 for IPv4-mapped, else 16); its family. */
+static int gid_bytes(const uint8_t gid[SMCR_IB_GID_LEN], const uint8_t **a, size_t *len)
+{
+	if (!memcmp(gid, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12)) {
+		*a = gid + 12, *len = 4;
+		return AF_INET;
+	}
+	*a = gid, *len = SMCR_IB_GID_LEN;
+	return AF_INET6;
+}
+
+/*
+ * Is `gid` an address of ours whose interface also puts `own_gid` in its
+ * subnet (same family; the address with its own prefix)?
+ */
+static bool gid_in_subnet(const struct ifaddrs *ifs, const uint8_t gid[SMCR_IB_GID_LEN],
+			  const uint8_t own_gid[SMCR_IB_GID_LEN])
+{
+	const uint8_t *a, *o;
+	size_t alen, olen;
+	int fam = gid_bytes(gid, &a, &alen);
+
+	if (gid_bytes(own_gid, &o, &olen) != fam || !memcmp(gid, own_gid, SMCR_IB_GID_LEN))
+		return false;
+	for (const struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+		const uint8_t *ia, *im;
+		bool match = true;
+
+		if (!i->ifa_addr || !i->ifa_netmask || i->ifa_addr->sa_family != fam)
+			continue;
+		if (fam == AF_INET) {
+			ia = (const uint8_t *)&((const struct sockaddr_in *)(const void *)i->ifa_addr)->sin_addr;
+			im = (const uint8_t *)&((const struct sockaddr_in *)(const void *)i->ifa_netmask)->sin_addr;
+		} else {
+			ia = ((const struct sockaddr_in6 *)(const void *)i->ifa_addr)->sin6_addr.s6_addr;
+			im = ((const struct sockaddr_in6 *)(const void *)i->ifa_netmask)->sin6_addr.s6_addr;
+		}
+		if (memcmp(ia, a, alen))
+			continue;
+		for (size_t k = 0; k < alen; k++)
+			match &= ((a[k] ^ o[k]) & im[k]) == 0;
+		if (match)
+			return true;
+	}
+	return false;
+}
+
+/* ---- the kernel's PNET table (which devices belong together) ---------------------- */
+
+#define PNET_MAX 32
+
+struct pnet_entry {
+	char ibname[IBV_SYSFS_NAME_MAX];
+	char pnetid[17]; /* the kernel's SMC_MAX_PNETID_LEN 16 */
+};
+
+struct pnet_table {
+	struct pnet_entry e[PNET_MAX];
+	unsigned n;
+};
+
+#define NLA_DATA_(a) ((const char *)(a) + NLA_HDRLEN)
+
+/* One generic netlink request, then each reply message's attributes to cb.  0 or -1. */
+static int genl_talk(int fd, uint16_t type, uint8_t cmd, uint16_t flags, const char *name,
+		     void (*cb)(const struct nlattr *a, int len, void *arg), void *arg)
+{
+	struct {
+		struct nlmsghdr nlh;
+		struct genlmsghdr g;
+		char attrs[64];
+	} r;
+	char *buf = malloc(32768);
+	int rc = -1;
+
+	if (!buf)
+		return -1;
+	memset(&r, 0, sizeof(r));
+	r.nlh.nlmsg_len = NLMSG_LENGTH(GENL_HDRLEN);
+	r.nlh.nlmsg_type = type;
+	r.nlh.nlmsg_flags = (uint16_t)(NLM_F_REQUEST | flags);
+	r.g.cmd = cmd;
+	r.g.version = 1;
+	if (name) {
+		struct nlattr *a = (struct nlattr *)(void *)r.attrs;
+
+		a->nla_type = CTRL_ATTR_FAMILY_NAME;
+		a->nla_len = (uint16_t)(NLA_HDRLEN + strlen(name) + 1);
+		memcpy(r.attrs + NLA_HDRLEN, name, strlen(name) + 1);
+		r.nlh.nlmsg_len += NLA_ALIGN(a->nla_len);
+	}
+	if (smcr_real.send(fd, &r, r.nlh.nlmsg_len, 0) < 0)
+		goto out;
+	for (;;) {
+		ssize_t n = smcr_real.recv(fd, buf, 32768, 0);
+
+		if (n <= 0)
+			goto out;
+		for (struct nlmsghdr *h = (struct nlmsghdr *)(void *)buf; NLMSG_OK(h, (size_t)n);
+		     h = NLMSG_NEXT(h, n)) {
+			if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
+				rc = h->nlmsg_type == NLMSG_DONE ||
+						     !((struct nlmsgerr *)NLMSG_DATA(h))->error
+					     ? 0
+					     : -1;
+				goto out;
+			}
+			if (h->nlmsg_len < NLMSG_LENGTH(GENL_HDRLEN))
+				continue;
+			cb((const struct nlattr *)(const void *)((char *)NLMSG_DATA(h) + GENL_HDRLEN),
+			   (int)(h->nlmsg_len - NLMSG_LENGTH(GENL_HDRLEN)), arg);
+			if (!(h->nlmsg_flags & NLM_F_MULTI)) {
+				rc = 0;
+				goto out;
+			}
+		}
+	}
+out:
+	free(buf);
+	return rc;
+}
+
+#define NLA_OK_(a, len) ((len) >= (int)NLA_HDRLEN && (a)->nla_len >= NLA_HDRLEN && \
+			 (int)(a)->nla_len <= (len))
+#define NLA_NEXT_(a, len) ((len) -= NLA_ALIGN((a)->nla_len), \
+			   (const struct nlattr *)(const void *)((const char *)(a) + NLA_ALIGN((a)->nla_len)))
+
+static void family_cb(const struct nlattr *a, int len, void *arg)
+{
+	for (; NLA_OK_(a, len); a = NLA_NEXT_(a, len))
+		if ((a->nla_type & NLA_TYPE_MASK) == CTRL_ATTR_FAMILY_ID &&
+		    a->nla_len >= NLA_HDRLEN + sizeof(uint16_t))
+			memcpy(arg, NLA_DATA_(a), sizeof(uint16_t));
+}
+
+/* A string attribute into out[cap], NUL-terminated. */
+static void nla_str(const struct nlattr *a, char *out, size_t cap)
+{
+	size_t n = a->nla_len - NLA_HDRLEN;
+
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(out, NLA_DATA_(a), n);
+	out[n] = '\0';
+}
+
+static void pnet_cb(const struct nlattr *a, int len, void *arg)
+{
+	struct pnet_table *t = arg;
+	struct pnet_entry e;
+
+	memset(&e, 0, sizeof(e));
+	for (; NLA_OK_(a, len); a = NLA_NEXT_(a, len)) {
+		if ((a->nla_type & NLA_TYPE_MASK) == SMC_PNETID_NAME)
+			nla_str(a, e.pnetid, sizeof(e.pnetid));
+		else if ((a->nla_type & NLA_TYPE_MASK) == SMC_PNETID_IBNAME)
+			nla_str(a, e.ibname, sizeof(e.ibname));
+	}
+	if (e.ibname[0] && e.pnetid[0] && t->n < PNET_MAX)
+		t->e[t->n++] = e;
+}
+
+/*
+ * The kernel's PNET table (smc_nl pnet): which RDMA devices share a physical
+ * network.  Empty without the smc module, without privilege (its dump is
+ * for CAP_NET_ADMIN) or without entries.
+ */
+static void pnet_read(struct pnet_table *t)
+{
+	struct timeval tv = { .tv_sec = 1 };
+	uint16_t id = 0;
+	int fd;
+
+	t->n = 0;
+	fd = smcr_real.socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
+	if (fd < 0)
+		return;
+	(void)smcr_real.setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (genl_talk(fd, GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 0, SMCR_GENL_FAMILY_NAME, family_cb,
+		      &id) == 0 && id)
+		(void)genl_talk(fd, id, SMC_PNETID_GET, NLM_F_DUMP, NULL, pnet_cb, t);
+	smcr_sys_close(fd);
+}
+
+static const char *pnet_of(const struct pnet_table *t, const char *ibname)
+{
+	for (unsigned i = 0; i < t->n; i++)
+		if (!strcmp(t->e[i].ibname, ibname))
+			return t->e[i].pnetid;
+	return NULL;
+}
+
+int smcr_ib_port_open_subnet(const struct smcr_ib_port *primary,
+			     const uint8_t peer_gid[SMCR_IB_GID_LEN], struct smcr_ib_port **out)
+{
+	struct ibv_gid_entry *table = NULL;
+	struct ibv_device **list = NULL;
+	struct ifaddrs *ifs = NULL;
+	struct smcr_ib_port *port = NULL;
+	int n = 0, rc = -ENODEV;
+
+	struct pnet_table *pn = NULL;
+	const char *pnetid = NULL;
+
+	if (load_verbs() || getifaddrs(&ifs) < 0)
+		return -ENODEV;
+	/* as the kernel: an alternate device shares the first one's PNET id, if it has one */
+	pn = calloc(1, sizeof(*pn));
+	if (pn) {
+		pnet_read(pn);
+		pnetid = pnet_of(pn, primary->name);
+	}
+	table = calloc(IB_GID_TABLE_MAX, sizeof(*table));
+	port = calloc(1, sizeof(*port));
+	list = table && port ? ibv_get_device_list(&n) : NULL;
+	if (!list) {
+		rc = table && port ? -ENODEV : -ENOMEM;
+		goto out;
+	}
+	port->removal_fd = -1;
+	for (int d = 0; d < n && !port->ctx; d++) {
+		struct ibv_context *ctx;
+		ssize_t m;
+
+		const char *dp;
+
+		if (!strcmp(ibv_get_device_name(list[d]), primary->name))
+			continue;
+		dp = pn ? pnet_of(pn, ibv_get_device_name(list[d])) : NULL;
+		if (pnetid && (!dp || strcmp(dp, pnetid)))
+			continue;
+		ctx = ibv_open_device(list[d]);
+		if (!ctx)
+			continue;
+		m = ibv_query_gid_table(ctx, table, IB_GID_TABLE_MAX, 0);
+		for (ssize_t i = 0; i < m && !port->ctx; i++) {
+			if (table[i].gid_type == IBV_GID_TYPE_ROCE_V2 &&
+			    memcmp(table[i].gid.raw, peer_gid, SMCR_IB_GID_LEN) &&
+			    gid_in_subnet(ifs, table[i].gid.raw, primary->gid) &&
+			    device_has_gid(ctx, table[i].gid.raw, port)) {
+				port->ctx = ctx;
+				snprintf(port->name, sizeof(port->name), "%s",
+					 ibv_get_device_name(list[d]));
+				watch_removal(port, list[d]->dev_name);
+			}
+		}
+		if (!port->ctx)
+			ibv_close_device(ctx);
+	}
+	if (!port->ctx)
+		goto out;
+	port->pd = ibv_alloc_pd(port->ctx);
+	if (!port->pd) {
+		rc = -errno;
+		goto out;
+	}
+	read_mac(port->ifindex, port->mac);
+	*out = port;
+	port = NULL;
+	rc = 0;
+out:
+	if (list)
+		ibv_free_device_list(list);
+	smcr_ib_port_close(port);
+	free(table);
+	free(pn);
+	freeifaddrs(ifs);
+	return rc;
 }
 
 void smcr_ib_port_close(struct smcr_ib_port *port)

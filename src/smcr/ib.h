@@ -72,6 +72,18 @@ int smcr_ib_port_open(const struct sockaddr *local, struct smcr_ib_port **out);
 int smcr_ib_port_open_alt(const struct smcr_ib_port *primary,
 			  const uint8_t peer_gid[SMCR_IB_GID_LEN], struct smcr_ib_port **out);
 /*
+ * A link group's second device as its server picks it (the kernel's SMC-Rv2
+ * rule, smc_ib_determine_gid_rcu()): another RDMA device with a RoCE v2 GID
+ * for an address of ours in the subnet of `primary`'s own address (that
+ * address with its interface's prefix; IPv4 as the kernel, IPv6 likewise)
+ * and, if the kernel's PNET table (smc_nl pnet) names `primary`, the same
+ * PNET id; never a GID the peer has (`peer_gid`: one kernel playing two
+ * hosts, as in the rxe VM), opened with a fresh protection domain.  -ENODEV
+ * if there is none.
+ */
+int smcr_ib_port_open_subnet(const struct smcr_ib_port *primary,
+			     const uint8_t peer_gid[SMCR_IB_GID_LEN], struct smcr_ib_port **out);
+/*
  * Is the device going away (`rdma link delete`, driver unbind)?  Its uverbs
  * node leaves /dev/infiniband as soon as unregistration starts; drivers that
  * cannot disassociate a user context (rxe) then wait for every process to

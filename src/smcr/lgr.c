@@ -1211,6 +1211,30 @@ void smcr_lgr_conn_bind(struct smcr_lgr *g, struct smcr_lgr_conn *c, uint32_t pe
 	pthread_mutex_unlock(&g->mu);
 }
 
+void smcr_lgr_conn_assign(struct smcr_lgr *g, struct smcr_lgr_conn *c)
+{
+	unsigned on[2] = { 0, 0 };
+
+	pthread_mutex_lock(&g->mu);
+	for (const struct smcr_lgr_conn *o = g->conns; o; o = o->next)
+		if (o != c)
+			on[o->link == 1]++;
+	c->link = g->alt.state == SMCR_LGR_LINK_UP && on[1] < on[0] ? 1 : 0;
+	smcr_dbg("verbs: link group %u: connection %08x on link %u (%u and %u there)", g->id,
+		 c->token, c->link, on[0], on[1]);
+	pthread_mutex_unlock(&g->mu);
+}
+
+uint32_t smcr_lgr_conn_peer_qpn(struct smcr_lgr *g, const struct smcr_lgr_conn *c)
+{
+	uint32_t qpn;
+
+	pthread_mutex_lock(&g->mu);
+	qpn = c->link == 1 && g->alt.link ? g->alt.peer_qpn : g->peer_qpn;
+	pthread_mutex_unlock(&g->mu);
+	return qpn;
+}
+
 void smcr_lgr_conn_info(struct smcr_lgr *g, const struct smcr_lgr_conn *c,
 			const struct smcr_lgr_buf *rmb, struct smcr_ib_qp_info *own,
 			uint32_t *rkey, uint64_t *addr)
@@ -1242,9 +1266,40 @@ uint32_t smcr_lgr_conn_qpn(struct smcr_lgr *g, const struct smcr_lgr_conn *c, ch
 	return own.qpn;
 }
 
-int smcr_lgr_alt_open(struct smcr_lgr *g, const struct smcr_ib_qp_info *peer, uint8_t link_num)
+/* The second link's QP on g->alt.port (INIT, receives posted), every buffer on its PD. */
+static int alt_link_locked(struct smcr_lgr *g)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
+	int rc;
+
+	rc = smcr_wr_link_create(g->alt.port, &g->alt.link);
+	if (rc)
+		return rc;
+	smcr_wr_set_rx_handler(g->alt.link, on_message1, g);
+	for (struct smcr_lgr_buf *b = g->all_bufs; b; b = b->all_next) {
+		rc = alt_reg_locked(g, b);
+		if (rc)
+			return rc;
+	}
+	ev.data.fd = smcr_wr_fd(g->alt.link);
+	if (smcr_real.epoll_ctl(g->epfd, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0)
+		return -errno;
+	return smcr_wr_arm(g->alt.link, false);
+}
+
+int smcr_lgr_alt_connect(struct smcr_lgr *g, const struct smcr_ib_qp_info *peer)
+{
+	int rc = smcr_wr_link_connect(g->alt.link, peer);
+
+	if (rc)
+		return rc;
+	g->alt.peer_qpn = peer->qpn;
+	memcpy(g->alt.peer_gid, peer->gid, SMCR_IB_GID_LEN);
+	return 0;
+}
+
+int smcr_lgr_alt_open(struct smcr_lgr *g, const struct smcr_ib_qp_info *peer, uint8_t link_num)
+{
 	int rc;
 
 	if (g->alt.port)
@@ -1254,33 +1309,40 @@ int smcr_lgr_alt_open(struct smcr_lgr *g, const struct smcr_ib_qp_info *peer, ui
 		g->alt.port = NULL;
 		return rc;
 	}
-	rc = smcr_wr_link_create(g->alt.port, &g->alt.link);
-	if (rc)
-		goto fail;
-	smcr_wr_set_rx_handler(g->alt.link, on_message1, g);
-	rc = smcr_wr_link_connect(g->alt.link, peer);
-	if (rc)
-		goto fail;
-	for (struct smcr_lgr_buf *b = g->all_bufs; b; b = b->all_next) {
-		rc = alt_reg_locked(g, b);
-		if (rc)
-			goto fail;
+	rc = alt_link_locked(g);
+	if (!rc)
+		rc = smcr_lgr_alt_connect(g, peer);
+	if (rc) {
+		smcr_lgr_alt_close(g);
+		return rc;
 	}
-	ev.data.fd = smcr_wr_fd(g->alt.link);
-	if (smcr_real.epoll_ctl(g->epfd, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0) {
-		rc = -errno;
-		goto fail;
-	}
-	rc = smcr_wr_arm(g->alt.link, false);
-	if (rc)
-		goto fail;
-	g->alt.peer_qpn = peer->qpn;
-	memcpy(g->alt.peer_gid, peer->gid, SMCR_IB_GID_LEN);
 	g->alt.link_num = link_num;
 	g->alt.state = SMCR_LGR_LINK_PENDING;
 	return 0;
-fail:
-	smcr_lgr_alt_close(g);
+}
+
+int smcr_lgr_alt_reserve(struct smcr_lgr *g)
+{
+	int rc;
+
+	pthread_mutex_lock(&g->mu);
+	rc = g->alt.port ? -EBUSY : smcr_ib_port_open_subnet(g->port, g->key.peer_gid, &g->alt.port);
+	if (rc == 0) {
+		g->alt.state = SMCR_LGR_LINK_ADDING; /* since_ms 0: ADD LINK not sent yet */
+		g->alt.link_num = g->link_num + 1;
+	} else if (rc != -EBUSY) {
+		g->alt.port = NULL;
+	}
+	pthread_mutex_unlock(&g->mu);
+	return rc;
+}
+
+int smcr_lgr_alt_start(struct smcr_lgr *g)
+{
+	int rc = g->alt.port && !g->alt.link ? alt_link_locked(g) : -EINVAL;
+
+	if (rc)
+		smcr_lgr_alt_close(g);
 	return rc;
 }
 
@@ -1367,6 +1429,16 @@ static bool tick_locked(struct smcr_lgr *g, int64_t now, int64_t *next, bool *wa
 	}
 	if (g->state != SMCR_LGR_ACTIVE)
 		return false;
+	/* the server's second link: its ADD LINK or CONFIRM LINK unanswered in time */
+	if ((g->alt.state == SMCR_LGR_LINK_ADDING || g->alt.state == SMCR_LGR_LINK_PENDING) &&
+	    g->alt.since_ms && g->key.role == SMCR_LGR_SERVER) {
+		due = g->alt.since_ms + (g->alt.state == SMCR_LGR_LINK_ADDING ? SMCR_LGR_LLC_WAIT_MS
+									  : SMCR_LGR_LLC_FIRST_WAIT_MS);
+		if (now >= due)
+			smcr_lgr_llc_alt_timeout(g);
+		else if (due < *next)
+			*next = due;
+	}
 	keepalive = keepalive_ms();
 	if (g->testlink_sent_ms) {
 		if (g->last_rx_ms > g->testlink_sent_ms) {

@@ -5,8 +5,7 @@
  * A link group is what one process shares with one peer process: a device
  * context and protection domain, one CQ pair on one completion channel, one
  * RC QP (its first link), the LLC state of that link and a pool of
- * registered buffers.  As a client it may get a second link (see "Second
- * link" below).  The first connection between the two processes
+ * registered buffers, and maybe a second link (see "Second link" below).  The first connection between the two processes
  * creates it (CLC first contact, then LLC CONFIRM LINK); later ones reuse it:
  * no second QP, no second registration of a buffer already in the pool.
  *
@@ -42,20 +41,40 @@
  * peer's DELETE LINK, a protocol violation) resets every connection on it
  * and is never matched again.  See lgr.c for the one helper thread.
  *
- * Second link (client role, SMC-Rv2, lgr_llc.c): a Linux server sends ADD
- * LINK after the first CONFIRM LINK.  If routing reaches its new GID from
- * an address on another RDMA device of ours (smcr_ib_port_open_alt) we open it, create a QP towards the
- * server's new one, register every RMB (remote write only) and send buffer
- * of the group on its PD, answer with our rkeys for it, and answer the
- * CONFIRM LINK that follows on the new QP; otherwise we reject as before.
+ * Second link (SMC-Rv2, lgr_llc.c), both roles as the kernel's
+ * smc_llc_srv_add_link() / smc_llc_cli_add_link():
+ *   server  at first contact, if another RDMA device of ours has an address in
+ *           the subnet of the group's own (and the kernel's PNET table, if it
+ *           names our device, gives it the same PNET id: smcr_ib_port_open_
+ *           subnet) and the client offered max_links 2, the device is reserved
+ *           and the Accept offers max_links 2 (else 1, as a Linux client told 2
+ *           waits 2 s for an ADD LINK).  Once the first link is confirmed: a
+ *           QP on it, every buffer of the group registered on its PD, ADD LINK
+ *           (the new link's MAC/GID/QPN/PSN/MTU, its link number, the v2
+ *           extension and our rkey list) over the first link; the client's
+ *           answer (its rkeys are not kept: each connection's CLC names the
+ *           rkey of its link) brings the QP to RTS, CONFIRM LINK goes out on
+ *           the new QP and its answer makes the link UP.  A reject, or no
+ *           answer within SMCR_LGR_LLC_WAIT_MS (CONFIRM LINK: _FIRST_WAIT_MS,
+ *           then DELETE LINK of that link), leaves the group single-link.
+ *           Later connections go on the link with fewer connections.
+ *   client  a Linux (or smcr) server sends ADD LINK after the first CONFIRM
+ *           LINK.  If routing reaches its new GID from an address on another
+ *           RDMA device of ours (smcr_ib_port_open_alt) we open it, create a
+ *           QP towards the server's new one, register every RMB (remote write
+ *           only) and send buffer of the group on its PD, answer with our
+ *           rkeys for it, and answer the CONFIRM LINK that follows on the new
+ *           QP; otherwise we reject as before.
  * Completions of both links are taken together (the group's channel fd is
  * an epoll fd holding both completion channels) and LLC requests are
- * answered on the link they came on.  A connection uses the link the peer
+ * answered on the link they came on.  A connection uses the link the server
  * named in CLC (a reused group's Accept may name the second link's QP), with
  * the rkeys that CLC exchange carried, so both ends always write with an
  * rkey valid on that link.  No failover: a failed link (or the peer's
  * DELETE LINK for the second one while a connection uses it) ends the group
- * as before; a second link nobody uses is just dropped.
+ * as before; a second link nobody uses is just dropped.  SMC-Rv1 is not
+ * spoken by the verbs transport at all; a v2.0 peer (no max_links in CLC)
+ * gets one link.
  */
 #ifndef SMCR_LGR_H
 #define SMCR_LGR_H
@@ -79,6 +98,7 @@
 #define SMCR_LGR_IDLE_MS     5000
 #define SMCR_LGR_KEEPALIVE_MS 30000 /* kernel: net.smc.smcr_testlink_time */
 #define SMCR_LGR_LLC_WAIT_MS 2000   /* kernel: SMC_LLC_WAIT_TIME */
+#define SMCR_LGR_LLC_FIRST_WAIT_MS 5000 /* kernel: SMC_LLC_WAIT_FIRST_TIME (CONFIRM LINK) */
 /*
  * A group no application thread took completions from for this long is
  * watched by the helper thread (lgr.c): it sleeps on the group's channel fd
@@ -133,6 +153,7 @@ struct smcr_lgr_conn {
 
 enum smcr_lgr_link_state {
 	SMCR_LGR_LINK_NONE = 0,
+	SMCR_LGR_LINK_ADDING,  /* server: device reserved; ADD LINK sent (since_ms), no answer yet */
 	SMCR_LGR_LINK_PENDING, /* ADD LINK answered, CONFIRM LINK not yet */
 	SMCR_LGR_LINK_UP,
 };
@@ -145,6 +166,7 @@ struct smcr_lgr_alt {
 	uint32_t peer_qpn;
 	uint8_t peer_gid[SMCR_IB_GID_LEN]; /* the server's new GID (a reused group's Accept names it) */
 	uint8_t link_num;  /* the server's link id */
+	int64_t since_ms;  /* server: ADD LINK / CONFIRM LINK sent then (their answer's deadline) */
 };
 
 enum smcr_lgr_state {
@@ -235,6 +257,21 @@ void smcr_lgr_conn_bind(struct smcr_lgr *lgr, struct smcr_lgr_conn *c, uint32_t 
 void smcr_lgr_conn_info(struct smcr_lgr *lgr, const struct smcr_lgr_conn *c,
 			const struct smcr_lgr_buf *rmb, struct smcr_ib_qp_info *own,
 			uint32_t *rkey, uint64_t *addr);
+/*
+ * Server, reused group: c goes on the link with fewer connections (the
+ * second only once it is up), as the kernel balances in smc_conn_create();
+ * the Accept then names that link's QP.
+ */
+void smcr_lgr_conn_assign(struct smcr_lgr *lgr, struct smcr_lgr_conn *c);
+/* The peer's QP number on c's link (its Confirm must name it). */
+uint32_t smcr_lgr_conn_peer_qpn(struct smcr_lgr *lgr, const struct smcr_lgr_conn *c);
+/*
+ * Server, first contact: reserve a second device for the group if one has an
+ * address in the subnet of the first link's (smcr_ib_port_open_subnet); the
+ * Accept then offers max_links 2 and, once the first link is confirmed, ADD
+ * LINK goes out (lgr_llc.c).  0, or -errno: no second link.
+ */
+int smcr_lgr_alt_reserve(struct smcr_lgr *lgr);
 /* Stats: the QP number and device name (into dev[len]) of c's link. */
 uint32_t smcr_lgr_conn_qpn(struct smcr_lgr *lgr, const struct smcr_lgr_conn *c, char *dev,
 			   size_t len);
@@ -330,6 +367,12 @@ int smcr_lgr_llc_send_confirm_link(struct smcr_lgr *lgr, bool response, int time
 /* Open it towards the peer's QP `peer` on another device; register every buffer on it. */
 int smcr_lgr_alt_open(struct smcr_lgr *lgr, const struct smcr_ib_qp_info *peer,
 		      uint8_t link_num);
+/* Server: the reserved device's QP (INIT) and every buffer on its PD.  0 or -errno (closed). */
+int smcr_lgr_alt_start(struct smcr_lgr *lgr);
+/* The second link's QP to RTS towards the peer's new QP.  0 or -errno. */
+int smcr_lgr_alt_connect(struct smcr_lgr *lgr, const struct smcr_ib_qp_info *peer);
+/* Server: the ADD LINK or CONFIRM LINK of the second link went unanswered: give it up. */
+void smcr_lgr_llc_alt_timeout(struct smcr_lgr *lgr);
 /* Drop it (QP to error, MRs deregistered, device closed). */
 void smcr_lgr_alt_close(struct smcr_lgr *lgr);
 /* The wr link a connection's traffic (or link index `i`'s LLC) goes on. */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * LLC flows on a link group's single link (smc-r-protocol.md §5, kernel
+ * LLC flows on a link group's links (smc-r-protocol.md §5, kernel
  * net/smc/smc_llc.c), every function with the group mutex held.
  *
  *   CONFIRM LINK  first contact: the server sends the request once its QP is
@@ -13,7 +13,17 @@
  *                 like the kernel, we then send our own "delete all" (no
  *                 response).  We send one (all, orderly) when an idle group
  *                 is torn down and when the process exits.
- *   ADD LINK      client role, SMC-Rv2, max_links 2: if the route to the
+ *   ADD LINK      server role, SMC-Rv2, max_links 2, a device reserved at
+ *                 first contact (lgr.h): sent over the first link once the
+ *                 group is ACTIVE, as the kernel's smc_llc_srv_add_link():
+ *                 the new QP's MAC/GID/QPN/PSN/MTU, link number 2, the v2
+ *                 extension and {rkey on link 1, rkey and address on link 2}
+ *                 of every RMB; the answer (a positive one connects the new
+ *                 QP, then CONFIRM LINK goes out on it and its answer makes
+ *                 the link UP; a reject or none within 2 s, or no CONFIRM
+ *                 LINK answer within 5 s, drops it: one link).  A positive
+ *                 answer too long to keep is taken by its head.
+ *                 Client role, SMC-Rv2, max_links 2: if the route to the
  *                 server's new GID leaves from another RDMA device of ours
  *                 (smcr_ib_port_open_alt), answered as
  *                 the kernel's smc_llc_cli_add_link(): a QP on that device
@@ -27,7 +37,8 @@
  *                 as a Linux client with no alternate path.
  *   DELETE LINK   of the second link only (no "all" flag): answered, and the
  *                 link is dropped, unless a connection uses it (no failover:
- *                 the group ends then).
+ *                 the group ends then).  Of a link we do not have (one we
+ *                 gave up): ignored.
  *   CONFIRM RKEY, DELETE RKEY
  *                 answered positively (a Linux peer sends them around every
  *                 reused RMB and waits 2 s for the answer: lgr.c takes LLC
@@ -46,6 +57,7 @@
 #include "common/log.h"
 #include "smcr/lgr.h"
 #include "smcr/llc.h"
+#include "smcr/sys.h"
 
 static int send_llc_on(struct smcr_lgr *g, unsigned link, const struct smcr_llc_msg *m,
 		       int timeout_ms)
@@ -155,6 +167,130 @@ static void answer(struct smcr_lgr *g, unsigned link, const uint8_t *raw, uint32
 		smcr_lgr_fail_locked(g, "cannot answer an LLC request");
 }
 
+/* Every RMB's rkey triple {on the first link, on the second and its address there}. */
+static void add_rkeys(const struct smcr_lgr *g, struct smcr_llc_msg *m)
+{
+	struct smcr_llc_add_link *a = &m->add_link;
+
+	for (const struct smcr_lgr_buf *b = g->all_bufs; b; b = b->all_next) {
+		if (!b->rmb || !b->mr_alt || a->num_rkeys == SMCR_LLC_MAX_ADD_LINK_RKEYS)
+			continue;
+		a->rkeys[a->num_rkeys].rkey = b->mr->rkey;
+		a->rkeys[a->num_rkeys].rkey_new = b->mr_alt->rkey;
+		a->rkeys[a->num_rkeys].vaddr_new = b->iova_alt;
+		a->num_rkeys++;
+	}
+}
+
+/* DELETE LINK of the second link alone (not orderly: its path is lost), on the first. */
+static void send_delete_alt(struct smcr_lgr *g)
+{
+	struct smcr_llc_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = SMCR_LLC_DELETE_LINK;
+	m.hdr.version = 2;
+	m.delete_link.link_num = g->alt.link_num;
+	m.delete_link.reason = SMCR_LLC_DEL_LOST_PATH;
+	(void)send_llc(g, &m, SMCR_LGR_LLC_WAIT_MS);
+}
+
+/*
+ * Server: the first link is confirmed and a second device was reserved for
+ * the group (smcr_lgr_alt_reserve): its QP, every buffer on its PD, and ADD
+ * LINK to the client over the first link, as the kernel's
+ * smc_llc_srv_add_link(); the answer is awaited for SMCR_LGR_LLC_WAIT_MS
+ * (the reaper gives it up then).
+ */
+static void srv_add_link(struct smcr_lgr *g)
+{
+	struct smcr_ib_qp_info own;
+	struct smcr_llc_msg *m;
+	enum smcr_llc_err err;
+	uint8_t *buf;
+	size_t len;
+	int rc = smcr_lgr_alt_start(g);
+
+	if (rc) {
+		smcr_info("verbs: link group %u: no second link (%s)", g->id, strerror(-rc));
+		return;
+	}
+	m = calloc(1, sizeof(*m));
+	buf = calloc(1, SMCR_LLC_V2_MAX_LEN);
+	rc = -ENOMEM;
+	if (m && buf) {
+		smcr_wr_link_info(g->alt.link, &own);
+		smcr_llc_add_link_v2(m, false, false, own.mac, own.gid, own.qpn, own.psn,
+				     g->alt.link_num, own.mtu, true);
+		add_rkeys(g, m);
+		len = smcr_llc_encode(m, buf, SMCR_LLC_V2_MAX_LEN, &err);
+		rc = len ? smcr_wr_send_long(g->link, buf, (uint32_t)len, SMCR_LGR_LLC_WAIT_MS)
+			 : -EINVAL;
+		if (rc)
+			smcr_lgr_fail_locked(g, "cannot send ADD LINK");
+		else
+			smcr_info("verbs: link group %u: ADD LINK %u sent: second link on %s (QP %u), "
+				  "%u rkeys", g->id, g->alt.link_num, g->alt.port->name, own.qpn,
+				  m->add_link.num_rkeys);
+	}
+	free(m);
+	free(buf);
+	if (rc)
+		smcr_lgr_alt_close(g);
+	else
+		g->alt.since_ms = smcr_sys_now_ms();
+}
+
+/* Server: the client's answer to our ADD LINK (a response, maybe with its rkeys cut). */
+static void srv_add_link_answer(struct smcr_lgr *g, const struct smcr_llc_msg *resp)
+{
+	const struct smcr_llc_add_link *r = &resp->add_link;
+	struct smcr_ib_qp_info peer, own;
+
+	if (g->alt.state != SMCR_LGR_LINK_ADDING || !g->alt.since_ms)
+		return; /* late, or never asked: dropped, as the kernel drops out-of-flow answers */
+	if (resp->hdr.flags & SMCR_LLC_FLAG_ADD_LINK_REJ) {
+		smcr_info("verbs: link group %u: the client rejected the second link", g->id);
+		smcr_lgr_alt_close(g);
+		return;
+	}
+	if (r->link_num != g->alt.link_num || r->qp_mtu < 1 || r->qp_mtu > 5) {
+		smcr_info("verbs: link group %u: a bad ADD LINK answer (link %u, MTU %u): one link",
+			  g->id, r->link_num, r->qp_mtu);
+		send_delete_alt(g);
+		smcr_lgr_alt_close(g);
+		return;
+	}
+	/* the client's rkeys on the new link are not kept: each connection's CLC names its own */
+	smcr_wr_link_info(g->alt.link, &own);
+	memset(&peer, 0, sizeof(peer));
+	memcpy(peer.gid, r->gid, SMCR_IB_GID_LEN);
+	memcpy(peer.mac, r->mac, SMCR_IB_MAC_LEN);
+	peer.qpn = r->qpn;
+	peer.psn = r->psn;
+	peer.mtu = r->qp_mtu < own.mtu ? r->qp_mtu : own.mtu;
+	if (smcr_lgr_alt_connect(g, &peer) || send_confirm_link_on(g, 1, false, SMCR_LGR_LLC_WAIT_MS)) {
+		smcr_info("verbs: link group %u: the second link does not connect: one link", g->id);
+		send_delete_alt(g);
+		smcr_lgr_alt_close(g);
+		return;
+	}
+	g->alt.state = SMCR_LGR_LINK_PENDING;
+	g->alt.since_ms = smcr_sys_now_ms();
+}
+
+void smcr_lgr_llc_alt_timeout(struct smcr_lgr *g)
+{
+	if (g->alt.state == SMCR_LGR_LINK_PENDING) {
+		smcr_info("verbs: link group %u: no CONFIRM LINK answer on the second link: one link",
+			  g->id);
+		send_delete_alt(g); /* as the kernel: the client drops its half */
+	} else {
+		smcr_info("verbs: link group %u: the client did not answer ADD LINK: one link", g->id);
+	}
+	smcr_lgr_alt_close(g);
+}
+
 /*
  * The server's ADD LINK (client role): the second link, answered with its
  * parameters and our rkeys on it.  0, or -errno: reject.
@@ -192,27 +328,9 @@ static int add_link(struct smcr_lgr *g, const struct smcr_llc_msg *req)
 		goto out;
 	}
 	smcr_wr_link_info(g->alt.link, &own);
-	m->hdr.type = SMCR_LLC_ADD_LINK;
-	m->hdr.version = 2;
-	m->hdr.flags = SMCR_LLC_FLAG_RESP;
-	m->hdr.length_be = req->hdr.length_be;
-	memcpy(m->add_link.mac, own.mac, SMCR_LLC_MAC_LEN);
-	memcpy(m->add_link.gid, own.gid, SMCR_LLC_GID_LEN);
-	m->add_link.qpn = own.qpn;
-	m->add_link.link_num = r->link_num;
-	m->add_link.qp_mtu = own.mtu < r->qp_mtu ? own.mtu : r->qp_mtu;
-	m->add_link.psn = own.psn;
-	m->add_link.has_v2_ext = true;
-	m->add_link.v2_direct = r->v2_direct;
-	memcpy(m->add_link.target_gid, own.gid, SMCR_LLC_GID_LEN); /* as Linux: our new GID */
-	for (const struct smcr_lgr_buf *b = g->all_bufs; b; b = b->all_next) {
-		if (!b->rmb || m->add_link.num_rkeys == SMCR_LLC_MAX_ADD_LINK_RKEYS)
-			continue;
-		m->add_link.rkeys[m->add_link.num_rkeys].rkey = b->mr->rkey;
-		m->add_link.rkeys[m->add_link.num_rkeys].rkey_new = b->mr_alt->rkey;
-		m->add_link.rkeys[m->add_link.num_rkeys].vaddr_new = b->iova_alt;
-		m->add_link.num_rkeys++;
-	}
+	smcr_llc_add_link_v2(m, true, req->hdr.length_be, own.mac, own.gid, own.qpn, own.psn,
+			     r->link_num, own.mtu < r->qp_mtu ? own.mtu : r->qp_mtu, r->v2_direct);
+	add_rkeys(g, m);
 	len = smcr_llc_encode(m, buf, SMCR_LLC_V2_MAX_LEN, &err);
 	if (!len) {
 		rc = -EINVAL;
@@ -241,6 +359,27 @@ static bool alt_in_use(const struct smcr_lgr *g)
 	return false;
 }
 
+/*
+ * A v2 ADD LINK answer longer than we keep (more rkey triples than
+ * SMCR_LGR_LLC_MSG_MAX holds): its head, decoded as if it had no triple.  The
+ * server needs only the new link's parameters.  True if that decodes.
+ */
+static bool add_link_head(const uint8_t *raw, uint32_t kept, uint32_t len, struct smcr_llc_msg *m)
+{
+	uint8_t head[SMCR_LLC_MSG_LEN + 28];
+	enum smcr_llc_err err;
+	bool be;
+
+	if (kept >= len || kept < sizeof(head) || raw[0] != (0x20 | SMCR_LLC_ADD_LINK) ||
+	    !(raw[3] & SMCR_LLC_FLAG_RESP))
+		return false;
+	memcpy(head, raw, sizeof(head));
+	be = (uint32_t)(raw[1] << 8 | raw[2]) == len && (uint32_t)(raw[2] << 8 | raw[1]) != len;
+	head[1] = be ? 0 : sizeof(head), head[2] = be ? sizeof(head) : 0;
+	head[sizeof(head) - 2] = head[sizeof(head) - 1] = 0; /* no triple */
+	return smcr_llc_decode(head, sizeof(head), m, &err) == SMCR_WIRE_OK;
+}
+
 void smcr_lgr_llc_handle(struct smcr_lgr *g, unsigned link, const uint8_t *raw, uint32_t len)
 {
 	uint32_t kept = len < SMCR_LGR_LLC_MSG_MAX ? len : SMCR_LGR_LLC_MSG_MAX;
@@ -249,7 +388,7 @@ void smcr_lgr_llc_handle(struct smcr_lgr *g, unsigned link, const uint8_t *raw, 
 	enum smcr_llc_err err;
 	bool resp;
 
-	if (smcr_llc_decode(raw, kept, &m, &err) != SMCR_WIRE_OK) {
+	if (smcr_llc_decode(raw, kept, &m, &err) != SMCR_WIRE_OK && !add_link_head(raw, kept, len, &m)) {
 		/* an ADD LINK too long to keep: its header is all the reject needs */
 		if (kept < len && raw[0] == (0x20 | SMCR_LLC_ADD_LINK) &&
 		    !(raw[3] & SMCR_LLC_FLAG_RESP))
@@ -259,6 +398,14 @@ void smcr_lgr_llc_handle(struct smcr_lgr *g, unsigned link, const uint8_t *raw, 
 	resp = m.hdr.flags & SMCR_LLC_FLAG_RESP;
 	switch (m.hdr.type) {
 	case SMCR_LLC_CONFIRM_LINK:
+		if (server && resp && g->alt.state == SMCR_LGR_LINK_PENDING &&
+		    m.confirm_link.link_num == g->alt.link_num) {
+			/* our second link, confirmed (on itself, as the kernel and we answer) */
+			g->alt.state = SMCR_LGR_LINK_UP;
+			smcr_info("verbs: link group %u: second link %u up on %s (peer QP %u)", g->id,
+				  g->alt.link_num, g->alt.port->name, g->alt.peer_qpn);
+			return;
+		}
 		if (link == 1) {
 			/* the second link: the server confirms it on its new QP, once */
 			if (resp || server || g->alt.state != SMCR_LGR_LINK_PENDING) {
@@ -285,6 +432,8 @@ void smcr_lgr_llc_handle(struct smcr_lgr *g, unsigned link, const uint8_t *raw, 
 			return;
 		}
 		g->state = SMCR_LGR_ACTIVE;
+		if (server && g->alt.state == SMCR_LGR_LINK_ADDING && !g->alt.since_ms)
+			srv_add_link(g);
 		return;
 	case SMCR_LLC_TEST_LINK:
 		if (!resp)
@@ -303,14 +452,24 @@ void smcr_lgr_llc_handle(struct smcr_lgr *g, unsigned link, const uint8_t *raw, 
 			smcr_lgr_alt_close(g);
 			return;
 		}
+		if (!(m.hdr.flags & SMCR_LLC_FLAG_DEL_LINK_ALL) && m.delete_link.link_num != g->link_num &&
+		    (g->alt.state == SMCR_LGR_LINK_NONE || m.delete_link.link_num != g->alt.link_num)) {
+			/* a link we do not have (a second link given up): nothing to do */
+			smcr_dbg("verbs: link group %u: DELETE LINK %u ignored", g->id,
+				 m.delete_link.link_num);
+			return;
+		}
 		g->peer_deleted = true;
 		smcr_lgr_llc_send_delete_link(g, m.delete_link.reason, false);
 		smcr_lgr_end_locked(g, "the peer deleted the link (DELETE LINK)",
 				    !(m.hdr.flags & SMCR_LLC_FLAG_DEL_LINK_ORDERLY));
 		return;
 	case SMCR_LLC_ADD_LINK:
-		if (resp)
+		if (resp) {
+			if (server)
+				srv_add_link_answer(g, &m);
 			return;
+		}
 		/* no alternate path: rejected (a v2 receiver keys on 0x40) */
 		if (add_link(g, &m))
 			answer(g, link, raw, len, SMCR_LLC_FLAG_ADD_LINK_REJ);

@@ -518,3 +518,24 @@ void smcr_llc_answer(const uint8_t *req, size_t len, uint8_t extra,
 			memset(out + DR_RKEYS, 0, SMCR_LLC_MSG_LEN - DR_RKEYS);
 	}
 }
+
+void smcr_llc_add_link_v2(struct smcr_llc_msg *m, bool response, bool length_be,
+			  const uint8_t mac[SMCR_LLC_MAC_LEN], const uint8_t gid[SMCR_LLC_GID_LEN],
+			  uint32_t qpn, uint32_t psn, uint8_t link_num, uint8_t qp_mtu,
+			  bool v2_direct)
+{
+	memset(m, 0, sizeof(*m));
+	m->hdr.type = SMCR_LLC_ADD_LINK;
+	m->hdr.version = 2;
+	m->hdr.flags = response ? SMCR_LLC_FLAG_RESP : 0;
+	m->hdr.length_be = length_be;
+	memcpy(m->add_link.mac, mac, SMCR_LLC_MAC_LEN);
+	memcpy(m->add_link.gid, gid, SMCR_LLC_GID_LEN);
+	m->add_link.qpn = qpn & 0xffffffu;
+	m->add_link.psn = psn & 0xffffffu;
+	m->add_link.link_num = link_num;
+	m->add_link.qp_mtu = qp_mtu & 0x0fu;
+	m->add_link.has_v2_ext = true;
+	m->add_link.v2_direct = v2_direct;
+	memcpy(m->add_link.target_gid, gid, SMCR_LLC_GID_LEN);
+}

@@ -205,6 +205,20 @@ size_t smcr_llc_encode(const struct smcr_llc_msg *msg, void *buf, size_t cap,
 void smcr_llc_answer(const uint8_t *req, size_t len, uint8_t extra,
 		     uint8_t out[SMCR_LLC_MSG_LEN]);
 
+/*
+ * A v2 ADD LINK for a new link as Linux's smc_llc_send_add_link() fills it:
+ * the server's request (flags 0, the new link's MTU) or the client's positive
+ * answer (flags RESP, the smaller of both MTUs: pass it), the new link's MAC,
+ * GID, QP number, initial PSN and link number, and the v2 extension with
+ * v2_direct and the new GID as target; no rkey triple yet (the caller adds
+ * one per RMB: {rkey on the link carrying the message, rkey and address on
+ * the new link}).  length_be: the byte order of length and rkey count.
+ */
+void smcr_llc_add_link_v2(struct smcr_llc_msg *m, bool response, bool length_be,
+			  const uint8_t mac[SMCR_LLC_MAC_LEN], const uint8_t gid[SMCR_LLC_GID_LEN],
+			  uint32_t qpn, uint32_t psn, uint8_t link_num, uint8_t qp_mtu,
+			  bool v2_direct);
+
 /* Wire length `msg` will encode to (0 if its counts are out of range). */
 size_t smcr_llc_encoded_len(const struct smcr_llc_msg *msg);
 

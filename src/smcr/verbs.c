@@ -21,14 +21,16 @@
  * EIDs, as the kernel (smc_clc_match_eid): the server takes the first of
  * the client's EIDs that is in its table and names it in the Accept; the
  * client and the Confirm repeat it.  Release, max_conns and max_links are
- * the minimum of both offers (ours as a server: max_links 1, we never add a
- * link); the first-contact extension carries them, our host name, OS type
+ * the minimum of both offers (ours as a server: max_links 2 if another
+ * device of ours has an address in the group's subnet, which we then add as
+ * the second link, else 1: lgr.h); the first-contact extension carries them, our host name, OS type
  * Linux and v2_direct (same IP subnet: no gateway), and the client's Confirm
  * lists its GID.  Linux checks that the Confirm repeats the Accept's values
  * (RELEASEERR, MAXCONNERR, MAXLINKERR).
  *   server_accept   a live group for (peer id, peer GID, our GID) is reused
- *                   (Accept without the first-contact flag, that group's
- *                   QPN), otherwise a new one is made (flag set, QP in INIT);
+ *                   (Accept without the first-contact flag, the QPN of its
+ *                   link with fewer connections: the second once it is up),
+ *                   otherwise a new one is made (flag set, QP in INIT);
  *                   RMB from the group's pool; a fresh alert token.
  *   client_attach   first contact: a new group, its QP to RTS; reuse: the
  *                   group must exist with a link to the QPN and GID the
@@ -69,8 +71,6 @@
  * cleanly; after an abort the RMB is deregistered instead (the peer may
  * still be writing), so only a peer that finished with a ring ever sees it
  * again, and only the same peer.
- *
- * Not yet: a second link (ADD LINK) where a second device exists.
  */
 #include "smcr/verbs.h"
 
@@ -107,7 +107,12 @@
 static const char verbs_ueid[SMCR_CLC_EID_LEN + 1] = "SMCR-USERSPACE-VERBS            ";
 #define VERBS_RELEASE 1          /* SMC-Rv2.1: max_conns/max_links negotiated */
 #define VERBS_CLIENT_MAX_LINKS 2 /* as a Linux client: invites ADD LINK (lgr_llc.c) */
-#define VERBS_SERVER_MAX_LINKS 1 /* we never add a link: a client need not wait for one */
+/*
+ * As a server we offer max_links 2 only where we have a second device for the
+ * group (smcr_lgr_alt_reserve), else 1: a Linux client told 2 waits 2 s for
+ * our ADD LINK after its first link's CONFIRM LINK.
+ */
+#define VERBS_SERVER_MAX_LINKS 2
 
 struct smcr_xconn {
 	int timeout_ms;
@@ -347,7 +352,8 @@ static void fill_accept(struct smcr_xconn *xc, struct smcr_clc_msg *m, uint8_t t
 	m->hdr.version = SMCR_CLC_V2;
 	m->hdr.typev1 = SMCR_CLC_PATH_R;
 	m->hdr.flag = xc->first_contact;
-	smcr_lgr_peer_id(own.mac, a->peer_id);
+	/* the peer id is the process's, with its first device's MAC, whichever link c uses */
+	smcr_lgr_peer_id(xc->mac, a->peer_id);
 	memcpy(a->gid, own.gid, SMCR_CLC_GID_LEN);
 	memcpy(a->mac, own.mac, SMCR_CLC_MAC_LEN);
 	a->qpn = own.qpn;
@@ -442,7 +448,7 @@ static int verbs_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg 
 	/* v2.1 limits as Linux's smc_clc_srv_v2x_features_validate */
 	xc->release = min_u8(p->release, VERBS_RELEASE);
 	xc->max_conns = SMCR_LGR_MAX_CONNS;
-	xc->max_links = VERBS_SERVER_MAX_LINKS;
+	xc->max_links = 1; /* v2.0: no max_links negotiated, no second link */
 	if (xc->release >= 1) {
 		xc->max_conns = min_u8(p->max_conns, SMCR_LGR_MAX_CONNS);
 		if (xc->max_conns < 16)
@@ -464,6 +470,9 @@ static int verbs_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg 
 		rc = new_group(xc, &k);
 		if (rc)
 			return rc;
+		/* a second link needs a second device of ours in the group's subnet */
+		if (xc->max_links >= 2 && smcr_lgr_alt_reserve(xc->lgr))
+			xc->max_links = 1;
 		xc->lgr->max_conns = xc->max_conns;
 		xc->lgr->max_links = xc->max_links;
 	}
@@ -471,6 +480,8 @@ static int verbs_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg 
 	rc = join_group(xc);
 	if (rc)
 		return rc;
+	if (!xc->first_contact) /* the link with fewer connections (the Accept names it) */
+		smcr_lgr_conn_assign(xc->lgr, &xc->lc);
 	fill_accept(xc, acc, SMCR_CLC_ACCEPT);
 	t2 = smcr_sys_now_ns();
 	/* a Linux client waits 6 s for the Accept (issue 7: first contact on a loaded host) */
@@ -623,7 +634,7 @@ static int verbs_server_attach(struct smcr_xconn *xc, int tcp_fd, uint32_t *peer
 	}
 	if (conf.hdr.type != SMCR_CLC_CONFIRM || !is_ours(&conf) ||
 	    conf.hdr.flag != xc->first_contact ||
-	    (!xc->first_contact && conf.accept.qpn != xc->lgr->peer_qpn))
+	    (!xc->first_contact && conf.accept.qpn != smcr_lgr_conn_peer_qpn(xc->lgr, &xc->lc)))
 		rc = SMCR_CLC_DECL_CNFERR;
 	/* the Confirm repeats the negotiated values (Linux: smc_clc_v2x_features_confirm_check) */
 	else if (xc->first_contact && conf.accept.fce.release != xc->release)

@@ -58,7 +58,7 @@ links_of() {
         END { if (g != "") print g }' | while read -r l; do tr ' ' '\n' <<< "$l" | sort | xargs; done
 }
 
-cases=" ${LINK2_CASES:-k a b} "
+cases=" ${LINK2_CASES:-k a b d e} "
 want_case() { [[ $cases == *" $1 "* ]]; }
 
 # ------------------------------------------------ (k) kernel <-> kernel, two links ----
@@ -179,6 +179,142 @@ grep -q "ok: .* connection 1 on rxe0, connection 2 on rxe2" "$logs/b.cli" &&
 [[ $(grep -c 'mode=SMC-R' "$logs/b.srv") == 2 ]] &&
     pass "the kernel server's smc_diag says SMC-R for both: $(grep -o 'ibdev=rxe[0-9]' "$logs/b.srv" | xargs)" ||
     { fail "the kernel server's smc_diag"; show "$logs/b.srv" srv; }
+fi
+
+# -------------------- (d) kernel client (A) -> smcr server (B): the server adds the link ----
+if want_case d; then
+"$ksmc" pattern "$bytes" > "$logs/pattern"
+kwant=$(sha "$logs/pattern"); rm -f "$logs/pattern"
+timeout 300 "$smc_run" -d socat -T 60 "TCP4-LISTEN:7906,bind=$B,reuseaddr" \
+    SYSTEM:"tee $logs/d.recv" > "$logs/d.srv" 2>&1 &
+spid=$!
+wait_listening 7906 || echo "    (smcr server not listening)"
+t0=$SECONDS
+timeout 300 "$ksmc" client "$B" 7906 "$bytes" "$A" > "$logs/d.cli" 2>&1 &
+cpid=$!
+cli_links=
+for ((i = 0; i < 300; i++)); do # while the echo runs: the kernel client's group
+    cli_links=$(links_of client)
+    [[ $cli_links == "rxe0 rxe2" ]] && break
+    kill -0 "$cpid" 2>/dev/null || break
+    sleep 0.2
+done
+rxe-vm-smc links > "$logs/d.links" 2>&1
+rc=0; wait "$cpid" || rc=$?
+secs=$((SECONDS - t0))
+wait "$spid"
+if [[ $rc == 0 && $(sha "$logs/d.recv") == "$kwant" ]] && grep -q 'mode=SMC-R' "$logs/d.cli"; then
+    pass "kernel client -> smcr server: $mib MiB echoed and checked by the kernel client, the smcr server's bytes have its sha256 (${secs}s; $(grep -m1 -o 'mode=SMC-R ibdev=[a-z0-9]*' "$logs/d.cli"))"
+else
+    fail "kernel client -> smcr server: kernel client exit $rc, server got $(stat -c %s "$logs/d.recv" 2>/dev/null) bytes"
+    show "$logs/d.cli" cli; show "$logs/d.srv" srv 12
+fi
+[[ $cli_links == "rxe0 rxe2" ]] &&
+    pass "kernel client -> smcr server: the kernel client's group has two links ($cli_links)" ||
+    { fail "kernel client -> smcr server: the kernel client's group has links on '$cli_links'"
+      show "$logs/d.links" links 8; dmesg | grep 'smc:' | tail -n 4 | sed 's/^/    dmesg| /'; }
+grep -q 'second link [0-9]* up on rxe3' "$logs/d.srv" &&
+    pass "smcr server: $(grep -m1 -o 'ADD LINK [0-9]* sent.*' "$logs/d.srv"); $(grep -m1 -o 'second link [0-9]* up on .*' "$logs/d.srv")" ||
+    { fail "smcr server: no second link in its log"; grep -iE 'link' "$logs/d.srv" | tail -n 4 | sed 's/^/    srv| /'; }
+fi
+
+# ------------- (e) smcr client (A) -> smcr server (B): two links, connections on both ----
+if want_case e; then
+cat > "$logs/esrv.py" <<'PY'
+import json, os, socket, subprocess, sys, threading
+l = socket.create_server((sys.argv[1], int(sys.argv[2])))
+print("listening", flush=True)
+env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+def serve(c, i):
+    rec = None
+    with c:
+        while True:
+            b = c.recv(1 << 16)
+            if not b:
+                break
+            c.sendall(b)
+            if rec is None:  # while it is live: our record of it
+                out = subprocess.run([sys.argv[3], "json", "-p", str(os.getpid())], env=env,
+                                     capture_output=True, text=True, timeout=30).stdout
+                mine = [r for r in json.loads(out)["connections"]
+                        if r.get("peer_port") == c.getpeername()[1] and r.get("state") == "live"]
+                rec = (mine[0]["mode"], mine[0]["link_group"], mine[0]["device"]) if len(mine) == 1 else ()
+    print(f"served {i}: {rec}", flush=True)
+ts = []
+for i in (1, 2):
+    c, _ = l.accept()
+    t = threading.Thread(target=serve, args=(c, i)); t.start(); ts.append(t)
+for t in ts:
+    t.join()
+PY
+cat > "$logs/ecli.py" <<'PY'
+import json, os, socket, subprocess, sys, time
+host, port, smcr_stat, size, srvlog = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5]
+data = os.urandom(size)
+def echo(c):
+    got, sent = b"", 0
+    while len(got) < size:
+        c.settimeout(0.01 if sent < size else 30)
+        try:
+            if sent < size:
+                sent += c.send(data[sent:sent + 65536])
+            b = c.recv(1 << 16)
+        except socket.timeout:
+            continue
+        if not b:
+            break
+        got += b
+    return got == data
+def record(c):
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    out = subprocess.run([smcr_stat, "json", "-p", str(os.getpid())], env=env,
+                         capture_output=True, text=True, timeout=30).stdout
+    mine = [r for r in json.loads(out)["connections"]
+            if r.get("local_port") == c.getsockname()[1] and r.get("state") == "live"]
+    return (mine[0]["mode"], mine[0]["link_group"], mine[0]["device"]) if len(mine) == 1 else None
+c1 = socket.create_connection((host, port), source_address=("10.77.0.1", 0))
+ok1 = echo(c1)
+# the server adds its second link once the first is confirmed: the second connection
+# is made once the server says it is up (else it goes on the first link, by design)
+for _ in range(300):
+    if " up on " in open(srvlog).read():
+        break
+    time.sleep(0.1)
+c2 = socket.create_connection((host, port), source_address=("10.77.0.1", 0))
+r1, r2 = record(c1), record(c2)
+print(f"records: {r1} {r2}", flush=True)
+c1.close()
+ok2 = echo(c2)
+c2.close()
+print(f"connection 1: echo {'ok' if ok1 else 'BAD'} {r1}", flush=True)
+print(f"connection 2: echo {'ok' if ok2 else 'BAD'} {r2}", flush=True)
+if not (ok1 and ok2 and r1 and r2 and r1[0] == r2[0] == "smc-r" and r1[1] == r2[1]):
+    sys.exit("FAIL: not two intact SMC-R echoes on one link group")
+print(f"ok: link group {r1[1]}: connection 1 on {r1[2]}, connection 2 on {r2[2]}", flush=True)
+PY
+SMCR_TRANSPORT=rdma timeout 200 "$smc_run" -d python3 "$logs/esrv.py" "$B" 7907 "$stat_tool" \
+    > "$logs/e.srv" 2> "$logs/e.srverr" &
+spid=$!
+wait_listening 7907 || echo "    (smcr server not listening)"
+if SMCR_TRANSPORT=rdma timeout 200 "$smc_run" -d python3 "$logs/ecli.py" "$B" 7907 "$stat_tool" \
+    $((1 << 20)) "$logs/e.srverr" > "$logs/e.cli" 2> "$logs/e.err"; then
+    pass "smcr client -> smcr server, 2 open connections: $(tail -n1 "$logs/e.cli")"
+else
+    fail "smcr client -> smcr server, 2 open connections"; show "$logs/e.cli" cli; show "$logs/e.err" err 8
+fi
+wait "$spid"
+grep -q "ok: .* connection 1 on rxe0, connection 2 on rxe2" "$logs/e.cli" &&
+    pass "smcr client: smcr-stat shows connection 1 on rxe0 and connection 2 on rxe2 (the second link)" ||
+    fail "smcr client: the connections are not on rxe0 and rxe2"
+srecs=$(grep -o "served [12]: .*" "$logs/e.srv" | sort | cut -d' ' -f3- | tr -d "(),'" | xargs)
+lgr1=$(awk '{print $2}' <<< "$srecs")
+[[ $srecs =~ ^smc-r\ ([0-9]+)\ rxe1\ smc-r\ ([0-9]+)\ rxe3$ && ${BASH_REMATCH[1]} == "${BASH_REMATCH[2]}" ]] &&
+    pass "smcr server: smcr-stat shows both on link group $lgr1, connection 1 on rxe1, connection 2 on rxe3" ||
+    { fail "smcr server: smcr-stat records '$srecs' (want smc-r on one group, rxe1 then rxe3)"; show "$logs/e.srv" srv; }
+grep -q 'second link [0-9]* up on rxe3' "$logs/e.srverr" && grep -q 'second link [0-9]* up' "$logs/e.err" &&
+    pass "both sides brought the second link up: server '$(grep -m1 -o 'second link [0-9]* up on [a-z0-9]*' "$logs/e.srverr")', client '$(grep -m1 -o 'second link [0-9]* on [a-z0-9]*' "$logs/e.err")'" ||
+    { fail "the second link is not up on both sides"; grep -iE ' link' "$logs/e.srverr" | tail -n 3 | sed 's/^/    srv| /'
+      grep -iE ' link' "$logs/e.err" | tail -n 3 | sed 's/^/    cli| /'; }
 fi
 
 # ------------------------------ (c) the second link's device deleted mid-stream ----

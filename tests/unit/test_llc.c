@@ -191,6 +191,45 @@ static void kernel_add_link(void **state)
 }
 
 /*
+ * Our ADD LINK request as a server (lgr_llc.c's srv_add_link(), the kernel's
+ * smc_llc_srv_add_link()): smcr_llc_add_link_v2() with the values of the
+ * kernel's captured request and its one rkey triple encodes to exactly the
+ * kernel's 88 bytes (type 0x22, little-endian length and count, flags 0, the
+ * new link's MAC/GID/QPN/link/MTU/PSN, v2_direct, the new GID as target).
+ */
+static void add_link_v2_request_as_kernel(void **state)
+{
+	uint8_t req[128], out[256];
+	size_t n = load_bin("llc-add-link-v2-req.bin", req, sizeof(req));
+	struct smcr_llc_msg *m = &g_msg2;
+	enum smcr_llc_err err;
+	size_t len;
+
+	smcr_llc_add_link_v2(m, false, false, mac_s, gid_s, 0x12, 0x6632f8, 2, 3, true);
+	m->add_link.rkeys[0] = (struct smcr_llc_rkey_triple){ 0x34d, 0x569, 0xffff888008190000ull };
+	m->add_link.num_rkeys = 1;
+	len = smcr_llc_encode(m, out, sizeof(out), &err);
+	assert_int_equal(n, 88);
+	assert_int_equal(len, n);
+	assert_memory_equal(out, req, n);
+	/* no rkey at all (a group whose RMBs are not registered on the new link yet) */
+	m->add_link.num_rkeys = 0;
+	len = smcr_llc_encode(m, out, sizeof(out), &err);
+	assert_int_equal(len, 44 + 28);
+	assert_int_equal(out[1], 72);
+	assert_int_equal(out[70] | out[71] << 8, 0);
+	/* the values are clamped to their fields: 24-bit QPN/PSN, 4-bit MTU */
+	smcr_llc_add_link_v2(m, false, true, mac_s, gid_s, 0xff000012, 0xff6632f8, 2, 0xf3, false);
+	assert_int_equal(m->add_link.qpn, 0x12);
+	assert_int_equal(m->add_link.psn, 0x6632f8);
+	assert_int_equal(m->add_link.qp_mtu, 3);
+	len = smcr_llc_encode(m, out, sizeof(out), &err);
+	assert_int_equal(out[1] << 8 | out[2], 72); /* big-endian when asked (s390) */
+	assert_int_equal(out[44] & 0x80, 0);       /* no v2_direct */
+	(void)state;
+}
+
+/*
  * Our positive answer to that ADD LINK, as lgr_llc.c builds it (the kernel's
  * smc_llc_cli_add_link() v2 response): the new link's MAC/GID/QPN/PSN, the
  * request's link number, min MTU, the v2 extension with our new GID as
@@ -207,20 +246,8 @@ static void add_link_v2_positive_response(void **state)
 	enum smcr_llc_err err;
 	size_t len;
 
-	memset(m, 0, sizeof(*m));
-	m->hdr.type = SMCR_LLC_ADD_LINK;
-	m->hdr.version = 2;
-	m->hdr.flags = SMCR_LLC_FLAG_RESP;
-	m->hdr.length_be = r->hdr.length_be;
-	memcpy(m->add_link.mac, mac_n, 6);
-	memcpy(m->add_link.gid, gid_n, 16);
-	m->add_link.qpn = 0x11;
-	m->add_link.link_num = r->add_link.link_num;
-	m->add_link.qp_mtu = r->add_link.qp_mtu;
-	m->add_link.psn = 0xabcdef;
-	m->add_link.has_v2_ext = true;
-	m->add_link.v2_direct = r->add_link.v2_direct;
-	memcpy(m->add_link.target_gid, gid_n, 16);
+	smcr_llc_add_link_v2(m, true, r->hdr.length_be, mac_n, gid_n, 0x11, 0xabcdef,
+			     r->add_link.link_num, r->add_link.qp_mtu, r->add_link.v2_direct);
 	m->add_link.num_rkeys = 2;
 	m->add_link.rkeys[0] = (struct smcr_llc_rkey_triple){ 0x101, 0x201, 0x123456789000ull };
 	m->add_link.rkeys[1] = (struct smcr_llc_rkey_triple){ 0x102, 0x202, 0x2000ull };
@@ -639,6 +666,7 @@ int main(void)
 		cmocka_unit_test(reference_v1),
 		cmocka_unit_test(kernel_answers),
 		cmocka_unit_test(add_link_v2_positive_response),
+		cmocka_unit_test(add_link_v2_request_as_kernel),
 		cmocka_unit_test(round_trip_all_types),
 		cmocka_unit_test(big_endian_v2_length_accepted),
 		cmocka_unit_test(rejects),
