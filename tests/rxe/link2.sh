@@ -17,13 +17,20 @@
 #       made while the first is open: the kernel puts it on its group's second link, and
 #       smcr-stat shows both on one link group, the first on rxe0 and the second on rxe2;
 #       both echoes are intact (CDCs and WRITEs of the second ride the second link);
+#   (d) kernel AF_SMC client (A) -> smcr server (socat, B), MIB MiB echoed with equal sha256
+#       while the kernel client's group shows two links (rxe0, rxe2): the smcr server offered
+#       max_links 2 and added its second link on rxe3 (its log says "second link 2 up on rxe3");
+#   (e) smcr client (python, A) -> smcr server (python, B), SMCR_TRANSPORT=rdma: both bring
+#       the second link up, and two open connections of the client land on different links
+#       (smcr-stat: rxe0/rxe2 on the client, rxe1/rxe3 on the server, one group each); the
+#       second connection is made once the server's log says the link is up;
 #   (c) no failover: 'rdma link delete rxe2' while the connection on the second link
 #       streams ends the group as a lost first device does: the smcr process sees
 #       ECONNRESET within 10 s and the delete completes.  NOT in the default list yet:
 #       in its one run (load 10) the smcr side reset promptly ("the second link's RDMA
 #       device is being removed") but the VM then hung until rxe-vm's timeout (not
 #       diagnosed: the kernel echo servers or the delete).
-# LINK2_CASES (default "k a b"; add c by hand) runs only some cases; LINK2_LOGS keeps the
+# LINK2_CASES (default "k a b d e"; add c by hand) runs only some cases; LINK2_LOGS keeps the
 # logs there (a directory the guest shares: inside the checkout).
 # Prints one line per check and "N passed, N failed"; exit 0 only if all passed.
 set -u
