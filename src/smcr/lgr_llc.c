@@ -359,27 +359,6 @@ static bool alt_in_use(const struct smcr_lgr *g)
 	return false;
 }
 
-/*
- * A v2 ADD LINK answer longer than we keep (more rkey triples than
- * SMCR_LGR_LLC_MSG_MAX holds): its head, decoded as if it had no triple.  The
- * server needs only the new link's parameters.  True if that decodes.
- */
-static bool add_link_head(const uint8_t *raw, uint32_t kept, uint32_t len, struct smcr_llc_msg *m)
-{
-	uint8_t head[SMCR_LLC_MSG_LEN + 28];
-	enum smcr_llc_err err;
-	bool be;
-
-	if (kept >= len || kept < sizeof(head) || raw[0] != (0x20 | SMCR_LLC_ADD_LINK) ||
-	    !(raw[3] & SMCR_LLC_FLAG_RESP))
-		return false;
-	memcpy(head, raw, sizeof(head));
-	be = (uint32_t)(raw[1] << 8 | raw[2]) == len && (uint32_t)(raw[2] << 8 | raw[1]) != len;
-	head[1] = be ? 0 : sizeof(head), head[2] = be ? sizeof(head) : 0;
-	head[sizeof(head) - 2] = head[sizeof(head) - 1] = 0; /* no triple */
-	return smcr_llc_decode(head, sizeof(head), m, &err) == SMCR_WIRE_OK;
-}
-
 void smcr_lgr_llc_handle(struct smcr_lgr *g, unsigned link, const uint8_t *raw, uint32_t len)
 {
 	uint32_t kept = len < SMCR_LGR_LLC_MSG_MAX ? len : SMCR_LGR_LLC_MSG_MAX;
@@ -388,7 +367,10 @@ void smcr_lgr_llc_handle(struct smcr_lgr *g, unsigned link, const uint8_t *raw, 
 	enum smcr_llc_err err;
 	bool resp;
 
-	if (smcr_llc_decode(raw, kept, &m, &err) != SMCR_WIRE_OK && !add_link_head(raw, kept, len, &m)) {
+	/* an ADD LINK answer longer than we keep: its head has all a server needs */
+	if (smcr_llc_decode(raw, kept, &m, &err) != SMCR_WIRE_OK &&
+	    (!server || !(raw[3] & SMCR_LLC_FLAG_RESP) ||
+	     smcr_llc_decode_add_link_head(raw, kept, len, &m, &err) != SMCR_WIRE_OK)) {
 		/* an ADD LINK too long to keep: its header is all the reject needs */
 		if (kept < len && raw[0] == (0x20 | SMCR_LLC_ADD_LINK) &&
 		    !(raw[3] & SMCR_LLC_FLAG_RESP))

@@ -539,3 +539,33 @@ void smcr_llc_add_link_v2(struct smcr_llc_msg *m, bool response, bool length_be,
 	m->add_link.v2_direct = v2_direct;
 	memcpy(m->add_link.target_gid, gid, SMCR_LLC_GID_LEN);
 }
+
+enum smcr_wire_status smcr_llc_decode_add_link_head(const void *buf, size_t kept, size_t len,
+						    struct smcr_llc_msg *msg,
+						    enum smcr_llc_err *err)
+{
+	const uint8_t *b = buf;
+	uint8_t head[AL_EXT + ALX_RKEYS];
+	bool be;
+
+	if (kept < sizeof(head) || kept >= len) {
+		*err = SMCR_LLC_ERR_SHORT;
+		return SMCR_WIRE_INVALID;
+	}
+	if (b[OFF_TYPE] != (0x20 | SMCR_LLC_ADD_LINK)) {
+		*err = SMCR_LLC_ERR_TYPE;
+		return SMCR_WIRE_INVALID;
+	}
+	memcpy(head, b, sizeof(head));
+	/* the stated length in either byte order (x86 Linux little-endian, s390 big) */
+	be = (size_t)(b[OFF_LEN] << 8 | b[OFF_LEN + 1]) == len &&
+	     (size_t)(b[OFF_LEN + 1] << 8 | b[OFF_LEN]) != len;
+	if (!be && (size_t)(b[OFF_LEN + 1] << 8 | b[OFF_LEN]) != len) {
+		*err = SMCR_LLC_ERR_LENGTH;
+		return SMCR_WIRE_INVALID;
+	}
+	head[OFF_LEN] = be ? 0 : (uint8_t)sizeof(head);
+	head[OFF_LEN + 1] = be ? (uint8_t)sizeof(head) : 0;
+	head[AL_EXT + ALX_NUM_RKEYS] = head[AL_EXT + ALX_NUM_RKEYS + 1] = 0;
+	return smcr_llc_decode(head, sizeof(head), msg, err);
+}

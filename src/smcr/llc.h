@@ -206,6 +206,18 @@ void smcr_llc_answer(const uint8_t *req, size_t len, uint8_t extra,
 		     uint8_t out[SMCR_LLC_MSG_LEN]);
 
 /*
+ * The head of a v2 ADD LINK of `len` bytes of which only the first `kept`
+ * are at hand (an answer with more rkey triples than the caller keeps: a
+ * server needs only the new link's parameters), decoded as if it carried no
+ * triple: num_rkeys 0, hdr.length that of the head (72).  Reads at most
+ * `kept` bytes.  SMCR_WIRE_OK, or SMCR_WIRE_INVALID (*err) for anything but
+ * a v2 ADD LINK cut after its 72-byte head (kept < len).
+ */
+enum smcr_wire_status smcr_llc_decode_add_link_head(const void *buf, size_t kept, size_t len,
+						    struct smcr_llc_msg *msg,
+						    enum smcr_llc_err *err);
+
+/*
  * A v2 ADD LINK for a new link as Linux's smc_llc_send_add_link() fills it:
  * the server's request (flags 0, the new link's MTU) or the client's positive
  * answer (flags RESP, the smaller of both MTUs: pass it), the new link's MAC,

@@ -4,7 +4,8 @@
  * accepted message re-encodes to bytes that decode and re-encode identically.
  * The answer we send to a peer's request (smcr_llc_answer, also to messages
  * the decoder refused, as a cut ADD LINK) reads only its 44 bytes and is
- * itself a valid message when a 44-byte request was.
+ * itself a valid message when a 44-byte request was.  The head of a cut ADD
+ * LINK answer decodes as an ADD LINK with no rkey or not at all.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,6 +26,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size >= SMCR_LLC_MSG_LEN)
 		smcr_llc_answer(data, size, SMCR_LLC_FLAG_ADD_LINK_REJ, ans);
+	/* the same bytes as the kept head of a longer ADD LINK (the stated length in bytes 1-2) */
+	if (size >= 3 && smcr_llc_decode_add_link_head(data, size, (size_t)(data[2] << 8 | data[1]),
+						       &msg, &err) == SMCR_WIRE_OK &&
+	    (msg.hdr.type != SMCR_LLC_ADD_LINK || msg.add_link.num_rkeys != 0))
+		abort();
 	if (smcr_llc_decode(data, size, &msg, &err) != SMCR_WIRE_OK) {
 		if (smcr_llc_err_str(err) == NULL)
 			abort();

@@ -281,6 +281,50 @@ static void add_link_v2_positive_response(void **state)
 	(void)state;
 }
 
+/*
+ * A positive ADD LINK answer with more rkey triples than lgr.c keeps (256
+ * bytes, 11 triples): its 72-byte head decodes as the same answer with no
+ * triple, in either byte order; anything else is refused.
+ */
+static void add_link_v2_head_of_long_answer(void **state)
+{
+	static uint8_t out[44 + 28 + 40 * 16];
+	struct smcr_llc_msg *m = &g_msg2, d;
+	enum smcr_llc_err err;
+	size_t len;
+
+	smcr_llc_add_link_v2(m, true, false, mac_c, gid_c, 0x33, 0x123456, 2, 3, true);
+	for (unsigned i = 0; i < 40; i++)
+		m->add_link.rkeys[i] = (struct smcr_llc_rkey_triple){ i + 1, 0x100 + i, 0x1000ull * i };
+	m->add_link.num_rkeys = 40;
+	len = smcr_llc_encode(m, out, sizeof(out), &err);
+	assert_int_equal(len, sizeof(out));
+	assert_int_equal(smcr_llc_decode_add_link_head(out, 256, len, &d, &err), SMCR_WIRE_OK);
+	assert_int_equal(d.hdr.flags, SMCR_LLC_FLAG_RESP);
+	assert_int_equal(d.hdr.length, 72);
+	assert_memory_equal(d.add_link.mac, mac_c, 6);
+	assert_memory_equal(d.add_link.gid, gid_c, 16);
+	assert_int_equal(d.add_link.qpn, 0x33);
+	assert_int_equal(d.add_link.psn, 0x123456);
+	assert_int_equal(d.add_link.link_num, 2);
+	assert_int_equal(d.add_link.qp_mtu, 3);
+	assert_true(d.add_link.has_v2_ext);
+	assert_int_equal(d.add_link.num_rkeys, 0);
+	/* big-endian (s390) */
+	m->hdr.length_be = true;
+	len = smcr_llc_encode(m, out, sizeof(out), &err);
+	assert_int_equal(smcr_llc_decode_add_link_head(out, 256, len, &d, &err), SMCR_WIRE_OK);
+	assert_true(d.hdr.length_be);
+	assert_int_equal(d.add_link.qpn, 0x33);
+	/* refused: all of it at hand (decode it whole), a head cut short, another length, type */
+	assert_int_equal(smcr_llc_decode_add_link_head(out, len, len, &d, &err), SMCR_WIRE_INVALID);
+	assert_int_equal(smcr_llc_decode_add_link_head(out, 71, len, &d, &err), SMCR_WIRE_INVALID);
+	assert_int_equal(smcr_llc_decode_add_link_head(out, 256, len + 1, &d, &err), SMCR_WIRE_INVALID);
+	out[0] = 0x20 | SMCR_LLC_CONFIRM_RKEY;
+	assert_int_equal(smcr_llc_decode_add_link_head(out, 256, len, &d, &err), SMCR_WIRE_INVALID);
+	(void)state;
+}
+
 static void kernel_rkeys_test_delete(void **state)
 {
 	uint8_t b[128];
@@ -667,6 +711,7 @@ int main(void)
 		cmocka_unit_test(kernel_answers),
 		cmocka_unit_test(add_link_v2_positive_response),
 		cmocka_unit_test(add_link_v2_request_as_kernel),
+		cmocka_unit_test(add_link_v2_head_of_long_answer),
 		cmocka_unit_test(round_trip_all_types),
 		cmocka_unit_test(big_endian_v2_length_accepted),
 		cmocka_unit_test(rejects),
