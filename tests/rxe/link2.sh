@@ -27,13 +27,17 @@
 #   (f) (e) over IPv6, fd77::1 -> fd77::2 (the kernel's 6.12 has no SMC-Rv2 over IPv6: smcr
 #       on both sides), the second link between fd77::3 and fd77::4.  NOT in the default
 #       list yet: it passed in its one run (181 s in the guest, load ~12);
+#   (g) a kernel AF_SMC client (python under bench/afsmc.c's preload, A) with two open
+#       connections to an smcr server (B): the second goes on the server's second link (smcr-
+#       stat: rxe1 then rxe3; the kernel's link dump: one connection on each of its links),
+#       both echoes intact.  Opt-in (LINK2_CASES=g);
 #   (c) no failover: 'rdma link delete rxe2' while the connection on the second link
 #       streams ends the group as a lost first device does: the smcr process sees
 #       ECONNRESET within 10 s and the delete completes.  NOT in the default list yet:
 #       in its one run (load 10) the smcr side reset promptly ("the second link's RDMA
 #       device is being removed") but the VM then hung until rxe-vm's timeout (not
 #       diagnosed: the kernel echo servers or the delete).
-# LINK2_CASES (default "k a b d e"; add c and f by hand) runs only some cases; LINK2_LOGS keeps the
+# LINK2_CASES (default "k a b d e"; add c, f and g by hand) runs only some cases; LINK2_LOGS keeps the
 # logs there (a directory the guest shares: inside the checkout).
 # Prints one line per check and "N passed, N failed"; exit 0 only if all passed.
 set -u
@@ -230,7 +234,7 @@ fi
 
 # ------------- (e) smcr client (A) -> smcr server (B): two links, connections on both ----
 # ------------------------------------------------- (f) the same over IPv6 (fd77::) ----
-if want_case e || want_case f; then
+if want_case e || want_case f || want_case g; then
 cat > "$logs/esrv.py" <<'PY'
 import json, os, socket, subprocess, sys, threading
 l = socket.create_server((sys.argv[1], int(sys.argv[2])),
@@ -332,6 +336,69 @@ smcr_pair() { # NAME CLIENT_ADDR SERVER_ADDR PORT
 }
 want_case e && smcr_pair e "$A" "$B" 7907
 want_case f && smcr_pair f fd77::1 fd77::2 7908
+fi
+
+# ---- (g) kernel client (python over AF_SMC, A), 2 open connections -> smcr server (B) ----
+if want_case g; then
+afsmc_c=$(dirname -- "${BASH_SOURCE[0]}")/../../bench/afsmc.c
+[[ -f $afsmc_c ]] || afsmc_c=bench/afsmc.c
+cc -O2 -fPIC -shared -o "$logs/afsmc.so" "$afsmc_c" -ldl 2> "$logs/g.cc" ||
+    { echo "    (cannot build afsmc.so)"; show "$logs/g.cc" cc; }
+cat > "$logs/gcli.py" <<'PY'
+import os, socket, subprocess, sys, time
+host, port, size, srvlog = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+data = os.urandom(size)
+def echo(c):
+    got, sent = b"", 0
+    while len(got) < size:
+        c.settimeout(0.01 if sent < size else 30)
+        try:
+            if sent < size:
+                sent += c.send(data[sent:sent + 65536])
+            b = c.recv(1 << 16)
+        except socket.timeout:
+            continue
+        if not b:
+            break
+        got += b
+    return got == data
+env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+c1 = socket.create_connection((host, port), source_address=("10.77.0.1", 0))
+ok1 = echo(c1)
+for _ in range(300):  # the server's second link up: the next connection may go there
+    if " up on " in open(srvlog).read():
+        break
+    time.sleep(0.1)
+c2 = socket.create_connection((host, port), source_address=("10.77.0.1", 0))
+ok2 = echo(c2)
+links = subprocess.run(["rxe-vm-smc", "links"], env=env, capture_output=True, text=True,
+                       timeout=30).stdout
+print(links, flush=True)
+c1.close(); c2.close()
+print(f"echo 1 {'ok' if ok1 else 'BAD'}, echo 2 {'ok' if ok2 else 'BAD'}", flush=True)
+sys.exit(0 if ok1 and ok2 else 1)
+PY
+SMCR_TRANSPORT=rdma timeout 200 "$smc_run" -d python3 "$logs/esrv.py" "$B" 7909 "$stat_tool" \
+    > "$logs/g.srv" 2> "$logs/g.srverr" &
+spid=$!
+wait_listening 7909 || echo "    (smcr server not listening)"
+if LD_PRELOAD=$logs/afsmc.so timeout 200 python3 "$logs/gcli.py" "$B" 7909 $((1 << 20)) \
+    "$logs/g.srverr" > "$logs/g.cli" 2> "$logs/g.err"; then
+    pass "kernel client (AF_SMC) -> smcr server, 2 open connections: $(tail -n1 "$logs/g.cli")"
+else
+    fail "kernel client (AF_SMC) -> smcr server, 2 open connections"; show "$logs/g.cli" cli; show "$logs/g.err" err
+fi
+wait "$spid"
+srecs=$(grep -o "served [12]: .*" "$logs/g.srv" | sort | cut -d' ' -f3- | tr -d "(),'" | xargs)
+[[ $srecs =~ ^smc-r\ ([0-9]+)\ rxe1\ smc-r\ ([0-9]+)\ rxe3$ && ${BASH_REMATCH[1]} == "${BASH_REMATCH[2]}" ]] &&
+    pass "(g) smcr server: smcr-stat shows connection 1 on rxe1, connection 2 on rxe3 (group ${BASH_REMATCH[1]})" ||
+    { fail "(g) smcr server: smcr-stat records '$srecs' (want smc-r on one group, rxe1 then rxe3)"; show "$logs/g.srv" srv; }
+klinks=$(awk '/^lgr/ { c = index($0, "role=client") && !index($0, " conns=0 ") } /^  link/ && c { d = ""; n = ""
+    for (i = 1; i <= NF; i++) { if ($i ~ /^dev=/) d = substr($i, 5); if ($i ~ /^conns=/) n = substr($i, 7) }
+    printf "%s:%s ", d, n }' "$logs/g.cli" | xargs)
+[[ $klinks == "rxe0:1 rxe2:1" || $klinks == "rxe2:1 rxe0:1" ]] &&
+    pass "(g) the kernel client's group: one connection on each link ($klinks)" ||
+    { fail "(g) the kernel client's links (device:connections): '$klinks' (want rxe0:1 rxe2:1)"; show "$logs/g.cli" cli 8; }
 fi
 
 # ------------------------------ (c) the second link's device deleted mid-stream ----
