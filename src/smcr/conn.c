@@ -286,7 +286,7 @@ static int client_peek_reply(int fd, const struct smcr_transport_ops *ops, struc
 
 /* Proposal sent; the reply decides.  Returns 0, > 0 reason or -errno. */
 static int client_handshake(int fd, const struct smcr_transport_ops *ops, struct smcr_xconn *xc,
-			    const struct smcr_sock_opts *opts, uint32_t *peer_size)
+			    const struct smcr_sock_opts *opts, uint32_t *peer_size, int64_t t0)
 {
 	struct smcr_clc_msg prop, reply, conf;
 	int wait = clc_wait_ms(opts);
@@ -299,6 +299,8 @@ static int client_handshake(int fd, const struct smcr_transport_ops *ops, struct
 	rc = clc_send(fd, &prop, smcr_sys_deadline(wait));
 	if (rc)
 		return rc;
+	smcr_dbg("fd %d: Proposal sent %lld us after the handshake began", fd,
+		 (long long)((smcr_sys_now_ns() - t0) / 1000));
 	rc = client_peek_reply(fd, ops, xc, smcr_sys_deadline(wait > CLC_FIRST_REPLY_MS ? wait
 										 : CLC_FIRST_REPLY_MS));
 	if (rc == 0)
@@ -335,6 +337,7 @@ int smcr_sock_connect(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr
 	struct smcr_xconn *xc = NULL;
 	struct sockaddr_storage peer;
 	uint32_t peer_size = 0;
+	int64_t t0 = smcr_sys_now_ns();
 	int rc;
 
 	*out = NULL;
@@ -354,7 +357,7 @@ int smcr_sock_connect(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr
 		return rc;
 	}
 	if (rc == 0)
-		rc = client_handshake(tcp_fd, ops, xc, opts, &peer_size);
+		rc = client_handshake(tcp_fd, ops, xc, opts, &peer_size, t0);
 	if (rc == 0) {
 		*out = smcr_conn_new(tcp_fd, false, ops, xc, peer_size, opts ? opts->spin_us : 0);
 		if (!*out)
