@@ -19,9 +19,11 @@ wait_listening() {
     done
     return 1
 }
-child_of() { # PID of timeout's child (smc_run exec's the program)
+child_of() { # PID of timeout's child (smc_run exec's the program); "" once timeout is gone
     local i pid
+    # (each ps takes a second or more in a loaded guest: do not poll for an exited one)
     for ((i = 0; i < 100; i++)); do
+        kill -0 "$1" 2>/dev/null || return 0
         pid=$(ps -o pid= --ppid "$1" | tr -d ' ')
         [[ -n $pid ]] && { echo "$pid"; return; }
         sleep 0.05
