@@ -129,7 +129,14 @@ struct smcr_stats_file {
 	uint64_t spins_won;
 	uint64_t spins_lost;
 	uint64_t waits_slept;
-	uint64_t reserved[5];
+	/*
+	 * SMC-R failover: connections moved to another link of their group
+	 * because theirs went down, and the bytes written again over it (zero
+	 * in files written before: the words were reserved).
+	 */
+	uint64_t link_switches;
+	uint64_t bytes_resent;
+	uint64_t reserved[3];
 	struct smcr_stats_reason fallback_reasons[SMCR_STATS_MAX_REASONS];
 	struct smcr_stats_conn conns[SMCR_STATS_MAX_CONNS];
 };

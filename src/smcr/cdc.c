@@ -115,3 +115,29 @@ enum smcr_cdc_err smcr_cdc_curs_check_ring(struct smcr_curs prev, struct smcr_cu
 	return smcr_cdc_curs_check(prev, next, smcr_curs_advance(prev, ring_size, ring_size),
 				   ring_size);
 }
+
+struct smcr_curs smcr_cdc_failover_start(struct smcr_curs fin, struct smcr_curs cons,
+					 struct smcr_curs prod, uint32_t ring_size, uint32_t *len)
+{
+	struct smcr_curs start = cons;
+	uint32_t a, b;
+
+	if (smcr_curs_valid(fin, ring_size) && smcr_curs_diff(cons, fin, ring_size, &a) &&
+	    smcr_curs_diff(fin, prod, ring_size, &b) && smcr_curs_diff(cons, prod, ring_size, len) &&
+	    a + b == *len)
+		start = fin;
+	if (!smcr_curs_diff(start, prod, ring_size, len))
+		*len = 0; /* cons beyond prod: rx.c never accepts that */
+	return start;
+}
+
+void smcr_cdc_encode_validation(uint16_t seqno, uint32_t token, uint8_t out[SMCR_CDC_MSG_LEN])
+{
+	struct smcr_cdc_msg m = {
+		.seqno = seqno,
+		.token = token,
+		.prod_flags = SMCR_CDC_PROD_FAILOVER,
+	};
+
+	smcr_cdc_encode(&m, out);
+}

@@ -96,6 +96,36 @@ enum smcr_cdc_err smcr_cdc_curs_check(struct smcr_curs prev, struct smcr_curs ne
 enum smcr_cdc_err smcr_cdc_curs_check_ring(struct smcr_curs prev, struct smcr_curs next,
 					   uint32_t ring_size);
 
+/*
+ * Failover (the kernel's smc_switch_cursor): the connection moved to another
+ * link, and whatever went over the old one after our last CDC known
+ * delivered may be lost.  The peer surely has what that CDC (`fin`, its
+ * producer cursor) announced and what it told us it consumed (`cons`); we
+ * wrote up to `prod`.  Returns where resending starts, the later of fin and
+ * cons (cons if fin is not between cons and prod: none delivered yet, or
+ * the peer read past it), and *len, the bytes from there to prod.
+ */
+struct smcr_curs smcr_cdc_failover_start(struct smcr_curs fin, struct smcr_curs cons,
+					 struct smcr_curs prod, uint32_t ring_size, uint32_t *len);
+
+/*
+ * The failover validation CDC (the kernel's smcr_cdc_msg_send_validation):
+ * type, length, `seqno` (that of our last CDC known delivered), `token`, the
+ * producer flag SMCR_CDC_PROD_FAILOVER, and nothing else (cursors zero).
+ */
+void smcr_cdc_encode_validation(uint16_t seqno, uint32_t token, uint8_t out[SMCR_CDC_MSG_LEN]);
+
+/*
+ * The receiver's side (the kernel's smc_cdc_msg_validate): the peer says its
+ * last CDC that reached us is `seqno`; if we never saw it (it is after the
+ * last one we took, `last`), something was lost and the connection must be
+ * aborted.  True if it is fine.
+ */
+static inline bool smcr_cdc_validation_ok(uint16_t last, uint16_t seqno)
+{
+	return (int16_t)(uint16_t)(last - seqno) >= 0;
+}
+
 /* Sequence numbers: true if `a` is older than `b` (16-bit serial arithmetic). */
 static inline bool smcr_cdc_seq_before(uint16_t a, uint16_t b)
 {

@@ -633,12 +633,58 @@ static void take_ctrl_msgs(struct smcr_sock *s)
 	}
 }
 
+/*
+ * SMC-R failover (the kernel's smc_switch_cursor): the transport moved the
+ * connection to another link of its group.  Messages that came first are
+ * taken already (the peer's consumer cursor only helps).  The peer surely
+ * has what our last delivered CDC announced and what it consumed; what we
+ * wrote after that is still in place in our copy of its ring (we never
+ * write over what it has not consumed), so it is written again over the
+ * new link, after a validation CDC naming that last delivered CDC, and one
+ * CDC then carries our current cursors and flags.  Bytes the peer got
+ * already are rewritten with the same values where it does not read any
+ * more or has not read yet: nothing is lost, nothing delivered twice.
+ */
+static void conn_failover(struct smcr_sock *s)
+{
+	struct smcr_curs fin = { 0, 0 }, start;
+	uint16_t fin_seq = 0;
+	uint8_t wire[SMCR_CDC_MSG_LEN];
+	uint32_t len = 0;
+	int rc;
+
+	if (!s->ops->failover || s->state == SMCR_CONN_ABORTED)
+		return;
+	rc = s->ops->failover(s->xc, &fin, &fin_seq);
+	if (rc == 0)
+		return;
+	if (rc < 0) {
+		smcr_close_abort_locked(s, ECONNRESET);
+		return;
+	}
+	start = smcr_cdc_failover_start(fin, s->tx_cons, s->tx_prod, s->peer_size, &len);
+	smcr_cdc_encode_validation(fin_seq, s->peer_token, wire);
+	rc = s->ops->send_ctrl(s->xc, wire);
+	if (rc == 0 && len)
+		rc = s->ops->rewrite(s->xc, start.count, len);
+	if (rc == 0)
+		rc = smcr_conn_send_cdc(s, 0);
+	s->link_switches++;
+	s->bytes_resent += len;
+	smcr_info("fd %d: moved to another link: %u bytes written again (last delivered CDC %u)",
+		  s->tcp_fd, len, fin_seq);
+	smcr_stats_conn_relink(s, len);
+	if (rc)
+		smcr_close_abort_locked(s, ECONNRESET);
+}
+
 void smcr_conn_progress(struct smcr_sock *s)
 {
 	for (int round = 0; round < 4; round++) {
 		unsigned want = s->interest | POLLERR | POLLHUP;
 
 		take_ctrl_msgs(s);
+		conn_failover(s);
 		/* Level semantics for outside waiters and engine threads. */
 		if (s->waiters_rd)
 			want |= POLLIN;
@@ -735,6 +781,11 @@ int smcr_conn_send_cdc(struct smcr_sock *s, uint8_t prod_flags)
 		m.prod_flags |= SMCR_CDC_PROD_WRITE_BLOCKED;
 	smcr_cdc_encode(&m, wire);
 	rc = s->ops->send_ctrl(s->xc, wire);
+	if (rc == -EAGAIN && s->ops->failover) {
+		/* moved to another link first: the failover's own CDC says all this one would */
+		conn_failover(s);
+		return s->state == SMCR_CONN_ABORTED ? -ECONNRESET : 0;
+	}
 	if (rc == 0) {
 		s->rx_cons_sent = s->rx_cons; /* every CDC carries our consumer cursor */
 		s->peer_cons_upd_req = false;

@@ -89,6 +89,8 @@ struct smcr_sock {
 	uint64_t bytes_received;
 	uint64_t cdc_sent;
 	uint64_t cdc_received;
+	uint64_t link_switches;        /* SMC-R failover: moved to another link */
+	uint64_t bytes_resent;         /* ... and written again over it */
 };
 
 /* conn.c */

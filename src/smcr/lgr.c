@@ -381,15 +381,20 @@ void smcr_lgr_end_locked(struct smcr_lgr *g, const char *why, bool failure)
  */
 static void helper_drain_locked(struct smcr_lgr *g)
 {
-	if (smcr_wr_poll(g->link))
-		smcr_lgr_fail_locked(g, smcr_wr_link_error(g->link));
-	/* no failover: a second link that fails takes the group with it */
+	/*
+	 * The second link first: a peer that moved a connection off it sends its
+	 * failover validation on the first only after what it sent on the second
+	 * completed, so those CDCs, in its CQ already, must be queued first.  One
+	 * that fails: its connections move to the first (failover).
+	 */
 	if (g->alt.link && smcr_wr_poll(g->alt.link)) {
 		char why[96];
 
-		snprintf(why, sizeof(why), "second link: %s", smcr_wr_link_error(g->alt.link));
-		smcr_lgr_fail_locked(g, why);
+		snprintf(why, sizeof(why), "%s", smcr_wr_link_error(g->alt.link));
+		smcr_lgr_alt_down_locked(g, why, false);
 	}
+	if (smcr_wr_poll(g->link))
+		smcr_lgr_fail_locked(g, smcr_wr_link_error(g->link));
 	for (unsigned i = 0; i < 4 * SMCR_LGR_LLC_QLEN && g->llc_qcount; i++) {
 		uint8_t raw[SMCR_LGR_LLC_MSG_MAX];
 		uint32_t len = g->llc_len[g->llc_qhead];
@@ -439,12 +444,22 @@ static void device_events_locked(struct smcr_lgr *g)
 		}
 		smcr_lgr_fail_locked(g, "the RDMA device is being removed");
 	}
-	if (g->state != SMCR_LGR_DEAD && g->alt.port && smcr_ib_port_removed(g->alt.port)) {
-		if (g->connected) { /* no failover: as for the first device */
-			smcr_lgr_llc_send_delete_link(g, SMCR_LLC_DEL_OP_INIT_TERM, false);
-			(void)smcr_wr_flush(g->link, LGR_EXIT_FLUSH_MS);
-		}
-		smcr_lgr_fail_locked(g, "the second link's RDMA device is being removed");
+	/* the second device: its link goes down, its connections move (failover) */
+	if (g->state != SMCR_LGR_DEAD && g->alt.port && smcr_ib_port_removed(g->alt.port))
+		smcr_lgr_alt_down_locked(g, "its RDMA device is being removed", false);
+	while (g->state != SMCR_LGR_DEAD && g->alt.port &&
+	       ibv_get_async_event(g->alt.port->ctx, &ev) == 0) {
+		bool down = ev.event_type == IBV_EVENT_DEVICE_FATAL ||
+			    ev.event_type == IBV_EVENT_PORT_ERR ||
+			    ev.event_type == IBV_EVENT_QP_FATAL ||
+			    ev.event_type == IBV_EVENT_QP_REQ_ERR ||
+			    ev.event_type == IBV_EVENT_QP_ACCESS_ERR ||
+			    ev.event_type == IBV_EVENT_CQ_ERR;
+		const char *name = ibv_event_type_str(ev.event_type);
+
+		ibv_ack_async_event(&ev);
+		if (down)
+			smcr_lgr_alt_down_locked(g, name, false);
 	}
 
 	while (ibv_get_async_event(g->port->ctx, &ev) == 0) {
@@ -592,6 +607,7 @@ static void lgr_free(struct smcr_lgr *g)
 	smcr_ib_port_close(g->port);
 	smcr_sys_close(g->epfd);
 	pthread_mutex_destroy(&g->mu);
+	free(g->rtok);
 	free(g);
 }
 
@@ -951,6 +967,185 @@ void smcr_lgr_buf_retire(struct smcr_lgr *g, struct smcr_lgr_buf *b, struct smcr
 		smcr_lgr_buf_put(g, b, false);
 }
 
+/* ---- failover: the peer's RMBs per link, CDCs in flight, a link going down ----------- */
+
+#define LGR_RTOK_MAX 512u /* the peer's RMBs we keep (Linux: 255 per group) */
+
+static struct smcr_lgr_rtoken *rtok_find(struct smcr_lgr *g, unsigned link, uint32_t rkey)
+{
+	for (unsigned i = 0; i < g->nrtok; i++)
+		if ((g->rtok[i].has_rkey & (1u << link)) && g->rtok[i].rkey[link] == rkey)
+			return &g->rtok[i];
+	return NULL;
+}
+
+struct smcr_lgr_rtoken *smcr_lgr_rtoken_get_locked(struct smcr_lgr *g, unsigned link,
+						   uint32_t rkey)
+{
+	struct smcr_lgr_rtoken *t = rtok_find(g, link, rkey);
+
+	if (t)
+		return t;
+	if (g->nrtok == g->rtok_cap) {
+		unsigned cap = g->rtok_cap ? 2 * g->rtok_cap : 16;
+		struct smcr_lgr_rtoken *n;
+
+		if (cap > LGR_RTOK_MAX)
+			return NULL;
+		n = realloc(g->rtok, cap * sizeof(*n));
+		if (!n)
+			return NULL;
+		g->rtok = n;
+		g->rtok_cap = cap;
+	}
+	t = &g->rtok[g->nrtok++];
+	memset(t, 0, sizeof(*t));
+	t->rkey[link] = rkey;
+	t->has_rkey = (uint8_t)(1u << link);
+	return t;
+}
+
+void smcr_lgr_rtoken_del_locked(struct smcr_lgr *g, unsigned link, uint32_t rkey)
+{
+	struct smcr_lgr_rtoken *t = rtok_find(g, link, rkey);
+
+	if (t)
+		*t = g->rtok[--g->nrtok];
+}
+
+void smcr_lgr_peer_rmb(struct smcr_lgr *g, struct smcr_lgr_conn *c, uint32_t rkey,
+		       uint64_t addr)
+{
+	struct smcr_lgr_rtoken *t;
+
+	pthread_mutex_lock(&g->mu);
+	c->peer_rkey = rkey;
+	c->peer_addr = addr;
+	t = smcr_lgr_rtoken_get_locked(g, c->link, rkey);
+	if (t) {
+		t->vaddr[c->link] = addr;
+		t->has_vaddr |= (uint8_t)(1u << c->link);
+	}
+	pthread_mutex_unlock(&g->mu);
+}
+
+/*
+ * After a post on c's link `wr`: a CDC posted is remembered (its seqno and
+ * producer cursor by work request: which of them completed says what the
+ * peer has), a failover validation CDC is not (it carries no cursor).  A
+ * post that failed because the second link went down is no failure: the
+ * connection moves, and the engine resends from what the peer has
+ * (-EAGAIN).
+ */
+static int sent_locked(struct smcr_lgr *g, struct smcr_lgr_conn *c, struct smcr_wr_link *wr,
+		       const uint8_t *msg, int rc)
+{
+	if (rc == 0 && msg && !(msg[SMCR_CDC_OFF_PROD_FLAGS] & SMCR_CDC_PROD_FAILOVER)) {
+		struct smcr_lgr_cdc_sent *e = &c->sent[c->nsent % SMCR_LGR_CONN_SENT];
+
+		e->wr = smcr_wr_last_posted(wr);
+		e->seqno = smcr_get_be16(msg + SMCR_CDC_OFF_SEQNO);
+		e->prod_wrap = smcr_get_be16(msg + SMCR_CDC_OFF_PROD + 2);
+		e->prod_count = smcr_get_be32(msg + SMCR_CDC_OFF_PROD + 4);
+		c->nsent++;
+	}
+	if (rc && rc != -EINVAL && wr == g->alt.link && smcr_wr_link_error(wr)[0]) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "%s", smcr_wr_link_error(wr));
+		smcr_lgr_alt_down_locked(g, why, false);
+		if (g->state != SMCR_LGR_DEAD && c->switched)
+			rc = -EAGAIN;
+	}
+	return rc;
+}
+
+/*
+ * c's last CDC the peer has for sure: the newest kept one whose completion
+ * is in (`retired`, RC completes in order).  Kept are more than the send
+ * queue holds, so the newest completed one is among them; none completed:
+ * c->fin stays as it was (none yet: seqno 0, cursor 0).
+ */
+static void conn_fin_locked(struct smcr_lgr_conn *c, uint64_t retired)
+{
+	uint32_t n = c->nsent < SMCR_LGR_CONN_SENT ? c->nsent : SMCR_LGR_CONN_SENT;
+
+	for (uint32_t i = 0; i < n; i++) {
+		const struct smcr_lgr_cdc_sent *e = &c->sent[(c->nsent - 1 - i) % SMCR_LGR_CONN_SENT];
+
+		if (e->wr <= retired) {
+			c->fin = *e;
+			return;
+		}
+	}
+}
+
+void smcr_lgr_alt_down_locked(struct smcr_lgr *g, const char *why, bool peer_asked)
+{
+	uint64_t retired;
+	unsigned moved = 0;
+
+	if (!g->alt.link || g->state == SMCR_LGR_DEAD)
+		return;
+	if (g->state != SMCR_LGR_ACTIVE || smcr_wr_link_error(g->link)[0] ||
+	    g->key.role != SMCR_LGR_CLIENT) {
+		char buf[128];
+
+		/* (a server's failover is not built: the kernel's client expects its DELETE LINK) */
+		snprintf(buf, sizeof(buf), "second link: %s (no failover here)", why);
+		smcr_lgr_fail_locked(g, buf);
+		return;
+	}
+	/*
+	 * Stopped first, then drained: every message its NIC accepted (the peer
+	 * counts it delivered, and names it in its validation) is queued before
+	 * anything the peer sends on the first link after moving.
+	 */
+	smcr_wr_link_stop(g->alt.link);
+	retired = smcr_wr_last_retired(g->alt.link);
+	for (struct smcr_lgr_conn *c = g->conns; c; c = c->next) {
+		const struct smcr_lgr_rtoken *t = rtok_find(g, 1, c->peer_rkey);
+
+		if (c->link != 1)
+			continue;
+		conn_fin_locked(c, retired);
+		/* the same RMB of the peer on the first link (0 0: unknown, it cannot move) */
+		c->peer_rkey = t && (t->has_rkey & t->has_vaddr & 1u) ? t->rkey[0] : 0;
+		c->peer_addr = c->peer_rkey ? t->vaddr[0] : 0;
+		c->link = 0;
+		c->switched = true;
+		c->nsent = 0;   /* work request numbers are per link */
+		c->last_wr = 0; /* nothing of it is queued on the first link yet */
+		moved++;
+		ring(c); /* the engine resends in its next call */
+	}
+	g->stat_link_switches += moved;
+	smcr_info("verbs: link group %u: second link %u down (%s): %u connection(s) move to the "
+		  "first link",
+		  g->id, g->alt.link_num, why, moved);
+	/* as the kernel's client (smcr_link_down): DELETE LINK of it, orderly, on the other */
+	if (!peer_asked && g->key.role == SMCR_LGR_CLIENT && g->alt.state == SMCR_LGR_LINK_UP)
+		smcr_lgr_llc_send_delete_link_one(g, g->alt.link_num, SMCR_LLC_DEL_LOST_PATH);
+	smcr_lgr_alt_close(g);
+}
+
+int smcr_lgr_conn_switched(struct smcr_lgr *g, struct smcr_lgr_conn *c,
+			   struct smcr_lgr_cdc_sent *fin, uint32_t *rkey, uint64_t *addr)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&g->mu);
+	if (c->switched) {
+		c->switched = false;
+		*fin = c->fin;
+		*rkey = c->peer_rkey;
+		*addr = c->peer_addr;
+		rc = c->peer_rkey ? 1 : -ENOENT;
+	}
+	pthread_mutex_unlock(&g->mu);
+	return rc;
+}
+
 /* ---- data path -------------------------------------------------------------------- */
 
 struct smcr_wr_link *smcr_lgr_wr(struct smcr_lgr *g, unsigned i)
@@ -981,14 +1176,17 @@ int smcr_lgr_send(struct smcr_lgr *g, struct smcr_lgr_conn *c,
 	int rc = -ECONNRESET;
 
 	pthread_mutex_lock(&g->mu);
-	if (g->state != SMCR_LGR_DEAD) {
+	if (g->state != SMCR_LGR_DEAD && c->switched) {
+		rc = -EAGAIN; /* moved: the engine resends first (failover) */
+	} else if (g->state != SMCR_LGR_DEAD) {
 		struct smcr_wr_link *wr = conn_wr(g, c, NULL);
 
 		rc = smcr_wr_send_msg(wr, msg, timeout_ms);
 		c->last_wr = smcr_wr_last_posted(wr);
+		rc = sent_locked(g, c, wr, msg, rc);
 		if (rc == -ETIMEDOUT || rc == -ENOBUFS)
 			smcr_lgr_fail_locked(g, "send queue stuck");
-		if (rc)
+		if (rc && rc != -EAGAIN)
 			rc = -ECONNRESET;
 		drain_locked(g); /* LLC that came in while we waited for room */
 	}
@@ -1003,11 +1201,16 @@ int smcr_lgr_write(struct smcr_lgr *g, struct smcr_lgr_conn *c, struct ibv_mr *s
 	int rc = -ECONNRESET;
 
 	pthread_mutex_lock(&g->mu);
-	if (g->state != SMCR_LGR_DEAD) {
+	if (g->state != SMCR_LGR_DEAD && c->switched) {
+		rc = 0; /* moved: the engine's resend covers these bytes (failover) */
+	} else if (g->state != SMCR_LGR_DEAD) {
 		struct smcr_wr_link *wr = conn_wr(g, c, &src_mr);
 
 		rc = smcr_wr_write_mirrored(wr, src_mr, rmb, offset, len, timeout_ms);
 		c->last_wr = smcr_wr_last_posted(wr);
+		rc = sent_locked(g, c, wr, NULL, rc);
+		if (rc == -EAGAIN)
+			rc = 0;
 		if (rc == -ETIMEDOUT)
 			smcr_lgr_fail_locked(g, "send queue stuck");
 		if (rc && rc != -EINVAL)
@@ -1024,14 +1227,17 @@ int smcr_lgr_write_send(struct smcr_lgr *g, struct smcr_lgr_conn *c, struct ibv_
 	int rc = -ECONNRESET;
 
 	pthread_mutex_lock(&g->mu);
-	if (g->state != SMCR_LGR_DEAD) {
+	if (g->state != SMCR_LGR_DEAD && c->switched) {
+		rc = -EAGAIN; /* moved: the engine resends first (failover) */
+	} else if (g->state != SMCR_LGR_DEAD) {
 		struct smcr_wr_link *wr = conn_wr(g, c, &src_mr);
 
 		rc = smcr_wr_write_mirrored_msg(wr, src_mr, rmb, offset, len, msg, timeout_ms);
 		c->last_wr = smcr_wr_last_posted(wr);
+		rc = sent_locked(g, c, wr, msg, rc);
 		if (rc == -ETIMEDOUT || rc == -ENOBUFS)
 			smcr_lgr_fail_locked(g, "send queue stuck");
-		if (rc && rc != -EINVAL)
+		if (rc && rc != -EINVAL && rc != -EAGAIN)
 			rc = -ECONNRESET;
 		drain_locked(g); /* LLC that came in while we waited for room */
 	}
@@ -1270,8 +1476,12 @@ uint32_t smcr_lgr_conn_qpn(struct smcr_lgr *g, const struct smcr_lgr_conn *c, ch
 static int alt_link_locked(struct smcr_lgr *g)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
-	int rc;
+	int rc, fd;
 
+	/* its async events are read by device_events_locked(), which must never block */
+	fd = g->alt.port->ctx->async_fd;
+	if (smcr_real.fcntl(fd, F_SETFL, smcr_real.fcntl(fd, F_GETFL) | O_NONBLOCK) < 0)
+		return -errno;
 	rc = smcr_wr_link_create(g->alt.port, &g->alt.link);
 	if (rc)
 		return rc;
@@ -1361,6 +1571,10 @@ void smcr_lgr_alt_close(struct smcr_lgr *g)
 	}
 	smcr_ib_port_close(g->alt.port);
 	memset(&g->alt, 0, sizeof(g->alt));
+	for (unsigned i = 0; i < g->nrtok; i++) { /* a new second link brings its own */
+		g->rtok[i].has_rkey &= 1u;
+		g->rtok[i].has_vaddr &= 1u;
+	}
 }
 
 uint32_t smcr_lgr_qpn(const struct smcr_lgr *g)

@@ -70,11 +70,28 @@
  * answered on the link they came on.  A connection uses the link the server
  * named in CLC (a reused group's Accept may name the second link's QP), with
  * the rkeys that CLC exchange carried, so both ends always write with an
- * rkey valid on that link.  No failover: a failed link (or the peer's
- * DELETE LINK for the second one while a connection uses it) ends the group
- * as before; a second link nobody uses is just dropped.  SMC-Rv1 is not
- * spoken by the verbs transport at all; a v2.0 peer (no max_links in CLC)
- * gets one link.
+ * rkey valid on that link.
+ *
+ * Failover (client role, the second link failing; the kernel's
+ * smcr_link_down() and smc_switch_conns()): its device removed, its QP in
+ * error (a failed completion or post, an async event), or the server's
+ * DELETE LINK naming it.  Every connection on it moves to the first link
+ * (smcr_lgr_alt_down_locked): it remembers its last CDC whose completion
+ * came in (the CDCs of each connection are kept by work request number,
+ * smcr_lgr_conn.sent), its doorbell rings, and in its next engine call the
+ * engine resends (conn.c: a validation CDC naming that CDC's seqno, the ring
+ * bytes written since, still in place in the mirror, WRITten again through
+ * the peer's rkey for the same RMB on the first link, then a CDC with the
+ * current cursors).  The peer's rkeys per link come from CLC, its ADD LINK
+ * and its CONFIRM RKEY (smcr_lgr.rtok).  Then the link is dropped, and a
+ * client tells the server with DELETE LINK (that link, orderly) unless the
+ * server asked; the server's echo of it is answered "no such link", as the
+ * kernel's client does.  The group goes on with one link.  Not built: the
+ * first link failing (the group's own device and PD, which registered the
+ * pool first: the group still ends, as before) and failover as a server
+ * (its second link failing still ends the group).  SMC-Rv1 is not spoken by
+ * the verbs transport at all; a v2.0 peer (no max_links in CLC) gets one
+ * link.
  */
 #ifndef SMCR_LGR_H
 #define SMCR_LGR_H
@@ -135,6 +152,16 @@ struct smcr_lgr_buf {
 	uint64_t iova_alt;     /* RMB: how the peer addresses it over the second link */
 };
 
+/* A CDC posted on a link: its send-queue work request, seqno, producer cursor. */
+struct smcr_lgr_cdc_sent {
+	uint64_t wr;
+	uint16_t seqno;
+	uint16_t prod_wrap;
+	uint32_t prod_count;
+};
+/* more than the send queue's message slots: the newest completed one is always kept */
+#define SMCR_LGR_CONN_SENT (2u * SMCR_WR_SEND_SLOTS)
+
 /* One connection's endpoint on a group (inside verbs.c's xconn). */
 struct smcr_lgr_conn {
 	struct smcr_lgr_conn *next;
@@ -149,6 +176,17 @@ struct smcr_lgr_conn {
 	uint64_t last_wr;  /* our last send-queue work request (smcr_wr_last_posted) */
 	uint64_t hup_probe; /* TCP hung up: the TEST LINK sent after it (0 = none) */
 	uint8_t q[SMCR_LGR_CONN_QLEN][SMCR_WR_MSG_LEN];
+	/*
+	 * Failover (see "Failover" above): the CDCs posted on c's link whose
+	 * completion may not be in yet (seqno and producer cursor by work request),
+	 * and, once its link went down, what the last completed one said.
+	 */
+	struct smcr_lgr_cdc_sent sent[SMCR_LGR_CONN_SENT];
+	uint32_t nsent;    /* entries, newest at (nsent - 1) % SMCR_LGR_CONN_SENT */
+	bool switched;     /* moved to the other link: the engine must resend */
+	struct smcr_lgr_cdc_sent fin; /* the last CDC known delivered (wr 0: none yet) */
+	uint32_t peer_rkey; /* the peer's RMB on c's link (CLC; after a move, its twin; 0: none) */
+	uint64_t peer_addr;
 };
 
 enum smcr_lgr_link_state {
@@ -213,6 +251,17 @@ struct smcr_lgr {
 	uint64_t probes_answered;
 	char why[96];              /* why it died */
 	uint64_t stat_cdc_dropped; /* CDCs for no known token */
+	/* the peer's RMBs on each link (failover: a connection's twin on the other link) */
+	struct smcr_lgr_rtoken *rtok;
+	unsigned nrtok, rtok_cap;
+	uint64_t stat_link_switches; /* connections moved by failover */
+};
+
+/* One RMB of the peer: its rkey and address on link 0 and link 1 (bit per link: known). */
+struct smcr_lgr_rtoken {
+	uint32_t rkey[2];
+	uint64_t vaddr[2];
+	uint8_t has_rkey, has_vaddr;
 };
 
 /* Our CLC peer id: this process's instance (fresh after fork) + `mac`. */
@@ -276,6 +325,17 @@ int smcr_lgr_alt_reserve(struct smcr_lgr *lgr);
 uint32_t smcr_lgr_conn_qpn(struct smcr_lgr *lgr, const struct smcr_lgr_conn *c, char *dev,
 			   size_t len);
 void smcr_lgr_conn_del(struct smcr_lgr *lgr, struct smcr_lgr_conn *c);
+/* The peer's RMB for c as CLC named it (rkey and address on c's link). */
+void smcr_lgr_peer_rmb(struct smcr_lgr *lgr, struct smcr_lgr_conn *c, uint32_t rkey,
+		       uint64_t addr);
+/*
+ * Failover: has c moved to another link since the last call?  1: yes, *fin
+ * is its last CDC known delivered on the old one (wr 0: none), *rkey and
+ * *addr the peer's RMB on the new one; 0: no; -ENOENT: moved, but the peer
+ * never told us that RMB's rkey on the new link (it cannot go on).
+ */
+int smcr_lgr_conn_switched(struct smcr_lgr *lgr, struct smcr_lgr_conn *c,
+			   struct smcr_lgr_cdc_sent *fin, uint32_t *rkey, uint64_t *addr);
 
 /* Pool: a zeroed registered buffer of exactly `size` bytes, or NULL. */
 struct smcr_lgr_buf *smcr_lgr_buf_get(struct smcr_lgr *lgr, uint32_t size, bool rmb);
@@ -299,7 +359,11 @@ void smcr_lgr_buf_put(struct smcr_lgr *lgr, struct smcr_lgr_buf *b, bool reuse);
  */
 void smcr_lgr_buf_retire(struct smcr_lgr *lgr, struct smcr_lgr_buf *b, struct smcr_lgr_conn *c);
 
-/* Data path (each takes the group mutex). 0 or -errno (-ECONNRESET: group dead). */
+/*
+ * Data path (each takes the group mutex). 0 or -errno (-ECONNRESET: group dead;
+ * -EAGAIN: c moved to another link and nothing was posted, the engine resends
+ * first, see smcr_lgr_conn_switched; a WRITE alone is then dropped with 0).
+ */
 int smcr_lgr_send(struct smcr_lgr *lgr, struct smcr_lgr_conn *c,
 		  const uint8_t msg[SMCR_WR_MSG_LEN], int timeout_ms);
 int smcr_lgr_write(struct smcr_lgr *lgr, struct smcr_lgr_conn *c, struct ibv_mr *src_mr,
@@ -381,6 +445,17 @@ int smcr_lgr_llc_send_test_link(struct smcr_lgr *lgr);
 void smcr_lgr_llc_send_delete_link(struct smcr_lgr *lgr, uint32_t reason, bool orderly);
 /* CONFIRM RKEY (confirm) or DELETE RKEY of one RMB, v2, no response awaited. */
 int smcr_lgr_llc_send_rkey(struct smcr_lgr *lgr, bool confirm, uint32_t rkey, uint64_t vaddr);
+/* DELETE LINK of one link (`link_num`, orderly: the group goes on), no response awaited. */
+void smcr_lgr_llc_send_delete_link_one(struct smcr_lgr *lgr, uint8_t link_num, uint32_t reason);
+/*
+ * lgr.c, group mutex held: the second link goes down (failover, see above);
+ * peer_asked: the peer's DELETE LINK says so (we answered it already).
+ */
+void smcr_lgr_alt_down_locked(struct smcr_lgr *lgr, const char *why, bool peer_asked);
+/* lgr.c, group mutex held: the peer's RMB with `rkey` on link `link` (new: made), or NULL. */
+struct smcr_lgr_rtoken *smcr_lgr_rtoken_get_locked(struct smcr_lgr *lgr, unsigned link,
+						   uint32_t rkey);
+void smcr_lgr_rtoken_del_locked(struct smcr_lgr *lgr, unsigned link, uint32_t rkey);
 /* lgr.c, group mutex held: a TEST LINK response came in. */
 void smcr_lgr_probe_answered_locked(struct smcr_lgr *lgr);
 /* lgr.c, group mutex held: the group fails, every connection resets. */

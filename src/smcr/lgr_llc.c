@@ -35,12 +35,18 @@
  *                 Otherwise (no device, a second one already, server role,
  *                 a message too long to keep) rejected at once (flags 0xC0),
  *                 as a Linux client with no alternate path.
- *   DELETE LINK   of the second link only (no "all" flag): answered, and the
- *                 link is dropped, unless a connection uses it (no failover:
- *                 the group ends then).  Of a link we do not have (one we
- *                 gave up): ignored.
+ *   DELETE LINK   of the second link only (no "all" flag, client role):
+ *                 answered (reason 0) on the link it came on, its
+ *                 connections move to the first link (failover, lgr.h) and
+ *                 it is dropped; of a link we dropped already (the server's
+ *                 echo of our own DELETE LINK after we lost a link): answered
+ *                 with reason "no such link", as the kernel's client does.
+ *                 We send one (that link, orderly, "lost path") when we
+ *                 detect the second link's failure ourselves.
  *   CONFIRM RKEY, DELETE RKEY
- *                 answered positively (a Linux peer sends them around every
+ *                 remembered (the peer's rkey of each RMB on each link: a
+ *                 connection that moves needs its twin) and answered
+ *                 positively (a Linux peer sends them around every
  *                 reused RMB and waits 2 s for the answer: lgr.c takes LLC
  *                 work during handshakes and from the reaper).  We send
  *                 CONFIRM RKEY for an RMB registered on a group that is up
@@ -124,6 +130,19 @@ void smcr_lgr_llc_send_delete_link(struct smcr_lgr *g, uint32_t reason, bool ord
 	m.hdr.version = 2;
 	m.hdr.flags = SMCR_LLC_FLAG_DEL_LINK_ALL | (orderly ? SMCR_LLC_FLAG_DEL_LINK_ORDERLY : 0);
 	m.delete_link.link_num = 1;
+	m.delete_link.reason = reason;
+	(void)send_llc(g, &m, SMCR_LGR_LLC_WAIT_MS);
+}
+
+void smcr_lgr_llc_send_delete_link_one(struct smcr_lgr *g, uint8_t link_num, uint32_t reason)
+{
+	struct smcr_llc_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = SMCR_LLC_DELETE_LINK;
+	m.hdr.version = 2;
+	m.hdr.flags = SMCR_LLC_FLAG_DEL_LINK_ORDERLY;
+	m.delete_link.link_num = link_num;
 	m.delete_link.reason = reason;
 	(void)send_llc(g, &m, SMCR_LGR_LLC_WAIT_MS);
 }
@@ -291,11 +310,59 @@ void smcr_lgr_llc_alt_timeout(struct smcr_lgr *g)
 	smcr_lgr_alt_close(g);
 }
 
+/* A DELETE LINK answered as the kernel's client does: the request, RESP, `reason`. */
+static void answer_delete_link(struct smcr_lgr *g, unsigned link, const uint8_t *raw, uint32_t len,
+			       uint32_t reason)
+{
+	uint8_t out[SMCR_LLC_MSG_LEN];
+
+	smcr_llc_answer(raw, len, 0, out);
+	smcr_put_be32(out + 5, reason); /* link_num at 4, reason at 5 (v1 and v2) */
+	if (smcr_wr_send_msg(smcr_lgr_wr(g, link), out, SMCR_LGR_LLC_WAIT_MS))
+		smcr_lgr_fail_locked(g, "cannot answer DELETE LINK");
+}
+
+/* The link index (0, 1) of the peer's link id, or -1. */
+static int link_index(const struct smcr_lgr *g, uint8_t link_id)
+{
+	if (link_id == g->link_num)
+		return 0;
+	if (g->alt.state != SMCR_LGR_LINK_NONE && link_id == g->alt.link_num)
+		return 1;
+	return -1;
+}
+
+/*
+ * The peer's rtokens of one RMB (failover needs its twin on the other link):
+ * CONFIRM RKEY names it on the link that carried the message and on others
+ * by link id.
+ */
+static void note_confirm_rkey(struct smcr_lgr *g, unsigned link,
+			      const struct smcr_llc_confirm_rkey *r)
+{
+	struct smcr_lgr_rtoken *t = smcr_lgr_rtoken_get_locked(g, link, r->rkey);
+
+	if (!t)
+		return;
+	t->vaddr[link] = r->vaddr;
+	t->has_vaddr |= (uint8_t)(1u << link);
+	for (unsigned i = 0; i < r->num_rkeys && i < 2; i++) {
+		int o = link_index(g, r->rt[i].link_id);
+
+		if (o < 0 || (unsigned)o == link)
+			continue;
+		t->rkey[o] = r->rt[i].rkey;
+		t->vaddr[o] = r->rt[i].vaddr;
+		t->has_rkey |= (uint8_t)(1u << o);
+		t->has_vaddr |= (uint8_t)(1u << o);
+	}
+}
+
 /*
  * The server's ADD LINK (client role): the second link, answered with its
  * parameters and our rkeys on it.  0, or -errno: reject.
  */
-static int add_link(struct smcr_lgr *g, const struct smcr_llc_msg *req)
+static int add_link(struct smcr_lgr *g, unsigned link, const struct smcr_llc_msg *req)
 {
 	const struct smcr_llc_add_link *r = &req->add_link;
 	struct smcr_llc_msg *m;
@@ -316,6 +383,17 @@ static int add_link(struct smcr_lgr *g, const struct smcr_llc_msg *req)
 	peer.psn = r->psn;
 	peer.mtu = r->qp_mtu;
 	rc = smcr_lgr_alt_open(g, &peer, r->link_num);
+	/* the server's RMBs on the new link: {rkey on this link, rkey and address on the new} */
+	for (unsigned i = 0; !rc && i < r->num_rkeys; i++) {
+		struct smcr_lgr_rtoken *t = smcr_lgr_rtoken_get_locked(g, link, r->rkeys[i].rkey);
+
+		if (!t)
+			continue;
+		t->rkey[1] = r->rkeys[i].rkey_new;
+		t->vaddr[1] = r->rkeys[i].vaddr_new;
+		t->has_rkey |= 2u;
+		t->has_vaddr |= 2u;
+	}
 	if (rc) {
 		smcr_info("verbs: link group %u: no second link (%s)", g->id,
 			  rc == -ENODEV ? "its GID is reached through our first device" : strerror(-rc));
@@ -426,12 +504,36 @@ void smcr_lgr_llc_handle(struct smcr_lgr *g, unsigned link, const uint8_t *raw, 
 	case SMCR_LLC_DELETE_LINK:
 		if (resp)
 			return;
-		if (!(m.hdr.flags & SMCR_LLC_FLAG_DEL_LINK_ALL) && g->alt.state != SMCR_LGR_LINK_NONE &&
-		    m.delete_link.link_num == g->alt.link_num && !alt_in_use(g)) {
-			/* the second link only, unused: answered on the first, dropped */
+		if (!(m.hdr.flags & SMCR_LLC_FLAG_DEL_LINK_ALL) && server &&
+		    link_index(g, m.delete_link.link_num) == 1 && !alt_in_use(g)) {
+			/* server: the second link only, unused: answered on the first, dropped */
 			answer(g, 0, raw, len, 0);
 			smcr_info("verbs: link group %u: the peer deleted the second link", g->id);
 			smcr_lgr_alt_close(g);
+			return;
+		}
+		if (!(m.hdr.flags & SMCR_LLC_FLAG_DEL_LINK_ALL) && !server &&
+		    link_index(g, m.delete_link.link_num) == 1) {
+			/*
+			 * The second link only (the kernel's smc_llc_process_cli_delete_link):
+			 * answered (reason 0) on the link it came on, its connections move to
+			 * the first, it is dropped; the group goes on with one link.
+			 */
+			answer_delete_link(g, link, raw, len, 0);
+			if (g->state == SMCR_LGR_DEAD)
+				return;
+			if (alt_in_use(g)) {
+				smcr_lgr_alt_down_locked(g, "the peer deleted it (DELETE LINK)", true);
+			} else {
+				smcr_info("verbs: link group %u: the peer deleted the second link", g->id);
+				smcr_lgr_alt_close(g);
+			}
+			return;
+		}
+		if (!(m.hdr.flags & SMCR_LLC_FLAG_DEL_LINK_ALL) && !server &&
+		    link_index(g, m.delete_link.link_num) < 0) {
+			/* a link we dropped already (the server's echo of our own DELETE LINK) */
+			answer_delete_link(g, link, raw, len, SMCR_LLC_DEL_NOLNK);
 			return;
 		}
 		if (!(m.hdr.flags & SMCR_LLC_FLAG_DEL_LINK_ALL) && m.delete_link.link_num != g->link_num &&
@@ -453,13 +555,19 @@ void smcr_lgr_llc_handle(struct smcr_lgr *g, unsigned link, const uint8_t *raw, 
 			return;
 		}
 		/* no alternate path: rejected (a v2 receiver keys on 0x40) */
-		if (add_link(g, &m))
+		if (add_link(g, link, &m))
 			answer(g, link, raw, len, SMCR_LLC_FLAG_ADD_LINK_REJ);
 		return;
 	case SMCR_LLC_CONFIRM_RKEY:
 	case SMCR_LLC_DELETE_RKEY: /* every rkey known */
-		if (!resp)
-			answer(g, link, raw, len, 0);
+		if (resp)
+			return;
+		if (m.hdr.type == SMCR_LLC_CONFIRM_RKEY)
+			note_confirm_rkey(g, link, &m.confirm_rkey);
+		else
+			for (unsigned i = 0; i < m.delete_rkey.num_rkeys && i < SMCR_LLC_DEL_RKEY_V2_MAX; i++)
+				smcr_lgr_rtoken_del_locked(g, link, m.delete_rkey.rkeys[i]);
+		answer(g, link, raw, len, 0);
 		return;
 	default:
 		return;

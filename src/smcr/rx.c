@@ -75,20 +75,31 @@ void smcr_rx_ctrl(struct smcr_sock *s, const uint8_t wire[SMCR_CDC_MSG_LEN])
 		rx_violation(s, "a CDC for another connection", "wrong alert token");
 		return;
 	}
+	/*
+	 * The peer moved the connection to another link of the group and names
+	 * its last CDC it knows we got: if we never took that one, something it
+	 * sent is lost, and the connection cannot go on (as Linux,
+	 * smc_cdc_msg_validate).  Otherwise nothing changes: it carries no
+	 * cursor, and what the peer resends comes with its next CDC.
+	 */
+	if (m.prod_flags & SMCR_CDC_PROD_FAILOVER) {
+		if (!smcr_cdc_validation_ok(s->rx_seqno_valid ? s->rx_seqno : 0, m.seqno))
+			rx_violation(s, "a failover validation naming a CDC we never got",
+				     "data lost on the failed link");
+		return;
+	}
 	/* Older than one already applied: a late duplicate, drop it (as Linux). */
 	if (s->rx_seqno_valid && smcr_cdc_seq_before(m.seqno, s->rx_seqno))
 		return;
 	s->rx_seqno = m.seqno;
 	s->rx_seqno_valid = true;
 
-	if (!(m.prod_flags & SMCR_CDC_PROD_FAILOVER)) {
-		if (!rx_cursors_ok(s, &m))
-			return;
-		s->rx_prod = m.prod;
-		if (smcr_curs_cmp(m.cons, s->tx_cons) != 0)
-			s->tx_blocked_sent = false; /* space freed: a new episode may block */
-		s->tx_cons = m.cons;
-	}
+	if (!rx_cursors_ok(s, &m))
+		return;
+	s->rx_prod = m.prod;
+	if (smcr_curs_cmp(m.cons, s->tx_cons) != 0)
+		s->tx_blocked_sent = false; /* space freed: a new episode may block */
+	s->tx_cons = m.cons;
 	s->peer_write_blocked = (m.prod_flags & SMCR_CDC_PROD_WRITE_BLOCKED) != 0;
 	if (m.prod_flags & SMCR_CDC_PROD_CONS_UPD_REQ)
 		s->peer_cons_upd_req = true;

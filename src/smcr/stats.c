@@ -588,6 +588,25 @@ void smcr_stats_slept(void)
 		ADD(f->waits_slept, 1);
 }
 
+void smcr_stats_conn_relink(const struct smcr_sock *s, uint32_t bytes_resent)
+{
+	struct smcr_stats_file *f = stats_get();
+	struct smcr_stats_conn *c = s->stats;
+	struct smcr_xconn_info xi;
+
+	if (!f)
+		return;
+	ADD(f->link_switches, 1);
+	ADD(f->bytes_resent, bytes_resent);
+	if (!c || stats_off)
+		return;
+	s->ops->info(s->xc, &xi); /* the device of the link it uses now */
+	record_begin(c);
+	for (unsigned b = 0; b < sizeof(c->device); b++)
+		SET(c->device[b], xi.device[b]);
+	record_end(c);
+}
+
 const struct smcr_stats_file *smcr_stats_area(void)
 {
 	return stats_get();

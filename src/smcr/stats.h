@@ -24,6 +24,8 @@ void smcr_stats_fallback(int reason);
 void smcr_stats_handshake_error(void);
 /* A blocking wait inside the engine went to sleep. */
 void smcr_stats_slept(void);
+/* SMC-R failover moved s to another link and wrote `bytes_resent` again: count, show its device. */
+void smcr_stats_conn_relink(const struct smcr_sock *s, uint32_t bytes_resent);
 
 /* The live area (tests and the future in-process tool). */
 const struct smcr_stats_file *smcr_stats_area(void);

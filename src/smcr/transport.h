@@ -90,7 +90,11 @@ struct smcr_transport_ops {
 	 */
 	int (*write_peer)(struct smcr_xconn *xc, uint32_t offset, const void *src, uint32_t len);
 
-	/* Post one 44-byte control message (CDC) to the peer and ring its doorbell. */
+	/*
+	 * Post one 44-byte control message (CDC) to the peer and ring its
+	 * doorbell.  0, -errno; -EAGAIN (verbs) nothing posted because the
+	 * connection moved to another link: failover() says so, resend first.
+	 */
 	int (*send_ctrl)(struct smcr_xconn *xc, const uint8_t msg[SMCR_CDC_MSG_LEN]);
 
 	/*
@@ -98,6 +102,19 @@ struct smcr_transport_ops {
 	 * none pending, -ECONNRESET peer gone or control area corrupt.
 	 */
 	int (*recv_ctrl)(struct smcr_xconn *xc, uint8_t msg[SMCR_CDC_MSG_LEN]);
+
+	/*
+	 * Optional (NULL: never), SMC-R failover: has the connection moved to
+	 * another link of its group (the one it used went down)?  1 yes: the
+	 * peer may lack what we sent after our last CDC known delivered, whose
+	 * producer cursor and seqno are *fin_prod and *fin_seq (both 0: none
+	 * yet), and the engine resends; 0 no; -errno: it cannot move (abort).
+	 * rewrite() then stages ring bytes written before (still in place: we
+	 * never write over what the peer has not consumed) to go with the next
+	 * send_ctrl again.
+	 */
+	int (*failover)(struct smcr_xconn *xc, struct smcr_curs *fin_prod, uint16_t *fin_seq);
+	int (*rewrite)(struct smcr_xconn *xc, uint32_t offset, uint32_t len);
 
 	/*
 	 * Has the peer disappeared (process died, link lost)?  Costs a system

@@ -549,6 +549,7 @@ static int verbs_client_attach(struct smcr_xconn *xc, const struct smcr_clc_msg 
 		rc = peer_resources(xc, a);
 	if (rc)
 		return rc;
+	smcr_lgr_peer_rmb(xc->lgr, &xc->lc, xc->peer_rmb.rkey, xc->peer_rmb.addr);
 	fill_accept(xc, conf, SMCR_CLC_CONFIRM);
 	*peer_ring_size = xc->peer_rmb.size;
 	return 0;
@@ -658,6 +659,7 @@ static int verbs_server_attach(struct smcr_xconn *xc, int tcp_fd, uint32_t *peer
 		return rc;
 	}
 	xc->peer_conf = conf.accept;
+	smcr_lgr_peer_rmb(xc->lgr, &xc->lc, xc->peer_rmb.rkey, xc->peer_rmb.addr);
 	*peer_ring_size = xc->peer_rmb.size;
 	return 0;
 }
@@ -751,6 +753,49 @@ static int verbs_send_ctrl(struct smcr_xconn *xc, const uint8_t msg[SMCR_CDC_MSG
 	xc->wr_len = 0;
 	return smcr_lgr_write_send(xc->lgr, &xc->lc, xc->snd->mr, &xc->peer_rmb, xc->wr_off, len,
 				   msg, xc->timeout_ms);
+}
+
+/*
+ * Failover: the group moved us to its other link.  From now on we write
+ * into the same RMB of the peer through that link's rkey and address
+ * (CONFIRM RKEY or ADD LINK told them); the engine resends from *fin_prod.
+ * 1 moved, 0 not, -ECONNRESET: the peer's RMB is unknown on that link.
+ */
+static int verbs_failover(struct smcr_xconn *xc, struct smcr_curs *fin_prod, uint16_t *fin_seq)
+{
+	struct smcr_lgr_cdc_sent fin;
+	uint32_t rkey = 0;
+	uint64_t addr = 0;
+	int rc;
+
+	if (!xc->lgr)
+		return 0;
+	rc = smcr_lgr_conn_switched(xc->lgr, &xc->lc, &fin, &rkey, &addr);
+	if (rc == 0)
+		return 0;
+	if (rc < 0) {
+		smcr_warn("verbs: link group %u: connection %08x cannot move to link %u: the peer's "
+			  "RMB (rkey %08x) is unknown there",
+			  xc->lgr->id, xc->lc.token, xc->lc.link, xc->peer_rmb.rkey);
+		return -ECONNRESET;
+	}
+	xc->peer_rmb.rkey = rkey;
+	xc->peer_rmb.addr = addr;
+	xc->wr_len = 0; /* the engine stages what to resend */
+	fin_prod->wrap = fin.prod_wrap;
+	fin_prod->count = fin.prod_count;
+	*fin_seq = fin.seqno;
+	return 1;
+}
+
+/* Failover: the mirror's bytes at [offset, offset + len) go with the next CDC again. */
+static int verbs_rewrite(struct smcr_xconn *xc, uint32_t offset, uint32_t len)
+{
+	if (offset >= xc->peer_rmb.size || len > xc->peer_rmb.size)
+		return -EINVAL;
+	xc->wr_off = offset;
+	xc->wr_len = len;
+	return 0;
 }
 
 static int verbs_recv_ctrl(struct smcr_xconn *xc, uint8_t msg[SMCR_CDC_MSG_LEN])
@@ -1046,6 +1091,8 @@ const struct smcr_transport_ops smcr_verbs_ops = {
 	.write_peer = verbs_write_peer,
 	.send_ctrl = verbs_send_ctrl,
 	.recv_ctrl = verbs_recv_ctrl,
+	.failover = verbs_failover,
+	.rewrite = verbs_rewrite,
 	.peer_gone = verbs_peer_gone,
 	.ready_fd = verbs_ready_fd,
 	.settle = verbs_settle,

@@ -598,6 +598,11 @@ uint64_t smcr_wr_last_posted(const struct smcr_wr_link *link)
 	return link->wr_posted;
 }
 
+uint64_t smcr_wr_last_retired(const struct smcr_wr_link *link)
+{
+	return link->wr_retired;
+}
+
 int smcr_wr_wait_done(struct smcr_wr_link *link, uint64_t mark, int timeout_ms)
 {
 	int64_t deadline = smcr_sys_deadline(timeout_ms);
@@ -730,6 +735,14 @@ void smcr_wr_link_info(const struct smcr_wr_link *link, struct smcr_ib_qp_info *
 int smcr_wr_link_connect(struct smcr_wr_link *link, const struct smcr_ib_qp_info *peer)
 {
 	return smcr_ib_qp_connect(link->port, link->qp, peer, link->psn);
+}
+
+void smcr_wr_link_stop(struct smcr_wr_link *link)
+{
+	if (link->qp)
+		smcr_ib_qp_error(link->qp);
+	link_fail(link, -ECONNRESET, "link", "stopped");
+	poll_cq(link);
 }
 
 void smcr_wr_link_destroy(struct smcr_wr_link *link)

@@ -84,6 +84,13 @@ bool smcr_wr_poll(struct smcr_wr_link *link);
 bool smcr_wr_sends_outstanding(const struct smcr_wr_link *link);
 /* Move the QP to RTS towards `peer`.  0 or -errno. */
 int smcr_wr_link_connect(struct smcr_wr_link *link, const struct smcr_ib_qp_info *peer);
+/*
+ * Move the QP to ERR (nothing more is received or sent) and take every
+ * completion that came before: the handler sees each message the NIC
+ * accepted (the peer counts it delivered), and smcr_wr_last_retired() says
+ * what of ours got through.  The link is failed from then on.
+ */
+void smcr_wr_link_stop(struct smcr_wr_link *link);
 /* Move the QP to ERR (the peer sees its writes fail), drop everything. */
 void smcr_wr_link_destroy(struct smcr_wr_link *link);
 
@@ -139,6 +146,11 @@ int smcr_wr_flush(struct smcr_wr_link *link, int timeout_ms);
  * last WRITE and CDC this way before its send buffer is reused.  0 or -errno.
  */
 uint64_t smcr_wr_last_posted(const struct smcr_wr_link *link);
+/*
+ * The last one known complete (successful completions taken so far; after a
+ * failure, what completed before it): failover's "delivered" mark.
+ */
+uint64_t smcr_wr_last_retired(const struct smcr_wr_link *link);
 int smcr_wr_wait_done(struct smcr_wr_link *link, uint64_t mark, int timeout_ms);
 
 /*

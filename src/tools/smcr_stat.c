@@ -87,6 +87,7 @@ struct file_counters {
 	uint64_t handshakes_smc, conns_open, fallbacks, handshake_errors, aborts;
 	uint64_t bytes_sent, bytes_received;
 	uint64_t spins_won, spins_lost, waits_slept;
+	uint64_t link_switches, bytes_resent;
 	struct smcr_stats_reason reasons[SMCR_STATS_MAX_REASONS];
 };
 
@@ -408,6 +409,8 @@ static void copy_counters(const struct smcr_stats_file *src, struct file_counter
 	dst->spins_won = LOAD(src->spins_won);
 	dst->spins_lost = LOAD(src->spins_lost);
 	dst->waits_slept = LOAD(src->waits_slept);
+	dst->link_switches = LOAD(src->link_switches);
+	dst->bytes_resent = LOAD(src->bytes_resent);
 	for (unsigned i = 0; i < SMCR_STATS_MAX_REASONS; i++) {
 		dst->reasons[i].reason = LOAD(src->fallback_reasons[i].reason);
 		dst->reasons[i].count = LOAD(src->fallback_reasons[i].count);
@@ -563,6 +566,8 @@ static void reset_counters(struct smcr_stats_file *f, struct file_counters *was)
 	was->spins_won = TAKE(f->spins_won);
 	was->spins_lost = TAKE(f->spins_lost);
 	was->waits_slept = TAKE(f->waits_slept);
+	was->link_switches = TAKE(f->link_switches);
+	was->bytes_resent = TAKE(f->bytes_resent);
 	for (unsigned i = 0; i < SMCR_STATS_MAX_REASONS; i++) {
 		was->reasons[i].reason = LOAD(f->fallback_reasons[i].reason);
 		was->reasons[i].count = TAKE(f->fallback_reasons[i].count);
@@ -1023,6 +1028,7 @@ struct counters {
 	uint64_t closed_bytes_sent, closed_bytes_received;
 	uint64_t live_bytes_sent, live_bytes_received;
 	uint64_t spins_won, spins_lost, waits_slept;
+	uint64_t link_switches, bytes_resent;
 	struct smcr_stats_reason reasons[SMCR_STATS_MAX_REASONS];
 	unsigned nreasons;
 };
@@ -1055,6 +1061,8 @@ static void add_counters(struct counters *c, const struct process_view *pv)
 	c->spins_won += f->spins_won;
 	c->spins_lost += f->spins_lost;
 	c->waits_slept += f->waits_slept;
+	c->link_switches += f->link_switches;
+	c->bytes_resent += f->bytes_resent;
 	for (size_t i = 0; i < pv->nconns; i++)
 		if (pv->conns[i].rec.state == SMCR_STATS_CONN_LIVE &&
 		    mode_is_smc(pv->conns[i].rec.mode)) {
@@ -1085,6 +1093,8 @@ static void counters_json(const struct counters *c)
 	printf("     \"spins_won\": %" PRIu64 ", \"spins_lost\": %" PRIu64
 	       ", \"waits_slept\": %" PRIu64 ",\n",
 	       c->spins_won, c->spins_lost, c->waits_slept);
+	printf("     \"link_switches\": %" PRIu64 ", \"bytes_resent\": %" PRIu64 ",\n",
+	       c->link_switches, c->bytes_resent);
 	printf("     \"fallback_reasons\": [");
 	for (unsigned i = 0; i < c->nreasons; i++)
 		printf("%s{\"code\": \"0x%08" PRIx32
@@ -1137,6 +1147,8 @@ static void counters_text(const struct counters *c)
 	printf("  Waits: spins won    %12" PRIu64 "\n", c->spins_won);
 	printf("         spins lost   %12" PRIu64 "\n", c->spins_lost);
 	printf("         slept        %12" PRIu64 "  (blocking send/recv)\n", c->waits_slept);
+	printf("  Link switches       %12" PRIu64 "  (SMC-R failover; %" PRIu64 " bytes resent)\n",
+	       c->link_switches, c->bytes_resent);
 	if (c->nreasons)
 		printf("  Fallback reasons\n");
 	for (unsigned i = 0; i < c->nreasons; i++)

@@ -251,6 +251,93 @@ static void sequence_numbers(void **state)
 	(void)state;
 }
 
+/*
+ * The failover validation CDC as the kernel builds it (smcr_cdc_msg_send_validation):
+ * type, length, the last completed seqno, the token, producer flags with only
+ * failover_validation (the fifth bit from the top in the kernel's big-endian
+ * bitfield order: 0x08), everything else zero.
+ */
+static void failover_validation_bytes(void **state)
+{
+	uint8_t got[SMCR_CDC_MSG_LEN], want[SMCR_CDC_MSG_LEN];
+	struct smcr_cdc_msg m;
+	enum smcr_cdc_err err;
+
+	memset(want, 0, sizeof(want));
+	want[0] = 0xfe;
+	want[1] = 44;
+	want[2] = 0x12, want[3] = 0x34;                               /* seqno */
+	want[4] = 0xa1, want[5] = 0xb2, want[6] = 0xc3, want[7] = 0xd4; /* token */
+	want[24] = 0x08;
+	memset(got, 0x5a, sizeof(got));
+	smcr_cdc_encode_validation(0x1234, 0xa1b2c3d4, got);
+	assert_memory_equal(got, want, sizeof(want));
+	assert_int_equal(SMCR_CDC_PROD_FAILOVER, 0x08);
+	assert_int_equal(smcr_cdc_decode(got, sizeof(got), &m, &err), SMCR_WIRE_OK);
+	assert_int_equal(m.prod_flags, SMCR_CDC_PROD_FAILOVER);
+	assert_int_equal(m.seqno, 0x1234);
+	(void)state;
+}
+
+/* The receiver's check (smc_cdc_msg_validate): the named CDC must be one it saw. */
+static void failover_validation_check(void **state)
+{
+	assert_true(smcr_cdc_validation_ok(10, 10));
+	assert_true(smcr_cdc_validation_ok(10, 9));
+	assert_true(smcr_cdc_validation_ok(10, 0));     /* nothing delivered yet */
+	assert_false(smcr_cdc_validation_ok(10, 11));   /* one we never got: lost */
+	assert_true(smcr_cdc_validation_ok(2, 0xfffe)); /* across the wrap */
+	assert_false(smcr_cdc_validation_ok(0xfffe, 2));
+	assert_false(smcr_cdc_validation_ok(0, 1));
+	(void)state;
+}
+
+static struct smcr_curs C(uint16_t wrap, uint32_t count)
+{
+	return (struct smcr_curs){ .wrap = wrap, .count = count };
+}
+
+/* Where resending starts after a link switch (the kernel's smc_switch_cursor). */
+static void failover_start(void **state)
+{
+	const uint32_t size = 1000;
+	struct smcr_curs st;
+	uint32_t len;
+
+	/* the usual case: consumed <= last delivered <= written */
+	st = smcr_cdc_failover_start(C(3, 500), C(3, 200), C(3, 900), size, &len);
+	assert_int_equal(st.wrap, 3), assert_int_equal(st.count, 500), assert_int_equal(len, 400);
+	/* the peer read past what our last delivered CDC said (a later one arrived unacknowledged) */
+	st = smcr_cdc_failover_start(C(3, 500), C(3, 700), C(3, 900), size, &len);
+	assert_int_equal(st.count, 700), assert_int_equal(len, 200);
+	/* nothing delivered yet on that link (fin 0/0) with a wrapped ring: from cons */
+	st = smcr_cdc_failover_start(C(0, 0), C(5, 10), C(5, 990), size, &len);
+	assert_int_equal(st.wrap, 5), assert_int_equal(st.count, 10), assert_int_equal(len, 980);
+	/* across the ring's end: fin 900 of wrap 3, prod 100 of wrap 4 */
+	st = smcr_cdc_failover_start(C(3, 900), C(3, 800), C(4, 100), size, &len);
+	assert_int_equal(st.wrap, 3), assert_int_equal(st.count, 900), assert_int_equal(len, 200);
+	/* everything delivered: nothing to resend */
+	st = smcr_cdc_failover_start(C(4, 100), C(3, 800), C(4, 100), size, &len);
+	assert_int_equal(st.count, 100), assert_int_equal(len, 0);
+	/* a full ring unread: all of it again */
+	st = smcr_cdc_failover_start(C(2, 0), C(2, 0), C(3, 0), size, &len);
+	assert_int_equal(st.wrap, 2), assert_int_equal(len, size);
+	/* exhaustively on a small ring: start between cons and prod, never before fin or cons */
+	for (uint32_t c = 0; c < 8; c++)
+		for (uint32_t f = 0; f < 16; f++)
+			for (uint32_t p = c; p <= c + 8; p++) {
+				struct smcr_curs cons = C((uint16_t)(c / 8), c % 8);
+				struct smcr_curs fin = C((uint16_t)(f / 8), f % 8);
+				struct smcr_curs prod = C((uint16_t)(p / 8), p % 8);
+				uint32_t want_start = f >= c && f <= p ? f : c;
+
+				st = smcr_cdc_failover_start(fin, cons, prod, 8, &len);
+				assert_int_equal(st.wrap * 8u + st.count, want_start);
+				assert_int_equal(len, p - want_start);
+			}
+	(void)state;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -260,6 +347,9 @@ int main(void)
 		cmocka_unit_test(cursor_validator_exhaustive),
 		cmocka_unit_test(cursor_validator_ring_form),
 		cmocka_unit_test(sequence_numbers),
+		cmocka_unit_test(failover_validation_bytes),
+		cmocka_unit_test(failover_validation_check),
+		cmocka_unit_test(failover_start),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
