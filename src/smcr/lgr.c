@@ -921,12 +921,39 @@ void smcr_lgr_buf_put(struct smcr_lgr *g, struct smcr_lgr_buf *b, bool reuse)
 	free(b);
 }
 
+/*
+ * With two links the answer is awaited (bounded), as the kernel's client
+ * does (smc_llc_do_confirm_rkey before its CLC Confirm): a Linux server that
+ * takes our Confirm's rtoken (on the second link) before this message makes
+ * two rtoken entries of one RMB, and the connection's has no rkey on the
+ * first link, so after a failover to it the server writes with rkey 0 (seen:
+ * remote access error, both QPs in error, the group gone).
+ */
 void smcr_lgr_rkey_confirm(struct smcr_lgr *g, const struct smcr_lgr_buf *b)
 {
+	int64_t deadline = smcr_sys_now_ms() + SMCR_LGR_LLC_WAIT_MS;
+	uint64_t mine = 0;
+
 	pthread_mutex_lock(&g->mu);
-	if (g->state == SMCR_LGR_ACTIVE && b->rmb && b->fresh &&
-	    smcr_lgr_llc_send_rkey(g, true, b->mr->rkey, b->iova))
-		smcr_lgr_fail_locked(g, "cannot send CONFIRM RKEY");
+	if (g->state == SMCR_LGR_ACTIVE && b->rmb && b->fresh) {
+		if (smcr_lgr_llc_send_rkey(g, true, b->mr->rkey, b->iova))
+			smcr_lgr_fail_locked(g, "cannot send CONFIRM RKEY");
+		else
+			mine = ++g->rkey_confirms_sent;
+	}
+	while (mine && g->state == SMCR_LGR_ACTIVE && g->alt.state == SMCR_LGR_LINK_UP &&
+	       g->rkey_confirms_answered < mine && smcr_sys_now_ms() < deadline) {
+		if (arm_locked(g, false) < 0) {
+			smcr_lgr_fail_locked(g, "cannot arm the completion queue");
+			break;
+		}
+		drain_locked(g);
+		if (g->rkey_confirms_answered >= mine)
+			break;
+		pthread_mutex_unlock(&g->mu);
+		(void)smcr_sys_wait_fd(g->epfd, POLLIN, smcr_sys_now_ms() + LGR_WAIT_SLICE_MS);
+		pthread_mutex_lock(&g->mu);
+	}
 	pthread_mutex_unlock(&g->mu);
 }
 

@@ -255,6 +255,7 @@ struct smcr_lgr {
 	struct smcr_lgr_rtoken *rtok;
 	unsigned nrtok, rtok_cap;
 	uint64_t stat_link_switches; /* connections moved by failover */
+	uint64_t rkey_confirms_sent, rkey_confirms_answered; /* our CONFIRM RKEY requests */
 };
 
 /* One RMB of the peer: its rkey and address on link 0 and link 1 (bit per link: known). */
@@ -343,7 +344,7 @@ struct smcr_lgr_buf *smcr_lgr_buf_get(struct smcr_lgr *lgr, uint32_t size, bool 
  * A fresh RMB on a group whose link is up already (not first contact): tell
  * the peer its rkey with LLC CONFIRM RKEY, as Linux does before its Accept or
  * Confirm on a reused group (the CLC message names it too, which is all a
- * single-link peer needs; the answer is not waited for).  An RMB deregistered
+ * single-link peer needs; the answer is waited for only with two links, lgr.c).  An RMB deregistered
  * while the group lives is withdrawn with DELETE RKEY (smcr_lgr_buf_put): a
  * Linux peer keeps every rkey it was told in a table of 255 per group.
  */

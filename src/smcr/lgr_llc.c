@@ -53,7 +53,9 @@
  *                 already, and DELETE RKEY for one deregistered while the
  *                 group lives, without waiting for the answer: with a single
  *                 link the rkey and address in CLC are all a peer needs
- *                 (af_smc.c takes the rtoken from the Accept/Confirm).
+ *                 (af_smc.c takes the rtoken from the Accept/Confirm).  With
+ *                 two links CONFIRM RKEY's answer is awaited before our CLC
+ *                 Confirm, as the kernel's client does (lgr.c says why).
  * Everything is sent in the v2 form (the group was set up by CLC v2).
  */
 #include <errno.h>
@@ -560,8 +562,12 @@ void smcr_lgr_llc_handle(struct smcr_lgr *g, unsigned link, const uint8_t *raw, 
 		return;
 	case SMCR_LLC_CONFIRM_RKEY:
 	case SMCR_LLC_DELETE_RKEY: /* every rkey known */
-		if (resp)
+		if (resp) {
+			if (m.hdr.type == SMCR_LLC_CONFIRM_RKEY &&
+			    g->rkey_confirms_answered < g->rkey_confirms_sent)
+				g->rkey_confirms_answered++; /* smcr_lgr_rkey_confirm waits for it */
 			return;
+		}
 		if (m.hdr.type == SMCR_LLC_CONFIRM_RKEY)
 			note_confirm_rkey(g, link, &m.confirm_rkey);
 		else
