@@ -237,7 +237,11 @@ int smcr_sock_shutdown(struct smcr_sock *s, int how);
  * smcr_sock_close() says to the peer (CDC closed, or abort if unread data
  * remains), and the TCP FIN, without freeing anything: other threads may
  * still be inside the engine.  Best effort: false, and nothing done, if
- * another thread holds the connection's lock.  Then smcr_engine_exit().
+ * another thread holds the connection's lock.  If the peer had closed, its
+ * TCP FIN is waited for first (at most 500 ms for the whole exit: a Linux
+ * peer frees its connection before that FIN, and the DELETE LINK of
+ * smcr_engine_exit() must not find it in the link group).  Then
+ * smcr_engine_exit().
  */
 bool smcr_sock_exit(struct smcr_sock *s);
 

@@ -11,6 +11,7 @@
  * write into it again); otherwise it is discarded.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 
@@ -18,6 +19,9 @@
 #include "common/real.h"
 #include "smcr/conn.h"
 #include "smcr/engine.h"
+#include "smcr/sys.h"
+
+#define CLOSE_EXIT_PEER_FIN_MS 500 /* the longest an exit waits for peers' FINs, all together */
 
 bool smcr_conn_peer_done(const struct smcr_sock *s)
 {
@@ -105,8 +109,37 @@ int smcr_sock_shutdown(struct smcr_sock *s, int how)
 	return rc;
 }
 
+/*
+ * At exit, a connection whose peer has closed already: before our FIN, and
+ * before the engine's exit work sends LLC DELETE LINK, wait for the peer's
+ * TCP FIN (bounded: one deadline for the whole exit).  A Linux peer that
+ * closed after our shutdown(SHUT_WR) (PEERFINCLOSEWAIT) frees its
+ * connection when our closing CDC arrives and only then releases its TCP
+ * socket, with a FIN; a DELETE LINK its LLC work handles first finds the
+ * connection still in the link group, kills it and aborts that TCP socket
+ * (tcp_abort: a RST instead of the FIN, rxe-kernel (h), about one close in
+ * six).  A peer that had closed with its TCP socket shut down already (the
+ * kernel after an active close, smcr always) has sent its FIN: no wait.
+ */
+static void exit_wait_peer_fin(struct smcr_sock *s)
+{
+	static int64_t deadline; /* atexit runs once, in one thread */
+	struct pollfd p = { .fd = s->tcp_fd, .events = POLLRDHUP };
+	int64_t now = smcr_sys_now_ms();
+
+	if (!deadline)
+		deadline = now + CLOSE_EXIT_PEER_FIN_MS;
+	while (now < deadline) {
+		int n = smcr_real.poll(&p, 1, (int)(deadline - now));
+
+		if (n > 0 || (n < 0 && errno != EINTR))
+			break;
+		now = smcr_sys_now_ms();
+	}
+}
+
 /* What closing says to the peer: closed (or abort with unread data), then FIN. */
-static void close_tell_peer_locked(struct smcr_sock *s)
+static void close_tell_peer_locked(struct smcr_sock *s, bool at_exit)
 {
 	smcr_conn_progress(s);
 	if (s->state == SMCR_CONN_ABORTED)
@@ -120,6 +153,8 @@ static void close_tell_peer_locked(struct smcr_sock *s)
 		s->conn_flags_sent |= SMCR_CDC_CONN_CLOSED | SMCR_CDC_CONN_DONE_WRITING;
 		smcr_conn_send_cdc(s, 0);
 	}
+	if (at_exit && (s->peer_conn_flags & SMCR_CDC_CONN_CLOSED))
+		exit_wait_peer_fin(s);
 	/* CDC first, then FIN (§7.4). */
 	smcr_real.shutdown(s->tcp_fd, SHUT_RDWR);
 }
@@ -128,7 +163,7 @@ bool smcr_sock_exit(struct smcr_sock *s)
 {
 	if (pthread_mutex_trylock(&s->lock))
 		return false;
-	close_tell_peer_locked(s);
+	close_tell_peer_locked(s, true);
 	pthread_mutex_unlock(&s->lock);
 	return true;
 }
@@ -138,7 +173,7 @@ void smcr_sock_close(struct smcr_sock *s)
 	bool clean;
 
 	pthread_mutex_lock(&s->lock);
-	close_tell_peer_locked(s);
+	close_tell_peer_locked(s, false);
 	clean = s->state != SMCR_CONN_ABORTED && (s->peer_conn_flags & SMCR_CDC_CONN_CLOSED);
 	pthread_mutex_unlock(&s->lock);
 	smcr_conn_free(s, clean);
