@@ -56,6 +56,7 @@ if [[ ${RXE_VM_SMC:-0} != 1 ]]; then
 fi
 source "$(dirname -- "${BASH_SOURCE[0]}")/case_lib.sh"
 logs=${KERNEL_LOGS:-$(mktemp -d)}; mkdir -p "$logs"
+cp "$(dirname -- "${BASH_SOURCE[0]}")/echo_lib.py" "$logs/" # client.py imports it
 # live_record PID: "mode link_group" of PID's first live connection in smcr-stat --json
 live_record() {
     local i out
@@ -383,7 +384,8 @@ done
 
 # ------------------------------------------ (d) a second connection on one link group ----
 cat > "$logs/client.py" <<'PY'
-import json, os, socket, subprocess, sys, time
+import os, socket, sys, time
+sys.path.insert(0, os.path.dirname(sys.argv[0])); import echo_lib
 host, port, conns, smcr_stat, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 def pat(n):  # smc_echo's pattern: the kernel server just echoes, any bytes would do
     return bytes((i * 7 + i // 251) & 0xff for i in range(n))
@@ -396,26 +398,11 @@ for i in range(conns):
         except ConnectionRefusedError:
             print(f"connection {i + 1}: Connection refused, retrying", flush=True)
             time.sleep(1)
-    got, sent = b"", 0
-    while len(got) < size:
-        c.settimeout(0.01 if sent < size else 30)
-        try:
-            if sent < size:
-                sent += c.send(data[sent:sent + 65536])
-            b = c.recv(1 << 16)
-        except socket.timeout:
-            continue
-        if not b:
-            break
-        got += b
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    out = subprocess.run([smcr_stat, "json", "-p", str(os.getpid())], env=env,
-                         capture_output=True, text=True, timeout=30).stdout
-    mine = [r for r in json.loads(out)["connections"]
-            if r.get("local_port") == c.getsockname()[1] and r.get("state") == "live"]
+    intact = echo_lib.echo(c, data)
+    mine, out = echo_lib.live_records(c, smcr_stat)
     c.close()
-    if got != data:
-        sys.exit(f"FAIL: connection {i + 1}: echo differs ({len(got)} of {size} bytes)")
+    if not intact:
+        sys.exit(f"FAIL: connection {i + 1}: the echo differs")
     if len(mine) != 1:
         sys.exit(f"FAIL: connection {i + 1}: {len(mine)} live records: {out[:300]}")
     groups.append((mine[0]["mode"], mine[0]["link_group"]))

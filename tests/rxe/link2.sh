@@ -65,6 +65,7 @@ if [[ ${RXE_VM_SMC:-0} != 1 ]]; then
 fi
 source "$(dirname -- "${BASH_SOURCE[0]}")/case_lib.sh"
 logs=${LINK2_LOGS:-$(mktemp -d)}; mkdir -p "$logs"
+cp "$(dirname -- "${BASH_SOURCE[0]}")/echo_lib.py" "$logs/" # the python clients import it
 bytes=$((mib << 20))
 export XDG_RUNTIME_DIR=$logs/run # smcr's stats files (the guest's /run is fresh)
 mkdir -p -m 0700 "$XDG_RUNTIME_DIR"
@@ -146,27 +147,11 @@ cat > "$logs/two.py" <<'PY'
 import json, os, socket, subprocess, sys
 host, port, smcr_stat, size = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 data = os.urandom(size)
+sys.path.insert(0, os.path.dirname(sys.argv[0])); import echo_lib
 def echo(c):
-    got, sent = b"", 0
-    while len(got) < size:
-        c.settimeout(0.01 if sent < size else 30)
-        try:
-            if sent < size:
-                sent += c.send(data[sent:sent + 65536])
-            b = c.recv(1 << 16)
-        except socket.timeout:
-            continue
-        if not b:
-            break
-        got += b
-    return got == data
+    return echo_lib.echo(c, data)
 def record(c):
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    out = subprocess.run([smcr_stat, "json", "-p", str(os.getpid())], env=env,
-                         capture_output=True, text=True, timeout=30).stdout
-    mine = [r for r in json.loads(out)["connections"]
-            if r.get("local_port") == c.getsockname()[1] and r.get("state") == "live"]
-    return (mine[0]["mode"], mine[0]["link_group"], mine[0]["device"]) if len(mine) == 1 else None
+    return echo_lib.record(c, smcr_stat)
 # the kernel server echoes one connection after the other, but makes each (CLC, its link)
 # as it comes: the second, made while the first is open, goes on its other link
 c1 = socket.create_connection((host, port), source_address=("10.77.0.1", 0))
@@ -274,27 +259,11 @@ cat > "$logs/ecli.py" <<'PY'
 import json, os, socket, subprocess, sys, time
 host, port, smcr_stat, size, srvlog, src = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6]
 data = os.urandom(size)
+sys.path.insert(0, os.path.dirname(sys.argv[0])); import echo_lib
 def echo(c):
-    got, sent = b"", 0
-    while len(got) < size:
-        c.settimeout(0.01 if sent < size else 30)
-        try:
-            if sent < size:
-                sent += c.send(data[sent:sent + 65536])
-            b = c.recv(1 << 16)
-        except socket.timeout:
-            continue
-        if not b:
-            break
-        got += b
-    return got == data
+    return echo_lib.echo(c, data)
 def record(c):
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    out = subprocess.run([smcr_stat, "json", "-p", str(os.getpid())], env=env,
-                         capture_output=True, text=True, timeout=30).stdout
-    mine = [r for r in json.loads(out)["connections"]
-            if r.get("local_port") == c.getsockname()[1] and r.get("state") == "live"]
-    return (mine[0]["mode"], mine[0]["link_group"], mine[0]["device"]) if len(mine) == 1 else None
+    return echo_lib.record(c, smcr_stat)
 c1 = socket.create_connection((host, port), source_address=(src, 0))
 ok1 = echo(c1)
 # the server adds its second link once the first is confirmed: the second connection
@@ -355,20 +324,9 @@ cat > "$logs/gcli.py" <<'PY'
 import os, socket, subprocess, sys, time
 host, port, size, srvlog = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 data = os.urandom(size)
+sys.path.insert(0, os.path.dirname(sys.argv[0])); import echo_lib
 def echo(c):
-    got, sent = b"", 0
-    while len(got) < size:
-        c.settimeout(0.01 if sent < size else 30)
-        try:
-            if sent < size:
-                sent += c.send(data[sent:sent + 65536])
-            b = c.recv(1 << 16)
-        except socket.timeout:
-            continue
-        if not b:
-            break
-        got += b
-    return got == data
+    return echo_lib.echo(c, data)
 env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
 c1 = socket.create_connection((host, port), source_address=("10.77.0.1", 0))
 ok1 = echo(c1)
