@@ -1140,9 +1140,10 @@ void smcr_lgr_alt_down_locked(struct smcr_lgr *g, const char *why, bool peer_ask
 		c->peer_rkey = t && (t->has_rkey & t->has_vaddr & 1u) ? t->rkey[0] : 0;
 		c->peer_addr = c->peer_rkey ? t->vaddr[0] : 0;
 		c->link = 0;
-		c->switched = true;
 		c->nsent = 0;   /* work request numbers are per link */
 		c->last_wr = 0; /* nothing of it is queued on the first link yet */
+		/* last, after what its reader takes (smcr_lgr_conn_switched's fast path) */
+		__atomic_store_n(&c->switched, true, __ATOMIC_RELEASE);
 		moved++;
 		ring(c); /* the engine resends in its next call */
 	}
@@ -1161,9 +1162,18 @@ int smcr_lgr_conn_switched(struct smcr_lgr *g, struct smcr_lgr_conn *c,
 {
 	int rc = 0;
 
+	/*
+	 * Every engine call of every connection comes here (each progress
+	 * round): without the mutex while nothing moved.  A move that lands
+	 * just after this load is not lost: its writer rings c's doorbell
+	 * after the store (the next call sees it), and the data path checks
+	 * `switched` under the mutex before it posts (-EAGAIN).
+	 */
+	if (!__atomic_load_n(&c->switched, __ATOMIC_ACQUIRE))
+		return 0;
 	pthread_mutex_lock(&g->mu);
 	if (c->switched) {
-		c->switched = false;
+		__atomic_store_n(&c->switched, false, __ATOMIC_RELAXED);
 		*fin = c->fin;
 		*rkey = c->peer_rkey;
 		*addr = c->peer_addr;

@@ -183,7 +183,7 @@ struct smcr_lgr_conn {
 	 */
 	struct smcr_lgr_cdc_sent sent[SMCR_LGR_CONN_SENT];
 	uint32_t nsent;    /* entries, newest at (nsent - 1) % SMCR_LGR_CONN_SENT */
-	bool switched;     /* moved to the other link: the engine must resend */
+	bool switched;     /* moved: the engine must resend (stored atomically, read lock-free) */
 	struct smcr_lgr_cdc_sent fin; /* the last CDC known delivered (wr 0: none yet) */
 	uint32_t peer_rkey; /* the peer's RMB on c's link (CLC; after a move, its twin; 0: none) */
 	uint64_t peer_addr;
