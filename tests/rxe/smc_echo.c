@@ -7,7 +7,10 @@
  *   smc_echo client SERVER_ADDR PORT BYTES LOCAL_ADDR [CONNS]
  *   smc_echo pattern BYTES       the client's bytes on stdout (for a checksum)
  *   smc_echo stats               the kernel's SMC-R statistics (SMC_NETLINK_GET_STATS):
- *                                "smcr_client_v2_success N" ... one per line
+ *                                "smcr_client_v2_success N" ... one per line, then its
+ *                                fallback statistics (SMC_NETLINK_GET_FBACK_STATS):
+ *                                "fallback_server_count N", "fallback_client_count N"
+ *                                and "fallback_server_0x03030000 N" per reason code
  *
  * After each echo each side prints what the kernel's smc_diag says of its socket
  * ("smc_diag mode=SMC-R ibdev=rxe1 gid=... peer_gid=..." with the link group's
@@ -238,6 +241,46 @@ static void stats_cb(struct nlattr *a, int len, void *arg)
 	}
 }
 
+/* One reason code of one role per message (the role's totals in the first of them). */
+static void fback_cb(struct nlattr *a, int len, void *arg)
+{
+	(void)arg;
+	for (; NLA_OK(a, len); a = NLA_NEXT(a, len)) {
+		const char *role = "client";
+		uint64_t code = 0, count = 0;
+		int have_code = 0;
+		struct nlattr *s;
+		int slen;
+
+		if ((a->nla_type & NLA_TYPE_MASK) != SMC_GEN_FBACK_STATS)
+			continue;
+		slen = a->nla_len - NLA_HDRLEN;
+		for (s = NLA_DATA(a); NLA_OK(s, slen); s = NLA_NEXT(s, slen)) {
+			switch (s->nla_type & NLA_TYPE_MASK) {
+			case SMC_NLA_FBACK_STATS_TYPE:
+				role = nla_uint(s) ? "server" : "client";
+				break;
+			case SMC_NLA_FBACK_STATS_SRV_CNT:
+				printf("fallback_server_count %llu\n", (unsigned long long)nla_uint(s));
+				break;
+			case SMC_NLA_FBACK_STATS_CLNT_CNT:
+				printf("fallback_client_count %llu\n", (unsigned long long)nla_uint(s));
+				break;
+			case SMC_NLA_FBACK_STATS_RSN_CODE:
+				code = nla_uint(s);
+				have_code = 1;
+				break;
+			case SMC_NLA_FBACK_STATS_RSN_CNT:
+				count = nla_uint(s);
+				break;
+			}
+		}
+		if (have_code)
+			printf("fallback_%s_0x%08llx %llu\n", role, (unsigned long long)code,
+			       (unsigned long long)count);
+	}
+}
+
 static int kernel_stats(void)
 {
 	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
@@ -254,6 +297,10 @@ static int kernel_stats(void)
 	if (genl_talk(fd, id, SMC_NETLINK_GET_STATS, NLM_F_DUMP, NULL, stats_cb, NULL)) {
 		close(fd);
 		return fail("SMC_NETLINK_GET_STATS");
+	}
+	if (genl_talk(fd, id, SMC_NETLINK_GET_FBACK_STATS, NLM_F_DUMP, NULL, fback_cb, NULL)) {
+		close(fd);
+		return fail("SMC_NETLINK_GET_FBACK_STATS");
 	}
 	fflush(stdout);
 	close(fd);

@@ -17,7 +17,10 @@
 #       echo is intact over TCP, and the kernel's smc_diag says fallback and why;
 #   (d) smcr client -> the kernel's AF_SMC server: the kernel's SYN-ACK carries the
 #       option, our client learns "peer announced SMC" (its log) and proposes; the
-#       kernel declines, both go on over TCP, the echo is intact.
+#       kernel declines, both go on over TCP, the echo is intact;
+#   (e) the kernel's fallback statistics (SMC_NETLINK_GET_FBACK_STATS) count (c) and
+#       (d): its client our Decline (as PEERDECL, with our code in smc_diag), its server
+#       the reason it gave.
 # Prints one line per check and "N passed, N failed"; exit 0 only if all passed.
 set -u
 build=${1:?usage: tcpopt.sh BUILD_DIR PATH/TO/smc_echo}
@@ -170,8 +173,15 @@ FAM=6 echo_case smcr6-smcr6 7606 smcr smcr client
 [[ $rec == smc* ]] && pass "IPv6 smcr-smcr: the client's record: $rec" ||
     fail "IPv6 smcr-smcr: the client's record: $rec"
 
+# fback_count STATS NAME: NAME's count in `smc_echo stats` output STATS (0 if absent)
+fback_count() { awk -v n="$2" '$1 == n { print $2; f = 1 } END { if (!f) print 0 }' <<< "$1"; }
+# diag_code LOG FIELD: FIELD (reason / peer_diagnosis) of the smc_diag line in LOG
+diag_code() { grep -m1 -o "$2=0x[0-9a-f]*" "$1" | cut -d= -f2; }
+
 if [[ ${RXE_VM_SMC:-0} == 1 ]]; then
+    fb0=$("$ksmc" stats 2>&1)
     echo_case kernel-smcr 7604 smcr kernel server
+    kernel_smcr_rec=$rec
     [[ $rec == tcp-fallback\ * && $rec != *'None('* ]] &&
         pass "kernel AF_SMC client -> smcr server: the server's record: $rec" ||
         fail "kernel AF_SMC client -> smcr server: the server's record: '$rec'"
@@ -189,6 +199,25 @@ if [[ ${RXE_VM_SMC:-0} == 1 ]]; then
     grep -q 'mode=TCP-fallback' "$logs/smcr-kernel.srv" &&
         pass "smcr client -> kernel AF_SMC server: the kernel's smc_diag: $(grep -m1 -o 'mode=.*' "$logs/smcr-kernel.srv")" ||
         { fail "kernel AF_SMC server: smc_diag does not report a fallback"; show "$logs/smcr-kernel.srv" srv; }
+
+    # (e) the kernel's own fallback statistics (SMC_NETLINK_GET_FBACK_STATS) show why.
+    # Its client counts our Decline as PEERDECL (0x05000000; smc_diag carries our code as
+    # peer_diagnosis), its server counts the reason it declined our Proposal with.
+    # (6.12's dump stops at the first server slot without a reason, so the client's
+    # counters show only once the server has one: hence both cases before reading.)
+    fb1=$("$ksmc" stats 2>&1)
+    ours=$(sed -nE 's/.*\((0x[0-9a-f]+)\).*/\1/p' <<< "$kernel_smcr_rec")
+    peer_diag=$(diag_code "$logs/kernel-smcr.cli" peer_diagnosis)
+    c0=$(fback_count "$fb0" fallback_client_0x05000000) c1=$(fback_count "$fb1" fallback_client_0x05000000)
+    [[ -n $ours && $((ours)) == $((peer_diag)) && $c1 -gt $c0 ]] &&
+        pass "the kernel client's fallback statistics: PEERDECL $c0 -> $c1, smc_diag peer_diagnosis $peer_diag = our Decline's $ours" ||
+        { fail "the kernel client's fallback statistics: PEERDECL $c0 -> $c1, peer_diagnosis '$peer_diag', our Decline '$ours'"; echo "$fb1" | sed 's/^/    stats| /'; }
+    kreason=$(diag_code "$logs/smcr-kernel.srv" reason)
+    k0=$(fback_count "$fb0" "fallback_server_$kreason") k1=$(fback_count "$fb1" "fallback_server_$kreason")
+    s0=$(fback_count "$fb0" fallback_server_count) s1=$(fback_count "$fb1" fallback_server_count)
+    [[ -n $kreason && $k1 -gt $k0 && $s1 -gt $s0 ]] &&
+        pass "the kernel server's fallback statistics: reason $kreason $k0 -> $k1 (all server fallbacks $s0 -> $s1)" ||
+        { fail "the kernel server's fallback statistics: reason '$kreason' $k0 -> $k1, all $s0 -> $s1"; echo "$fb1" | sed 's/^/    stats| /'; }
 fi
 
 # --------------------------------------------------------------- the segments ----
