@@ -7,11 +7,13 @@
  * the port the kernel itself associates with the address's netdev; rxe, mlx5
  * and the rest fill these tables from the netdev's addresses.  RoCE v1 GIDs
  * are ignored: SMC-Rv1 needs them, but user space speaks SMC-Rv2 only for now
- * (soft-RoCE has no RoCE v1 GIDs at all).
+ * (soft-RoCE has no RoCE v1 GIDs at all).  One search (find_gid) serves
+ * every choice, devices in name order, ports and indices ascending: the
+ * order in which ibsys.c reads the same tables from sysfs for a client's
+ * Proposal, so that both pick the same entry.
  */
 #include "smcr/ib.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -83,12 +85,19 @@ static void read_mac(unsigned int ifindex, uint8_t mac[SMCR_IB_MAC_LEN])
 	fclose(f);
 }
 
+/* Which RoCE v2 entries of a GID table a search takes. */
+typedef bool gid_pred(const struct ibv_gid_entry *e, const void *arg);
+
 /*
- * Does this open device hold a RoCE v2 GID equal to `gid`?  Fills the port
- * fields and returns true if so.
+ * The one GID table search (every device choice goes through it): the first
+ * RoCE v2 entry of the open device `ctx` that `pred` takes, with index and
+ * port number below 256 (CLC and the QP's sgid_index have one byte), on an
+ * ACTIVE Ethernet port.  Fills the port fields and returns true if found.
+ * The kernel lists the table by port, then index: ibsys.c searches sysfs in
+ * the same order.
  */
-static bool device_has_gid(struct ibv_context *ctx, const uint8_t gid[SMCR_IB_GID_LEN],
-			   struct smcr_ib_port *port)
+static bool find_gid(struct ibv_context *ctx, gid_pred *pred, const void *arg,
+		     struct smcr_ib_port *port)
 {
 	struct ibv_gid_entry *table = calloc(IB_GID_TABLE_MAX, sizeof(*table));
 	ssize_t n;
@@ -100,9 +109,8 @@ static bool device_has_gid(struct ibv_context *ctx, const uint8_t gid[SMCR_IB_GI
 	for (ssize_t i = 0; i < n && !found; i++) {
 		struct ibv_port_attr pattr;
 
-		if (table[i].gid_type != IBV_GID_TYPE_ROCE_V2 ||
-		    memcmp(table[i].gid.raw, gid, SMCR_IB_GID_LEN) != 0 ||
-		    table[i].gid_index > UINT8_MAX || table[i].port_num > UINT8_MAX)
+		if (table[i].gid_type != IBV_GID_TYPE_ROCE_V2 || table[i].gid_index > UINT8_MAX ||
+		    table[i].port_num > UINT8_MAX || !pred(&table[i], arg))
 			continue;
 		if (ibv_query_port(ctx, (uint8_t)table[i].port_num, &pattr) ||
 		    pattr.state != IBV_PORT_ACTIVE ||
@@ -112,11 +120,16 @@ static bool device_has_gid(struct ibv_context *ctx, const uint8_t gid[SMCR_IB_GI
 		port->gid_index = (uint8_t)table[i].gid_index;
 		port->active_mtu = pattr.active_mtu;
 		port->ifindex = table[i].ndev_ifindex;
-		memcpy(port->gid, gid, SMCR_IB_GID_LEN);
+		memcpy(port->gid, table[i].gid.raw, SMCR_IB_GID_LEN);
 		found = true;
 	}
 	free(table);
 	return found;
+}
+
+static bool gid_equal(const struct ibv_gid_entry *e, const void *gid)
+{
+	return !memcmp(e->gid.raw, gid, SMCR_IB_GID_LEN);
 }
 
 /*
@@ -193,16 +206,24 @@ bool smcr_ib_port_removed(struct smcr_ib_port *port)
 	return port->removed;
 }
 
-int smcr_ib_port_open(const struct sockaddr *local, struct smcr_ib_port **out)
+static int dev_name_cmp(const void *a, const void *b)
 {
-	uint8_t gid[SMCR_IB_GID_LEN];
+	return strcmp(ibv_get_device_name(*(struct ibv_device *const *)a),
+		      ibv_get_device_name(*(struct ibv_device *const *)b));
+}
+
+/*
+ * Open the first device, in name order (as ibsys.c walks sysfs), whose name
+ * `want` takes (NULL: any) and whose GID table has an entry `pred` takes;
+ * then its protection domain and MAC.  0 and *out, -ENODEV, other -errno.
+ */
+static int open_first(bool (*want)(const char *name, const void *arg), const void *want_arg,
+		      gid_pred *pred, const void *pred_arg, struct smcr_ib_port **out)
+{
 	struct ibv_device **list;
 	struct smcr_ib_port *port;
 	int n = 0, rc;
 
-	rc = smcr_ib_addr_gid(local, gid);
-	if (rc)
-		return rc;
 	if (load_verbs())
 		return -ENODEV; /* no libibverbs on this machine: no device either */
 	port = calloc(1, sizeof(*port));
@@ -210,18 +231,20 @@ int smcr_ib_port_open(const struct sockaddr *local, struct smcr_ib_port **out)
 		return -ENOMEM;
 	port->removal_fd = -1;
 	list = ibv_get_device_list(&n);
-
 	if (!list) {
 		free(port);
 		return -ENODEV;
 	}
-	rc = -ENODEV;
+	qsort(list, (size_t)n, sizeof(*list), dev_name_cmp);
 	for (int i = 0; i < n && !port->ctx; i++) {
-		struct ibv_context *ctx = ibv_open_device(list[i]);
+		struct ibv_context *ctx;
 
+		if (want && !want(ibv_get_device_name(list[i]), want_arg))
+			continue;
+		ctx = ibv_open_device(list[i]);
 		if (!ctx)
 			continue;
-		if (device_has_gid(ctx, gid, port)) {
+		if (find_gid(ctx, pred, pred_arg, port)) {
 			port->ctx = ctx;
 			snprintf(port->name, sizeof(port->name), "%s",
 				 ibv_get_device_name(list[i]));
@@ -231,6 +254,7 @@ int smcr_ib_port_open(const struct sockaddr *local, struct smcr_ib_port **out)
 		}
 	}
 	ibv_free_device_list(list);
+	rc = -ENODEV;
 	if (!port->ctx)
 		goto fail;
 	port->pd = ibv_alloc_pd(port->ctx);
@@ -244,6 +268,57 @@ int smcr_ib_port_open(const struct sockaddr *local, struct smcr_ib_port **out)
 fail:
 	smcr_ib_port_close(port);
 	return rc;
+}
+
+int smcr_ib_port_open(const struct sockaddr *local, struct smcr_ib_port **out)
+{
+	uint8_t gid[SMCR_IB_GID_LEN];
+	int rc = smcr_ib_addr_gid(local, gid);
+
+	return rc ? rc : open_first(NULL, NULL, gid_equal, gid, out);
+}
+
+/* ibsys.c's choice, as verbs sees it: that device, port and index, the same GID. */
+struct at_arg {
+	const struct smcr_ibsys_gid *at;
+	const uint8_t *gid;
+};
+
+static bool is_at_dev(const char *name, const void *arg)
+{
+	return !strcmp(name, ((const struct at_arg *)arg)->at->dev);
+}
+
+static bool is_at_entry(const struct ibv_gid_entry *e, const void *arg)
+{
+	const struct at_arg *a = arg;
+
+	return e->port_num == a->at->port_num && e->gid_index == a->at->gid_index &&
+	       gid_equal(e, a->gid);
+}
+
+int smcr_ib_port_open_at(const struct smcr_ibsys_gid *at, const uint8_t gid[SMCR_IB_GID_LEN],
+			 struct smcr_ib_port **out)
+{
+	struct at_arg a = { .at = at, .gid = gid };
+	struct smcr_ib_port *port;
+	int rc = open_first(is_at_dev, &a, is_at_entry, &a, &port);
+
+	if (rc == -ENODEV && !load_verbs()) {
+		smcr_warn("verbs: %s port %u has no RoCE v2 GID at index %u any more: the "
+			  "Proposal named it", at->dev, at->port_num, at->gid_index);
+		return -ESTALE;
+	}
+	if (rc)
+		return rc;
+	if (memcmp(port->mac, at->mac, SMCR_IB_MAC_LEN)) {
+		smcr_warn("verbs: %s's GID %u is on another netdev (MAC) than the Proposal said",
+			  at->dev, at->gid_index);
+		smcr_ib_port_close(port);
+		return -ESTALE;
+	}
+	*out = port;
+	return 0;
 }
 
 /* The address for a GID: IPv4-mapped GIDs as IPv4. */
@@ -491,79 +566,53 @@ static const char *pnet_of(const struct pnet_table *t, const char *ibname)
 	return NULL;
 }
 
+/* An alternate device: not the first one's, and of its PNET id if it has one. */
+struct subnet_arg {
+	const struct smcr_ib_port *primary;
+	const uint8_t *peer_gid;
+	const struct pnet_table *pn; /* NULL: no table */
+	const char *pnetid;          /* the first device's; NULL: none */
+	const struct ifaddrs *ifs;
+};
+
+static bool is_alt_dev(const char *name, const void *arg)
+{
+	const struct subnet_arg *a = arg;
+	const char *dp;
+
+	if (!strcmp(name, a->primary->name))
+		return false;
+	dp = a->pn ? pnet_of(a->pn, name) : NULL;
+	return !a->pnetid || (dp && !strcmp(dp, a->pnetid));
+}
+
+/* Not the peer's GID, and an address of ours in the subnet of the first link's. */
+static bool is_alt_entry(const struct ibv_gid_entry *e, const void *arg)
+{
+	const struct subnet_arg *a = arg;
+
+	return !gid_equal(e, a->peer_gid) && gid_in_subnet(a->ifs, e->gid.raw, a->primary->gid);
+}
+
 int smcr_ib_port_open_subnet(const struct smcr_ib_port *primary,
 			     const uint8_t peer_gid[SMCR_IB_GID_LEN], struct smcr_ib_port **out)
 {
-	struct ibv_gid_entry *table = NULL;
-	struct ibv_device **list = NULL;
+	struct subnet_arg a = { .primary = primary, .peer_gid = peer_gid };
 	struct ifaddrs *ifs = NULL;
-	struct smcr_ib_port *port = NULL;
-	int n = 0, rc = -ENODEV;
-
-	struct pnet_table *pn = NULL;
-	const char *pnetid = NULL;
+	struct pnet_table *pn;
+	int rc;
 
 	if (load_verbs() || getifaddrs(&ifs) < 0)
 		return -ENODEV;
+	a.ifs = ifs;
 	/* as the kernel: an alternate device shares the first one's PNET id, if it has one */
 	pn = calloc(1, sizeof(*pn));
 	if (pn) {
 		pnet_read(pn);
-		pnetid = pnet_of(pn, primary->name);
+		a.pn = pn;
+		a.pnetid = pnet_of(pn, primary->name);
 	}
-	table = calloc(IB_GID_TABLE_MAX, sizeof(*table));
-	port = calloc(1, sizeof(*port));
-	list = table && port ? ibv_get_device_list(&n) : NULL;
-	if (!list) {
-		rc = table && port ? -ENODEV : -ENOMEM;
-		goto out;
-	}
-	port->removal_fd = -1;
-	for (int d = 0; d < n && !port->ctx; d++) {
-		struct ibv_context *ctx;
-		ssize_t m;
-
-		const char *dp;
-
-		if (!strcmp(ibv_get_device_name(list[d]), primary->name))
-			continue;
-		dp = pn ? pnet_of(pn, ibv_get_device_name(list[d])) : NULL;
-		if (pnetid && (!dp || strcmp(dp, pnetid)))
-			continue;
-		ctx = ibv_open_device(list[d]);
-		if (!ctx)
-			continue;
-		m = ibv_query_gid_table(ctx, table, IB_GID_TABLE_MAX, 0);
-		for (ssize_t i = 0; i < m && !port->ctx; i++) {
-			if (table[i].gid_type == IBV_GID_TYPE_ROCE_V2 &&
-			    memcmp(table[i].gid.raw, peer_gid, SMCR_IB_GID_LEN) &&
-			    gid_in_subnet(ifs, table[i].gid.raw, primary->gid) &&
-			    device_has_gid(ctx, table[i].gid.raw, port)) {
-				port->ctx = ctx;
-				snprintf(port->name, sizeof(port->name), "%s",
-					 ibv_get_device_name(list[d]));
-				watch_removal(port, list[d]->dev_name);
-			}
-		}
-		if (!port->ctx)
-			ibv_close_device(ctx);
-	}
-	if (!port->ctx)
-		goto out;
-	port->pd = ibv_alloc_pd(port->ctx);
-	if (!port->pd) {
-		rc = -errno;
-		goto out;
-	}
-	read_mac(port->ifindex, port->mac);
-	*out = port;
-	port = NULL;
-	rc = 0;
-out:
-	if (list)
-		ibv_free_device_list(list);
-	smcr_ib_port_close(port);
-	free(table);
+	rc = open_first(is_alt_dev, &a, is_alt_entry, &a, out);
 	free(pn);
 	freeifaddrs(ifs);
 	return rc;
@@ -719,21 +768,6 @@ static void prep_fork_done(void)
 	pthread_mutex_unlock(&prep_mu);
 }
 
-/* Any RDMA device on this machine at all?  (One directory read, no library.) */
-static bool have_devices(void)
-{
-	DIR *d = opendir("/sys/class/infiniband");
-	struct dirent *e;
-	bool any = false;
-
-	if (!d)
-		return false;
-	while (!any && (e = readdir(d)))
-		any = e->d_name[0] != '.';
-	closedir(d);
-	return any;
-}
-
 static void *prep_thread(void *arg)
 {
 	int64_t t0 = smcr_sys_now_ns();
@@ -761,7 +795,7 @@ static void prep_start(void)
 	sigset_t all, old;
 	pthread_t t;
 
-	if (!have_devices())
+	if (!smcr_ibsys_have_devices(SMCR_IBSYS_ROOT))
 		return;
 	pthread_atfork(prep_fork_prepare, prep_fork_done, prep_fork_done);
 	sigfillset(&all);

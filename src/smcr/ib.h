@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "smcr/ibsys.h"
 #include "smcr/ibv.h" /* <infiniband/verbs.h>, its entry points loaded at run time */
 
 #define SMCR_IB_GID_LEN 16
@@ -63,6 +64,17 @@ int smcr_ib_addr_gid(const struct sockaddr *addr, uint8_t gid[SMCR_IB_GID_LEN]);
  * device has such a GID, other -errno on failure.
  */
 int smcr_ib_port_open(const struct sockaddr *local, struct smcr_ib_port **out);
+/*
+ * Open the port sysfs named for `gid` (smcr_ibsys_find_gid(): what a client's
+ * Proposal already told the peer, before libibverbs was loaded), checking
+ * that verbs sees the same: a RoCE v2 entry equal to `gid` at that device,
+ * port and index, on an ACTIVE Ethernet port, its netdev with `at`'s MAC.
+ * -ESTALE if it does not (the table changed since, or sysfs and verbs
+ * disagree: the caller declines rather than confirm a wrong GID), -ENODEV
+ * without libibverbs, other -errno on failure.
+ */
+int smcr_ib_port_open_at(const struct smcr_ibsys_gid *at, const uint8_t gid[SMCR_IB_GID_LEN],
+			 struct smcr_ib_port **out);
 /*
  * A link group's second device: the RDMA port holding the RoCE v2 GID of the
  * local address that routing picks towards the peer's new GID `peer_gid`
