@@ -645,7 +645,7 @@ static void reaper_kick_locked(void)
 }
 
 int smcr_lgr_create(const struct smcr_lgr_key *key, struct smcr_ib_port **port,
-		    struct smcr_lgr **out)
+		    struct smcr_wr_link **link, struct smcr_lgr **out)
 {
 	struct smcr_lgr *g = calloc(1, sizeof(*g));
 	int fd, rc;
@@ -661,6 +661,8 @@ int smcr_lgr_create(const struct smcr_lgr_key *key, struct smcr_ib_port **port,
 	g->epfd = -1;
 	g->port = *port;
 	*port = NULL;
+	g->link = *link; /* made on that port ahead, or NULL */
+	*link = NULL;
 	pthread_mutex_init(&g->mu, NULL);
 	fd = g->port->ctx->async_fd;
 	if (smcr_real.fcntl(fd, F_SETFL, smcr_real.fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) {
@@ -668,10 +670,12 @@ int smcr_lgr_create(const struct smcr_lgr_key *key, struct smcr_ib_port **port,
 		lgr_free(g);
 		return rc;
 	}
-	rc = smcr_wr_link_create(g->port, &g->link);
-	if (rc) {
-		lgr_free(g);
-		return rc;
+	if (!g->link) {
+		rc = smcr_wr_link_create(g->port, &g->link);
+		if (rc) {
+			lgr_free(g);
+			return rc;
+		}
 	}
 	smcr_wr_set_rx_handler(g->link, on_message0, g);
 	/* the links' completion channels: one fd for every connection's wait set */

@@ -278,10 +278,12 @@ struct smcr_lgr *smcr_lgr_find(const struct smcr_lgr_key *key, uint32_t peer_qpn
 bool smcr_lgr_local_mac(const uint8_t local_gid[SMCR_IB_GID_LEN], uint8_t mac[SMCR_IB_MAC_LEN]);
 /*
  * A new PENDING group on `*port` (taken over: *port becomes NULL), its QP in
- * INIT with receives posted, referenced.  0 or -errno.
+ * INIT with receives posted, referenced.  `*link`, if not NULL, is that QP
+ * made ahead on the same port (a client makes it while the Accept is on its
+ * way: verbs.c), taken over likewise; else one is made now.  0 or -errno.
  */
 int smcr_lgr_create(const struct smcr_lgr_key *key, struct smcr_ib_port **port,
-		    struct smcr_lgr **out);
+		    struct smcr_wr_link **link, struct smcr_lgr **out);
 /* Drop a reference; the last one starts the idle timer. */
 void smcr_lgr_put(struct smcr_lgr *lgr);
 

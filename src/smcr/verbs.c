@@ -7,8 +7,9 @@
  * own UEID.
  *
  * Handshake (smc-r-protocol.md §3.1, §3.2):
- *   create          the TCP socket's local address -> GID; a device port is
- *                   opened only if no group of ours uses that GID yet.
+ *   create          the TCP socket's local address -> GID; if no group of
+ *                   ours uses that GID yet, sysfs names its device, port,
+ *                   index and MAC (ibsys.h): no libibverbs, nothing opened.
  *   client_propose  Proposal: SMC-Rv2 release 1 with our peer id (per-process
  *                   instance + MAC), RoCE v2 GID and MAC, the user EIDs of
  *                   SMCR_UEID (the kernel's UEID table) and then our own
@@ -16,8 +17,11 @@
  *                   Linux client (a server's ADD LINK is taken if we have a
  *                   second device towards its new GID, else rejected as a
  *                   Linux client with no alternate path does: lgr.h); no
- *                   resources yet
- *                   (the server decides first contact, as in the kernel).
+ *                   resources yet (the server decides first contact, as in
+ *                   the kernel).  Once it is sent, the client opens that
+ *                   port and makes a QP while the Accept is on its way
+ *                   (open_ahead); verbs must see the GID where sysfs did,
+ *                   else the Accept is declined NOSMCRDEV, never confirmed.
  * EIDs, as the kernel (smc_clc_match_eid): the server takes the first of
  * the client's EIDs that is in its table and names it in the Accept; the
  * client and the Confirm repeat it.  Release, max_conns and max_links are
@@ -122,6 +126,10 @@ struct smcr_xconn {
 	uint8_t gid[SMCR_IB_GID_LEN];  /* ours: the TCP connection's local address */
 	uint8_t mac[SMCR_IB_MAC_LEN];
 	struct smcr_ib_port *port;     /* opened for a new group, until it takes it */
+	struct smcr_wr_link *link;     /* client: its QP, made ahead, until the group takes it */
+	struct smcr_ibsys_gid at;      /* where sysfs found our GID (at_known) */
+	bool at_known;
+	bool ahead_done;               /* client: open_ahead() ran */
 	struct smcr_lgr *lgr;          /* referenced */
 	struct smcr_lgr_conn lc;       /* our place in it: token, queue, doorbell */
 	bool joined;
@@ -150,6 +158,11 @@ struct smcr_xconn {
 
 /* ---- set-up -------------------------------------------------------------------- */
 
+/*
+ * The device port for a new group: the one sysfs named in create (verbs must
+ * see our GID there, with the MAC we sent: -ESTALE otherwise), or, if a group
+ * of ours knew the MAC then, verbs' own choice.
+ */
 static int open_port(struct smcr_xconn *xc)
 {
 	int64_t t0;
@@ -158,11 +171,38 @@ static int open_port(struct smcr_xconn *xc)
 	if (xc->port)
 		return 0;
 	t0 = smcr_sys_now_ns();
-	rc = smcr_ib_port_open((struct sockaddr *)&xc->local, &xc->port);
+	if (xc->at_known)
+		rc = smcr_ib_port_open_at(&xc->at, xc->gid, &xc->port);
+	else
+		rc = smcr_ib_port_open((struct sockaddr *)&xc->local, &xc->port);
 	xc->open_ns += smcr_sys_now_ns() - t0;
 	if (rc == 0)
 		memcpy(xc->mac, xc->port->mac, SMCR_IB_MAC_LEN);
 	return rc;
+}
+
+/*
+ * Client, after its Proposal: what a first contact needs of the device
+ * (libibverbs loaded, the port opened, the group's QP made), done while the
+ * Proposal travels and the server answers, so that the round trip hides it.
+ * A reused group's Accept leaves them unused (destroy).  Once.
+ */
+static void open_ahead(struct smcr_xconn *xc)
+{
+	int64_t t0 = smcr_sys_now_ns(), t1;
+	int rc;
+
+	if (xc->server || xc->ahead_done || !xc->at_known)
+		return;
+	xc->ahead_done = true;
+	rc = open_port(xc);
+	t1 = smcr_sys_now_ns();
+	if (rc == 0)
+		rc = smcr_wr_link_create(xc->port, &xc->link);
+	smcr_dbg("verbs: after the Proposal, device %s port %u GID index %u: opened in %lld us, "
+		 "QP made in %lld us: %s",
+		 xc->at.dev, xc->at.port_num, xc->at.gid_index, (long long)((t1 - t0) / 1000),
+		 (long long)((smcr_sys_now_ns() - t1) / 1000), rc ? strerror(-rc) : "ok");
 }
 
 static int verbs_create(int tcp_fd, uint32_t size, int timeout_ms, struct smcr_xconn **out)
@@ -184,11 +224,23 @@ static int verbs_create(int tcp_fd, uint32_t size, int timeout_ms, struct smcr_x
 	rc = smcr_ib_addr_gid((struct sockaddr *)&xc->local, xc->gid);
 	if (rc)
 		goto fail;
-	/* a group of ours on this GID knows the device and MAC: no device scan */
+	/*
+	 * A group of ours on this GID knows the device and MAC.  Else sysfs
+	 * names them (libibverbs is not needed for the Proposal: the device is
+	 * opened once it is sent, open_ahead(), or for a server's Accept).
+	 */
 	if (!smcr_lgr_local_mac(xc->gid, xc->mac)) {
-		rc = open_port(xc);
+		int64_t t0 = smcr_sys_now_ns();
+
+		rc = smcr_ibsys_find_gid(SMCR_IBSYS_ROOT, xc->gid, &xc->at);
+		smcr_dbg("verbs: sysfs: RoCE v2 GID %s on %s port %u index %u (%s) in %lld us",
+			 rc ? "not found" : "found", xc->at.dev, xc->at.port_num,
+			 xc->at.gid_index, xc->at.ndev,
+			 (long long)((smcr_sys_now_ns() - t0) / 1000));
 		if (rc)
 			goto fail;
+		xc->at_known = true;
+		memcpy(xc->mac, xc->at.mac, SMCR_IB_MAC_LEN);
 	}
 	*out = xc;
 	return 0;
@@ -242,9 +294,10 @@ static void lgr_key(const struct smcr_xconn *xc, const uint8_t peer_id[SMCR_CLC_
 /* A new group (first contact) on our port.  A decline reason or 0. */
 static int new_group(struct smcr_xconn *xc, const struct smcr_lgr_key *k)
 {
+	/* (again, if open_ahead() failed) not the device the Proposal named: no Confirm */
 	if (open_port(xc))
 		return SMCR_CLC_DECL_NOSMCRDEV;
-	if (smcr_lgr_create(k, &xc->port, &xc->lgr))
+	if (smcr_lgr_create(k, &xc->port, &xc->link, &xc->lgr))
 		return SMCR_CLC_DECL_ERR_RDYLNK;
 	xc->first_contact = true;
 	return 0;
@@ -567,6 +620,7 @@ static int verbs_client_attach(struct smcr_xconn *xc, const struct smcr_clc_msg 
  */
 static int verbs_clc_wait(struct smcr_xconn *xc, int64_t deadline)
 {
+	open_ahead(xc);
 	for (;;) {
 		int64_t slice = smcr_sys_now_ms() + VERBS_CLC_SLICE_MS;
 		int w;
@@ -1017,6 +1071,7 @@ static void verbs_destroy(struct smcr_xconn *xc, bool clean)
 		smcr_lgr_buf_put(xc->lgr, xc->snd, !dead);
 		smcr_lgr_put(xc->lgr);
 	}
+	smcr_wr_link_destroy(xc->link); /* made ahead, a group never took it */
 	smcr_ib_port_close(xc->port);
 	smcr_sys_close(xc->ep_fd);
 	smcr_sys_close(xc->fin_tfd);
