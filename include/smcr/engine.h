@@ -71,6 +71,15 @@ void smcr_listener_unregister(struct smcr_listener *l);
  * configuration rules SMC-R out.  Never blocks; cheap after the first call.
  */
 void smcr_sock_listen_prepare(void);
+struct sockaddr;
+/*
+ * A client socket is about to connect to `dst`: if it may become SMC-R (the
+ * peer allow-list names `dst`, or the option mode marked the socket), the
+ * same set-up starts now, so that the RDMA libraries load while the TCP
+ * handshake runs rather than before the CLC Proposal.  Never blocks; cheap
+ * after the first call that started it.
+ */
+void smcr_sock_connect_prepare(const struct sockaddr *dst);
 
 enum smcr_classify {
 	SMCR_CLASSIFY_TCP = 0,       /* first bytes are not a CLC Proposal: plain TCP */

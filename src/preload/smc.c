@@ -649,6 +649,7 @@ void smcr_smc_before_connect(int fd, const struct sockaddr *addr)
 		return;
 	smcr_guard_enter();
 	smcr_tcpopt_mark_connect(fd, addr);
+	smcr_sock_connect_prepare(addr);
 	smcr_guard_leave();
 }
 

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "common/log.h"
@@ -260,6 +261,25 @@ void smcr_sock_listen_prepare(void)
 {
 	if (smcr_config_get()->transport == SMCR_CONFIG_TRANSPORT_SHM || !smcr_policy_verbs_ops())
 		return;
+#ifdef SMCR_HAVE_VERBS
+	smcr_verbs_prepare();
+#endif
+}
+
+void smcr_sock_connect_prepare(const struct sockaddr *dst)
+{
+	static _Atomic bool started;
+	const struct smcr_config *cfg = smcr_config_get();
+
+	if (atomic_load_explicit(&started, memory_order_relaxed) || !dst ||
+	    cfg->transport == SMCR_CONFIG_TRANSPORT_SHM || !smcr_policy_verbs_ops() ||
+	    smcr_policy_match(cfg->deny, cfg->n_deny, dst))
+		return;
+	/* an allowed peer, or a SYN that carries SMC's option (smcr_tcpopt_mark_connect) */
+	if (!smcr_policy_match(cfg->peers, cfg->n_peers, dst) &&
+	    !(smcr_tcpopt_enabled() && smcr_policy_announce(cfg, dst)))
+		return;
+	atomic_store_explicit(&started, true, memory_order_relaxed);
 #ifdef SMCR_HAVE_VERBS
 	smcr_verbs_prepare();
 #endif
