@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/real.h"
 #include "smcr/sys.h"
@@ -221,6 +222,76 @@ int smcr_ibsys_find_gid(const char *sysfs, const uint8_t gid[16], struct smcr_ib
 		smcr_sys_close(net_dir);
 	}
 	return rc;
+}
+
+/* Kernel drivers whose libibverbs provider has another name. */
+static const struct {
+	const char *kernel, *provider;
+} provider_names[] = {
+	/* the parent is the PCI function, or an auxiliary device of it (newer kernels) */
+	{ "mlx5_core", "mlx5" }, { "mlx5_ib", "mlx5" },	   { "mlx4_core", "mlx4" },
+	{ "ib_mthca", "mthca" }, { "bnxt_en", "bnxt_re" }, { "qede", "qedr" },
+	{ "hns3", "hns" },	 { "hns_roce_hw_v2", "hns" }, { "mana_ib", "mana" },
+	{ "hfi1", "hfi1verbs" }, { "ib_qib", "ipathverbs" }, { "be2net", "ocrdma" },
+};
+
+/* Device `dev`'s provider name into out (cap bytes); false if no guess. */
+static bool provider_of(const char *ib_path, const char *dev, char *out, size_t cap)
+{
+	char path[PATH_MAX], link[PATH_MAX];
+	const char *base;
+	ssize_t n;
+	size_t k;
+
+	snprintf(path, sizeof(path), "%s/%s/device/driver", ib_path, dev);
+	n = readlink(path, link, sizeof(link) - 1);
+	if (n > 0) {
+		link[n] = '\0';
+		base = strrchr(link, '/') ? strrchr(link, '/') + 1 : link;
+		for (size_t i = 0; i < sizeof(provider_names) / sizeof(provider_names[0]); i++)
+			if (!strcmp(base, provider_names[i].kernel)) {
+				if (strlen(provider_names[i].provider) >= cap)
+					return false;
+				memcpy(out, provider_names[i].provider,
+				       strlen(provider_names[i].provider) + 1);
+				return true;
+			}
+		if (!base[0] || strlen(base) >= cap)
+			return false;
+		memcpy(out, base, strlen(base) + 1);
+		return true;
+	}
+	/* a software device (rxe0, siw0): no parent device; libibverbs matches its name */
+	for (k = 0; k + 1 < cap && dev[k] >= 'a' && dev[k] <= 'z'; k++)
+		out[k] = dev[k];
+	out[k] = '\0';
+	return k > 0;
+}
+
+int smcr_ibsys_providers(const char *sysfs, char names[][SMCR_IBSYS_PROVIDER_MAX], int max)
+{
+	char path[PATH_MAX - 2 * SMCR_IBSYS_NAME_MAX];
+	char (*devs)[SMCR_IBSYS_NAME_MAX];
+	int n, count = 0;
+
+	snprintf(path, sizeof(path), "%s/class/infiniband", sysfs);
+	devs = calloc(IBSYS_MAX_DEVS, SMCR_IBSYS_NAME_MAX);
+	if (!devs)
+		return 0;
+	n = list_sorted(path, devs, IBSYS_MAX_DEVS);
+	for (int i = 0; i < n && count < max; i++) {
+		char name[SMCR_IBSYS_PROVIDER_MAX];
+		bool dup = false;
+
+		if (!provider_of(path, devs[i], name, sizeof(name)))
+			continue;
+		for (int j = 0; j < count && !dup; j++)
+			dup = !strcmp(names[j], name);
+		if (!dup)
+			snprintf(names[count++], SMCR_IBSYS_PROVIDER_MAX, "%s", name);
+	}
+	free(devs);
+	return count;
 }
 
 bool smcr_ibsys_have_devices(const char *sysfs)

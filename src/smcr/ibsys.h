@@ -45,6 +45,18 @@ struct smcr_ibsys_gid {
  */
 int smcr_ibsys_find_gid(const char *sysfs, const uint8_t gid[16], struct smcr_ibsys_gid *out);
 
+/*
+ * The libibverbs providers ("driver NAME" in /etc/libibverbs.d, the library
+ * libNAME-rdmavN.so) this machine's devices need, guessed from sysfs: the
+ * kernel driver bound to a device's parent (mlx5_core -> mlx5, bnxt_en ->
+ * bnxt_re, ...), or for a software device without a parent device (rxe, siw)
+ * the letters its name starts with.  Distinct names into names[0..max), in
+ * device name order; returns how many.  A wrong guess costs one useless
+ * library load: libibverbs then loads every provider, as it always did.
+ */
+#define SMCR_IBSYS_PROVIDER_MAX 32
+int smcr_ibsys_providers(const char *sysfs, char names[][SMCR_IBSYS_PROVIDER_MAX], int max);
+
 /* Any RDMA device at all?  (One directory read.) */
 bool smcr_ibsys_have_devices(const char *sysfs);
 

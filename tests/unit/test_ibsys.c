@@ -240,6 +240,54 @@ static void test_none(void **state)
 	assert_true(smcr_ibsys_have_devices(root));
 }
 
+static void driver_link(const char *dev, const char *driver)
+{
+	char dir[256], target[256], link[512];
+
+	snprintf(dir, sizeof(dir), "%s/devices/pci/%s", root, dev);
+	mkdir(dir, 0700);
+	snprintf(target, sizeof(target), "../../../bus/pci/drivers/%s", driver);
+	snprintf(link, sizeof(link), "%s/driver", dir);
+	assert_int_equal(symlink(target, link), 0);
+	snprintf(link, sizeof(link), "%s/class/infiniband/%s", root, dev);
+	mkdir(link, 0700);
+	snprintf(link, sizeof(link), "%s/class/infiniband/%s/device", root, dev);
+	assert_int_equal(symlink(dir, link), 0);
+}
+
+/*
+ * The providers libibverbs needs: a PCI device's kernel driver mapped to its
+ * provider (mlx5_core -> mlx5), an auxiliary device's (mlx5_ib), one whose
+ * name is the provider's (irdma); a software device (rxe, no parent device)
+ * by its name's letters; each name once, in device name order.
+ */
+static void test_providers(void **state)
+{
+	char names[8][SMCR_IBSYS_PROVIDER_MAX];
+	char dir[512];
+	int n;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s/devices", root);
+	mkdir(dir, 0700);
+	snprintf(dir, sizeof(dir), "%s/devices/pci", root);
+	mkdir(dir, 0700);
+	driver_link("mlx4_0", "mlx4_core");
+	driver_link("aab0", "mlx5_ib");
+	driver_link("rocep5s0", "irdma");
+	driver_link("bbb0", "mlx5_core");
+	n = smcr_ibsys_providers(root, names, 8);
+	/* aaa0 (rxe-like: "aaa"), aab0 mlx5, bbb0 mlx5 again, mlx4_0, rocep5s0, rxe0/4/40/5/9 rxe */
+	assert_int_equal(n, 5);
+	assert_string_equal(names[0], "aaa");
+	assert_string_equal(names[1], "mlx5");
+	assert_string_equal(names[2], "mlx4");
+	assert_string_equal(names[3], "irdma");
+	assert_string_equal(names[4], "rxe");
+	assert_int_equal(smcr_ibsys_providers(root, names, 2), 2);
+	assert_int_equal(smcr_ibsys_providers("/nonexistent-sysfs", names, 8), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -247,6 +295,7 @@ int main(void)
 		cmocka_unit_test(test_ipv6),
 		cmocka_unit_test(test_port_rules),
 		cmocka_unit_test(test_none),
+		cmocka_unit_test(test_providers),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
