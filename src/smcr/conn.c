@@ -311,6 +311,8 @@ static int client_handshake(int fd, const struct smcr_transport_ops *ops, struct
 		return decline_reason(&reply);
 	if (reply.hdr.type != SMCR_CLC_ACCEPT)
 		return -EPROTO;
+	smcr_dbg("fd %d: Accept read %lld us after the handshake began", fd,
+		 (long long)((smcr_sys_now_ns() - t0) / 1000));
 	memset(&conf, 0, sizeof(conf));
 	rc = ops->client_attach(xc, &reply, &conf, peer_size);
 	if (rc > 0) {
@@ -320,7 +322,10 @@ static int client_handshake(int fd, const struct smcr_transport_ops *ops, struct
 	}
 	if (rc < 0)
 		return rc;
-	return clc_send(fd, &conf, smcr_sys_deadline(wait));
+	rc = clc_send(fd, &conf, smcr_sys_deadline(wait));
+	smcr_dbg("fd %d: Confirm sent %lld us after the handshake began", fd,
+		 (long long)((smcr_sys_now_ns() - t0) / 1000));
+	return rc;
 }
 
 /* The TCP peer of `fd`, for the negative cache; false if unknown. */

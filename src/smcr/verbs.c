@@ -573,6 +573,7 @@ static int verbs_client_attach(struct smcr_xconn *xc, const struct smcr_clc_msg 
 			       struct smcr_clc_msg *conf, uint32_t *peer_ring_size)
 {
 	const struct smcr_clc_accept *a = &acc->accept;
+	int64_t t0 = smcr_sys_now_ns();
 	struct smcr_lgr_key k;
 	int rc;
 
@@ -605,6 +606,9 @@ static int verbs_client_attach(struct smcr_xconn *xc, const struct smcr_clc_msg 
 	smcr_lgr_peer_rmb(xc->lgr, &xc->lc, xc->peer_rmb.rkey, xc->peer_rmb.addr);
 	fill_accept(xc, conf, SMCR_CLC_CONFIRM);
 	*peer_ring_size = xc->peer_rmb.size;
+	smcr_dbg("verbs: Confirm (%s) ready in %lld us",
+		 acc->hdr.flag ? "first contact" : "group reused",
+		 (long long)((smcr_sys_now_ns() - t0) / 1000));
 	return 0;
 }
 
