@@ -595,6 +595,16 @@ enum smcr_wire_status smcr_clc_frame(const void *buf, size_t avail, size_t *len,
 	return avail < msg_len ? SMCR_WIRE_NEED_MORE : SMCR_WIRE_OK;
 }
 
+int smcr_clc_peek_type(const void *buf, size_t avail)
+{
+	enum smcr_clc_err err;
+	size_t len;
+
+	if (smcr_clc_frame(buf, avail, &len, &err) == SMCR_WIRE_INVALID)
+		return -1;
+	return avail < SMCR_CLC_HDR_LEN ? 0 : ((const uint8_t *)buf)[HDR_TYPE];
+}
+
 /* The message is b[0..end) without trailer; every read checks against it. */
 struct cursor_area {
 	const uint8_t *b;

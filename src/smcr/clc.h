@@ -268,6 +268,13 @@ const char *smcr_clc_type_str(uint8_t type);
 enum smcr_wire_status smcr_clc_frame(const void *buf, size_t avail, size_t *len,
 				     enum smcr_clc_err *err);
 
+/*
+ * The type (SMCR_CLC_PROPOSAL..SMCR_CLC_DECLINE) of the message that
+ * buf[0..avail) begins, once a sound header is there; 0 while fewer bytes
+ * than a header have arrived; -1 if they cannot begin a CLC message.
+ */
+int smcr_clc_peek_type(const void *buf, size_t avail);
+
 /* Frame, parse and validate one message at the start of buf[0..avail). */
 enum smcr_wire_status smcr_clc_decode(const void *buf, size_t avail, struct smcr_clc_msg *msg,
 				      size_t *len, enum smcr_clc_err *err);

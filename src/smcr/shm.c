@@ -1103,9 +1103,41 @@ static int server_try_one(struct smcr_xconn *xc, int sock, int64_t deadline)
 	return 0;
 }
 
-/* Wait for `fd` (a knock, or a proof) to turn readable: 1, or a decline reason. */
+/*
+ * What the client's TCP stream holds while we wait for its proof: a Decline
+ * (then no proof comes), its Confirm (sent only after its proof), or too few
+ * bytes to tell yet.
+ */
+enum client_word { CLIENT_DECLINED, CLIENT_CONFIRMED, CLIENT_PARTIAL };
+
+static enum client_word client_word(int tcp_fd)
+{
+	uint8_t hdr[SMCR_CLC_HDR_LEN];
+	ssize_t n = smcr_real.recv(tcp_fd, hdr, sizeof(hdr), MSG_PEEK | MSG_DONTWAIT);
+	int type;
+
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return CLIENT_PARTIAL;
+	if (n <= 0)
+		return CLIENT_DECLINED; /* gone: no proof will come either */
+	type = smcr_clc_peek_type(hdr, (size_t)n);
+	if (type == 0)
+		return CLIENT_PARTIAL;
+	return type == SMCR_CLC_CONFIRM ? CLIENT_CONFIRMED : CLIENT_DECLINED;
+}
+
+/*
+ * Wait for `fd` (a knock, or a proof) to turn readable: 1, or a decline
+ * reason.  The client's TCP turning readable first is its Decline only if
+ * that is what it sent: poll() samples the two fds one after the other, so
+ * a Confirm that arrives in between is seen while the proof the client
+ * queued just before it is not (seen under load: a server declined after a
+ * Confirm, and the client, which had gone SMC, failed its next call).
+ */
 static int wait_knock(int fd, int tcp_fd, int64_t deadline)
 {
+	nfds_t nfds = 2; /* the TCP stream too, until it shows the Confirm */
+
 	for (;;) {
 		struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
 				       { .fd = tcp_fd, .events = POLLIN } };
@@ -1114,13 +1146,24 @@ static int wait_knock(int fd, int tcp_fd, int64_t deadline)
 
 		if (left <= 0)
 			return SMCR_CLC_DECL_TIMEOUT_CL;
-		n = smcr_real.poll(p, 2, left > 60000 ? 60000 : (int)left);
+		n = smcr_real.poll(p, nfds, left > 60000 ? 60000 : (int)left);
 		if (n < 0 && errno != EINTR)
 			return SMCR_CLC_DECL_INTERR;
-		if (n > 0 && p[0].revents)
+		if (n <= 0)
+			continue;
+		if (p[0].revents)
 			return 1;
-		if (n > 0 && p[1].revents)
-			return SMCR_CLC_DECL_PEERDECL; /* the client's Decline is waiting */
+		switch (client_word(tcp_fd)) {
+		case CLIENT_DECLINED:
+			return SMCR_CLC_DECL_PEERDECL; /* read by the handshake */
+		case CLIENT_CONFIRMED:
+			nfds = 1; /* its proof is queued: wait for it alone */
+			break;
+		case CLIENT_PARTIAL:
+			/* A header still in flight: the stream polls readable, so pace. */
+			(void)smcr_real.poll(p, 1, 1);
+			break;
+		}
 	}
 }
 

@@ -26,6 +26,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	if (st == SMCR_WIRE_NEED_MORE && (len <= size || len > SMCR_CLC_MAX_LEN))
 		abort();
+	/* The header peek agrees with the decoder's verdict on the same bytes. */
+	if (st == SMCR_WIRE_OK && smcr_clc_peek_type(data, size) != msg.hdr.type)
+		abort();
+	if (st == SMCR_WIRE_NEED_MORE && smcr_clc_peek_type(data, size) < 0)
+		abort();
 	if (st != SMCR_WIRE_OK)
 		return 0;
 	if (len > size || len < SMCR_CLC_DECL_V1_LEN || len != msg.hdr.length)
