@@ -100,7 +100,11 @@ cleanup() {
             tail -n 20 "$f" >&2
         done
     fi
-    rm -rf "$work"
+    if [[ $rc -ne 0 && $rc -ne 77 && -n ${SMCR_TEST_KEEP:-} ]]; then
+        echo "kept for inspection (SMCR_TEST_KEEP): $work" >&2
+    else
+        rm -rf "$work"
+    fi
     exit "$rc"
 }
 trap cleanup EXIT
