@@ -50,14 +50,19 @@ wire_end() {
     log "$name: veth0 carried $roce bytes of RoCEv2 and $tcp bytes of TCP ($conns connections)"
 }
 
-# stat_check NAME DEVICE MIN PID...: the processes' smcr-stat --json -a records (live,
-# and closed ones not yet reused) are all smc-r on DEVICE, at least MIN of them.
-stat_check() {
-    local name=$1 dev=$2 min=$3 pid
-    shift 3
-    for pid in "$@"; do "$stat_tool" --json -a -p "$pid"; done >"$work/$name.stat.json" ||
-        fail "$name: smcr-stat failed"
-    "$PYTHON" - "$work/$name.stat.json" "$dev" "$min" <<'PY' || fail "$name: smcr-stat does not show SMC-R on $dev"
+# stat_collect FILE PID...: the processes' smcr-stat --json -a records (live, and closed
+# ones not yet reused) into FILE.
+stat_collect() {
+    local out=$1 pid
+    shift
+    for pid in "$@"; do "$stat_tool" --json -a -p "$pid"; done >"$out"
+}
+
+# stat_verify NAME FILE DEVICE MIN: the records in FILE are all smc-r on DEVICE, at least
+# MIN of them.
+stat_verify() {
+    local name=$1 file=$2 dev=$3 min=$4
+    "$PYTHON" - "$file" "$dev" "$min" <<'PY' || fail "$name: smcr-stat does not show SMC-R on $dev"
 import json, sys
 path, dev, want = sys.argv[1], sys.argv[2], int(sys.argv[3])
 text = open(path).read()
@@ -74,6 +79,14 @@ if len(conns) < want:
 moved = sum(c["bytes_sent"] + c["bytes_received"] for c in conns)
 print("%d smc-r record(s) on %s, %d bytes moved" % (len(conns), dev, moved))
 PY
+}
+
+# stat_check NAME DEVICE MIN PID...: stat_verify on the processes' records now.
+stat_check() {
+    local name=$1 dev=$2 min=$3
+    shift 3
+    stat_collect "$work/$name.stat.json" "$@" || fail "$name: smcr-stat failed"
+    stat_verify "$name" "$work/$name.stat.json" "$dev" "$min"
 }
 # stat_check_log: stat_check, its summary in the test's log.
 stat_check_log() {
@@ -94,16 +107,19 @@ client_pid() {
 }
 
 # sample_client NAME PID DEVICE MIN: while client PID runs, wait (<= 60 s) until its
-# smcr-stat shows at least MIN SMC-R records, then check them.
+# smcr-stat shows at least MIN SMC-R records, then check that same sample: the client
+# may exit right after it (iperf3 -t 1), and its stats file goes with it.
 sample_client() {
-    local name=$1 pid=$2 dev=$3 min=$4 i n
+    local name=$1 pid=$2 dev=$3 min=$4 i n out file=$work/$1-client.stat.json
     for ((i = 0; i < 600; i++)); do
-        n=$("$stat_tool" --json -p "$pid" 2>/dev/null | grep -c '"mode": "smc-r"' || true)
+        stat_collect "$file" "$pid" 2>/dev/null || true
+        n=$(grep -c '"mode": "smc-r"' "$file" || true)
         [[ $n -ge $min ]] && break
         kill -0 "$pid" 2>/dev/null || fail "$name: client $pid ended before its records were read"
         sleep 0.1
     done
-    stat_check_log "$name-client" "$dev" "$min" "$pid"
+    out=$(stat_verify "$name-client" "$file" "$dev" "$min") || exit 1
+    log "$name-client: smcr-stat: $out"
 }
 
 mbps() { "$PYTHON" -c "import sys; print('%.1f' % (int(sys.argv[1]) / 1e6 / float(sys.argv[2])))" "$@"; }
