@@ -16,6 +16,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <limits.h>
 #include <link.h>
@@ -307,6 +308,18 @@ static int open_first(bool (*want)(const char *name, const void *arg), const voi
 	rc = -ENODEV;
 	if (!port->ctx)
 		goto fail;
+	/*
+	 * Its async events are read under a group's mutex by whoever services
+	 * the group (device_events_locked): a blocking read there held the
+	 * mutex until the device's next event, so the reaper, finding nothing
+	 * on a server's second device reserved at the Accept, stalled that
+	 * connection's handshake (rxe-link2 (e), TEST LINK unanswered).
+	 */
+	if (smcr_real.fcntl(port->ctx->async_fd, F_SETFL,
+			    smcr_real.fcntl(port->ctx->async_fd, F_GETFL) | O_NONBLOCK) < 0) {
+		rc = -errno;
+		goto fail;
+	}
 	port->pd = ibv_alloc_pd(port->ctx);
 	if (!port->pd) {
 		rc = -errno;

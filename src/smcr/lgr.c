@@ -65,7 +65,6 @@
 #include "smcr/lgr.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -648,7 +647,7 @@ int smcr_lgr_create(const struct smcr_lgr_key *key, struct smcr_ib_port **port,
 		    struct smcr_wr_link **link, struct smcr_lgr **out)
 {
 	struct smcr_lgr *g = calloc(1, sizeof(*g));
-	int fd, rc;
+	int rc;
 
 	pthread_once(&once, init_once);
 	if (!g)
@@ -664,12 +663,7 @@ int smcr_lgr_create(const struct smcr_lgr_key *key, struct smcr_ib_port **port,
 	g->link = *link; /* made on that port ahead, or NULL */
 	*link = NULL;
 	pthread_mutex_init(&g->mu, NULL);
-	fd = g->port->ctx->async_fd;
-	if (smcr_real.fcntl(fd, F_SETFL, smcr_real.fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) {
-		rc = -errno;
-		lgr_free(g);
-		return rc;
-	}
+	/* (its async fd is non-blocking: ib.c opens every port so) */
 	if (!g->link) {
 		rc = smcr_wr_link_create(g->port, &g->link);
 		if (rc) {
@@ -1517,12 +1511,8 @@ uint32_t smcr_lgr_conn_qpn(struct smcr_lgr *g, const struct smcr_lgr_conn *c, ch
 static int alt_link_locked(struct smcr_lgr *g)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
-	int rc, fd;
+	int rc;
 
-	/* its async events are read by device_events_locked(), which must never block */
-	fd = g->alt.port->ctx->async_fd;
-	if (smcr_real.fcntl(fd, F_SETFL, smcr_real.fcntl(fd, F_GETFL) | O_NONBLOCK) < 0)
-		return -errno;
 	rc = smcr_wr_link_create(g->alt.port, &g->alt.link);
 	if (rc)
 		return rc;

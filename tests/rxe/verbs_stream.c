@@ -27,6 +27,7 @@
 #include <arpa/inet.h>
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -195,6 +196,9 @@ static int endpoint_open(struct endpoint *ep, uint32_t rmb_size)
 	printf("ok: local address is on %s port %u, GID index %u, MTU %d\n",
 	       ep->port->name, ep->port->port_num, ep->port->gid_index,
 	       128 << ep->port->active_mtu);
+	/* Whoever services a link group reads its async events under the group mutex. */
+	if (!(fcntl(ep->port->ctx->async_fd, F_GETFL) & O_NONBLOCK))
+		return failf("the port's async event fd blocks (a read would hold the group)", EINVAL);
 	rc = smcr_wr_link_create(ep->port, &ep->link);
 	if (rc)
 		return failf("link create", rc);
