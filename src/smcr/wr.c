@@ -75,8 +75,12 @@ struct smcr_wr_link {
 	 * reads keeps the channel fd (in every connection's ready fd) readable,
 	 * and every wait returns at once until the next message.  Reading an
 	 * event pays one back.  A count too high (a completion that raised no
-	 * event) costs a read per arm until the next event, nothing more; too
-	 * low would be a busy loop, so every doubt counts one more.
+	 * event, e.g. one that came between an arm's look at the CQ and its
+	 * request) costs a read (EAGAIN) per arm, and for good: each event
+	 * pays one back, each completion counts one more (rxe VM,
+	 * redis-benchmark -c 1: 2 too many after 2000 requests, 5 reads of
+	 * about 2 us per request); too low would be a busy loop, so every
+	 * doubt counts one more.
 	 */
 	unsigned recv_due;
 	/* received, not yet taken: slot indexes in arrival order */
