@@ -29,18 +29,22 @@
  * The invariant that makes this safe, with application threads and the
  * helper taking completions from the same channel (the lost wake-up of
  * session 4 was a channel event nobody read; wr.c's due-event counting):
- * while the helper sleeps on a watched group, for each link either its CQs
- * are armed (the next completion raises an event and g->epfd turns
- * readable) or an event sits in the channel already (g->epfd readable), and
- * the group's LLC queue is empty.
+ * while the helper sleeps on a watched group, for each link either its
+ * receive CQ is armed (the next message or failure raises an event and
+ * g->epfd turns readable) or an event sits in the channel already (g->epfd
+ * readable), and the group's LLC queue is empty.  (Our own send completions
+ * are on a channel of their own that only wr.c's waits sleep on, with the
+ * group mutex held: they wake neither the helper nor any connection's
+ * waiter, and are taken by whichever call comes next; wr.c.)
  *  - Whoever takes completions dispatches all of them: CDCs to their
  *    connection's queue and doorbell (level-triggered eventfd: its owner
  *    sees it whoever took the event), LLC messages to the group's queue.
- *  - Only smcr_wr_arm() reads channel events, and it leaves the CQ armed
- *    again; a thread that takes completions without arming leaves the event
- *    the spent arm raised in the channel (or due, wr.c), so the first half
- *    holds after any thread's call.  The helper arms and drains twice
- *    before it sleeps (the second arm also covers an answer it just sent).
+ *  - Only smcr_wr_arm() reads the receive channel's events, and it leaves
+ *    the CQ armed again; a thread that takes completions without arming
+ *    leaves the event the spent arm raised in the channel (or due, wr.c),
+ *    so the first half holds after any thread's call.  The helper arms and
+ *    drains twice before it sleeps (the second arm re-arms what the first
+ *    drain spent).
  *  - drain_locked() empties the LLC queue.  The paths that take completions
  *    and return without it (wr.c's waits for send-queue room or for a
  *    flush) may leave a message queued: on_message() then kicks the helper
@@ -413,13 +417,13 @@ static void drain_locked(struct smcr_lgr *g)
 	helper_drain_locked(g);
 }
 
-/* Arm every link's CQs (any: also for our own send completions).  0 or -errno. */
-static int arm_locked(struct smcr_lgr *g, bool any)
+/* Arm every link's receive CQ (messages and failures, wr.c).  0 or -errno. */
+static int arm_locked(struct smcr_lgr *g)
 {
-	int rc = smcr_wr_arm(g->link, any);
+	int rc = smcr_wr_arm(g->link);
 
 	if (!rc && g->alt.link)
-		rc = smcr_wr_arm(g->alt.link, any);
+		rc = smcr_wr_arm(g->alt.link);
 	return rc;
 }
 
@@ -499,7 +503,7 @@ static int wait_active_locked(struct smcr_lgr *g, int64_t deadline)
 		left = deadline - smcr_sys_now_ms();
 		if (left <= 0)
 			return -ETIMEDOUT;
-		if (smcr_wr_arm(g->link, false) < 0)
+		if (smcr_wr_arm(g->link) < 0)
 			return -ECONNRESET;
 		drain_locked(g); /* what completed before the arm raised no event */
 		if (g->state != SMCR_LGR_PENDING)
@@ -941,7 +945,7 @@ void smcr_lgr_rkey_confirm(struct smcr_lgr *g, const struct smcr_lgr_buf *b)
 	}
 	while (mine && g->state == SMCR_LGR_ACTIVE && g->alt.state == SMCR_LGR_LINK_UP &&
 	       g->rkey_confirms_answered < mine && smcr_sys_now_ms() < deadline) {
-		if (arm_locked(g, false) < 0) {
+		if (arm_locked(g) < 0) {
 			smcr_lgr_fail_locked(g, "cannot arm the completion queue");
 			break;
 		}
@@ -1304,7 +1308,7 @@ bool smcr_lgr_settle(struct smcr_lgr *g, struct smcr_lgr_conn *c, bool ready)
 
 	pthread_mutex_lock(&g->mu);
 	c->ready = ready;
-	if (g->state != SMCR_LGR_DEAD && arm_locked(g, false) < 0)
+	if (g->state != SMCR_LGR_DEAD && arm_locked(g) < 0)
 		smcr_lgr_fail_locked(g, "cannot arm the completion queue");
 	drain_locked(g); /* a message that completed before the arm raised no event */
 	look_again = c->qcount > 0;
@@ -1358,10 +1362,11 @@ bool smcr_lgr_probe(struct smcr_lgr *g, struct smcr_lgr_conn *c)
 			c->hup_probe = g->probes_sent;
 			ok = true;
 			/*
-			 * Its completion must wake the waiters: a dead peer's QP makes it
-			 * fail (retries exhausted), and nothing else may be in flight.
+			 * Its answer wakes the waiters, and so does its failure (a dead
+			 * peer's QP: retries exhausted): the QP in error flushes our
+			 * receives into the armed receive CQ (wr.c).
 			 */
-			if (arm_locked(g, true) < 0)
+			if (arm_locked(g) < 0)
 				smcr_lgr_fail_locked(g, "cannot arm the completion queue");
 			drain_locked(g);
 		} else {
@@ -1405,7 +1410,7 @@ int smcr_lgr_conn_flush(struct smcr_lgr *g, struct smcr_lgr_conn *c, int timeout
 /* Re-arm (takes pending channel events: no busy wake-ups), then take what came. */
 static void service_locked(struct smcr_lgr *g)
 {
-	if (g->state != SMCR_LGR_DEAD && arm_locked(g, false) < 0)
+	if (g->state != SMCR_LGR_DEAD && arm_locked(g) < 0)
 		smcr_lgr_fail_locked(g, "cannot arm the completion queue");
 	drain_locked(g);
 	/* CDCs it dispatched rang their doorbells; a waiter needs the channel no more */
@@ -1525,7 +1530,7 @@ static int alt_link_locked(struct smcr_lgr *g)
 	ev.data.fd = smcr_wr_fd(g->alt.link);
 	if (smcr_real.epoll_ctl(g->epfd, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0)
 		return -errno;
-	return smcr_wr_arm(g->alt.link, false);
+	return smcr_wr_arm(g->alt.link);
 }
 
 int smcr_lgr_alt_connect(struct smcr_lgr *g, const struct smcr_ib_qp_info *peer)
@@ -1706,15 +1711,16 @@ static bool tick_locked(struct smcr_lgr *g, int64_t now, int64_t *next, bool *wa
 /*
  * Before the helper sleeps on g (see the invariant at the top): arm and
  * drain, twice.  The drain after an arm takes what completed before it (that
- * raised no event); the second arm covers an answer the first drain sent
- * (its completion, or its failure, then raises an event).  False if the
- * group died meanwhile.  Group mutex held throughout: nobody else takes
+ * raised no event); the second arm re-arms a receive CQ whose arm the first
+ * drain spent (a message that came meanwhile, or the failure of an answer
+ * it sent: the QP in error flushes our receives, wr.c).  An answer's own
+ * completion needs no event.  False if the group died meanwhile.  Group mutex held throughout: nobody else takes
  * completions until the helper sleeps.
  */
 static bool watch_locked(struct smcr_lgr *g)
 {
 	for (int i = 0; i < 2 && g->state != SMCR_LGR_DEAD; i++) {
-		if (arm_locked(g, false) < 0)
+		if (arm_locked(g) < 0)
 			smcr_lgr_fail_locked(g, "cannot arm the completion queue");
 		else
 			helper_drain_locked(g);

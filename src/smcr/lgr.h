@@ -3,8 +3,9 @@
  * SMC-R link groups in user space (smc-r-protocol.md §3.1, §3.2, §7.5).
  *
  * A link group is what one process shares with one peer process: a device
- * context and protection domain, one CQ pair on one completion channel, one
- * RC QP (its first link), the LLC state of that link and a pool of
+ * context and protection domain, one CQ pair (the receive CQ on the
+ * completion channel everyone sleeps on, the send CQ on one only wr.c's own
+ * waits poll), one RC QP (its first link), the LLC state of that link and a pool of
  * registered buffers, and maybe a second link (see "Second link" below).  The first connection between the two processes
  * creates it (CLC first contact, then LLC CONFIRM LINK); later ones reuse it:
  * no second QP, no second registration of a buffer already in the pool.

@@ -125,10 +125,9 @@ bool smcr_sys_signal_restarts(void)
 	return true;
 }
 
-static int wait_fd(int fd, short events, int64_t deadline_ms, bool for_app)
+static int wait_fds(struct pollfd *p, unsigned n, int64_t deadline_ms, bool for_app)
 {
 	for (;;) {
-		struct pollfd p = { .fd = fd, .events = events };
 		int timeout = -1;
 		int rc;
 
@@ -140,7 +139,7 @@ static int wait_fd(int fd, short events, int64_t deadline_ms, bool for_app)
 			else
 				timeout = left > 60000 ? 60000 : (int)left;
 		}
-		rc = smcr_real.poll(&p, 1, timeout);
+		rc = smcr_real.poll(p, n, timeout);
 		if (rc < 0) {
 			/*
 			 * poll() is never restarted by the kernel; a socket call
@@ -160,10 +159,19 @@ static int wait_fd(int fd, short events, int64_t deadline_ms, bool for_app)
 
 int smcr_sys_wait_fd(int fd, short events, int64_t deadline_ms)
 {
-	return wait_fd(fd, events, deadline_ms, false);
+	struct pollfd p = { .fd = fd, .events = events };
+
+	return wait_fds(&p, 1, deadline_ms, false);
+}
+
+int smcr_sys_wait_fds(struct pollfd *fds, unsigned n, int64_t deadline_ms)
+{
+	return wait_fds(fds, n, deadline_ms, false);
 }
 
 int smcr_sys_wait_fd_app(int fd, short events, int64_t deadline_ms)
 {
-	return wait_fd(fd, events, deadline_ms, true);
+	struct pollfd p = { .fd = fd, .events = events };
+
+	return wait_fds(&p, 1, deadline_ms, true);
 }

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct pollfd;
+
 /* Fill buf with kernel randomness; 0 or -errno. */
 int smcr_sys_random(void *buf, size_t len);
 
@@ -42,6 +44,8 @@ int64_t smcr_sys_now_ns(void);
  * forever), restarting on EINTR.  1 ready, 0 timed out, -errno.
  */
 int smcr_sys_wait_fd(int fd, short events, int64_t deadline_ms);
+/* The same for `n` fds at once: 1 one of them ready, 0 timed out, -errno. */
+int smcr_sys_wait_fds(struct pollfd *fds, unsigned n, int64_t deadline_ms);
 
 /*
  * The same for a wait on behalf of the application's blocking recv/send:

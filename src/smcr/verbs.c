@@ -60,9 +60,11 @@
  *
  * Readiness: per connection an epoll fd holding its doorbell (an eventfd
  * rung by whoever dispatches a CDC for it, or by a group failure, and kept
- * set while the engine says "ready"), the group's completion channel
- * (somebody must take completions; whoever does dispatches for everyone),
- * the group's device event fd and the TCP socket for hang-up only.
+ * set while the engine says "ready"), the group's receive completion
+ * channels (somebody must take completions; whoever does dispatches for
+ * everyone; they turn readable for the peer's messages and a link's failure,
+ * never for our own send completions, which the next call takes: wr.c), the
+ * group's device event fd and the TCP socket for hang-up only.
  * peer_gone() latches a dead group, a TCP reset, or a FIN whose TEST LINK
  * probe is not answered within 2 s (an answer proves the peer alive, so the
  * FIN was an orderly shutdown or half-close); recv_ctrl() then resets after
@@ -1009,9 +1011,10 @@ static int verbs_ready_fd(const struct smcr_xconn *xc)
 }
 
 /*
- * Re-arm the group's CQ (that takes the channel's events, so the channel fd
- * stops being readable), take what completed meanwhile (dispatched to every
- * connection), and leave our doorbell set iff `ready` or a message waits.
+ * Re-arm the group's receive CQs (that takes the channels' events, so the
+ * channel fds stop being readable), take what completed meanwhile
+ * (dispatched to every connection), and leave our doorbell set iff `ready`
+ * or a message waits.
  */
 static bool verbs_settle(struct smcr_xconn *xc, bool ready)
 {

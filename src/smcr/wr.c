@@ -39,9 +39,10 @@ _Static_assert(SMCR_WR_RECV_SLOTS * SMCR_WR_SLOT_LEN <= 2 * SLOT_PAGE, "receive 
 
 struct smcr_wr_link {
 	struct smcr_ib_port *port;
-	struct ibv_comp_channel *channel;
-	struct ibv_cq *send_cq; /* armed for every completion, only while WRs are out */
-	struct ibv_cq *recv_cq; /* armed for solicited completions: incoming messages */
+	struct ibv_comp_channel *channel;      /* the receive CQ's: smcr_wr_fd() */
+	struct ibv_comp_channel *send_channel; /* the send CQ's: only our own waits poll it */
+	struct ibv_cq *send_cq; /* armed only while a wait here needs a send completion */
+	struct ibv_cq *recv_cq; /* armed for every completion: messages, and flushes */
 	struct ibv_qp *qp;
 	uint8_t *send_slots; /* SMCR_WR_SEND_SLOTS x SMCR_WR_SLOT_LEN */
 	uint8_t *recv_slots; /* SMCR_WR_RECV_SLOTS x SMCR_WR_SLOT_LEN, then the overflow */
@@ -57,28 +58,31 @@ struct smcr_wr_link {
 	uint64_t msgs_posted;
 	uint64_t msgs_done;
 	/*
-	 * Armed: notification requested, and since then neither its event
-	 * read nor a completion taken from that CQ.  Then no event can be
-	 * waiting for us, so arming again (a system call on rxe) and reading
-	 * the channel are skipped.  Never true while the CQ is not armed.
+	 * Armed: notification requested on the receive CQ, and since then
+	 * neither its event read nor a completion taken from it.  Then no
+	 * event can be waiting for us, so arming again (a system call on rxe)
+	 * and reading the channel are skipped.  Never true while it is not
+	 * armed.
 	 */
 	bool recv_armed;
-	bool send_armed;
 	/*
-	 * Events due: completions taken from a CQ while it was armed fired its
-	 * event, which sits in the channel or is still on its way: rxe makes a
-	 * completion visible to ibv_poll_cq a moment before it queues the
-	 * event (another CPU; under QEMU a descheduled vCPU makes the moment
-	 * long), so a read right after the completion can miss it.  While an
-	 * event is due, every arm reads the channel: an event nobody reads
-	 * keeps the channel fd (in every connection's ready fd) readable, and
-	 * every wait returns at once until the next message.  Reading an event
-	 * of that CQ pays one back.  A count too high (a completion that raised
-	 * no event) costs a read per arm until that CQ's next event, nothing
-	 * more; too low would be a busy loop, so every doubt counts one more.
+	 * Events due: completions taken from the receive CQ while it was armed
+	 * fired its event, which sits in the channel or is still on its way:
+	 * rxe makes a completion visible to ibv_poll_cq a moment before it
+	 * queues the event (another CPU; under QEMU a descheduled vCPU makes
+	 * the moment long), so a read right after the completion can miss it.
+	 * While an event is due, every arm reads the channel: an event nobody
+	 * reads keeps the channel fd (in every connection's ready fd) readable,
+	 * and every wait returns at once until the next message.  Reading an
+	 * event pays one back.  A count too high (a completion that raised no
+	 * event, e.g. one that came between an arm's look at the CQ and its
+	 * request) costs a read (EAGAIN) per arm, and for good: each event
+	 * pays one back, each completion counts one more (rxe VM,
+	 * redis-benchmark -c 1: 2 too many after 2000 requests, 5 reads of
+	 * about 2 us per request); too low would be a busy loop, so every
+	 * doubt counts one more.
 	 */
 	unsigned recv_due;
-	unsigned send_due;
 	/* received, not yet taken: slot indexes in arrival order */
 	uint32_t rx_slot[SMCR_WR_RECV_SLOTS];
 	uint32_t rx_head;
@@ -163,32 +167,38 @@ static void take_completion(struct smcr_wr_link *link, const struct ibv_wc *wc)
 	link->rx_count++;
 }
 
-static void poll_one_cq(struct smcr_wr_link *link, struct ibv_cq *cq, bool *armed,
-			unsigned *due)
+/* Take every completion `cq` holds: true if there was any. */
+static bool poll_one_cq(struct smcr_wr_link *link, struct ibv_cq *cq)
 {
 	struct ibv_wc wc[POLL_BATCH];
+	bool took = false;
 	int n;
 
 	do {
 		n = ibv_poll_cq(cq, POLL_BATCH, wc);
 		if (n < 0) {
 			link_fail(link, -ECONNRESET, "ibv_poll_cq", "failed");
-			return;
+			return took;
 		}
-		if (n > 0 && *armed) {
-			*armed = false; /* its event fired: arm again, and read it */
-			(*due)++;
-		}
+		took |= n > 0;
 		for (int i = 0; i < n; i++)
 			take_completion(link, &wc[i]);
 	} while (n == POLL_BATCH);
+	return took;
 }
 
-/* Take every completion both CQs hold. */
+/*
+ * Take every completion both CQs hold.  Our own send completions are reaped
+ * here, by whichever call comes next (every engine call of the link's
+ * connections polls), never by a wake-up of their own (see smcr_wr_arm).
+ */
 static void poll_cq(struct smcr_wr_link *link)
 {
-	poll_one_cq(link, link->send_cq, &link->send_armed, &link->send_due);
-	poll_one_cq(link, link->recv_cq, &link->recv_armed, &link->recv_due);
+	poll_one_cq(link, link->send_cq);
+	if (poll_one_cq(link, link->recv_cq) && link->recv_armed) {
+		link->recv_armed = false; /* its event fired: arm again, and read it */
+		link->recv_due++;
+	}
 }
 
 void smcr_wr_set_rx_handler(struct smcr_wr_link *link, smcr_wr_rx_fn fn, void *arg)
@@ -203,81 +213,97 @@ bool smcr_wr_poll(struct smcr_wr_link *link)
 	return link->error != 0;
 }
 
-bool smcr_wr_sends_outstanding(const struct smcr_wr_link *link)
-{
-	return link->wr_posted != link->wr_retired;
-}
-
 int smcr_wr_fd(const struct smcr_wr_link *link)
 {
 	return link->channel->fd;
 }
 
 /*
- * Two CQs on one channel, as the kernel's SMC-R has them: the receive CQ is
- * armed for solicited completions (every message we get is SOLICITED), the
- * send CQ for any completion but only while work requests are outstanding.
- * One CQ armed "solicited only" is not enough: rxe raises no event for a
- * failed send completion then (seen with a WRITE refused by the peer's NIC:
- * the error sat in the CQ while the waiter slept).
+ * Two CQs on two completion channels.  The receive CQ's channel is the one
+ * callers sleep on (smcr_wr_fd: in every connection's ready fd and the
+ * link-group helper's poll); it is armed for every completion: each is a
+ * message for us (we and the kernel send every message SOLICITED) or a flush
+ * error.  The send CQ's channel is polled only by this file's own waits (a
+ * full send queue, smcr_wr_flush, smcr_wr_wait_done), which arm it for as
+ * long as they wait; otherwise its completions are taken by whichever call
+ * polls next (every engine call of the link's connections does) and wake
+ * nobody.
+ *
+ * Why not one channel: every message SEND is SIGNALED (its completion
+ * retires it and the WRITEs before it; failover's "last completed CDC" is
+ * read from those completions), and with the send CQ on the channel in the
+ * ready fds, armed while WRs were out, a request/response server woke for
+ * its own reply's completion, found nothing and slept again (rxe VM, the
+ * engine ping-pong: 0.7-0.85 of 1.6-1.8 wake-ups per round trip).  Signaling
+ * fewer SENDs (one per half send queue) would still wake it for those, and
+ * would make the retired mark, the send-queue room and failover's delivered
+ * CDC coarser; a channel nobody sleeps on keeps all three exact.
+ *
+ * A failure still wakes the sleepers: a failed work request moves the QP to
+ * the error state, which flushes the posted receives (a shared link keeps
+ * all 48 posted) into the receive CQ with an error status, and so does
+ * smcr_wr_link_stop().  Hence "every completion" on the receive CQ: armed
+ * "solicited only", rxe raises no event for a flushed receive (it posts them
+ * unsolicited), as it raised none for a failed send completion (a WRITE
+ * refused by the peer's NIC sat in the CQ while the waiter slept).  On mlx5
+ * an error completion counts as solicited anyway.
  */
-int smcr_wr_arm(struct smcr_wr_link *link, bool any)
+int smcr_wr_arm(struct smcr_wr_link *link)
 {
 	struct ibv_cq *cq;
 	void *ctx;
-	unsigned int send_events = 0, recv_events = 0;
-	bool want_send = any || link->wr_posted != link->wr_retired;
+	unsigned int events = 0;
 
 	/*
-	 * Still armed since the last time, nothing taken from either CQ, no
-	 * event due: no event fired (an event needs a completion, and a
-	 * completion not taken yet leaves the channel readable, so a waiter
-	 * comes back and takes it).  This is every call of a busy connection
-	 * between two completions; on rxe, each arm and each look at the
-	 * channel is a system call.
+	 * Still armed since the last time, nothing taken, no event due: no
+	 * event fired (an event needs a completion, and a completion not taken
+	 * yet leaves the channel readable, so a waiter comes back and takes
+	 * it).  This is every call of a busy connection between two messages;
+	 * on rxe, each arm and each look at the channel is a system call.
 	 */
-	if (link->recv_armed && (link->send_armed || !want_send) && !link->recv_due &&
-	    !link->send_due)
+	if (link->recv_armed && !link->recv_due)
 		return 0;
 	/*
 	 * Completions first, so that what is taken after the events are read
 	 * below is what completed after them (and spent the arm made here).
 	 */
 	poll_cq(link);
-	want_send = any || link->wr_posted != link->wr_retired;
 	/* the fd is non-blocking: this takes only events already there */
-	while (ibv_get_cq_event(link->channel, &cq, &ctx) == 0) {
-		if (cq == link->send_cq)
-			send_events++;
-		else
-			recv_events++;
-	}
+	while (ibv_get_cq_event(link->channel, &cq, &ctx) == 0)
+		events++;
 	/*
 	 * An event read: the arm that raised it is spent (if the completion
 	 * is not taken yet), or it pays back a due one; which, we cannot tell,
 	 * so both: arming an armed CQ again is harmless.
 	 */
-	if (send_events) {
-		ibv_ack_cq_events(link->send_cq, send_events);
-		link->send_armed = false;
-		link->send_due -= send_events < link->send_due ? send_events : link->send_due;
-	}
-	if (recv_events) {
-		ibv_ack_cq_events(link->recv_cq, recv_events);
+	if (events) {
+		ibv_ack_cq_events(link->recv_cq, events);
 		link->recv_armed = false;
-		link->recv_due -= recv_events < link->recv_due ? recv_events : link->recv_due;
+		link->recv_due -= events < link->recv_due ? events : link->recv_due;
 	}
 	if (!link->recv_armed) {
-		if (ibv_req_notify_cq(link->recv_cq, 1))
+		if (ibv_req_notify_cq(link->recv_cq, 0))
 			return -errno;
 		link->recv_armed = true;
 	}
-	if (want_send && !link->send_armed) {
-		if (ibv_req_notify_cq(link->send_cq, 0))
-			return -errno;
-		link->send_armed = true;
-	}
 	return 0;
+}
+
+/*
+ * Arm the send CQ for a wait on it: the events its last arm raised (nobody
+ * else reads this channel) are read and acknowledged first.  0 or -errno.
+ */
+static int arm_send(struct smcr_wr_link *link)
+{
+	struct ibv_cq *cq;
+	void *ctx;
+	unsigned int events = 0;
+
+	while (ibv_get_cq_event(link->send_channel, &cq, &ctx) == 0)
+		events++;
+	if (events)
+		ibv_ack_cq_events(link->send_cq, events);
+	return ibv_req_notify_cq(link->send_cq, 0) ? -errno : 0;
 }
 
 /* Something the waiter may care about: a message, a retired SEND, a failure. */
@@ -290,19 +316,29 @@ static uint64_t progress(const struct smcr_wr_link *link)
  * Wait for a completion event, then take the completions: 1 something
  * happened, 0 deadline passed, -errno.  A completion that slipped in before
  * the arm raised no event: the look at the CQ right after arming catches it,
- * and then we must not sleep (the event will not come).
+ * and then we must not sleep (the event will not come).  `sends`: also for
+ * our own send completions.  A wait for those sleeps on the receive channel
+ * too: the caller holds the link (the group mutex), so nobody else takes
+ * the messages that come meanwhile and re-posts their receive slots, and a
+ * peer that sends while waiting for room itself would wait for us for ever.
  */
-static int wait_completions(struct smcr_wr_link *link, bool any, int64_t deadline)
+static int wait_completions(struct smcr_wr_link *link, bool sends, int64_t deadline)
 {
 	uint64_t before = progress(link);
-	int rc = smcr_wr_arm(link, any);
+	struct pollfd fds[2] = {
+		{ .fd = link->channel->fd, .events = POLLIN },
+		{ .fd = link->send_channel->fd, .events = POLLIN },
+	};
+	int rc = smcr_wr_arm(link);
 
+	if (!rc && sends)
+		rc = arm_send(link);
 	if (rc)
 		return rc;
 	poll_cq(link);
 	if (progress(link) != before)
 		return 1;
-	rc = smcr_sys_wait_fd(smcr_wr_fd(link), POLLIN, deadline);
+	rc = smcr_sys_wait_fds(fds, sends ? 2 : 1, deadline);
 	if (rc < 0)
 		return rc;
 	poll_cq(link); /* also after a timeout: report what is there, event or not */
@@ -691,12 +727,16 @@ int smcr_wr_link_create(struct smcr_ib_port *port, struct smcr_wr_link **out)
 					   SMCR_WR_SEND_SLOTS * SMCR_WR_SLOT_LEN);
 	link->recv_mr = smcr_ib_reg_sink(port, link->recv_slots, RECV_OVER_OFF + OVER_LEN);
 	link->channel = ibv_create_comp_channel(port->ctx);
-	if (!link->send_mr || !link->recv_mr || !link->channel)
+	link->send_channel = ibv_create_comp_channel(port->ctx);
+	if (!link->send_mr || !link->recv_mr || !link->channel || !link->send_channel)
 		goto fail_errno;
 	if (smcr_real.fcntl(link->channel->fd, F_SETFL,
-			    smcr_real.fcntl(link->channel->fd, F_GETFL) | O_NONBLOCK) < 0)
+			    smcr_real.fcntl(link->channel->fd, F_GETFL) | O_NONBLOCK) < 0 ||
+	    smcr_real.fcntl(link->send_channel->fd, F_SETFL,
+			    smcr_real.fcntl(link->send_channel->fd, F_GETFL) | O_NONBLOCK) < 0)
 		goto fail_errno;
-	link->send_cq = ibv_create_cq(port->ctx, (int)SMCR_WR_MAX_SEND_WR, link, link->channel, 0);
+	link->send_cq = ibv_create_cq(port->ctx, (int)SMCR_WR_MAX_SEND_WR, link,
+				      link->send_channel, 0);
 	link->recv_cq = ibv_create_cq(port->ctx, (int)SMCR_WR_RECV_SLOTS, link, link->channel, 0);
 	if (!link->send_cq || !link->recv_cq)
 		goto fail_errno;
@@ -709,7 +749,7 @@ int smcr_wr_link_create(struct smcr_ib_port *port, struct smcr_wr_link **out)
 		if (rc)
 			goto fail;
 	}
-	rc = smcr_wr_arm(link, false);
+	rc = smcr_wr_arm(link);
 	if (rc)
 		goto fail;
 	link->psn = smcr_ib_random_psn();
@@ -759,6 +799,8 @@ void smcr_wr_link_destroy(struct smcr_wr_link *link)
 		ibv_destroy_cq(link->recv_cq);
 	if (link->channel)
 		ibv_destroy_comp_channel(link->channel);
+	if (link->send_channel)
+		ibv_destroy_comp_channel(link->send_channel);
 	if (link->send_mr)
 		ibv_dereg_mr(link->send_mr);
 	if (link->recv_mr)

@@ -18,9 +18,12 @@
  *    up to 8192 bytes (a Linux server's ADD LINK v2 is 88) lands instead of
  *    putting the QP in error.  Two long messages in one poll batch would
  *    share the overflow; a Linux peer runs one LLC flow at a time.
- * A send CQ and a receive CQ share one completion channel; a failed
- * completion puts the link into a sticky error state (every later call
- * returns -ECONNRESET).
+ * The receive CQ's completion channel is the one callers sleep on
+ * (smcr_wr_fd); the send CQ has its own, which only this layer's own waits
+ * poll, so our send completions wake nobody (they are taken by the next
+ * call; a failure wakes the receive side too: wr.c).  A failed completion
+ * puts the link into a sticky error state (every later call returns
+ * -ECONNRESET).
  *
  * Not thread-safe: the caller serialises calls on one link.
  */
@@ -80,8 +83,6 @@ typedef void (*smcr_wr_rx_fn)(void *arg, const uint8_t *msg, uint32_t len);
 void smcr_wr_set_rx_handler(struct smcr_wr_link *link, smcr_wr_rx_fn fn, void *arg);
 /* Take every completion now (the handler sees the messages).  True if the link failed. */
 bool smcr_wr_poll(struct smcr_wr_link *link);
-/* Send-queue work not yet known complete (arm the send CQ while > 0). */
-bool smcr_wr_sends_outstanding(const struct smcr_wr_link *link);
 /* Move the QP to RTS towards `peer`.  0 or -errno. */
 int smcr_wr_link_connect(struct smcr_wr_link *link, const struct smcr_ib_qp_info *peer);
 /*
@@ -164,14 +165,15 @@ int smcr_wr_recv_msg(struct smcr_wr_link *link, uint8_t msg[SMCR_WR_MSG_LEN]);
 bool smcr_wr_msg_pending(struct smcr_wr_link *link);
 
 /*
- * The completion channel's fd (non-blocking): readable once an armed CQ
- * produced an event.  smcr_wr_arm() acknowledges past events and arms it
- * again, for incoming messages and errors only (`any` = also for our own
- * send completions); afterwards the caller must look for messages once more
- * (one may have arrived before the arm).  0 or -errno.
+ * The receive completion channel's fd (non-blocking): readable once the
+ * armed receive CQ produced an event, for an incoming message or a failure
+ * of the link (our own send completions never make it readable).
+ * smcr_wr_arm() acknowledges past events and arms it again; afterwards the
+ * caller must look for messages once more (one may have arrived before the
+ * arm).  0 or -errno.
  */
 int smcr_wr_fd(const struct smcr_wr_link *link);
-int smcr_wr_arm(struct smcr_wr_link *link, bool any);
+int smcr_wr_arm(struct smcr_wr_link *link);
 
 /*
  * Block until a message is pending or the link failed, at most timeout_ms:
