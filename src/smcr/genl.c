@@ -13,7 +13,9 @@
 
 #include <linux/genetlink.h>
 #include <linux/netlink.h>
+#include <linux/smc.h>
 
+#include "common/config.h"
 #include "common/real.h"
 
 #define GENL_RECV_BUF 32768 /* a dump datagram is at most 32 KiB (netlink_dump) */
@@ -43,7 +45,7 @@ enum smcr_genl_step smcr_genl_parse(const void *buf, size_t len, smcr_genl_msg_f
 		if (h.nlmsg_type == NLMSG_DONE || h.nlmsg_type == NLMSG_ERROR) {
 			int32_t err = 0;
 
-			/* DONE may carry a dump's error, ERROR an errno or 0 (an acknowledgement) */
+			/* DONE may carry a dump's error, ERROR an errno or 0 (an ack) */
 			if (mlen >= NLMSG_HDRLEN + sizeof(err))
 				memcpy(&err, p + NLMSG_HDRLEN, sizeof(err));
 			else if (h.nlmsg_type == NLMSG_ERROR)
@@ -53,7 +55,8 @@ enum smcr_genl_step smcr_genl_parse(const void *buf, size_t len, smcr_genl_msg_f
 		if (h.nlmsg_type == NLMSG_OVERRUN)
 			return SMCR_GENL_FAIL;
 		if (h.nlmsg_type >= NLMSG_MIN_TYPE && mlen >= NLMSG_HDRLEN + GENL_HDRLEN)
-			fn(p + NLMSG_HDRLEN + GENL_HDRLEN, mlen - NLMSG_HDRLEN - GENL_HDRLEN, arg);
+			fn(p + NLMSG_HDRLEN + GENL_HDRLEN,
+			   mlen - NLMSG_HDRLEN - GENL_HDRLEN, arg);
 		if (h.nlmsg_type >= NLMSG_MIN_TYPE && !(h.nlmsg_flags & NLM_F_MULTI))
 			return SMCR_GENL_DONE; /* the one answer to a plain request */
 		mlen = align4(mlen);
@@ -100,16 +103,16 @@ void smcr_genl_str(const uint8_t *data, size_t dlen, char *out, size_t cap)
 void smcr_genl_family_msg(const uint8_t *attrs, size_t len, void *arg)
 {
 	struct smcr_genl_family *f = arg;
+	size_t want = strlen(f->name), dlen;
 	const uint8_t *data;
-	char name[GENL_NAMSIZ];
 	bool named = false;
 	uint16_t type, id = 0;
-	size_t dlen;
 
 	while (smcr_genl_attr(&attrs, &len, &type, &data, &dlen)) {
 		if (type == CTRL_ATTR_FAMILY_NAME) {
-			smcr_genl_str(data, dlen, name, sizeof(name));
-			named = !strcmp(name, f->name);
+			/* the whole name, not a prefix of a longer one */
+			named = strnlen((const char *)data, dlen) == want &&
+				!memcmp(data, f->name, want);
 		} else if (type == CTRL_ATTR_FAMILY_ID && dlen >= sizeof(id)) {
 			memcpy(&id, data, sizeof(id));
 		}
@@ -118,14 +121,48 @@ void smcr_genl_family_msg(const uint8_t *attrs, size_t len, void *arg)
 		f->id = id;
 }
 
+static bool has_eid(const struct smcr_genl_ueids *t, const char eid[SMCR_CLC_EID_LEN])
+{
+	for (unsigned i = 0; i < t->n; i++)
+		if (!memcmp(t->eid[i], eid, SMCR_CLC_EID_LEN))
+			return true;
+	return false;
+}
+
+void smcr_genl_ueid_msg(const uint8_t *attrs, size_t len, void *arg)
+{
+	struct smcr_genl_ueids *t = arg;
+	const uint8_t *data;
+	uint16_t type;
+	size_t dlen;
+
+	while (smcr_genl_attr(&attrs, &len, &type, &data, &dlen)) {
+		char eid[SMCR_CONFIG_EID_LEN];
+		size_t n;
+
+		if (type != SMC_NLA_EID_TABLE_ENTRY)
+			continue;
+		/* the kernel's 32 bytes, blank padded, then its NUL */
+		n = strnlen((const char *)data, dlen);
+		while (n > 0 && data[n - 1] == ' ')
+			n--;
+		if (smcr_config_parse_eid((const char *)data, n, eid) < 0)
+			t->bad++;
+		else if (!has_eid(t, eid) && t->n < SMCR_CLC_MAX_EIDS)
+			memcpy(t->eid[t->n++], eid, SMCR_CLC_EID_LEN);
+	}
+}
+
 /* ---- talking to the kernel -------------------------------------------------------- */
 
 int smcr_genl_open(int timeout_ms)
 {
-	struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000 };
-	int e = errno;
-	int fd = smcr_real.socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
+	struct timeval tv = {.tv_sec = timeout_ms / 1000,
+			     .tv_usec = (timeout_ms % 1000) * 1000};
+	int e = errno, fd;
 
+	smcr_real_bind();
+	fd = smcr_real.socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
 	if (fd >= 0)
 		(void)smcr_real.setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	errno = e;
@@ -141,8 +178,8 @@ void smcr_genl_close(int fd)
 	errno = e;
 }
 
-int smcr_genl_talk(int fd, uint16_t family, uint8_t cmd, uint16_t flags, smcr_genl_msg_fn *fn,
-		   void *arg)
+int smcr_genl_talk(int fd, uint16_t family, uint8_t cmd, uint16_t flags,
+		   smcr_genl_msg_fn *fn, void *arg)
 {
 	struct {
 		struct nlmsghdr nlh;
@@ -159,11 +196,13 @@ int smcr_genl_talk(int fd, uint16_t family, uint8_t cmd, uint16_t flags, smcr_ge
 	r.g.cmd = cmd;
 	r.g.version = 1; /* CTRL_CMD_GETFAMILY's and SMC_GENL_FAMILY_VERSION */
 	buf = malloc(GENL_RECV_BUF);
-	if (buf && smcr_real.send(fd, &r, r.nlh.nlmsg_len, 0) == (ssize_t)r.nlh.nlmsg_len) {
+	if (buf &&
+	    smcr_real.send(fd, &r, r.nlh.nlmsg_len, 0) == (ssize_t)r.nlh.nlmsg_len) {
 		while (step == SMCR_GENL_MORE) {
 			ssize_t n = smcr_real.recv(fd, buf, GENL_RECV_BUF, 0);
 
-			step = n > 0 ? smcr_genl_parse(buf, (size_t)n, fn, arg) : SMCR_GENL_FAIL;
+			step = n > 0 ? smcr_genl_parse(buf, (size_t)n, fn, arg)
+				     : SMCR_GENL_FAIL;
 		}
 	}
 	free(buf);
@@ -173,10 +212,10 @@ int smcr_genl_talk(int fd, uint16_t family, uint8_t cmd, uint16_t flags, smcr_ge
 
 uint16_t smcr_genl_family(int fd, const char *name)
 {
-	struct smcr_genl_family f = { .name = name };
+	struct smcr_genl_family f = {.name = name};
 
-	if (smcr_genl_talk(fd, GENL_ID_CTRL, CTRL_CMD_GETFAMILY, NLM_F_DUMP, smcr_genl_family_msg,
-			   &f))
+	if (smcr_genl_talk(fd, GENL_ID_CTRL, CTRL_CMD_GETFAMILY, NLM_F_DUMP,
+			   smcr_genl_family_msg, &f))
 		return 0;
 	return f.id;
 }

@@ -37,6 +37,7 @@
 #include "common/guard.h"
 #include "common/log.h"
 #include "common/real.h"
+#include "smcr/eid.h"
 #include "smcr/genl.h"
 #include "smcr/sys.h"
 
@@ -753,6 +754,13 @@ static void *prep_thread(void *arg)
 
 	(void)arg;
 	smcr_guard_enter(); /* libibverbs' own calls pass our wrappers untouched */
+	/*
+	 * First the kernel's UEID table, which every SMC-Rv2 handshake needs (a
+	 * client's Proposal leaves before libibverbs is loaded).  Not under
+	 * prep_mu: a fork takes both locks (atfork), so nobody may hold one
+	 * while waiting for the other.
+	 */
+	smcr_eid_prefetch();
 	pthread_mutex_lock(&prep_mu);
 	if (load_verbs() == 0) {
 		/* the first device list loads every provider library: the slow part */
