@@ -27,6 +27,7 @@
 
 #include "smcr/eid.h"
 #include "smcr/genl.h"
+#include "testdata.h"
 
 #define EID(s) ((const uint8_t *)(s "                                "))
 
@@ -96,9 +97,24 @@ static void done_msg(struct nlbuf *nb, uint16_t type, int32_t err)
 	msg_end(nb);
 }
 
-static enum smcr_genl_step parse_ueids(const struct nlbuf *nb, struct smcr_genl_ueids *t)
+/* nb decoded on its own, ending with `want`: the entries taken. */
+static struct smcr_genl_ueids decoded(const struct nlbuf *nb, enum smcr_genl_step want)
 {
-	return smcr_genl_parse(nb->b, nb->len, smcr_genl_ueid_msg, t);
+	struct smcr_genl_ueids t;
+
+	memset(&t, 0, sizeof(t));
+	assert_int_equal(smcr_genl_parse(nb->b, nb->len, smcr_genl_ueid_msg, &t), want);
+	return t;
+}
+
+/* n entries taken, `bad` refused, the last one `last`. */
+static void assert_eids(const struct smcr_genl_ueids *t, unsigned n, unsigned bad,
+			const uint8_t *last)
+{
+	assert_int_equal(t->n, n);
+	assert_int_equal(t->bad, bad);
+	if (n > 0)
+		assert_memory_equal(t->eid[n - 1], last, SMCR_CLC_EID_LEN);
 }
 
 static void test_reply(void **state)
@@ -111,12 +127,9 @@ static void test_reply(void **state)
 	ueid_msg(&nb, 0x1f, "RXE-VM");
 	ueid_msg(&nb, 0x1f, "SMC.EID-2");
 	done_msg(&nb, NLMSG_DONE, 0);
-	memset(&t, 0, sizeof(t));
-	assert_int_equal(parse_ueids(&nb, &t), SMCR_GENL_DONE);
-	assert_int_equal(t.n, 2);
-	assert_int_equal(t.bad, 0);
+	t = decoded(&nb, SMCR_GENL_DONE);
+	assert_eids(&t, 2, 0, EID("SMC.EID-2"));
 	assert_memory_equal(t.eid[0], EID("RXE-VM"), SMCR_CLC_EID_LEN);
-	assert_memory_equal(t.eid[1], EID("SMC.EID-2"), SMCR_CLC_EID_LEN);
 
 	/* the same bytes at an odd address: headers are not read in place */
 	odd = malloc(nb.len + 1);
@@ -125,15 +138,14 @@ static void test_reply(void **state)
 	memset(&t, 0, sizeof(t));
 	assert_int_equal(smcr_genl_parse(odd + 1, nb.len, smcr_genl_ueid_msg, &t),
 			 SMCR_GENL_DONE);
-	assert_int_equal(t.n, 2);
+	assert_eids(&t, 2, 0, EID("SMC.EID-2"));
 	free(odd);
 
 	/* an empty table: NLMSG_DONE alone */
 	nb.len = 0;
 	done_msg(&nb, NLMSG_DONE, 0);
-	memset(&t, 0, sizeof(t));
-	assert_int_equal(parse_ueids(&nb, &t), SMCR_GENL_DONE);
-	assert_int_equal(t.n, 0);
+	t = decoded(&nb, SMCR_GENL_DONE);
+	assert_eids(&t, 0, 0, NULL);
 }
 
 /* A reply in two datagrams: the first says MORE, the entries add up, the second DONE. */
@@ -143,46 +155,46 @@ static void test_multipart(void **state)
 	struct nlbuf a = {.len = 0}, b = {.len = 0};
 
 	(void)state;
-	memset(&t, 0, sizeof(t));
 	ueid_msg(&a, 0x1f, "A1");
 	ueid_msg(&a, 0x1f, "A2");
 	ueid_msg(&b, 0x1f, "B1");
 	done_msg(&b, NLMSG_DONE, 0);
-	assert_int_equal(parse_ueids(&a, &t), SMCR_GENL_MORE);
-	assert_int_equal(parse_ueids(&b, &t), SMCR_GENL_DONE);
-	assert_int_equal(t.n, 3);
-	assert_memory_equal(t.eid[2], EID("B1"), SMCR_CLC_EID_LEN);
+	t = decoded(&a, SMCR_GENL_MORE);
+	assert_int_equal(smcr_genl_parse(b.b, b.len, smcr_genl_ueid_msg, &t),
+			 SMCR_GENL_DONE);
+	assert_eids(&t, 3, 0, EID("B1"));
 }
 
-/* The kernel's answer to an error, or the end of a failed dump: FAIL; an acknowledgement:
- * DONE. */
+/* After an entry: an errno, a failed dump's DONE, OVERRUN fail; an ack (errno 0) ends. */
 static void test_errors(void **state)
 {
-	struct smcr_genl_ueids t;
+	static const struct {
+		uint16_t type;
+		int32_t err;
+		enum smcr_genl_step want;
+	} ends[] = {
+	    {NLMSG_ERROR, -EPERM, SMCR_GENL_FAIL},
+	    {NLMSG_ERROR, 0, SMCR_GENL_DONE},
+	    {NLMSG_DONE, -EMSGSIZE, SMCR_GENL_FAIL},
+	    {NLMSG_OVERRUN, 0, SMCR_GENL_FAIL},
+	};
 	struct nlbuf nb = {.len = 0};
 
 	(void)state;
-	memset(&t, 0, sizeof(t));
-	done_msg(&nb, NLMSG_ERROR, -EPERM);
-	assert_int_equal(parse_ueids(&nb, &t), SMCR_GENL_FAIL);
-	nb.len = 0;
-	done_msg(&nb, NLMSG_ERROR, 0);
-	assert_int_equal(parse_ueids(&nb, &t), SMCR_GENL_DONE);
-	nb.len = 0;
-	ueid_msg(&nb, 0x1f, "RXE-VM");
-	done_msg(&nb, NLMSG_DONE, -EMSGSIZE);
-	assert_int_equal(parse_ueids(&nb, &t), SMCR_GENL_FAIL);
-	nb.len = 0;
-	done_msg(&nb, NLMSG_OVERRUN, 0);
-	assert_int_equal(parse_ueids(&nb, &t), SMCR_GENL_FAIL);
-	/* an error message too short for its errno */
+	for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++) {
+		nb.len = 0;
+		ueid_msg(&nb, 0x1f, "RXE-VM");
+		done_msg(&nb, ends[i].type, ends[i].err);
+		(void)decoded(&nb, ends[i].want);
+	}
+	/* an error message too short for its errno, and an empty datagram */
 	nb.len = 0;
 	msg_begin(&nb, NLMSG_ERROR, 0, 0);
 	nb.len = NLMSG_HDRLEN;
 	msg_end(&nb);
-	assert_int_equal(parse_ueids(&nb, &t), SMCR_GENL_FAIL);
-	assert_int_equal(smcr_genl_parse(nb.b, 0, smcr_genl_ueid_msg, &t),
-			 SMCR_GENL_FAIL);
+	(void)decoded(&nb, SMCR_GENL_FAIL);
+	nb.len = 0;
+	(void)decoded(&nb, SMCR_GENL_FAIL);
 }
 
 /* Lengths that lie: nothing is read past the datagram, the message or the attribute. */
@@ -190,13 +202,13 @@ static void test_hostile(void **state)
 {
 	struct smcr_genl_ueids t;
 	struct nlbuf nb = {.len = 0};
+	uint16_t big = 200;
 	uint32_t n;
 
 	(void)state;
 	ueid_msg(&nb, 0x1f, "RXE-VM");
 	done_msg(&nb, NLMSG_DONE, 0);
-	/* every cut of the datagram: no over-read (ASan build), never DONE before the end
-	 */
+	/* every cut: no over-read (the ASan build), never DONE before the end */
 	for (size_t cut = 0; cut < nb.len; cut++) {
 		memset(&t, 0, sizeof(t));
 		assert_int_not_equal(smcr_genl_parse(nb.b, cut, smcr_genl_ueid_msg, &t),
@@ -205,28 +217,21 @@ static void test_hostile(void **state)
 	/* a message longer than the datagram, or shorter than its header */
 	n = (uint32_t)nb.len + 4;
 	memcpy(nb.b, &n, sizeof(n));
-	assert_int_equal(parse_ueids(&nb, &t), SMCR_GENL_FAIL);
+	(void)decoded(&nb, SMCR_GENL_FAIL);
 	n = NLMSG_HDRLEN - 1;
 	memcpy(nb.b, &n, sizeof(n));
-	assert_int_equal(parse_ueids(&nb, &t), SMCR_GENL_FAIL);
+	(void)decoded(&nb, SMCR_GENL_FAIL);
 
-	/* an attribute longer than its message: the entry is not taken, the rest goes on
-	 */
+	/* an attribute longer than its message: not taken, the next message still read */
 	nb.len = 0;
 	msg_begin(&nb, 0x1f, NLM_F_MULTI, SMC_NETLINK_DUMP_UEID);
 	attr(&nb, SMC_NLA_EID_TABLE_ENTRY, "RXE-VM", 7);
 	msg_end(&nb);
-	{
-		uint16_t big = 200;
-
-		memcpy(nb.b + NLMSG_HDRLEN + GENL_HDRLEN, &big, sizeof(big));
-	}
+	memcpy(nb.b + NLMSG_HDRLEN + GENL_HDRLEN, &big, sizeof(big));
 	ueid_msg(&nb, 0x1f, "NEXT");
 	done_msg(&nb, NLMSG_DONE, 0);
-	memset(&t, 0, sizeof(t));
-	assert_int_equal(parse_ueids(&nb, &t), SMCR_GENL_DONE);
-	assert_int_equal(t.n, 1);
-	assert_memory_equal(t.eid[0], EID("NEXT"), SMCR_CLC_EID_LEN);
+	t = decoded(&nb, SMCR_GENL_DONE);
+	assert_eids(&t, 1, 0, EID("NEXT"));
 }
 
 /* What the kernel would never store is not taken: bad characters, empty, too long. */
@@ -246,17 +251,14 @@ static void test_entries(void **state)
 	attr(&nb, SMC_NLA_EID_TABLE_ENTRY, long_eid, sizeof(long_eid));
 	attr(&nb, SMC_NLA_EID_TABLE_ENTRY, "NO-NUL", 6); /* cut at the attribute's end */
 	attr(&nb, SMC_NLA_EID_TABLE_UNSPEC, "IGNORED", 8);
-	attr(&nb, SMC_NLA_EID_TABLE_ENTRY | NLA_F_NESTED, "FLAGGED",
-	     8); /* type without flags */
+	/* the type without its flags */
+	attr(&nb, SMC_NLA_EID_TABLE_ENTRY | NLA_F_NESTED, "FLAGGED", 8);
 	msg_end(&nb);
 	ueid_msg(&nb, 0x1f, "NO-NUL"); /* twice: kept once */
 	done_msg(&nb, NLMSG_DONE, 0);
-	memset(&t, 0, sizeof(t));
-	assert_int_equal(parse_ueids(&nb, &t), SMCR_GENL_DONE);
-	assert_int_equal(t.bad, 4);
-	assert_int_equal(t.n, 2);
+	t = decoded(&nb, SMCR_GENL_DONE);
+	assert_eids(&t, 2, 4, EID("FLAGGED"));
 	assert_memory_equal(t.eid[0], EID("NO-NUL"), SMCR_CLC_EID_LEN);
-	assert_memory_equal(t.eid[1], EID("FLAGGED"), SMCR_CLC_EID_LEN);
 
 	/* more entries than a Proposal carries: the first 8 */
 	nb.len = 0;
@@ -267,24 +269,8 @@ static void test_entries(void **state)
 		ueid_msg(&nb, 0x1f, e);
 	}
 	done_msg(&nb, NLMSG_DONE, 0);
-	memset(&t, 0, sizeof(t));
-	assert_int_equal(parse_ueids(&nb, &t), SMCR_GENL_DONE);
-	assert_int_equal(t.n, SMCR_CLC_MAX_EIDS);
-	assert_memory_equal(t.eid[7], EID("E7"), SMCR_CLC_EID_LEN);
-}
-
-static size_t load(const char *name, uint8_t *buf, size_t cap)
-{
-	char path[512];
-	FILE *f;
-	size_t n;
-
-	snprintf(path, sizeof(path), "%s/%s", SMCR_TESTDATA_DIR, name);
-	f = fopen(path, "rb");
-	assert_non_null(f);
-	n = fread(buf, 1, cap, f);
-	fclose(f);
-	return n;
+	t = decoded(&nb, SMCR_GENL_DONE);
+	assert_eids(&t, SMCR_CLC_MAX_EIDS, 0, EID("E7"));
 }
 
 /*
@@ -301,24 +287,22 @@ static void test_kernel_capture(void **state)
 	size_t n;
 
 	(void)state;
-	n = load("genl-family-dump-1.bin", buf, sizeof(buf));
+	n = load_bin("genl-family-dump-1.bin", buf, sizeof(buf));
 	assert_int_equal(smcr_genl_parse(buf, n, smcr_genl_family_msg, &f),
 			 SMCR_GENL_MORE);
-	n = load("genl-family-dump-2.bin", buf, sizeof(buf));
+	n = load_bin("genl-family-dump-2.bin", buf, sizeof(buf));
 	assert_int_equal(smcr_genl_parse(buf, n, smcr_genl_family_msg, &f),
 			 SMCR_GENL_DONE);
 	assert_int_equal(f.id, 35);
 
 	memset(&t, 0, sizeof(t));
-	n = load("genl-ueid-dump-1.bin", buf, sizeof(buf));
+	n = load_bin("genl-ueid-dump-1.bin", buf, sizeof(buf));
 	memcpy(&type, buf + offsetof(struct nlmsghdr, nlmsg_type), sizeof(type));
 	assert_int_equal(type, f.id);
 	assert_int_equal(smcr_genl_parse(buf, n, smcr_genl_ueid_msg, &t), SMCR_GENL_MORE);
-	n = load("genl-ueid-dump-2.bin", buf, sizeof(buf));
+	n = load_bin("genl-ueid-dump-2.bin", buf, sizeof(buf));
 	assert_int_equal(smcr_genl_parse(buf, n, smcr_genl_ueid_msg, &t), SMCR_GENL_DONE);
-	assert_int_equal(t.n, 1);
-	assert_int_equal(t.bad, 0);
-	assert_memory_equal(t.eid[0], EID("RXE-VM"), SMCR_CLC_EID_LEN);
+	assert_eids(&t, 1, 0, EID("RXE-VM"));
 }
 
 /* The controller's family list: the id of the family whose message names it. */
