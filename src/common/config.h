@@ -27,12 +27,14 @@
  *                  [fd77::/64]:5201; an address alone is one host)
  *   SMCR_PEERS_DENY  the same syntax; never propose to these (wins over
  *                  SMCR_PEERS).  A bad entry here turns SMCR_PEERS off.
- *   SMCR_UEID      user EIDs for SMC-Rv2, EID[,EID...] (up to 7): what the
- *                  kernel's UEID table holds (smcr ueid add), so that a
- *                  Linux AF_SMC peer and we find a common EID.  Upper-cased
- *                  as smc-tools does; A-Z 0-9 . - only, 1..32 characters,
- *                  blank padded on the wire.  Our own EID for smcr peers
- *                  (SMCR-USERSPACE-VERBS) is always offered after them.
+ *   SMCR_UEID      user EIDs for SMC-Rv2, EID[,EID...] (up to 7), offered
+ *                  first, before the kernel's own UEID table (smcr ueid
+ *                  add), which is read by itself (smcr/eid.h): needed only
+ *                  for a peer whose EID that table lacks.  Upper-cased as
+ *                  smc-tools does; A-Z 0-9 . - only, 1..32 characters, blank
+ *                  padded on the wire.  Our own EID for smcr peers
+ *                  (SMCR-USERSPACE-VERBS) is always offered last.
+ *   SMCR_KERNEL_UEID  0 = do not read the kernel's UEID table (default: 1)
  *   SMCR_TESTLINK_TIME  seconds an SMC-R link may be idle before we send it
  *                  LLC TEST LINK, and wait for the answer before the link
  *                  group is given up (1..86400, default 30, as the kernel's
@@ -96,6 +98,7 @@ struct smcr_config {
 	struct smcr_config_cidr deny[SMCR_CONFIG_MAX_PEERS];
 	unsigned n_ueids;             /* SMCR_UEID */
 	char ueid[SMCR_CONFIG_MAX_UEIDS][SMCR_CONFIG_EID_LEN]; /* blank padded, no NUL */
+	bool kernel_ueid;             /* SMCR_KERNEL_UEID */
 	unsigned n_problems;
 	char problems[SMCR_CONFIG_MAX_PROBLEMS][SMCR_CONFIG_PROBLEM_LEN];
 };

@@ -22,7 +22,6 @@
 #include <link.h>
 #include <arpa/inet.h>
 #include <ifaddrs.h>
-#include <linux/genetlink.h>
 #include <linux/netlink.h>
 #include <linux/smc.h>
 #include <net/if.h>
@@ -38,6 +37,8 @@
 #include "common/guard.h"
 #include "common/log.h"
 #include "common/real.h"
+#include "smcr/eid.h"
+#include "smcr/genl.h"
 #include "smcr/sys.h"
 
 /* QP attributes as the kernel's SMC-R uses them (smc-r-protocol.md §4.2). */
@@ -498,102 +499,20 @@ struct pnet_table {
 	unsigned n;
 };
 
-#define NLA_DATA_(a) ((const char *)(a) + NLA_HDRLEN)
-
-/* One generic netlink request, then each reply message's attributes to cb.  0 or -1. */
-static int genl_talk(int fd, uint16_t type, uint8_t cmd, uint16_t flags, const char *name,
-		     void (*cb)(const struct nlattr *a, int len, void *arg), void *arg)
-{
-	struct {
-		struct nlmsghdr nlh;
-		struct genlmsghdr g;
-		char attrs[64];
-	} r;
-	char *buf = malloc(32768);
-	int rc = -1;
-
-	if (!buf)
-		return -1;
-	memset(&r, 0, sizeof(r));
-	r.nlh.nlmsg_len = NLMSG_LENGTH(GENL_HDRLEN);
-	r.nlh.nlmsg_type = type;
-	r.nlh.nlmsg_flags = (uint16_t)(NLM_F_REQUEST | flags);
-	r.g.cmd = cmd;
-	r.g.version = 1;
-	if (name) {
-		struct nlattr *a = (struct nlattr *)(void *)r.attrs;
-
-		a->nla_type = CTRL_ATTR_FAMILY_NAME;
-		a->nla_len = (uint16_t)(NLA_HDRLEN + strlen(name) + 1);
-		memcpy(r.attrs + NLA_HDRLEN, name, strlen(name) + 1);
-		r.nlh.nlmsg_len += NLA_ALIGN(a->nla_len);
-	}
-	if (smcr_real.send(fd, &r, r.nlh.nlmsg_len, 0) < 0)
-		goto out;
-	for (;;) {
-		ssize_t n = smcr_real.recv(fd, buf, 32768, 0);
-
-		if (n <= 0)
-			goto out;
-		for (struct nlmsghdr *h = (struct nlmsghdr *)(void *)buf; NLMSG_OK(h, (size_t)n);
-		     h = NLMSG_NEXT(h, n)) {
-			if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
-				rc = h->nlmsg_type == NLMSG_DONE ||
-						     !((struct nlmsgerr *)NLMSG_DATA(h))->error
-					     ? 0
-					     : -1;
-				goto out;
-			}
-			if (h->nlmsg_len < NLMSG_LENGTH(GENL_HDRLEN))
-				continue;
-			cb((const struct nlattr *)(const void *)((char *)NLMSG_DATA(h) + GENL_HDRLEN),
-			   (int)(h->nlmsg_len - NLMSG_LENGTH(GENL_HDRLEN)), arg);
-			if (!(h->nlmsg_flags & NLM_F_MULTI)) {
-				rc = 0;
-				goto out;
-			}
-		}
-	}
-out:
-	free(buf);
-	return rc;
-}
-
-#define NLA_OK_(a, len) ((len) >= (int)NLA_HDRLEN && (a)->nla_len >= NLA_HDRLEN && \
-			 (int)(a)->nla_len <= (len))
-#define NLA_NEXT_(a, len) ((len) -= NLA_ALIGN((a)->nla_len), \
-			   (const struct nlattr *)(const void *)((const char *)(a) + NLA_ALIGN((a)->nla_len)))
-
-static void family_cb(const struct nlattr *a, int len, void *arg)
-{
-	for (; NLA_OK_(a, len); a = NLA_NEXT_(a, len))
-		if ((a->nla_type & NLA_TYPE_MASK) == CTRL_ATTR_FAMILY_ID &&
-		    a->nla_len >= NLA_HDRLEN + sizeof(uint16_t))
-			memcpy(arg, NLA_DATA_(a), sizeof(uint16_t));
-}
-
-/* A string attribute into out[cap], NUL-terminated. */
-static void nla_str(const struct nlattr *a, char *out, size_t cap)
-{
-	size_t n = a->nla_len - NLA_HDRLEN;
-
-	if (n >= cap)
-		n = cap - 1;
-	memcpy(out, NLA_DATA_(a), n);
-	out[n] = '\0';
-}
-
-static void pnet_cb(const struct nlattr *a, int len, void *arg)
+static void pnet_msg(const uint8_t *attrs, size_t len, void *arg)
 {
 	struct pnet_table *t = arg;
 	struct pnet_entry e;
+	const uint8_t *data;
+	uint16_t type;
+	size_t dlen;
 
 	memset(&e, 0, sizeof(e));
-	for (; NLA_OK_(a, len); a = NLA_NEXT_(a, len)) {
-		if ((a->nla_type & NLA_TYPE_MASK) == SMC_PNETID_NAME)
-			nla_str(a, e.pnetid, sizeof(e.pnetid));
-		else if ((a->nla_type & NLA_TYPE_MASK) == SMC_PNETID_IBNAME)
-			nla_str(a, e.ibname, sizeof(e.ibname));
+	while (smcr_genl_attr(&attrs, &len, &type, &data, &dlen)) {
+		if (type == SMC_PNETID_NAME)
+			smcr_genl_str(data, dlen, e.pnetid, sizeof(e.pnetid));
+		else if (type == SMC_PNETID_IBNAME)
+			smcr_genl_str(data, dlen, e.ibname, sizeof(e.ibname));
 	}
 	if (e.ibname[0] && e.pnetid[0] && t->n < PNET_MAX)
 		t->e[t->n++] = e;
@@ -606,19 +525,16 @@ static void pnet_cb(const struct nlattr *a, int len, void *arg)
  */
 static void pnet_read(struct pnet_table *t)
 {
-	struct timeval tv = { .tv_sec = 1 };
-	uint16_t id = 0;
-	int fd;
+	int fd = smcr_genl_open(1000);
+	uint16_t id;
 
 	t->n = 0;
-	fd = smcr_real.socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
 	if (fd < 0)
 		return;
-	(void)smcr_real.setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (genl_talk(fd, GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 0, SMCR_GENL_FAMILY_NAME, family_cb,
-		      &id) == 0 && id)
-		(void)genl_talk(fd, id, SMC_PNETID_GET, NLM_F_DUMP, NULL, pnet_cb, t);
-	smcr_sys_close(fd);
+	id = smcr_genl_family(fd, SMCR_GENL_FAMILY_NAME);
+	if (id)
+		(void)smcr_genl_talk(fd, id, SMC_PNETID_GET, NLM_F_DUMP, pnet_msg, t);
+	smcr_genl_close(fd);
 }
 
 static const char *pnet_of(const struct pnet_table *t, const char *ibname)
@@ -838,6 +754,13 @@ static void *prep_thread(void *arg)
 
 	(void)arg;
 	smcr_guard_enter(); /* libibverbs' own calls pass our wrappers untouched */
+	/*
+	 * First the kernel's UEID table, which every SMC-Rv2 handshake needs (a
+	 * client's Proposal leaves before libibverbs is loaded).  Not under
+	 * prep_mu: a fork takes both locks (atfork), so nobody may hold one
+	 * while waiting for the other.
+	 */
+	smcr_eid_prefetch();
 	pthread_mutex_lock(&prep_mu);
 	if (load_verbs() == 0) {
 		/* the first device list loads every provider library: the slow part */

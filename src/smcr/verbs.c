@@ -12,16 +12,17 @@
  *                   index and MAC (ibsys.h): no libibverbs, nothing opened.
  *   client_propose  Proposal: SMC-Rv2 release 1 with our peer id (per-process
  *                   instance + MAC), RoCE v2 GID and MAC, the user EIDs of
- *                   SMCR_UEID (the kernel's UEID table) and then our own
- *                   "SMCR-USERSPACE-VERBS"; max_conns 255, max_links 2 as a
- *                   Linux client (a server's ADD LINK is taken if we have a
- *                   second device towards its new GID, else rejected as a
- *                   Linux client with no alternate path does: lgr.h); no
- *                   resources yet (the server decides first contact, as in
- *                   the kernel).  Once it is sent, the client opens that
- *                   port and makes a QP while the Accept is on its way
- *                   (open_ahead); verbs must see the GID where sysfs did,
- *                   else the Accept is declined NOSMCRDEV, never confirmed.
+ *                   SMCR_UEID and of the kernel's UEID table and then our
+ *                   own "SMCR-USERSPACE-VERBS" (eid.h); max_conns 255,
+ *                   max_links 2 as a Linux client (a server's ADD LINK is
+ *                   taken if we have a second device towards its new GID,
+ *                   else rejected as a Linux client with no alternate path
+ *                   does: lgr.h); no resources yet (the server decides
+ *                   first contact, as in the kernel).  Once it is sent, the
+ *                   client opens that port and makes a QP while the Accept
+ *                   is on its way (open_ahead); verbs must see the GID where
+ *                   sysfs did, else the Accept is declined NOSMCRDEV, never
+ *                   confirmed.
  * EIDs, as the kernel (smc_clc_match_eid): the server takes the first of
  * the client's EIDs that is in its table and names it in the Accept; the
  * client and the Confirm repeat it.  Release, max_conns and max_links are
@@ -93,9 +94,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/config.h"
 #include "common/log.h"
 #include "common/real.h"
+#include "smcr/eid.h"
 #include "smcr/ib.h"
 #include "smcr/lgr.h"
 #include "smcr/llc.h"
@@ -109,7 +110,7 @@
 #define VERBS_FIN_GRACE_MS 2000 /* a FIN and no closing CDC, no probe answer: dead */
 #define VERBS_GONE_POLL_MS 50   /* peer_gone's poll() at least this often while CDCs flow */
 
-/* Our own EID, offered after SMCR_UEID's: two smcr ends always share it. */
+/* Our own EID, offered after SMCR_UEID's and the kernel's: two smcr ends always share it. */
 static const char verbs_ueid[SMCR_CLC_EID_LEN + 1] = "SMCR-USERSPACE-VERBS            ";
 #define VERBS_RELEASE 1          /* SMC-Rv2.1: max_conns/max_links negotiated */
 #define VERBS_CLIENT_MAX_LINKS 2 /* as a Linux client: invites ADD LINK (lgr_llc.c) */
@@ -351,18 +352,10 @@ static int connect_qp(struct smcr_xconn *xc, const struct smcr_clc_accept *a)
 	return smcr_lgr_connect(xc->lgr, &peer) ? SMCR_CLC_DECL_ERR_RDYLNK : 0;
 }
 
-/* Our EID table: SMCR_UEID's, then our own.  Returns the count. */
+/* Our EIDs (eid.h): SMCR_UEID's, the kernel's UEID table's, then our own. */
 static unsigned own_eids(uint8_t out[SMCR_CLC_MAX_EIDS][SMCR_CLC_EID_LEN])
 {
-	const struct smcr_config *cfg = smcr_config_get();
-	unsigned n = 0;
-
-	_Static_assert(SMCR_CONFIG_EID_LEN == SMCR_CLC_EID_LEN, "EID sizes");
-	_Static_assert(SMCR_CONFIG_MAX_UEIDS < SMCR_CLC_MAX_EIDS, "room for our own EID");
-	for (unsigned i = 0; i < cfg->n_ueids; i++)
-		memcpy(out[n++], cfg->ueid[i], SMCR_CLC_EID_LEN);
-	memcpy(out[n++], verbs_ueid, SMCR_CLC_EID_LEN);
-	return n;
+	return smcr_eid_list((const uint8_t *)verbs_ueid, out);
 }
 
 static bool eid_known(const uint8_t eid[SMCR_CLC_EID_LEN])
@@ -540,8 +533,10 @@ static int verbs_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg 
 	fill_accept(xc, acc, SMCR_CLC_ACCEPT);
 	t2 = smcr_sys_now_ns();
 	/* a Linux client waits 6 s for the Accept (issue 7: first contact on a loaded host) */
-	smcr_dbg("verbs: Accept (%s) ready: device open %lld us, group %lld us, buffers %lld us",
-		 xc->first_contact ? "first contact" : "group reused",
+	smcr_dbg("verbs: Accept (%s, EID %.*s) ready: device open %lld us, group %lld us, "
+		 "buffers %lld us",
+		 xc->first_contact ? "first contact" : "group reused", smcr_eid_len(xc->eid),
+		 (const char *)xc->eid,
 		 (long long)(xc->open_ns / 1000), (long long)((t1 - t0) / 1000),
 		 (long long)((t2 - t1) / 1000));
 	return 0;
@@ -608,8 +603,9 @@ static int verbs_client_attach(struct smcr_xconn *xc, const struct smcr_clc_msg 
 	smcr_lgr_peer_rmb(xc->lgr, &xc->lc, xc->peer_rmb.rkey, xc->peer_rmb.addr);
 	fill_accept(xc, conf, SMCR_CLC_CONFIRM);
 	*peer_ring_size = xc->peer_rmb.size;
-	smcr_dbg("verbs: Confirm (%s) ready in %lld us",
-		 acc->hdr.flag ? "first contact" : "group reused",
+	smcr_dbg("verbs: Confirm (%s, EID %.*s) ready in %lld us",
+		 acc->hdr.flag ? "first contact" : "group reused", smcr_eid_len(xc->eid),
+		 (const char *)xc->eid,
 		 (long long)((smcr_sys_now_ns() - t0) / 1000));
 	return 0;
 }

@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
  * Writes valid CLC, LLC and CDC messages of every form into a directory, as
- * fuzzer seeds next to the kernel captures: gen_seeds clc|llc|cdc DIR.
+ * fuzzer seeds next to the kernel captures: gen_seeds clc|llc|cdc|genl DIR.
+ * For genl (netlink replies) only the ends of a reply: the kernel's captured
+ * dumps (tests/data/kernel-smcr/genl-*.bin) are the seeds with content.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <linux/netlink.h>
 
 #include "smcr/cdc.h"
 #include "smcr/clc.h"
@@ -135,10 +139,30 @@ static void gen_cdc(void)
 	write_seed("cdc", b, sizeof(b));
 }
 
+/* NLMSG_DONE (a dump's end, 0 or its error) and NLMSG_ERROR (an errno, or 0: an ack). */
+static void gen_genl(void)
+{
+	static const int32_t errs[] = { 0, -1 };
+	struct {
+		struct nlmsghdr h;
+		int32_t err;
+	} m;
+
+	for (unsigned t = 0; t < 2; t++)
+		for (unsigned e = 0; e < 2; e++) {
+			memset(&m, 0, sizeof(m));
+			m.h.nlmsg_len = sizeof(m);
+			m.h.nlmsg_type = t ? NLMSG_ERROR : NLMSG_DONE;
+			m.h.nlmsg_flags = NLM_F_MULTI;
+			m.err = errs[e];
+			write_seed("genl", &m, sizeof(m));
+		}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
-		fprintf(stderr, "usage: gen_seeds clc|llc|cdc DIR\n");
+		fprintf(stderr, "usage: gen_seeds clc|llc|cdc|genl DIR\n");
 		return 2;
 	}
 	out_dir = argv[2];
@@ -148,6 +172,8 @@ int main(int argc, char **argv)
 		gen_llc();
 	else if (strcmp(argv[1], "cdc") == 0)
 		gen_cdc();
+	else if (strcmp(argv[1], "genl") == 0)
+		gen_genl();
 	else
 		return 2;
 	return 0;

@@ -35,8 +35,13 @@
 #       (its wake-ups while idle are bounded by the LLC requests, not by the time);
 #   (h) tshark decodes the CLC v2 Proposal/Accept/Confirm of smcr<->smcr, smcr ->
 #       kernel and kernel -> smcr with no malformed or warning mark, and SMC's option
-#       in every SYN and SYN-ACK.
-# KERNEL_ONLY=testlink,tshark runs just (g) and (h); KERNEL_LOGS=DIR keeps the logs.
+#       in every SYN and SYN-ACK;
+#   (i) no SMCR_UEID at all (issue 7: nothing configured on either side): smcr reads
+#       the kernel's UEID table itself, a short echo each way runs over SMC-Rv2 with
+#       the EID RXE-VM (smcr's log), as smc_diag, smcr-stat and the kernel's v2
+#       success counters say (on main before the table was read: TCP fallbacks).
+# KERNEL_ONLY=testlink,tshark runs just (g) and (h) (noueid: (i)); KERNEL_LOGS=DIR keeps
+# the logs.
 # Prints one line per check and "N passed, N failed"; exit 0 only if all passed.
 set -u
 build=${1:?usage: kernel.sh BUILD_DIR PATH/TO/smc_echo [MIB]}
@@ -57,12 +62,14 @@ fi
 source "$(dirname -- "${BASH_SOURCE[0]}")/case_lib.sh"
 logs=${KERNEL_LOGS:-$(mktemp -d)}; mkdir -p "$logs"
 cp "$(dirname -- "${BASH_SOURCE[0]}")/echo_lib.py" "$logs/" # client.py imports it
-# live_record PID: "mode link_group" of PID's first live connection in smcr-stat --json
+# live_record PID [STATE]: the mode of PID's first live connection in smcr-stat --json
+# (STATE: a grep pattern for its state instead, '[a-z]*' for any: a short echo closes
+# before it is read)
 live_record() {
     local i out
     for ((i = 0; i < 100; i++)); do
         out=$("$stat_tool" --json -p "$1" 2>/dev/null | tr -d '\n' |
-            grep -o '"state": "live", "mode": "[^"]*"' | head -n1 | sed -E 's/.*"mode": "([^"]*)"/\1/')
+            grep -o "\"state\": \"${2:-live}\", \"mode\": \"[^\"]*\"" | head -n1 | sed -E 's/.*"mode": "([^"]*)"/\1/')
         [[ -n $out ]] && { echo "$out"; return; }
         sleep 0.2
     done
@@ -363,6 +370,80 @@ case_tshark() {
     diff "$logs/h-accept-smcr.txt" "$logs/h-accept-kernel.txt" | grep '^[<>]' | sed 's/^/    | /'
 }
 
+# ------------------------------- (i) no SMCR_UEID: smcr reads the kernel's UEID table ----
+# Every other case sets SMCR_UEID=RXE-VM; here nothing is set on either side. smcr must
+# read the kernel's table (RXE-VM, `rxe-vm-smc ueid`) over generic netlink, offer it as a
+# client and find it in the kernel client's Proposal as a server. SMC-Rv2, not a fallback:
+# the kernel's smc_diag (SMC-R on its device), smcr-stat (smc-r), the kernel's
+# smcr_{server,client}_v2_success counters (+1), and smcr's log (the table read, the
+# Confirm or Accept naming EID RXE-VM). The smcr program keeps its side open until its
+# smcr-stat record is read (a flag file; a short echo is over before a loaded guest's
+# ps and smcr-stat find it).
+# noueid_end NAME DIRECTION SMCR_JOB CLIENT_JOB SERVER_JOB COUNTER K0 GOT WANT SMCR_LOG
+#            KERNEL_LOG IBDEV CLC
+# The smcr program's record (then $logs/NAME.read lets it end), both jobs' ends, the
+# kernel's COUNTER against K0, and the checks: file GOT equal to WANT, the kernel's
+# smc_diag SMC-R on IBDEV, smcr-stat smc-r, and in smcr's log the table and the CLC
+# (Confirm or Accept) with EID RXE-VM.
+noueid_end() {
+    local name=$1 dir=$2 sjob=$3 cjob=$4 srvjob=$5 counter=$6 k0=$7 got=$8 want=$9
+    local slog=${10} klog=${11} ibdev=${12} clc=${13} rec rc=0 k1 ok=1 what diag table msg
+    rec=$(live_record "$(child_of "$sjob")" '[a-z]*')
+    touch "$logs/$name.read"
+    wait "$cjob" || rc=$?
+    wait "$srvjob"
+    k1=$(kstat "$counter")
+    diag=$(grep -m1 -oE 'mode=[^ ]*( ibdev=[a-z0-9]*| reason=[0-9a-fx]*)?' "$klog")
+    table=$(grep -m1 -o "the kernel's user EID table: [^(]*" "$slog")
+    msg=$(grep -m1 -o "$clc (first contact, EID [^)]*)" "$slog")
+    [[ $rc == 0 && $(sha "$got") == $(sha "$want") ]] && what="echo intact" ||
+        { ok=0; what="echo broken (client exit $rc)"; }
+    [[ $diag == "mode=SMC-R ibdev=$ibdev" && $rec == smc-r && $((k1 - k0)) -ge 1 &&
+        $table == "the kernel's user EID table: RXE-VM " &&
+        $msg == "$clc (first contact, EID RXE-VM)" ]] || ok=0
+    what+=", kernel smc_diag ${diag:-none}, smcr-stat $rec, $counter $k0 -> $k1;"
+    what+=" smcr's log: ${table% }, $msg"
+    if [[ $ok == 1 ]]; then
+        pass "$name: no SMCR_UEID (kernel: ueid $ktable), $dir over SMC-Rv2: $what"
+    else
+        fail "$name: no SMCR_UEID (kernel: ueid $ktable), $dir: $what"
+        show "$slog" smcr 8; show "$klog" kernel 3
+    fi
+}
+case_noueid() {
+    local kpid spid cpid k0s k0c ktable t0=$SECONDS
+    ktable=$(rxe-vm-smc show 2>&1 | awk '$1 == "ueid" { printf "%s%s", s, $2; s = " " }')
+    head -c 4096 /dev/urandom > "$logs/i.data"
+    "$ksmc" pattern 4096 > "$logs/i.pattern"
+    k0s=$(kstat smcr_server_v2_success) k0c=$(kstat smcr_client_v2_success)
+    # both servers at once: the kernel's for (i1) and smcr's for (i2), whose smc_run start
+    # (seconds in a loaded guest) overlaps (i1)
+    timeout 120 "$ksmc" server "$B" 7831 4096 > "$logs/i1.srv" 2>&1 &
+    kpid=$!
+    env -u SMCR_UEID timeout 180 "$smc_run" -d socat -t 60 -T 60 \
+        "TCP4-LISTEN:7832,bind=$B,reuseaddr" \
+        SYSTEM:"tee $logs/i2.recv; while [ ! -e $logs/i2.read ]; do sleep 0.2; done" \
+        > "$logs/i2.srv" 2>&1 &
+    spid=$!
+    # (i1) smcr client -> kernel server
+    wait_listening 7831 || echo "    (kernel server not listening)"
+    { cat "$logs/i.data"; while [[ ! -e $logs/i1.read ]]; do sleep 0.2; done; } |
+        env -u SMCR_UEID timeout 120 "$smc_run" -d socat -t 60 - "TCP4:$B:7831,bind=$A,$retry" \
+            > "$logs/i1.out" 2> "$logs/i1.cli" &
+    cpid=$!
+    noueid_end i1 "smcr client -> kernel server" "$cpid" "$cpid" "$kpid" \
+        smcr_server_v2_success "$k0s" "$logs/i1.out" "$logs/i.data" "$logs/i1.cli" \
+        "$logs/i1.srv" rxe1 Confirm
+    # (i2) kernel client -> smcr server
+    wait_listening 7832 || echo "    (smcr server not listening)"
+    timeout 120 "$ksmc" client "$B" 7832 4096 "$A" > "$logs/i2.cli" 2>&1 &
+    cpid=$!
+    noueid_end i2 "kernel client -> smcr server" "$spid" "$cpid" "$spid" \
+        smcr_client_v2_success "$k0c" "$logs/i2.recv" "$logs/i.pattern" "$logs/i2.srv" \
+        "$logs/i2.cli" rxe0 Accept
+    echo "    (i) took $((SECONDS - t0)) s in the guest"
+}
+
 if [[ -n ${KERNEL_ONLY:-} ]]; then # e.g. KERNEL_ONLY=testlink,tshark: just those cases
     for c in ${KERNEL_ONLY//,/ }; do "case_$c"; done
     [[ -n ${KERNEL_LOGS:-} ]] || rm -rf "$logs"
@@ -372,6 +453,7 @@ if [[ -n ${KERNEL_ONLY:-} ]]; then # e.g. KERNEL_ONLY=testlink,tshark: just thos
 fi
 case_testlink
 case_tshark
+case_noueid # after (g) and (h): the first SMC-R programs of a boot pay its cold file cache
 
 
 dumpcap -q -i veth0 -s 160 -f '(udp port 4791 and udp[8] == 4) or (tcp[tcpflags] & (tcp-syn|tcp-rst|tcp-fin) != 0)' \

@@ -16,21 +16,7 @@
 #include <cmocka.h>
 
 #include "smcr/clc.h"
-
-static size_t load_bin(const char *name, uint8_t *buf, size_t cap)
-{
-	char path[512];
-	FILE *f;
-	size_t n;
-
-	snprintf(path, sizeof(path), "%s/%s", SMCR_TESTDATA_DIR, name);
-	f = fopen(path, "rb");
-	if (!f)
-		fail_msg("cannot open %s", path);
-	n = fread(buf, 1, cap, f);
-	fclose(f);
-	return n;
-}
+#include "testdata.h"
 
 /* Decode from an exactly sized heap copy so ASan sees any over-read. */
 static enum smcr_wire_status decode_exact(const uint8_t *bytes, size_t n, struct smcr_clc_msg *m,

@@ -107,7 +107,10 @@ static void test_every_variable(void **state)
 	assert_int_equal(cfg.n_deny, 1);
 }
 
-/* SMCR_UEID: upper-cased, blank padded, bad entries reported and skipped, at most 7. */
+/*
+ * SMCR_UEID: upper-cased, blank padded, bad entries reported and skipped, at most 7;
+ * SMCR_KERNEL_UEID: on by default.
+ */
 static void test_ueids(void **state)
 {
 	const char *env[] = { "SMCR_UEID", "rxe-vm, SMC.EID-2,,bad_eid,"
@@ -131,6 +134,12 @@ static void test_ueids(void **state)
 	assert_int_equal(cfg.ueid[6][0], 'G');
 	cfg = parse((const char *[]){ NULL });
 	assert_int_equal(cfg.n_ueids, 0);
+	assert_true(cfg.kernel_ueid); /* the kernel's table is read unless told not to */
+	cfg = parse((const char *[]){ "SMCR_KERNEL_UEID", "0", NULL });
+	assert_false(cfg.kernel_ueid);
+	cfg = parse((const char *[]){ "SMCR_KERNEL_UEID", "maybe", NULL });
+	assert_true(cfg.kernel_ueid);
+	assert_int_equal(cfg.n_problems, 1);
 }
 
 static void assert_cidr(const char *text, int family, unsigned prefix, unsigned port,

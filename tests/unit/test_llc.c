@@ -16,21 +16,7 @@
 #include <cmocka.h>
 
 #include "smcr/llc.h"
-
-static size_t load_bin(const char *name, uint8_t *buf, size_t cap)
-{
-	char path[512];
-	FILE *f;
-	size_t n;
-
-	snprintf(path, sizeof(path), "%s/%s", SMCR_TESTDATA_DIR, name);
-	f = fopen(path, "rb");
-	if (!f)
-		fail_msg("cannot open %s", path);
-	n = fread(buf, 1, cap, f);
-	fclose(f);
-	return n;
-}
+#include "testdata.h"
 
 /* Both are large (rkey arrays): keep them off the stack. */
 static struct smcr_llc_msg g_msg, g_msg2;
