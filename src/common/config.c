@@ -218,8 +218,11 @@ int smcr_config_parse_eid(const char *text, size_t len, char out[SMCR_CONFIG_EID
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)toupper((unsigned char)text[i]);
 
-		/* the kernel's UEID rule: letters, digits, '.', '-' (smc_clc_ueid_add) */
-		if (!(isupper(c) || isdigit(c) || c == '.' || c == '-'))
+		/*
+		 * The kernel's UEID rule (smc_clc_ueid_valid): letters, digits, '.',
+		 * '-', the first a letter or digit.
+		 */
+		if (!(isupper(c) || isdigit(c) || (i > 0 && (c == '.' || c == '-'))))
 			return -1;
 		out[i] = (char)c;
 	}
@@ -240,7 +243,7 @@ static void parse_ueids(struct smcr_config *cfg, const char *text)
 			break;
 		}
 		if (len > 0 && smcr_config_parse_eid(p, len, cfg->ueid[cfg->n_ueids]) < 0)
-			add_problem(cfg, "SMCR_UEID: '%.*s' is not an EID (1..32 of A-Z 0-9 . -);"
+			add_problem(cfg, "SMCR_UEID: '%.*s' is not an EID (1..32 of A-Z 0-9 . -, first A-Z 0-9);"
 				    " ignored", (int)(len > 40 ? 40 : len), p);
 		else if (len > 0)
 			cfg->n_ueids++;

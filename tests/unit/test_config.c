@@ -108,12 +108,13 @@ static void test_every_variable(void **state)
 }
 
 /*
- * SMCR_UEID: upper-cased, blank padded, bad entries reported and skipped, at most 7;
+ * SMCR_UEID: upper-cased, blank padded, bad entries (the kernel's rule: smc_clc_ueid_valid)
+ * reported and skipped, at most 7;
  * SMCR_KERNEL_UEID: on by default.
  */
 static void test_ueids(void **state)
 {
-	const char *env[] = { "SMCR_UEID", "rxe-vm, SMC.EID-2,,bad_eid,"
+	const char *env[] = { "SMCR_UEID", "rxe-vm, SMC.EID-2,,bad_eid,-LEAD,.DOT,"
 					   "0123456789ABCDEF0123456789ABCDEFX", NULL };
 	const char *many[] = { "SMCR_UEID", "A,B,C,D,E,F,G,H,I", NULL };
 	struct smcr_config cfg = parse(env);
@@ -127,7 +128,7 @@ static void test_ueids(void **state)
 	memset(want, ' ', sizeof(want));
 	memcpy(want, "SMC.EID-2", 9);
 	assert_memory_equal(cfg.ueid[1], want, sizeof(want));
-	assert_int_equal(cfg.n_problems, 2); /* '_' and 33 characters */
+	assert_int_equal(cfg.n_problems, 4); /* '_', a leading '-' or '.', 33 characters */
 	cfg = parse(many);
 	assert_int_equal(cfg.n_ueids, SMCR_CONFIG_MAX_UEIDS);
 	assert_int_equal(cfg.n_problems, 1);
