@@ -247,7 +247,15 @@ int smcr_policy_server(const struct smcr_config *cfg, const struct smcr_clc_msg 
 		       const struct smcr_transport_ops **ops)
 {
 	*ops = &smcr_shm_ops;
-	if (prop->hdr.version >= SMCR_CLC_V2 && prop->hdr.typev2 == SMCR_CLC_PATH_R) {
+	/*
+	 * SMCv1 only: we have neither a v1 RoCE device nor a v1 ISM one, and
+	 * say so as a Linux server without them does (smc_listen_find_device:
+	 * the first failure, ISM's, wins when both are offered).
+	 */
+	if (prop->hdr.version < SMCR_CLC_V2)
+		return prop->hdr.typev1 == SMCR_CLC_PATH_R ? SMCR_CLC_DECL_NOSMCRDEV
+							   : SMCR_CLC_DECL_NOSMCDDEV;
+	if (prop->hdr.typev2 == SMCR_CLC_PATH_R) {
 		*ops = smcr_policy_verbs_ops();
 		if (!*ops || cfg->transport == SMCR_CONFIG_TRANSPORT_SHM)
 			return SMCR_CLC_DECL_NOSMCRDEV;

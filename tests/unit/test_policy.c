@@ -211,11 +211,18 @@ static void test_server_choice(void **state)
 	}
 	cfg.transport = SMCR_CONFIG_TRANSPORT_SHM;
 	assert_int_equal(smcr_policy_server(&cfg, &prop, &ops), SMCR_CLC_DECL_NOSMCRDEV);
-	/* SMC-Rv1 (typev1 R, version 1) is shm's to decline */
+	/* SMCv1 only: declined as a Linux server with no v1 device declines it */
+	cfg.transport = SMCR_CONFIG_TRANSPORT_AUTO;
 	prop.hdr.version = 1;
 	prop.hdr.typev1 = SMCR_CLC_PATH_R;
-	assert_int_equal(smcr_policy_server(&cfg, &prop, &ops), 0);
-	assert_ptr_equal(ops, &smcr_shm_ops);
+	assert_int_equal(smcr_policy_server(&cfg, &prop, &ops), SMCR_CLC_DECL_NOSMCRDEV);
+	prop.hdr.typev1 = SMCR_CLC_PATH_D;
+	assert_int_equal(smcr_policy_server(&cfg, &prop, &ops), SMCR_CLC_DECL_NOSMCDDEV);
+	prop.hdr.typev1 = SMCR_CLC_PATH_BOTH; /* ISM's failure is the one named */
+	assert_int_equal(smcr_policy_server(&cfg, &prop, &ops), SMCR_CLC_DECL_NOSMCDDEV);
+	/* an SMC-Dv2 offer with same-host SMC off */
+	prop.hdr.version = SMCR_CLC_V2;
+	prop.hdr.typev2 = SMCR_CLC_PATH_D;
 	cfg.samehost = false;
 	assert_int_equal(smcr_policy_server(&cfg, &prop, &ops), SMCR_CLC_DECL_NOSMCD2DEV);
 }
