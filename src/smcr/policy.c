@@ -255,7 +255,13 @@ int smcr_policy_server(const struct smcr_config *cfg, const struct smcr_clc_msg 
 	if (prop->hdr.version < SMCR_CLC_V2)
 		return prop->hdr.typev1 == SMCR_CLC_PATH_R ? SMCR_CLC_DECL_NOSMCRDEV
 							   : SMCR_CLC_DECL_NOSMCDDEV;
-	if (prop->hdr.typev2 == SMCR_CLC_PATH_R) {
+	/*
+	 * SMC-Rv2, alone or beside an SMC-Dv2 offer that is not a same-host
+	 * smcr client's (a Linux host with ISM, as IBM Z has, offers both: its
+	 * server tries ISM, then RoCE; we have no ISM, so RoCE).
+	 */
+	if (prop->hdr.typev2 == SMCR_CLC_PATH_R ||
+	    (prop->hdr.typev2 == SMCR_CLC_PATH_BOTH && !smcr_shm_offer_is_ours(prop))) {
 		*ops = smcr_policy_verbs_ops();
 		if (!*ops || cfg->transport == SMCR_CONFIG_TRANSPORT_SHM)
 			return SMCR_CLC_DECL_NOSMCRDEV;

@@ -840,7 +840,7 @@ static bool offers_rendezvous(const struct smcr_clc_proposal *p)
 	return p->ism_gid_cnt >= 2 && p->ism_gids[1].chid == SHM_CHID;
 }
 
-static bool offer_is_ours(const struct smcr_clc_msg *prop)
+bool smcr_shm_offer_is_ours(const struct smcr_clc_msg *prop)
 {
 	const struct smcr_clc_proposal *p = &prop->proposal;
 
@@ -915,7 +915,7 @@ static int shm_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg *p
 	const struct smcr_clc_proposal *p = &prop->proposal;
 	int rc;
 
-	if (!offer_is_ours(prop))
+	if (!smcr_shm_offer_is_ours(prop))
 		return SMCR_CLC_DECL_NOSMCD2DEV;
 	get_secret(xc->peer_secret, p->ism_gid, p->ism_gids[0].gid);
 	xc->peer_pid = (pid_t)smcr_get_be32(p->peer_id);

@@ -10,6 +10,12 @@
 
 #include "smcr/transport.h"
 
+/*
+ * Is this Proposal an smcr same-host client's (SMC-Dv2 with our EID and
+ * CHID)?  The policy routes an SMC-Dv2 + SMC-Rv2 offer that is not to SMC-R.
+ */
+bool smcr_shm_offer_is_ours(const struct smcr_clc_msg *prop);
+
 /* Tests only: regions waiting in this process's pool. */
 unsigned smcr_shm_test_pool_size(void);
 

@@ -199,16 +199,34 @@ static void test_server_choice(void **state)
 	prop.hdr.typev2 = SMCR_CLC_PATH_D; /* shm's form */
 	assert_int_equal(smcr_policy_server(&cfg, &prop, &ops), 0);
 	assert_ptr_equal(ops, &smcr_shm_ops);
-	prop.hdr.typev2 = SMCR_CLC_PATH_BOTH; /* shm judges it (the kernel's form) */
-	assert_int_equal(smcr_policy_server(&cfg, &prop, &ops), 0);
-	assert_ptr_equal(ops, &smcr_shm_ops);
-	prop.hdr.typev2 = SMCR_CLC_PATH_R;
-	if (smcr_policy_verbs_ops()) {
-		assert_int_equal(smcr_policy_server(&cfg, &prop, &ops), 0);
-		assert_ptr_equal(ops, smcr_policy_verbs_ops());
-	} else {
-		assert_int_equal(smcr_policy_server(&cfg, &prop, &ops), SMCR_CLC_DECL_NOSMCRDEV);
+	/*
+	 * SMC-Rv2 alone, or beside an SMC-Dv2 offer that is no same-host smcr
+	 * client's (a Linux host with ISM offers both): SMC-R's.
+	 */
+	for (int both = 0; both < 2; both++) {
+		prop.hdr.typev2 = both ? SMCR_CLC_PATH_BOTH : SMCR_CLC_PATH_R;
+		if (smcr_policy_verbs_ops()) {
+			assert_int_equal(smcr_policy_server(&cfg, &prop, &ops), 0);
+			assert_ptr_equal(ops, smcr_policy_verbs_ops());
+		} else {
+			assert_int_equal(smcr_policy_server(&cfg, &prop, &ops),
+					 SMCR_CLC_DECL_NOSMCRDEV);
+		}
 	}
+	/* both, from a same-host smcr client: shm's */
+	{
+		struct smcr_xconn *xc;
+		struct smcr_clc_msg own;
+
+		assert_int_equal(smcr_shm_ops.create(-1, 16384, 1000, &xc), 0);
+		memset(&own, 0, sizeof(own));
+		assert_int_equal(smcr_shm_ops.client_propose(xc, &own), 0);
+		own.hdr.typev2 = SMCR_CLC_PATH_BOTH;
+		assert_int_equal(smcr_policy_server(&cfg, &own, &ops), 0);
+		assert_ptr_equal(ops, &smcr_shm_ops);
+		smcr_shm_ops.destroy(xc, false);
+	}
+	prop.hdr.typev2 = SMCR_CLC_PATH_R;
 	cfg.transport = SMCR_CONFIG_TRANSPORT_SHM;
 	assert_int_equal(smcr_policy_server(&cfg, &prop, &ops), SMCR_CLC_DECL_NOSMCRDEV);
 	/* SMCv1 only: declined as a Linux server with no v1 device declines it */
