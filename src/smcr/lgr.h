@@ -53,9 +53,11 @@
  *           QP on it, every buffer of the group registered on its PD, ADD LINK
  *           (the new link's MAC/GID/QPN/PSN/MTU, its link number, the v2
  *           extension and our rkey list) over the first link; the client's
- *           answer (its rkeys are not kept: each connection's CLC names the
- *           rkey of its link) brings the QP to RTS, CONFIRM LINK goes out on
- *           the new QP and its answer makes the link UP.  A reject, or no
+ *           answer (its rkeys on the new link kept for failover, as the
+ *           kernel's smc_llc_save_add_link_rkeys(); one too long to keep,
+ *           more than 11 RMBs, is taken by its head, and those RMBs'
+ *           connections cannot move) brings the QP to RTS, CONFIRM LINK goes
+ *           out on the new QP and its answer makes the link UP.  A reject, or no
  *           answer within SMCR_LGR_LLC_WAIT_MS (CONFIRM LINK: _FIRST_WAIT_MS,
  *           then DELETE LINK of that link), leaves the group single-link.
  *           Later connections go on the link with fewer connections.

@@ -18,11 +18,12 @@
  *                 group is ACTIVE, as the kernel's smc_llc_srv_add_link():
  *                 the new QP's MAC/GID/QPN/PSN/MTU, link number 2, the v2
  *                 extension and {rkey on link 1, rkey and address on link 2}
- *                 of every RMB; the answer (a positive one connects the new
- *                 QP, then CONFIRM LINK goes out on it and its answer makes
- *                 the link UP; a reject or none within 2 s, or no CONFIRM
- *                 LINK answer within 5 s, drops it: one link).  A positive
- *                 answer too long to keep is taken by its head.
+ *                 of every RMB; the answer (a positive one: its rkey list
+ *                 kept for failover, the new QP connected, then CONFIRM
+ *                 LINK goes out on it and its answer makes the link UP; a
+ *                 reject or none within 2 s, or no CONFIRM LINK answer
+ *                 within 5 s, drops it: one link).  A positive answer too
+ *                 long to keep is taken by its head (no rkey list).
  *                 Client role, SMC-Rv2, max_links 2: if the route to the
  *                 server's new GID leaves from another RDMA device of ours
  *                 (smcr_ib_port_open_alt), answered as
@@ -217,6 +218,28 @@ static void send_delete_alt(struct smcr_lgr *g)
 }
 
 /*
+ * The peer's RMBs on the second link from an ADD LINK's rkey list (a
+ * server's request, or a client's positive answer: the kernel's
+ * smc_llc_save_add_link_rkeys), each {its rkey on `link`, the one carrying
+ * the message; its rkey and address on the new link}: a connection that
+ * moves from one link to the other writes into the same RMB through its twin.
+ */
+static void note_add_link_rkeys(struct smcr_lgr *g, unsigned link,
+				const struct smcr_llc_add_link *r)
+{
+	for (unsigned i = 0; i < r->num_rkeys; i++) {
+		struct smcr_lgr_rtoken *t = smcr_lgr_rtoken_get_locked(g, link, r->rkeys[i].rkey);
+
+		if (!t)
+			continue;
+		t->rkey[1] = r->rkeys[i].rkey_new;
+		t->vaddr[1] = r->rkeys[i].vaddr_new;
+		t->has_rkey |= 2u;
+		t->has_vaddr |= 2u;
+	}
+}
+
+/*
  * Server: the first link is confirmed and a second device was reserved for
  * the group (smcr_lgr_alt_reserve): its QP, every buffer on its PD, and ADD
  * LINK to the client over the first link, as the kernel's
@@ -262,8 +285,11 @@ static void srv_add_link(struct smcr_lgr *g)
 		g->alt.since_ms = smcr_sys_now_ms();
 }
 
-/* Server: the client's answer to our ADD LINK (a response, maybe with its rkeys cut). */
-static void srv_add_link_answer(struct smcr_lgr *g, const struct smcr_llc_msg *resp)
+/*
+ * Server: the client's answer to our ADD LINK (a response, maybe with its
+ * rkeys cut: lgr.h), which came on `link`.
+ */
+static void srv_add_link_answer(struct smcr_lgr *g, unsigned link, const struct smcr_llc_msg *resp)
 {
 	const struct smcr_llc_add_link *r = &resp->add_link;
 	struct smcr_ib_qp_info peer, own;
@@ -282,7 +308,8 @@ static void srv_add_link_answer(struct smcr_lgr *g, const struct smcr_llc_msg *r
 		smcr_lgr_alt_close(g);
 		return;
 	}
-	/* the client's rkeys on the new link are not kept: each connection's CLC names its own */
+	/* the client's RMBs on the new link: a connection on it may have to move back */
+	note_add_link_rkeys(g, link, r);
 	smcr_wr_link_info(g->alt.link, &own);
 	memset(&peer, 0, sizeof(peer));
 	memcpy(peer.gid, r->gid, SMCR_IB_GID_LEN);
@@ -385,17 +412,6 @@ static int add_link(struct smcr_lgr *g, unsigned link, const struct smcr_llc_msg
 	peer.psn = r->psn;
 	peer.mtu = r->qp_mtu;
 	rc = smcr_lgr_alt_open(g, &peer, r->link_num);
-	/* the server's RMBs on the new link: {rkey on this link, rkey and address on the new} */
-	for (unsigned i = 0; !rc && i < r->num_rkeys; i++) {
-		struct smcr_lgr_rtoken *t = smcr_lgr_rtoken_get_locked(g, link, r->rkeys[i].rkey);
-
-		if (!t)
-			continue;
-		t->rkey[1] = r->rkeys[i].rkey_new;
-		t->vaddr[1] = r->rkeys[i].vaddr_new;
-		t->has_rkey |= 2u;
-		t->has_vaddr |= 2u;
-	}
 	if (rc) {
 		smcr_info("verbs: link group %u: no second link (%s)", g->id,
 			  rc == -ENODEV ? "its GID is reached through our first device" : strerror(-rc));
@@ -407,6 +423,7 @@ static int add_link(struct smcr_lgr *g, unsigned link, const struct smcr_llc_msg
 		rc = -ENOMEM;
 		goto out;
 	}
+	note_add_link_rkeys(g, link, r); /* the server's RMBs on the new link */
 	smcr_wr_link_info(g->alt.link, &own);
 	smcr_llc_add_link_v2(m, true, req->hdr.length_be, own.mac, own.gid, own.qpn, own.psn,
 			     r->link_num, own.mtu < r->qp_mtu ? own.mtu : r->qp_mtu, r->v2_direct);
@@ -553,7 +570,7 @@ void smcr_lgr_llc_handle(struct smcr_lgr *g, unsigned link, const uint8_t *raw, 
 	case SMCR_LLC_ADD_LINK:
 		if (resp) {
 			if (server)
-				srv_add_link_answer(g, &m);
+				srv_add_link_answer(g, link, &m);
 			return;
 		}
 		/* no alternate path: rejected (a v2 receiver keys on 0x40) */
