@@ -1116,11 +1116,10 @@ void smcr_lgr_alt_down_locked(struct smcr_lgr *g, const char *why, bool peer_ask
 
 	if (!g->alt.link || g->state == SMCR_LGR_DEAD)
 		return;
-	if (g->state != SMCR_LGR_ACTIVE || smcr_wr_link_error(g->link)[0] ||
-	    g->key.role != SMCR_LGR_CLIENT) {
+	if (g->state != SMCR_LGR_ACTIVE || smcr_wr_link_error(g->link)[0]) {
 		char buf[128];
 
-		/* (a server's failover is not built: the kernel's client expects its DELETE LINK) */
+		/* (the first link is gone too, or was never confirmed: nowhere to move to) */
 		snprintf(buf, sizeof(buf), "second link: %s (no failover here)", why);
 		smcr_lgr_fail_locked(g, buf);
 		return;
@@ -1153,8 +1152,13 @@ void smcr_lgr_alt_down_locked(struct smcr_lgr *g, const char *why, bool peer_ask
 	smcr_info("verbs: link group %u: second link %u down (%s): %u connection(s) move to the "
 		  "first link",
 		  g->id, g->alt.link_num, why, moved);
-	/* as the kernel's client (smcr_link_down): DELETE LINK of it, orderly, on the other */
-	if (!peer_asked && g->key.role == SMCR_LGR_CLIENT && g->alt.state == SMCR_LGR_LINK_UP)
+	/*
+	 * As the kernel (smcr_link_down): DELETE LINK of it, orderly, "lost
+	 * path", on the other; the client sends it, the server the one its
+	 * smc_llc_srv_delete_link_local() makes (the same message), whose
+	 * answer it drops (we drop every DELETE LINK answer).
+	 */
+	if (!peer_asked && g->alt.state == SMCR_LGR_LINK_UP)
 		smcr_lgr_llc_send_delete_link_one(g, g->alt.link_num, SMCR_LLC_DEL_LOST_PATH);
 	smcr_lgr_alt_close(g);
 }
@@ -1607,9 +1611,13 @@ void smcr_lgr_alt_close(struct smcr_lgr *g)
 	}
 	smcr_ib_port_close(g->alt.port);
 	memset(&g->alt, 0, sizeof(g->alt));
-	for (unsigned i = 0; i < g->nrtok; i++) { /* a new second link brings its own */
+	for (unsigned i = 0; i < g->nrtok;) { /* a new second link brings its own */
 		g->rtok[i].has_rkey &= 1u;
 		g->rtok[i].has_vaddr &= 1u;
+		if (g->rtok[i].has_rkey)
+			i++;
+		else /* known on the second link alone: nothing to move to any more */
+			g->rtok[i] = g->rtok[--g->nrtok];
 	}
 }
 

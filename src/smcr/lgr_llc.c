@@ -36,14 +36,18 @@
  *                 Otherwise (no device, a second one already, server role,
  *                 a message too long to keep) rejected at once (flags 0xC0),
  *                 as a Linux client with no alternate path.
- *   DELETE LINK   of the second link only (no "all" flag, client role):
- *                 answered (reason 0) on the link it came on, its
- *                 connections move to the first link (failover, lgr.h) and
- *                 it is dropped; of a link we dropped already (the server's
- *                 echo of our own DELETE LINK after we lost a link): answered
- *                 with reason "no such link", as the kernel's client does.
- *                 We send one (that link, orderly, "lost path") when we
- *                 detect the second link's failure ourselves.
+ *   DELETE LINK   of the second link only (no "all" flag): its connections
+ *                 move to the first link (failover, lgr.h) and it is
+ *                 dropped; a client answers it first (reason 0) on the link
+ *                 it came on, a server sends it back to the client after
+ *                 (the kernel's smc_llc_process_srv_delete_link), whose
+ *                 answer it drops.  Of a link we dropped already: a client
+ *                 answers "no such link" (the server's echo of its own
+ *                 DELETE LINK), as the kernel's client does; a server
+ *                 ignores it (a client's, of a link the server gave up
+ *                 first), as the kernel's server does.
+ *                 We send one (that link, orderly, "lost path") in either
+ *                 role when we detect the second link's failure ourselves.
  *   CONFIRM RKEY, DELETE RKEY
  *                 remembered (the peer's rkey of each RMB on each link: a
  *                 connection that moves needs its twin) and answered
@@ -215,6 +219,17 @@ static void send_delete_alt(struct smcr_lgr *g)
 	m.delete_link.link_num = g->alt.link_num;
 	m.delete_link.reason = SMCR_LLC_DEL_LOST_PATH;
 	(void)send_llc(g, &m, SMCR_LGR_LLC_WAIT_MS);
+}
+
+/* A request sent back as it came, on the link it came on (the kernel's server does so). */
+static void send_back(struct smcr_lgr *g, unsigned link, const uint8_t *raw, uint32_t len)
+{
+	uint8_t out[SMCR_LLC_MSG_LEN];
+
+	memset(out, 0, sizeof(out));
+	memcpy(out, raw, len < sizeof(out) ? len : sizeof(out));
+	if (smcr_wr_send_msg(smcr_lgr_wr(g, link), out, SMCR_LGR_LLC_WAIT_MS))
+		smcr_lgr_fail_locked(g, "cannot send an LLC request back");
 }
 
 /*
@@ -523,22 +538,18 @@ void smcr_lgr_llc_handle(struct smcr_lgr *g, unsigned link, const uint8_t *raw, 
 	case SMCR_LLC_DELETE_LINK:
 		if (resp)
 			return;
-		if (!(m.hdr.flags & SMCR_LLC_FLAG_DEL_LINK_ALL) && server &&
-		    link_index(g, m.delete_link.link_num) == 1 && !alt_in_use(g)) {
-			/* server: the second link only, unused: answered on the first, dropped */
-			answer(g, 0, raw, len, 0);
-			smcr_info("verbs: link group %u: the peer deleted the second link", g->id);
-			smcr_lgr_alt_close(g);
-			return;
-		}
-		if (!(m.hdr.flags & SMCR_LLC_FLAG_DEL_LINK_ALL) && !server &&
+		if (!(m.hdr.flags & SMCR_LLC_FLAG_DEL_LINK_ALL) &&
 		    link_index(g, m.delete_link.link_num) == 1) {
 			/*
-			 * The second link only (the kernel's smc_llc_process_cli_delete_link):
-			 * answered (reason 0) on the link it came on, its connections move to
-			 * the first, it is dropped; the group goes on with one link.
+			 * The second link only, the kernel's smc_llc_process_cli_delete_link
+			 * (client: answered, reason 0, on the link it came on) and
+			 * smc_llc_process_srv_delete_link (server: its connections move
+			 * first, then the request goes back to the client, which answers
+			 * it): dropped, its connections on the first link, the group goes
+			 * on with one link.
 			 */
-			answer_delete_link(g, link, raw, len, 0);
+			if (!server)
+				answer_delete_link(g, link, raw, len, 0);
 			if (g->state == SMCR_LGR_DEAD)
 				return;
 			if (alt_in_use(g)) {
@@ -547,6 +558,8 @@ void smcr_lgr_llc_handle(struct smcr_lgr *g, unsigned link, const uint8_t *raw, 
 				smcr_info("verbs: link group %u: the peer deleted the second link", g->id);
 				smcr_lgr_alt_close(g);
 			}
+			if (server && g->state != SMCR_LGR_DEAD)
+				send_back(g, link, raw, len);
 			return;
 		}
 		if (!(m.hdr.flags & SMCR_LLC_FLAG_DEL_LINK_ALL) && !server &&
