@@ -1,0 +1,516 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A link group's second link without RDMA (src/smcr/lgr.c, lgr_llc.c): the
+ * LLC messages a peer sends are fed to smcr_lgr_llc_handle() on a group
+ * built by hand, with wr.c's and ib.c's calls replaced at link time
+ * (-Wl,--wrap, tests/unit/meson.build): what we send goes into a list, the
+ * links and devices are opaque pointers nobody dereferences.  The peer's
+ * messages are the kernel's own (tests/data/kernel-smcr) or built from them
+ * as the kernel builds its answer (smc_llc_send_add_link() fills request and
+ * response alike).  Checked: the peer's rkeys per link (the rtoken table),
+ * from the client's ADD LINK answer (server role) and the server's ADD LINK
+ * request (client role), CONFIRM RKEY and DELETE RKEY; failover as a server
+ * (the client's DELETE LINK, and our own finding): the connection on the
+ * second link moves to the first with its twin rkey and its last completed
+ * CDC, the peer is told as the kernel's server tells it, and the group goes
+ * on with one link.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/real.h"
+#include "smcr/lgr.h"
+#include "smcr/llc.h"
+#include "smcr/wire.h"
+#include "testdata.h"
+
+/* ---- wr.c and ib.c, replaced ------------------------------------------------------ */
+
+static uint8_t link0_obj, alt_obj;
+#define LINK0 ((struct smcr_wr_link *)&link0_obj)
+#define ALT   ((struct smcr_wr_link *)&alt_obj)
+
+struct sent {
+	struct smcr_wr_link *link;
+	uint8_t msg[SMCR_LLC_V2_MAX_LEN];
+	uint32_t len;
+};
+static struct sent sent[16];
+static unsigned nsent, stopped, destroyed, ports_closed;
+static uint64_t retired; /* smcr_wr_last_retired() of the second link */
+static int alt_fd = -1;  /* the second link's "completion channel" (client role) */
+static struct smcr_ib_port alt_port = { .name = "rxe3", .removal_fd = -1 };
+
+static int record(struct smcr_wr_link *link, const uint8_t *msg, uint32_t len)
+{
+	assert_true(nsent < sizeof(sent) / sizeof(sent[0]));
+	sent[nsent].link = link;
+	memcpy(sent[nsent].msg, msg, len);
+	sent[nsent].len = len;
+	nsent++;
+	return 0;
+}
+
+int __wrap_smcr_wr_send_msg(struct smcr_wr_link *link, const uint8_t msg[SMCR_WR_MSG_LEN],
+			    int timeout_ms);
+int __wrap_smcr_wr_send_msg(struct smcr_wr_link *link, const uint8_t msg[SMCR_WR_MSG_LEN],
+			    int timeout_ms)
+{
+	(void)timeout_ms;
+	return record(link, msg, SMCR_WR_MSG_LEN);
+}
+
+int __wrap_smcr_wr_send_long(struct smcr_wr_link *link, const uint8_t *msg, uint32_t len,
+			     int timeout_ms);
+int __wrap_smcr_wr_send_long(struct smcr_wr_link *link, const uint8_t *msg, uint32_t len,
+			     int timeout_ms)
+{
+	(void)timeout_ms;
+	return record(link, msg, len);
+}
+
+void __wrap_smcr_wr_link_info(const struct smcr_wr_link *link, struct smcr_ib_qp_info *out);
+void __wrap_smcr_wr_link_info(const struct smcr_wr_link *link, struct smcr_ib_qp_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->qpn = link == ALT ? 0x22 : 0x11;
+	out->psn = 0x4242;
+	out->mtu = 3;
+}
+
+int __wrap_smcr_wr_link_connect(struct smcr_wr_link *link, const struct smcr_ib_qp_info *peer);
+int __wrap_smcr_wr_link_connect(struct smcr_wr_link *link, const struct smcr_ib_qp_info *peer)
+{
+	assert_ptr_equal(link, ALT);
+	(void)peer;
+	return 0;
+}
+
+const char *__wrap_smcr_wr_link_error(const struct smcr_wr_link *link);
+const char *__wrap_smcr_wr_link_error(const struct smcr_wr_link *link)
+{
+	(void)link;
+	return "";
+}
+
+void __wrap_smcr_wr_link_stop(struct smcr_wr_link *link);
+void __wrap_smcr_wr_link_stop(struct smcr_wr_link *link)
+{
+	assert_ptr_equal(link, ALT);
+	stopped++;
+}
+
+uint64_t __wrap_smcr_wr_last_retired(const struct smcr_wr_link *link);
+uint64_t __wrap_smcr_wr_last_retired(const struct smcr_wr_link *link)
+{
+	assert_ptr_equal(link, ALT);
+	return retired;
+}
+
+void __wrap_smcr_wr_link_destroy(struct smcr_wr_link *link);
+void __wrap_smcr_wr_link_destroy(struct smcr_wr_link *link)
+{
+	assert_ptr_equal(link, ALT);
+	destroyed++;
+}
+
+int __wrap_smcr_wr_link_create(struct smcr_ib_port *port, struct smcr_wr_link **out);
+int __wrap_smcr_wr_link_create(struct smcr_ib_port *port, struct smcr_wr_link **out)
+{
+	assert_ptr_equal(port, &alt_port);
+	*out = ALT;
+	return 0;
+}
+
+void __wrap_smcr_wr_set_rx_handler(struct smcr_wr_link *link, smcr_wr_rx_fn fn, void *arg);
+void __wrap_smcr_wr_set_rx_handler(struct smcr_wr_link *link, smcr_wr_rx_fn fn, void *arg)
+{
+	(void)link, (void)fn, (void)arg;
+}
+
+int __wrap_smcr_wr_fd(const struct smcr_wr_link *link);
+int __wrap_smcr_wr_fd(const struct smcr_wr_link *link)
+{
+	assert_ptr_equal(link, ALT);
+	return alt_fd;
+}
+
+int __wrap_smcr_wr_arm(struct smcr_wr_link *link);
+int __wrap_smcr_wr_arm(struct smcr_wr_link *link)
+{
+	(void)link;
+	return 0;
+}
+
+int __wrap_smcr_ib_port_open_alt(const struct smcr_ib_port *primary,
+				 const uint8_t peer_gid[SMCR_IB_GID_LEN], struct smcr_ib_port **out);
+int __wrap_smcr_ib_port_open_alt(const struct smcr_ib_port *primary,
+				 const uint8_t peer_gid[SMCR_IB_GID_LEN], struct smcr_ib_port **out)
+{
+	(void)primary, (void)peer_gid;
+	*out = &alt_port;
+	return 0;
+}
+
+void __wrap_smcr_ib_port_close(struct smcr_ib_port *port);
+void __wrap_smcr_ib_port_close(struct smcr_ib_port *port)
+{
+	assert_ptr_equal(port, &alt_port);
+	ports_closed++;
+}
+
+/* ---- a group, and the peer's messages ------------------------------------------- */
+
+static struct smcr_lgr *g;
+static struct smcr_lgr_conn c1, c2; /* on the first link, on the second */
+
+/* An ACTIVE v2 group with link 1 up in `role`; the second link as `alt` says. */
+static struct smcr_lgr *group(enum smcr_lgr_role role, enum smcr_lgr_link_state alt)
+{
+	struct smcr_lgr *n = calloc(1, sizeof(*n));
+
+	assert_non_null(n);
+	pthread_mutex_init(&n->mu, NULL);
+	n->id = 7;
+	n->key.role = role;
+	n->state = SMCR_LGR_ACTIVE;
+	n->connected = true;
+	n->link = LINK0;
+	n->link_num = 1;
+	n->max_links = 2;
+	n->max_conns = SMCR_LGR_MAX_CONNS;
+	n->epfd = -1;
+	if (alt != SMCR_LGR_LINK_NONE) {
+		n->alt.state = alt;
+		n->alt.port = &alt_port;
+		n->alt.link = ALT;
+		n->alt.link_num = 2;
+		n->alt.since_ms = 1;
+	}
+	nsent = stopped = destroyed = ports_closed = 0;
+	retired = 0;
+	return n;
+}
+
+static void group_free(struct smcr_lgr *n)
+{
+	pthread_mutex_destroy(&n->mu);
+	free(n->rtok);
+	free(n);
+}
+
+static void conn_on(struct smcr_lgr *n, struct smcr_lgr_conn *c, uint32_t token, uint8_t link)
+{
+	memset(c, 0, sizeof(*c));
+	c->token = token;
+	c->link = link;
+	c->efd = -1; /* ring() needs none */
+	c->next = n->conns;
+	n->conns = c;
+	n->nconns++;
+}
+
+static void handle(unsigned link, const uint8_t *msg, uint32_t len)
+{
+	uint8_t raw[SMCR_LGR_LLC_MSG_MAX];
+
+	memset(raw, 0, sizeof(raw));
+	memcpy(raw, msg, len < sizeof(raw) ? len : sizeof(raw));
+	pthread_mutex_lock(&g->mu);
+	smcr_lgr_llc_handle(g, link, raw, len);
+	pthread_mutex_unlock(&g->mu);
+}
+
+/* The peer's rtoken of the RMB with `rkey` on `link`: its rkey and address on `other`. */
+static bool twin(unsigned link, uint32_t rkey, unsigned other, uint32_t *rk, uint64_t *va)
+{
+	for (unsigned i = 0; i < g->nrtok; i++) {
+		const struct smcr_lgr_rtoken *t = &g->rtok[i];
+
+		if ((t->has_rkey & (1u << link)) && t->rkey[link] == rkey) {
+			if (!(t->has_rkey & t->has_vaddr & (1u << other)))
+				return false;
+			*rk = t->rkey[other];
+			*va = t->vaddr[other];
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * The kernel's ADD LINK v2 (its server's request for link 2: one RMB, rkey
+ * 0x34d on link 1, 0x569 at 0xffff888008190000 on link 2), and the same as a
+ * client's answer: smc_llc_send_add_link() fills both alike, flags RESP.
+ */
+static uint32_t kernel_add_link(uint8_t *b, size_t cap, bool answer)
+{
+	uint32_t n = (uint32_t)load_bin("llc-add-link-v2-req.bin", b, cap);
+
+	assert_int_equal(n, 88);
+	if (answer)
+		b[3] = SMCR_LLC_FLAG_RESP;
+	return n;
+}
+#define KRKEY1 0x34du
+#define KRKEY2 0x569u
+#define KVADDR 0xffff888008190000ull
+
+/* The client's DELETE LINK of link 2 (the kernel's smcr_link_down(): orderly, lost path). */
+static void delete_link_2(uint8_t b[SMCR_LLC_MSG_LEN])
+{
+	assert_int_equal(load_bin("llc-delete-link-v2.bin", b, SMCR_LLC_MSG_LEN), SMCR_LLC_MSG_LEN);
+	b[3] = SMCR_LLC_FLAG_DEL_LINK_ORDERLY; /* the capture deletes all (0x40) */
+	b[4] = 2;
+	smcr_put_be32(b + 5, SMCR_LLC_DEL_LOST_PATH);
+}
+
+/* ---- tests ------------------------------------------------------------------------ */
+
+/*
+ * Server: the client's positive ADD LINK answer connects the new QP, sends
+ * CONFIRM LINK on it, and its rkey list gives every listed RMB its twin.
+ */
+static void server_keeps_add_link_answer_rkeys(void **state)
+{
+	uint8_t b[128], conf[SMCR_LLC_MSG_LEN];
+	uint32_t n, rk = 0;
+	uint64_t va = 0;
+
+	g = group(SMCR_LGR_SERVER, SMCR_LGR_LINK_ADDING);
+	conn_on(g, &c1, 0x1001, 0);
+	smcr_lgr_peer_rmb(g, &c1, KRKEY1, 0x5000); /* its CLC Confirm, first contact */
+	n = kernel_add_link(b, sizeof(b), true);
+	handle(0, b, n);
+	assert_int_equal(g->alt.state, SMCR_LGR_LINK_PENDING);
+	assert_int_equal(nsent, 1);
+	assert_ptr_equal(sent[0].link, ALT); /* CONFIRM LINK on the new QP */
+	assert_int_equal(sent[0].msg[0], 0x20 | SMCR_LLC_CONFIRM_LINK);
+	assert_int_equal(sent[0].msg[3] & SMCR_LLC_FLAG_RESP, 0);
+	assert_true(twin(0, KRKEY1, 1, &rk, &va));
+	assert_int_equal(rk, KRKEY2);
+	assert_int_equal(va, KVADDR);
+	assert_true(twin(1, KRKEY2, 0, &rk, &va)); /* and back: CLC's address on link 1 */
+	assert_int_equal(rk, KRKEY1);
+	assert_int_equal(va, 0x5000);
+	/* its CONFIRM LINK answer on the new link: up */
+	memcpy(conf, sent[0].msg, sizeof(conf));
+	conf[3] |= SMCR_LLC_FLAG_RESP;
+	handle(1, conf, sizeof(conf));
+	assert_int_equal(g->alt.state, SMCR_LGR_LINK_UP);
+	group_free(g);
+	(void)state;
+}
+
+/* Server: the same answer rejected: no second link, nothing kept for it. */
+static void server_add_link_rejected(void **state)
+{
+	uint8_t b[128];
+	uint32_t n, rk;
+	uint64_t va;
+
+	g = group(SMCR_LGR_SERVER, SMCR_LGR_LINK_ADDING);
+	n = kernel_add_link(b, sizeof(b), true);
+	b[3] |= SMCR_LLC_FLAG_ADD_LINK_REJ;
+	handle(0, b, n);
+	assert_int_equal(g->alt.state, SMCR_LGR_LINK_NONE);
+	assert_int_equal(destroyed, 1);
+	assert_false(twin(0, KRKEY1, 1, &rk, &va));
+	group_free(g);
+	(void)state;
+}
+
+/*
+ * A server with the second link up and a connection on it whose RMB the
+ * client confirmed on both links (CONFIRM RKEY on link 2, the kernel's
+ * client before its CLC Confirm: rtoken 0 on link 2, then {link 1, rkey,
+ * address}), and its CDCs 1 and 2 posted as work requests 4 and 6.
+ */
+static void server_with_conn_on_link2(void)
+{
+	uint8_t b[SMCR_LLC_MSG_LEN];
+
+	g = group(SMCR_LGR_SERVER, SMCR_LGR_LINK_UP);
+	conn_on(g, &c1, 0x1001, 0);
+	smcr_lgr_peer_rmb(g, &c1, KRKEY1, 0x5000);
+	conn_on(g, &c2, 0x1002, 1);
+	assert_int_equal(load_bin("llc-confirm-rkey-v2-req.bin", b, sizeof(b)), sizeof(b));
+	b[4] = 1;                          /* one more rtoken */
+	smcr_put_be32(b + 5, 0x777);       /* rkey on the link carrying it (2) */
+	smcr_put_be64(b + 9, 0x7000);
+	b[17] = 1;                         /* link id 1 */
+	smcr_put_be32(b + 18, 0x666);
+	smcr_put_be64(b + 22, 0x6000);
+	handle(1, b, sizeof(b));
+	assert_int_equal(nsent, 1); /* answered, on link 2 */
+	assert_ptr_equal(sent[0].link, ALT);
+	assert_int_equal(sent[0].msg[3], SMCR_LLC_FLAG_RESP);
+	smcr_lgr_peer_rmb(g, &c2, 0x777, 0x7000); /* its CLC Confirm names link 2's */
+	c2.sent[0] = (struct smcr_lgr_cdc_sent){ .wr = 4, .seqno = 1, .prod_count = 100 };
+	c2.sent[1] = (struct smcr_lgr_cdc_sent){ .wr = 6, .seqno = 2, .prod_count = 300 };
+	c2.nsent = 2;
+	retired = 5; /* the first completed, the second did not */
+	nsent = 0;
+}
+
+/* c2 moved to link 1: the peer's RMB through its twin, resent from CDC 1; c1 stays. */
+static void expect_c2_moved(void)
+{
+	struct smcr_lgr_cdc_sent fin;
+	uint32_t rkey = 0;
+	uint64_t addr = 0;
+
+	assert_int_equal(g->state, SMCR_LGR_ACTIVE);
+	assert_int_equal(g->alt.state, SMCR_LGR_LINK_NONE);
+	assert_null(g->alt.link);
+	assert_int_equal(stopped, 1);
+	assert_int_equal(destroyed, 1);
+	assert_int_equal(ports_closed, 1);
+	assert_int_equal(c2.link, 0);
+	assert_int_equal(c1.link, 0);
+	assert_int_equal(g->stat_link_switches, 1);
+	assert_int_equal(smcr_lgr_conn_switched(g, &c1, &fin, &rkey, &addr), 0);
+	assert_int_equal(smcr_lgr_conn_switched(g, &c2, &fin, &rkey, &addr), 1);
+	assert_int_equal(rkey, 0x666);
+	assert_int_equal(addr, 0x6000);
+	assert_int_equal(fin.seqno, 1);
+	assert_int_equal(fin.prod_count, 100);
+	assert_int_equal(smcr_lgr_conn_switched(g, &c2, &fin, &rkey, &addr), 0); /* once */
+	/* later connections: the surviving link */
+	smcr_lgr_conn_assign(g, &c1);
+	assert_int_equal(c1.link, 0);
+}
+
+/*
+ * Server, the client's DELETE LINK of link 2 (the kernel's
+ * smc_llc_process_srv_delete_link): the connection moves, then the request
+ * goes back to the client as it came, on the link it came on.
+ */
+static void server_failover_client_deleted(void **state)
+{
+	uint8_t del[SMCR_LLC_MSG_LEN];
+
+	server_with_conn_on_link2();
+	delete_link_2(del);
+	handle(0, del, sizeof(del));
+	expect_c2_moved();
+	assert_int_equal(nsent, 1);
+	assert_ptr_equal(sent[0].link, LINK0);
+	assert_memory_equal(sent[0].msg, del, sizeof(del)); /* a request, not an answer */
+	/* the client's answer to it ("no such link"), and a DELETE LINK of it again: dropped */
+	del[3] |= SMCR_LLC_FLAG_RESP;
+	smcr_put_be32(del + 5, SMCR_LLC_DEL_NOLNK);
+	handle(0, del, sizeof(del));
+	delete_link_2(del);
+	handle(0, del, sizeof(del));
+	assert_int_equal(nsent, 1);
+	assert_int_equal(g->state, SMCR_LGR_ACTIVE);
+	group_free(g);
+	(void)state;
+}
+
+/*
+ * Server, our own finding (the device removed, a QP error): the connection
+ * moves, and the client gets what the kernel's smc_llc_srv_delete_link_local()
+ * makes: DELETE LINK of link 2, orderly, "lost path", on link 1.
+ */
+static void server_failover_own_finding(void **state)
+{
+	server_with_conn_on_link2();
+	pthread_mutex_lock(&g->mu);
+	smcr_lgr_alt_down_locked(g, "its RDMA device is being removed", false);
+	pthread_mutex_unlock(&g->mu);
+	expect_c2_moved();
+	assert_int_equal(nsent, 1);
+	assert_ptr_equal(sent[0].link, LINK0);
+	assert_int_equal(sent[0].msg[0], 0x20 | SMCR_LLC_DELETE_LINK);
+	assert_int_equal(sent[0].msg[1], SMCR_LLC_MSG_LEN);
+	assert_int_equal(sent[0].msg[3], SMCR_LLC_FLAG_DEL_LINK_ORDERLY);
+	assert_int_equal(sent[0].msg[4], 2);
+	assert_int_equal(smcr_get_be32(sent[0].msg + 5), SMCR_LLC_DEL_LOST_PATH);
+	group_free(g);
+	(void)state;
+}
+
+/* The client withdrew the RMB's rkey (DELETE RKEY): a connection with it cannot move. */
+static void server_failover_twin_deleted(void **state)
+{
+	uint8_t b[SMCR_LLC_MSG_LEN];
+	struct smcr_lgr_cdc_sent fin;
+	uint32_t rkey = 1;
+	uint64_t addr = 1;
+
+	server_with_conn_on_link2();
+	assert_int_equal(load_bin("llc-delete-rkey-v2-req.bin", b, sizeof(b)), sizeof(b));
+	smcr_put_be32(b + 8, 0x666); /* the v2 list's first rkey, on the link carrying it */
+	handle(0, b, sizeof(b));
+	pthread_mutex_lock(&g->mu);
+	smcr_lgr_alt_down_locked(g, "IBV_EVENT_QP_FATAL", false);
+	pthread_mutex_unlock(&g->mu);
+	assert_int_equal(c2.link, 0);
+	assert_int_equal(smcr_lgr_conn_switched(g, &c2, &fin, &rkey, &addr), -ENOENT);
+	assert_int_equal(g->state, SMCR_LGR_ACTIVE); /* the others go on */
+	group_free(g);
+	(void)state;
+}
+
+/*
+ * Client: the kernel server's ADD LINK request (the bookkeeping the server
+ * role now shares): answered with our new QP, the server's RMB twins kept.
+ */
+static void client_keeps_add_link_request_rkeys(void **state)
+{
+	uint8_t b[128];
+	uint32_t n, rk = 0;
+	uint64_t va = 0;
+
+	g = group(SMCR_LGR_CLIENT, SMCR_LGR_LINK_NONE);
+	g->epfd = smcr_real.epoll_create1(EPOLL_CLOEXEC);
+	alt_fd = eventfd(0, EFD_CLOEXEC);
+	assert_true(g->epfd >= 0 && alt_fd >= 0);
+	n = kernel_add_link(b, sizeof(b), false);
+	handle(0, b, n);
+	assert_int_equal(g->alt.state, SMCR_LGR_LINK_PENDING);
+	assert_int_equal(g->alt.link_num, 2);
+	assert_int_equal(nsent, 1);
+	assert_ptr_equal(sent[0].link, LINK0);
+	assert_int_equal(sent[0].msg[0], 0x20 | SMCR_LLC_ADD_LINK);
+	assert_int_equal(sent[0].msg[3], SMCR_LLC_FLAG_RESP); /* accepted */
+	assert_true(twin(0, KRKEY1, 1, &rk, &va));
+	assert_int_equal(rk, KRKEY2);
+	assert_int_equal(va, KVADDR);
+	pthread_mutex_lock(&g->mu);
+	smcr_lgr_alt_close(g);
+	pthread_mutex_unlock(&g->mu);
+	assert_false(twin(0, KRKEY1, 1, &rk, &va)); /* a new second link brings its own */
+	close(alt_fd);
+	close(g->epfd);
+	group_free(g);
+	(void)state;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(server_keeps_add_link_answer_rkeys),
+		cmocka_unit_test(server_add_link_rejected),
+		cmocka_unit_test(server_failover_client_deleted),
+		cmocka_unit_test(server_failover_own_finding),
+		cmocka_unit_test(server_failover_twin_deleted),
+		cmocka_unit_test(client_keeps_add_link_request_rkeys),
+	};
+
+	smcr_real_bind();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
