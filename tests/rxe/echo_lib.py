@@ -1,26 +1,67 @@
 # SPDX-License-Identifier: MIT
-"""Helpers the rxe test clients share (link2.sh, kernel.sh copy this file next to their
+"""Helpers the rxe test programs share (link2.sh, kernel.sh copy this file next to their
 inline scripts, which import it): an echo that sends and receives at once (a peer that
-echoes while we still send must not block us), and this process's smcr-stat record of a
-connection."""
-import json, os, socket, subprocess
+echoes while we still send must not block us), the echo server's loop, and this process's
+smcr-stat record of a connection."""
+import hashlib, json, os, socket, subprocess, time
 
 
 def echo(c, data):
     """Send data on c and read it back; True if what came back is data."""
-    size, got, sent = len(data), b"", 0
-    while len(got) < size:
-        c.settimeout(0.01 if sent < size else 30)
+    return stream(c, data)[1]
+
+
+def stream(c, data, under_way=None, before_end=None):
+    """echo() with what a test that disturbs a long stream wants to know: (bytes back,
+    True if they are data, the longest pause between two reads in s, bytes back when it
+    ended).  What comes back is hashed, not kept; under_way(bytes back) is called once an
+    eighth is back (the test acts then), and the pauses are measured from there;
+    before_end() once before the last eighth is sent (it may wait for what the test did).
+    Gives up 60 s after the last send with nothing more back."""
+    size, h, sent, got = len(data), hashlib.sha256(), 0, 0
+    told, held = under_way is None, before_end is None
+    last, gap, gap_at = time.monotonic(), 0.0, 0
+    while got < size:
+        if not held and size - sent <= size // 8:
+            before_end()
+            held, last = True, time.monotonic()
+        waited = sent >= size  # (a short timeout while sending, the last send included)
+        c.settimeout(60 if waited else 0.01)
         try:
             if sent < size:
                 sent += c.send(data[sent:sent + 65536])
             b = c.recv(1 << 16)
         except socket.timeout:
+            if waited:
+                break
             continue
         if not b:
             break
-        got += b
-    return got == data
+        h.update(b)
+        got += len(b)
+        now = time.monotonic()
+        if now - last > gap:
+            gap, gap_at = now - last, got
+        last = now
+        if not told and got >= size // 8:
+            under_way(got)
+            told, last, gap = True, time.monotonic(), 0.0
+    return got, got == size and h.digest() == hashlib.sha256(data).digest(), gap, gap_at
+
+
+def serve(c, each=None):
+    """Echo what comes on c until the peer's end, then close c; each(bytes echoed so far)
+    after every piece."""
+    done = 0
+    with c:
+        while True:
+            b = c.recv(1 << 16)
+            if not b:
+                break
+            c.sendall(b)
+            done += len(b)
+            if each:
+                each(done)
 
 
 def live_records(c, smcr_stat):

@@ -80,6 +80,36 @@ links_of() {
         END { if (g != "") print g }' | while read -r l; do tr ' ' '\n' <<< "$l" | sort | xargs; done
 }
 
+# delete_mid_stream DEV PID OUT: once the client PID printed "streaming" into OUT, 'rdma
+# link delete DEV'; then both waited for: crc and drc (their exit codes), dsecs (from the delete)
+delete_mid_stream() {
+    local dev=$1 pid=$2 out=$3 dpid t0 i
+    for ((i = 0; i < 3000; i++)); do
+        grep -q '^streaming' "$out" && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    t0=$SECONDS
+    timeout 120 rdma link delete "$dev" & dpid=$!
+    crc=0; wait "$pid" || crc=$?
+    drc=0; wait "$dpid" || drc=$?
+    dsecs=$((SECONDS - t0))
+}
+# logged_switch WHO LOG: smcr's log (SMC_DEBUG) says a second link went down and a
+# connection moved to the first
+logged_switch() {
+    grep -q "second link [0-9]* down .* move to the first link" "$2" && grep -q "moved to another link" "$2" &&
+        pass "$1 log: $(grep -m1 -o 'second link [0-9]* down .*' "$2"); $(grep -m1 -o 'moved to another link.*' "$2")" ||
+        { fail "$1 log: no link switch"; grep -iE ' link|ends' "$2" | tail -n 4 | sed 's/^/    log| /'; }
+}
+# used_links ROLE DUMP: the devices of the kernel's links, in a saved link dump, of its
+# groups of ROLE that carry connections (conns > 0), sorted
+used_links() {
+    awk -v r="$1" '/^lgr/ { use = index($0, "role=" r) && $0 !~ / conns=0( |$)/; next }
+        /^  link/ && use { for (i = 1; i <= NF; i++) if ($i ~ /^dev=/) print substr($i, 5) }' \
+        "$2" 2>/dev/null | sort | xargs
+}
+
 cases=" ${LINK2_CASES:-k a b c d e} "
 want_case() { [[ $cases == *" $1 "* ]]; }
 
@@ -229,25 +259,30 @@ fi
 if want_case e || want_case f || want_case g; then
 cat > "$logs/esrv.py" <<'PY'
 import json, os, socket, subprocess, sys, threading
-l = socket.create_server((sys.argv[1], int(sys.argv[2])),
-                         family=socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)
+sys.path.insert(0, os.path.dirname(sys.argv[0])); import echo_lib
+host, port, smcr_stat = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+l = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
 print("listening", flush=True)
 env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+said = threading.Lock()
+def say(line): # one whole line at a time (print writes the newline on its own)
+    with said:
+        print(line, flush=True)
+def stat(*args):
+    return json.loads(subprocess.run([smcr_stat, *args, "-p", str(os.getpid())], env=env,
+                                     capture_output=True, text=True, timeout=60).stdout)
+def record(c): # while it is live: our record of it (mode, link group, device)
+    mine = [r for r in stat("json")["connections"]
+            if r.get("peer_port") == c.getpeername()[1] and r.get("state") == "live"]
+    return (mine[0]["mode"], mine[0]["link_group"], mine[0]["device"]) if len(mine) == 1 else ()
 def serve(c, i):
     rec = None
-    with c:
-        while True:
-            b = c.recv(1 << 16)
-            if not b:
-                break
-            c.sendall(b)
-            if rec is None:  # while it is live: our record of it
-                out = subprocess.run([sys.argv[3], "json", "-p", str(os.getpid())], env=env,
-                                     capture_output=True, text=True, timeout=30).stdout
-                mine = [r for r in json.loads(out)["connections"]
-                        if r.get("peer_port") == c.getpeername()[1] and r.get("state") == "live"]
-                rec = (mine[0]["mode"], mine[0]["link_group"], mine[0]["device"]) if len(mine) == 1 else ()
-    print(f"served {i}: {rec}", flush=True)
+    def each(done):
+        nonlocal rec
+        if rec is None:
+            rec = record(c)
+    echo_lib.serve(c, each)
+    say(f"served {i}: {rec}")
 ts = []
 for i in (1, 2):
     c, _ = l.accept()
@@ -372,7 +407,7 @@ fi
 # the kernel's choice); while the second streams a MIB MiB echo, DEVICE (rxe2: ours, rxe3:
 # the kernel server's) is deleted, then re-added for later cases
 fail_over() {
-    local c=$1 dev=$2 p1=$3 p2=$4 s1 s2 cpid dpid crc drc dsecs used
+    local c=$1 dev=$2 p1=$3 p2=$4 s1 s2 cpid crc drc dsecs used
     timeout 300 "$ksmc" server "$B" "$p1" $((1 << 20)) > "$logs/$c.srv1" 2>&1 &
     s1=$!
     timeout 300 "$ksmc" server "$B" "$p2" "$bytes" > "$logs/$c.srv2" 2>&1 &
@@ -381,16 +416,7 @@ fail_over() {
     timeout 300 "$smc_run" -d python3 "$logs/failover.py" "$B" "$p1" "$p2" "$stat_tool" "$bytes" \
         "$logs/$c.links" > "$logs/$c.cli" 2> "$logs/$c.err" &
     cpid=$!
-    for ((i = 0; i < 3000; i++)); do
-        grep -q '^streaming' "$logs/$c.cli" && break
-        kill -0 "$cpid" 2>/dev/null || break
-        sleep 0.1
-    done
-    t0=$SECONDS
-    timeout 120 rdma link delete "$dev" & dpid=$!
-    crc=0; wait "$cpid" || crc=$?
-    drc=0; wait "$dpid" || drc=$?
-    dsecs=$((SECONDS - t0))
+    delete_mid_stream "$dev" "$cpid" "$logs/$c.cli"
     # the servers end with their connections (timeout forwards the TERM if not)
     kill "$s1" "$s2" 2>/dev/null; wait "$s1" "$s2" 2>/dev/null
     if grep -q "^echo ok" "$logs/$c.cli" && [[ $crc == 0 ]]; then
@@ -402,13 +428,9 @@ fail_over() {
     grep -q "^devices before: rxe0 rxe2" "$logs/$c.cli" && grep -q "^devices after: rxe0 rxe0 switches=[1-9]" "$logs/$c.cli" &&
         pass "smcr-stat: the connection moved from rxe2 to rxe0: $(grep -m1 '^devices after' "$logs/$c.cli")" ||
         fail "smcr-stat: $(grep '^devices' "$logs/$c.cli" | xargs)"
-    grep -q "second link [0-9]* down .* move to the first link" "$logs/$c.err" && grep -q "moved to another link" "$logs/$c.err" &&
-        pass "smcr log: $(grep -m1 -o 'second link [0-9]* down .*' "$logs/$c.err"); $(grep -m1 -o 'moved to another link.*' "$logs/$c.err")" ||
-        { fail "smcr log: no link switch"; grep -iE 'link|ends' "$logs/$c.err" | tail -n 4 | sed 's/^/    err| /'; }
-    # the kernel server's group that carries our connections (conns > 0) has one link left
-    used=$(awk '/^lgr/ { use = index($0, "role=server") && $0 !~ / conns=0( |$)/; next }
-                /^  link/ && use { for (i = 1; i <= NF; i++) if ($i ~ /^dev=/) print substr($i, 5) }' \
-           "$logs/$c.links" 2>/dev/null | sort | xargs)
+    logged_switch smcr "$logs/$c.err"
+    # the kernel server's group that carries our connections has one link left
+    used=$(used_links server "$logs/$c.links")
     [[ $used == rxe1 ]] &&
         pass "the kernel server's group goes on with one link ($used)" ||
         { fail "the kernel server's group has links on '$used' (want rxe1)"; show "$logs/$c.links" links 8
@@ -420,8 +442,9 @@ fail_over() {
 }
 if want_case c || want_case h; then
 cat > "$logs/failover.py" <<'PY'
-import hashlib, json, os, socket, subprocess, sys, time
+import json, os, socket, subprocess, sys, time
 host, p1, p2, smcr_stat, size, links = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), sys.argv[6]
+sys.path.insert(0, os.path.dirname(sys.argv[0])); import echo_lib
 env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
 def stat():
     out = subprocess.run([smcr_stat, "json", "-p", str(os.getpid())], env=env,
@@ -432,7 +455,6 @@ def devices(st, *cs):
     return " ".join(str(d.get(c.getsockname()[1])) for c in cs)
 # the kernel echo servers give up after 20 s without data: everything slow comes first
 data = os.urandom(size)
-want = hashlib.sha256(data).hexdigest()
 def connect(port):
     # a loaded guest may load libibverbs past the kernel's CLC wait (a reset): try again
     for i in range(3):
@@ -444,32 +466,12 @@ def connect(port):
     return socket.create_connection((host, port), source_address=("10.77.0.1", 0))
 c1 = connect(p1)
 c2 = connect(p2)
-h, sent, got, told = hashlib.sha256(), 0, 0, False
-last, gap, gap_at = time.monotonic(), 0.0, 0
-while got < size:
-    c2.settimeout(0.01 if sent < size else 60)
-    try:
-        if sent < size:
-            sent += c2.send(data[sent:sent + 65536])
-        b = c2.recv(1 << 16)
-    except socket.timeout:
-        if sent >= size:
-            break
-        continue
-    if not b:
-        break
-    h.update(b)
-    got += len(b)
-    now = time.monotonic()
-    if now - last > gap:
-        gap, gap_at = now - last, got
-    last = now
-    if not told and got >= size // 8:
-        print(f"devices before: {devices(stat(), c1, c2)}", flush=True)
-        print(f"streaming ({got} bytes echoed)", flush=True)
-        told, last, gap = True, time.monotonic(), 0.0
-if got != size or h.hexdigest() != want:
-    sys.exit(f"FAIL: {got} of {size} bytes echoed, sha256 {'equal' if h.hexdigest() == want else 'differs'}")
+def under_way(got):
+    print(f"devices before: {devices(stat(), c1, c2)}", flush=True)
+    print(f"streaming ({got} bytes echoed)", flush=True)
+got, same, gap, gap_at = echo_lib.stream(c2, data, under_way)
+if not same:
+    sys.exit(f"FAIL: {got} of {size} bytes echoed, not the data")
 st = stat()
 out = subprocess.run([smcr_stat, "stats", "--json", "-p", str(os.getpid())], env=env,
                      capture_output=True, text=True, timeout=60).stdout
