@@ -41,10 +41,23 @@
 #       it passed 2 of 3 runs; in the third the echo reached the kernel server whole, but
 #       the guest kernel hung (kworkers and 'rdma link delete rxe3' blocked > 480 s in the
 #       kernel, no stacks printed) and the client never got the end of the echo.
+#   (i) failover as a server: a kernel AF_SMC client (python under bench/afsmc.c's preload,
+#       A) with two open connections to an smcr server (python, B), the second on the
+#       server's second link (rxe3); 'rdma link delete rxe3' while it streams a SRVMIB MiB
+#       (default 16) echo: the echo completes with equal sha256, smcr-stat on the server shows
+#       it on rxe1 afterwards with a link switch counted, the server's log says the second
+#       link went down and the connection moved, and the kernel client's group carrying
+#       them goes on with one link (rxe0): our DELETE LINK moved its side;
+#   (j) (i) with an smcr client (python, A): its log shows its side moved too (after our
+#       DELETE LINK, or its own QP error if that came first).
+#   (i) and (j) run first, before any case with a kernel server: with a kernel server's
+#   group on rxe3 (k, a and b leave theirs, idle for 10 min), 'rdma link delete rxe3' also
+#   takes the kernel's link down, and the guest kernel hung there once (kworkers blocked
+#   > 120 s, as in (h)); they skip themselves if the kernel has a link on rxe3.
 #   Each re-adds its device afterwards.  (The "VM hang" once seen here with main's code
 #   was this script: child_of() polled ps 100 times for echo servers that had already
 #   exited with their reset connections, minutes in a loaded guest.)
-# LINK2_CASES (default "k a b c d e"; add f, g and h by hand) runs only some cases; LINK2_LOGS keeps the
+# LINK2_CASES (default "k a b c d e i j"; add f, g and h by hand) runs only some cases; LINK2_LOGS keeps the
 # logs there (a directory the guest shares: inside the checkout).
 # Prints one line per check and "N passed, N failed"; exit 0 only if all passed.
 set -u
@@ -110,8 +123,157 @@ used_links() {
         "$2" 2>/dev/null | sort | xargs
 }
 
-cases=" ${LINK2_CASES:-k a b c d e} "
+cases=" ${LINK2_CASES:-k a b c d e i j} "
 want_case() { [[ $cases == *" $1 "* ]]; }
+
+SMC_DEBUG=1 "$smc_run" true 2> "$logs/attach.err" # attaches the option program
+
+# the kernel's client of (g) and (i): python on AF_SMC through bench/afsmc.c's preload
+if want_case g || want_case i; then
+afsmc_c=$(dirname -- "${BASH_SOURCE[0]}")/../../bench/afsmc.c
+[[ -f $afsmc_c ]] || afsmc_c=bench/afsmc.c
+cc -O2 -fPIC -shared -o "$logs/afsmc.so" "$afsmc_c" -ldl 2> "$logs/afsmc.cc" ||
+    { echo "    (cannot build afsmc.so)"; show "$logs/afsmc.cc" cc; }
+fi
+# the echo server of (e), (f), (g), (i), (j): python, two connections, each its smcr-stat record
+if want_case e || want_case f || want_case g || want_case i || want_case j; then
+cat > "$logs/esrv.py" <<'PY'
+import json, os, socket, subprocess, sys, threading
+sys.path.insert(0, os.path.dirname(sys.argv[0])); import echo_lib
+host, port, smcr_stat = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+size = int(sys.argv[4]) if len(sys.argv) > 4 else 0 # (i)/(j): connection 2 streams size bytes
+l = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+print("listening", flush=True)
+env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+said = threading.Lock()
+def say(line): # one whole line at a time (print writes the newline on its own)
+    with said:
+        print(line, flush=True)
+def stat(*args):
+    return json.loads(subprocess.run([smcr_stat, *args, "-p", str(os.getpid())], env=env,
+                                     capture_output=True, text=True, timeout=60).stdout)
+def record(c): # while it is live: our record of it (mode, link group, device)
+    mine = [r for r in stat("json")["connections"]
+            if r.get("peer_port") == c.getpeername()[1] and r.get("state") == "live"]
+    return (mine[0]["mode"], mine[0]["link_group"], mine[0]["device"]) if len(mine) == 1 else ()
+def serve(c, i):
+    rec, moved = None, None
+    def each(done):
+        nonlocal rec, moved
+        if rec is None:
+            rec = record(c)
+        if size and i == 2 and moved is None and done >= size:
+            # all of it echoed, before the client closes (it waits for this line)
+            moved = record(c)
+            sw = stat("stats", "--json")["total"].get("link_switches")
+            say(f"moved 2: {rec} -> {moved} switches={sw}")
+    echo_lib.serve(c, each)
+    say(f"served {i}: {rec}")
+ts = []
+for i in (1, 2):
+    c, _ = l.accept()
+    t = threading.Thread(target=serve, args=(c, i)); t.start(); ts.append(t)
+for t in ts:
+    t.join()
+PY
+fi
+
+# ------------ (i)/(j) failover as a server: the smcr server's second device deleted ----
+# srv_fail_over CASE PORT: an smcr server (python, B) with two open connections from one
+# client (A): (i) a kernel AF_SMC client (python under bench/afsmc.c's preload), (j) an smcr
+# client (python); the first on rxe1 (first contact), the second on the server's second
+# link (rxe3, the link with fewer connections).  While the second streams a SRVMIB MiB
+# echo, rxe3 is deleted, then re-added for later cases.
+srv_fail_over() {
+    local c=$1 port=$2 spid cpid crc drc dsecs used recs re
+    local -a pre=()
+    if rxe-vm-smc links 2>/dev/null | grep -q ' dev=rxe3 '; then
+        # a kernel server's group of an earlier case (idle ones live 10 min): deleting rxe3
+        # then takes its link down in the kernel, which hung the guest as in (h)
+        echo "    ($c) skipped: the kernel has a link on rxe3; (i) and (j) run before any kernel server case"
+        return
+    fi
+    if [[ $c == i ]]; then
+        pre=(env LD_PRELOAD="$logs/afsmc.so")
+    else
+        pre=(env SMCR_TRANSPORT=rdma "$smc_run" -d)
+    fi
+    SMCR_TRANSPORT=rdma timeout 300 "$smc_run" -d python3 "$logs/esrv.py" "$B" "$port" \
+        "$stat_tool" "$srvbytes" > "$logs/$c.srv" 2> "$logs/$c.srverr" &
+    spid=$!
+    wait_listening "$port" || echo "    (smcr server not listening)"
+    timeout 300 "${pre[@]}" python3 "$logs/srvfailcli.py" "$B" "$port" "$srvbytes" \
+        "$logs/$c.srverr" "$logs/$c.srv" "$logs/$c.links" > "$logs/$c.cli" 2> "$logs/$c.err" &
+    cpid=$!
+    delete_mid_stream rxe3 "$cpid" "$logs/$c.cli"
+    wait "$spid"
+    if grep -q "^echo ok" "$logs/$c.cli" && [[ $crc == 0 ]]; then
+        pass "($c) rxe3 (the server's) deleted mid-stream: $(grep -m1 '^echo ok' "$logs/$c.cli"); delete done after ${dsecs}s"
+    else
+        fail "($c) rxe3 deleted mid-stream: client exit $crc, delete exit $drc: $(tail -n 3 "$logs/$c.cli" | head -c 400)"
+        show "$logs/$c.err" err 4
+        grep -E 'link|ends|moved|abort' "$logs/$c.srverr" | tail -n 6 | sed 's/^/    srv| /'
+    fi
+    recs=$(grep -m1 '^moved 2:' "$logs/$c.srv" | tr -d "(),'")
+    re='^moved 2: smc-r ([0-9]+) rxe3 -> smc-r ([0-9]+) rxe1 switches=[1-9]'
+    [[ $recs =~ $re && ${BASH_REMATCH[1]} == "${BASH_REMATCH[2]}" ]] && grep -q "^served 1: ('smc-r', [0-9]*, 'rxe1')" "$logs/$c.srv" &&
+        pass "($c) smcr-stat on the server: the second connection moved from rxe3 to rxe1 (group ${BASH_REMATCH[1]}, the first on rxe1): $recs" ||
+        { fail "($c) smcr-stat on the server: '$recs' (want smc-r on one group, rxe3 -> rxe1, switches > 0)"; show "$logs/$c.srv" srv; }
+    logged_switch "($c) smcr server" "$logs/$c.srverr"
+    if [[ $c == i ]]; then
+        # the kernel client's group that carries the connections has one link left
+        used=$(used_links client "$logs/$c.links")
+        [[ $used == rxe0 ]] &&
+            pass "(i) the kernel client's group goes on with one link ($used)" ||
+            { fail "(i) the kernel client's group has links on '$used' (want rxe0)"; show "$logs/$c.links" links 8
+              dmesg | grep 'smc:' | tail -n 6 | sed 's/^/    dmesg| /'; }
+    else
+        # (the server's DELETE LINK, or its own QP error if that came first)
+        logged_switch "(j) smcr client" "$logs/$c.err"
+    fi
+    rdma link add rxe3 type rxe netdev veth3 2>/dev/null
+    rxe-vm-smc pnet RXEB veth3 rxe3 1 >/dev/null 2>&1
+    for ((i = 0; i < 100; i++)); do # its GID for 10.77.0.4: the next server's second link
+        grep -qs ':ffff:0a4d:0004' /sys/class/infiniband/rxe3/ports/1/gids/* && break
+        sleep 0.1
+    done
+}
+if want_case i || want_case j; then
+srvbytes=$((${SRVMIB:-16} << 20))
+cat > "$logs/srvfailcli.py" <<'PY'
+import os, socket, subprocess, sys, time
+host, port, size, srverr, srvout, links = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
+sys.path.insert(0, os.path.dirname(sys.argv[0])); import echo_lib
+env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+def wait_for(path, text, secs):
+    for _ in range(int(secs * 10)):
+        if text in open(path).read():
+            return True
+        time.sleep(0.1)
+    return False
+c1 = socket.create_connection((host, port), source_address=("10.77.0.1", 0))
+ok1 = echo_lib.echo(c1, os.urandom(1 << 16))
+# the server adds its second link once the first is confirmed: the second connection goes
+# there (the link with fewer connections) once the server says it is up
+wait_for(srverr, " up on ", 30)
+c2 = socket.create_connection((host, port), source_address=("10.77.0.1", 0))
+def under_way(got): # the test deletes rxe3 now
+    print(f"streaming ({got} bytes echoed)", flush=True)
+def before_end(): # the last eighth once the server moved (the kernel may be slow to tell it)
+    print(f"server moved: {wait_for(srverr, 'move to the first link', 60)}", flush=True)
+got, same, gap, gap_at = echo_lib.stream(c2, os.urandom(size), under_way, before_end)
+if not ok1 or not same:
+    sys.exit(f"FAIL: first echo {'ok' if ok1 else 'BAD'}; second: {got} of {size} bytes echoed, {'intact' if same else 'not the data'}")
+print(f"echo ok: {size >> 20} MiB, sha256 equal; longest pause {gap:.2f}s (after {gap_at >> 10} KiB)", flush=True)
+with open(links, "w") as f:
+    subprocess.run(["rxe-vm-smc", "links"], env=env, stdout=f, stderr=subprocess.STDOUT, timeout=60)
+wait_for(srvout, "moved 2:", 60)  # the server's record first, while it is live
+c2.close()
+c1.close()
+PY
+want_case i && srv_fail_over i 7916 # a kernel client: our DELETE LINK tells it
+want_case j && srv_fail_over j 7917 # an smcr client: the same, followed by our client role
+fi
 
 # ------------------------------------------------ (k) kernel <-> kernel, two links ----
 if want_case k; then
@@ -131,8 +293,6 @@ srv=$(links_of server) cli=$(links_of client)
     { fail "the kernel's link groups: server '$srv', client '$cli' (want rxe1 rxe3 / rxe0 rxe2)"
       show "$logs/k.links" links 12; dmesg | grep 'smc:' | tail -n 6 | sed 's/^/    dmesg| /'; }
 fi
-
-SMC_DEBUG=1 "$smc_run" true 2> "$logs/attach.err" # attaches the option program
 
 # ---------------------------------- (a) smcr client -> kernel server, two links ----
 if want_case a; then
@@ -257,39 +417,6 @@ fi
 # ------------- (e) smcr client (A) -> smcr server (B): two links, connections on both ----
 # ------------------------------------------------- (f) the same over IPv6 (fd77::) ----
 if want_case e || want_case f || want_case g; then
-cat > "$logs/esrv.py" <<'PY'
-import json, os, socket, subprocess, sys, threading
-sys.path.insert(0, os.path.dirname(sys.argv[0])); import echo_lib
-host, port, smcr_stat = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-l = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
-print("listening", flush=True)
-env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-said = threading.Lock()
-def say(line): # one whole line at a time (print writes the newline on its own)
-    with said:
-        print(line, flush=True)
-def stat(*args):
-    return json.loads(subprocess.run([smcr_stat, *args, "-p", str(os.getpid())], env=env,
-                                     capture_output=True, text=True, timeout=60).stdout)
-def record(c): # while it is live: our record of it (mode, link group, device)
-    mine = [r for r in stat("json")["connections"]
-            if r.get("peer_port") == c.getpeername()[1] and r.get("state") == "live"]
-    return (mine[0]["mode"], mine[0]["link_group"], mine[0]["device"]) if len(mine) == 1 else ()
-def serve(c, i):
-    rec = None
-    def each(done):
-        nonlocal rec
-        if rec is None:
-            rec = record(c)
-    echo_lib.serve(c, each)
-    say(f"served {i}: {rec}")
-ts = []
-for i in (1, 2):
-    c, _ = l.accept()
-    t = threading.Thread(target=serve, args=(c, i)); t.start(); ts.append(t)
-for t in ts:
-    t.join()
-PY
 cat > "$logs/ecli.py" <<'PY'
 import json, os, socket, subprocess, sys, time
 host, port, smcr_stat, size, srvlog, src = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6]
@@ -351,10 +478,6 @@ fi
 
 # ---- (g) kernel client (python over AF_SMC, A), 2 open connections -> smcr server (B) ----
 if want_case g; then
-afsmc_c=$(dirname -- "${BASH_SOURCE[0]}")/../../bench/afsmc.c
-[[ -f $afsmc_c ]] || afsmc_c=bench/afsmc.c
-cc -O2 -fPIC -shared -o "$logs/afsmc.so" "$afsmc_c" -ldl 2> "$logs/g.cc" ||
-    { echo "    (cannot build afsmc.so)"; show "$logs/g.cc" cc; }
 cat > "$logs/gcli.py" <<'PY'
 import os, socket, subprocess, sys, time
 host, port, size, srvlog = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
