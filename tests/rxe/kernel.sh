@@ -61,7 +61,7 @@ if [[ ${RXE_VM_SMC:-0} != 1 ]]; then
 fi
 source "$(dirname -- "${BASH_SOURCE[0]}")/case_lib.sh"
 logs=${KERNEL_LOGS:-$(mktemp -d)}; mkdir -p "$logs"
-cp "$(dirname -- "${BASH_SOURCE[0]}")/echo_lib.py" "$logs/" # client.py imports it
+cp "$(dirname -- "${BASH_SOURCE[0]}")/echo_lib.py" "$logs/" # client.py and server.py import it
 # live_record PID [STATE]: the mode of PID's first live connection in smcr-stat --json
 # (STATE: a grep pattern for its state instead, '[a-z]*' for any: a short echo closes
 # before it is read)
@@ -494,26 +494,19 @@ if len(set(groups)) != 1 or groups[0][0] != "smc-r":
 print(f"ok: {conns} connections on SMC-R link group {groups[0][1]}", flush=True)
 PY
 cat > "$logs/server.py" <<'PY'
-import json, os, socket, subprocess, sys
+import os, socket, sys
+sys.path.insert(0, os.path.dirname(sys.argv[0])); import echo_lib
 l = socket.create_server((sys.argv[1], int(sys.argv[2])))
 print("listening", flush=True)
-env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
 for i in range(int(sys.argv[3])):
     c, _ = l.accept()
-    rec = "none"
-    with c:
-        while True:
-            b = c.recv(1 << 16)
-            if not b:
-                break
-            c.sendall(b)
-            if rec == "none":  # while it is live: our record of it
-                out = subprocess.run([sys.argv[4], "json", "-p", str(os.getpid())], env=env,
-                                     capture_output=True, text=True, timeout=30).stdout
-                mine = [r for r in json.loads(out)["connections"]
-                        if r.get("peer_port") == c.getpeername()[1] and r.get("state") == "live"]
-                rec = f"{mine[0]['mode']}:{mine[0]['link_group']}" if len(mine) == 1 else "none"
-    print(f"served {i + 1}: {rec}", flush=True)
+    rec = ["none"]
+    def note(_done, c=c, rec=rec):
+        if rec[0] == "none":  # while it is live: our record of it
+            mine, _ = echo_lib.live_records(c, sys.argv[4])
+            rec[0] = f"{mine[0]['mode']}:{mine[0]['link_group']}" if len(mine) == 1 else "none"
+    echo_lib.serve(c, note)
+    print(f"served {i + 1}: {rec[0]}", flush=True)
 PY
 timeout 200 "$ksmc" server "$B" 7803 $((1 << 20)) 2 > "$logs/d1.srv" 2>&1 &
 spid=$!

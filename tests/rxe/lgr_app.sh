@@ -15,20 +15,15 @@ work=$(mktemp -d)
 trap 'kill $spid 2>/dev/null; rm -rf "$work"' EXIT
 port=7490
 
+cp "$top/tests/rxe/echo_lib.py" "$work/" # server.py imports it
 cat > "$work/server.py" <<'PY'
-import socket, sys, threading
-def serve(c):
-    with c:
-        while True:
-            b = c.recv(1 << 16)
-            if not b:
-                break
-            c.sendall(b)
+import os, socket, sys, threading
+sys.path.insert(0, os.path.dirname(sys.argv[0])); import echo_lib
 l = socket.create_server((sys.argv[1], int(sys.argv[2])))
 print("listening", flush=True)
 while True:
     c, _ = l.accept()
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
+    threading.Thread(target=echo_lib.serve, args=(c,), daemon=True).start()
 PY
 cat > "$work/client.py" <<'PY'
 import json, os, socket, subprocess, sys, time
