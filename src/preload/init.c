@@ -216,7 +216,8 @@ SMCR_EXPORT pid_t fork(void)
 	/*
 	 * libc's fork runs the atfork handlers above; the child inherits the
 	 * fd table as it was (see fdtab.h). Engine state that cannot cross
-	 * fork (RDMA resources) is re-initialised here in later issues.
+	 * fork (RDMA resources) is the engine's own atfork handlers' concern:
+	 * a child's copy of an SMC-R connection reads as reset.
 	 */
 	pid = smcr_real.fork();
 	if (pid == 0)

@@ -11,9 +11,10 @@
  * whichever process does it (design §4). The result is SMC (data diverted to
  * the engine) or FALLBACK (the kernel socket, untouched, with a reason).
  *
- * Same-host SMC is on unless SMCR_SAMEHOST=0; with it off every tracked
- * socket stays CANDIDATE and every call goes to the kernel, exactly as
- * before this glue existed.
+ * SMC is on unless nothing could use it (SMCR_SAMEHOST=0 with no SMC-R
+ * configured: smcr_smc_init); then every tracked socket stays CANDIDATE and
+ * every call goes to the kernel unchanged, so the program behaves as on
+ * plain TCP.
  */
 #ifndef SMCR_PRELOAD_SMC_H
 #define SMCR_PRELOAD_SMC_H

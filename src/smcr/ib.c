@@ -164,7 +164,7 @@ static void fork_init(void)
  * the rxe VM that took the list from 86-233 ms to 8-28 ms.  A provider is
  * libNAME-rdmavN.so in the libibverbs/ directory beside libibverbs.so.1;
  * ibsys.c guesses NAME from sysfs.  A wrong guess costs one load; libibverbs
- * then loads them all, as before.
+ * then loads every provider its configuration lists.
  */
 static void load_providers(void)
 {

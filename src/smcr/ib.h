@@ -110,8 +110,8 @@ void smcr_ib_port_close(struct smcr_ib_port *port);
 /*
  * Load libibverbs and its provider libraries now, in a background thread (once
  * per process, only if the machine has an RDMA device), rather than in the
- * first SMC-R handshake: under load that took seconds (issue 7: a Linux client
- * gives up after 6 s without our Accept).  A fork waits until it is done.
+ * first SMC-R handshake: under load that takes seconds, and a Linux client
+ * gives up after 6 s without our Accept.  A fork waits until it is done.
  */
 void smcr_ib_prepare(void);
 

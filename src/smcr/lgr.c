@@ -27,8 +27,8 @@
  * application thread is busy elsewhere waits at most that long.
  *
  * The invariant that makes this safe, with application threads and the
- * helper taking completions from the same channel (the lost wake-up of
- * session 4 was a channel event nobody read; wr.c's due-event counting):
+ * helper taking completions from the same channel (a channel event nobody
+ * reads is a lost wake-up; wr.c's due-event counting prevents it):
  * while the helper sleeps on a watched group, for each link either its
  * receive CQ is armed (the next message or failure raises an event and
  * g->epfd turns readable) or an event sits in the channel already (g->epfd

@@ -67,7 +67,7 @@
  *           QP towards the server's new one, register every RMB (remote write
  *           only) and send buffer of the group on its PD, answer with our
  *           rkeys for it, and answer the CONFIRM LINK that follows on the new
- *           QP; otherwise we reject as before.
+ *           QP; otherwise we reject it (no second device of ours reaches it).
  * Completions of both links are taken together (the group's channel fd is
  * an epoll fd holding both completion channels) and LLC requests are
  * answered on the link they came on.  A connection uses the link the server
@@ -104,7 +104,7 @@
  * one, SMC_LGR_ASYMMETRIC_LOCAL, and again when a device's port comes up,
  * smcr_port_add()); the first link failing (its device and PD registered
  * the pool first, and it carries the group's identity, its LLC and the
- * primary rkeys: the group still ends, as before).  SMC-Rv1 is not spoken
+ * primary rkeys: the group then ends).  SMC-Rv1 is not spoken
  * by the verbs transport at all; a v2.0 peer (no max_links in CLC) gets one
  * link.
  */

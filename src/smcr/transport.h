@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Transport ops: what the connection engine needs from whatever moves bytes
- * into the peer's ring.  The shm transport (shm.c, same host) implements it
- * now; the verbs transport (RDMA WRITE + 44-byte SENDs) will implement the same
- * table, so conn/tx/rx/close stay unchanged above it.
+ * into the peer's ring.  Two transports implement it: shm (shm.c, same host)
+ * and verbs (verbs.c: RDMA WRITE + 44-byte SENDs), so conn/tx/rx/close are
+ * one engine above both.
  *
  * One struct smcr_xconn per SMC connection.  The engine serialises all calls
  * on one xconn under the connection lock, except ready_fd (constant).

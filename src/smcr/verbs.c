@@ -532,7 +532,7 @@ static int verbs_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg 
 		smcr_lgr_conn_assign(xc->lgr, &xc->lc);
 	fill_accept(xc, acc, SMCR_CLC_ACCEPT);
 	t2 = smcr_sys_now_ns();
-	/* a Linux client waits 6 s for the Accept (issue 7: first contact on a loaded host) */
+	/* a Linux client waits 6 s for the Accept: these times show where a slow one went */
 	smcr_dbg("verbs: Accept (%s, EID %.*s) ready: device open %lld us, group %lld us, "
 		 "buffers %lld us",
 		 xc->first_contact ? "first contact" : "group reused", smcr_eid_len(xc->eid),
