@@ -36,10 +36,10 @@
 #   (h) tshark decodes the CLC v2 Proposal/Accept/Confirm of smcr<->smcr, smcr ->
 #       kernel and kernel -> smcr with no malformed or warning mark, and SMC's option
 #       in every SYN and SYN-ACK;
-#   (i) no SMCR_UEID at all (issue 7: nothing configured on either side): smcr reads
-#       the kernel's UEID table itself, a short echo each way runs over SMC-Rv2 with
-#       the EID RXE-VM (smcr's log), as smc_diag, smcr-stat and the kernel's v2
-#       success counters say (on main before the table was read: TCP fallbacks).
+#   (i) no SMCR_UEID at all (nothing configured on either side): smcr reads the
+#       kernel's UEID table itself, a short echo each way runs over SMC-Rv2 with the
+#       EID RXE-VM (smcr's log), as smc_diag, smcr-stat and the kernel's v2 success
+#       counters say (a library that did not read the table would fall back to TCP).
 # KERNEL_ONLY=testlink,tshark runs just (g) and (h) (noueid: (i)); KERNEL_LOGS=DIR keeps
 # the logs.
 # Prints one line per check and "N passed, N failed"; exit 0 only if all passed.
@@ -326,12 +326,11 @@ case_tshark() {
     # work: every connection still in the group killed, its TCP socket aborted) on different
     # work queues, so when our DELETE LINK came right after the CDC, it sometimes won and the
     # kernel sent a RST instead of its FIN (about 1 in 6 such flows; neither program saw an
-    # error: the kernel's had read EOF and closed, ours had exited). Our exit now waits for
+    # error: the kernel's had read EOF and closed, ours had exited). So our exit waits for
     # the peer's FIN first when the peer had closed; on the wire: the kernel's FIN, then our
     # DELETE LINK. (Frame order on veth0 is the order of events there; its timestamps mix
-    # two clocks: rxe's own frames keep a monotonic stamp.) Not shown to fail on the old
-    # code: the race is lost about 1 in 6 times, and the one run against main's library
-    # (fa1d6b6) had the FIN first (frames 49, 51) and no reset.
+    # two clocks: rxe's own frames keep a monotonic stamp.) Without that wait the race is
+    # lost only about 1 in 6 times, so one run of this check may pass without it.
     local fr
     fr=$(tshark -r "$f" -T fields -e frame.number -e ip.src -e tcp.srcport -e tcp.dstport \
         -e tcp.flags.syn -e tcp.flags.ack -e tcp.flags.fin -e tcp.flags.reset -e udp.payload 2>/dev/null |

@@ -37,10 +37,10 @@
 #       link switch counted, our log says the second link went down and the connection
 #       moved, and the kernel server's group carrying it goes on with one link (rxe1);
 #   (h) (c) with the kernel server's device of the second link (rxe3) deleted: the
-#       kernel moves its side and sends DELETE LINK, which we answer and follow.  Opt-in:
-#       it passed 2 of 3 runs; in the third the echo reached the kernel server whole, but
-#       the guest kernel hung (kworkers and 'rdma link delete rxe3' blocked > 480 s in the
-#       kernel, no stacks printed) and the client never got the end of the echo.
+#       kernel moves its side and sends DELETE LINK, which we answer and follow.  Opt-in,
+#       because the guest kernel can hang in it: the echo reaches the kernel server whole,
+#       then kworkers and 'rdma link delete rxe3' block for minutes in the kernel (no
+#       stacks printed) and the client never gets the end of the echo.
 #   (i) failover as a server: a kernel AF_SMC client (python under bench/afsmc.c's preload,
 #       A) with two open connections to an smcr server (python, B), the second on the
 #       server's second link (rxe3); 'rdma link delete rxe3' while it streams a SRVMIB MiB

@@ -6,8 +6,7 @@
 # (rxe1), clients on 10.77.0.1 / fd77::1 (rxe0), SMCR_TRANSPORT=rdma:
 #  1. IPv4 and IPv6 in turn, under CPU load: ROUNDS x (IPv4, IPv6) echoes of 2 MiB, the
 #     client reading its own live smcr-stat record while the data flows; each must be
-#     SMC-R over rxe0 with the right family (session 2's "IPv6 hang after IPv4" was
-#     tcpopt.sh waiting for an IPv6 listener in /proc/net/tcp's IPv4 format).
+#     SMC-R over rxe0 with the right family.
 #  2. fork with a live SMC-R connection (design §8): (a) a child that exits without
 #     touching it, (b) a child that sends and receives on it (ECONNRESET there), the
 #     parent's connection intact and live afterwards; (c) exec: the new image's

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The kernel's user EID table as smcr reads it (issue 7): a DUMP_UEID reply
+ * The kernel's user EID table as smcr reads it: a DUMP_UEID reply
  * decoded from bytes (src/smcr/genl.c; the kernel's own replies captured in
  * the rxe VM, tests/data/kernel-smcr/genl-*.bin, and replies built here as
  * the kernel builds them: one message per entry, NLM_F_MULTI, then
@@ -349,7 +349,7 @@ static void test_merge(void **state)
 	n = smcr_eid_merge(NULL, 0, NULL, 0, o[0], out);
 	assert_int_equal(n, 1);
 	assert_memory_equal(out[0], own, SMCR_CLC_EID_LEN);
-	/* the kernel's alone (no SMCR_UEID): the issue's case */
+	/* the kernel's alone (no SMCR_UEID): nothing configured on either side */
 	memcpy(kern[0], EID("RXE-VM"), SMCR_CLC_EID_LEN);
 	n = smcr_eid_merge(NULL, 0, (const void *)kern, 1, o[0], out);
 	assert_int_equal(n, 2);
