@@ -237,7 +237,7 @@ const char *smcr_sock_mode_name(const struct smcr_sock *s);
 
 /* ---- teardown ---------------------------------------------------------------- */
 
-/* SHUT_RD, SHUT_WR or SHUT_RDWR (smc-r-protocol.md §7).  0 or -errno. */
+/* SHUT_RD, SHUT_WR or SHUT_RDWR (protocol.md §7).  0 or -errno. */
 int smcr_sock_shutdown(struct smcr_sock *s, int how);
 
 /*

@@ -5,7 +5,7 @@
  *
  * Spinning pays only when the peer really is on another CPU: its answer is
  * then microseconds away, while a sleep and wake-up pair costs ~20 us per
- * direction on a VM whose idle vCPUs halt (perf-samehost.md §2).  "The peer is
+ * direction on a VM whose idle vCPUs halt (benchmarks.md §2).  "The peer is
  * not blocked in a wait" (the shm transport's `sleeping` word) is necessary
  * but not sufficient: a runnable peer may be waiting for a CPU that a third
  * process holds, or for ours.  Then every spin burns its whole budget while

@@ -465,7 +465,7 @@ int smcr_smc_epoll_filter(int epfd, struct epoll_event *events, int n)
 	return out;
 }
 
-/* ---- opt-in bounded spin (SMCR_SPIN_US, perf-samehost.md §2) ------------------------- */
+/* ---- bounded spin (SMCR_SPIN_US, benchmarks.md §2) ------------------------------- */
 
 /* One governor per thread: the thread is what spins (common/spin.h). */
 static __thread struct smcr_spin_gov poll_gov, epoll_gov;

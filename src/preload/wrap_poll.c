@@ -5,7 +5,7 @@
  *
  * SMC-mode sockets make their readiness visible to the kernel through a
  * per-connection doorbell fd that epoll_ctl registers in the program's own
- * epoll set in place of the TCP socket (docs/design.md section 5); poll and
+ * epoll set in place of the TCP socket (design §5); poll and
  * select translate fd arrays (smc_poll.c). Calls without an SMC socket (or
  * a connecting candidate) pass through after one scan of their fds.
  * epoll_create* clear stale table entries like every call that creates an

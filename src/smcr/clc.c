@@ -73,7 +73,7 @@ _Static_assert(F_MAX_CONNS == SMCR_CLC_FCE_V20_SMCD_LEN, "v2.0 FCE ends before m
 _Static_assert(DC_DIAG_V2 + SMCR_CLC_TRL_LEN == SMCR_CLC_DECL_V1_LEN, "Decline v1: 28");
 _Static_assert(DC_DIAG_V2 + 16 + SMCR_CLC_TRL_LEN == SMCR_CLC_DECL_V2_LEN, "Decline v2: 44");
 _Static_assert(SMCR_CLC_ACC_MAX_LEN == 196, "largest Accept/Confirm");
-/* Key offsets, as listed in smc-r-protocol.md §2 and Linux smc_clc.h. */
+/* Key offsets, as listed in protocol.md §2 and Linux smc_clc.h. */
 _Static_assert(HDR_TYPE == 4 && HDR_LEN == 5 && HDR_VER == 7, "header: type, length, version");
 _Static_assert(P_PEER_ID == 8 && P_GID == 16 && P_MAC == 32, "Proposal: peer id, GID, MAC");
 _Static_assert(P_SMCD + PD_V2_EXT_OFF == 50, "Proposal: v2_ext_offset at 50");

@@ -3,7 +3,7 @@
  * CLC (Connection Layer Control) messages: the SMC handshake carried as the
  * first bytes of the TCP stream (RFC 7609 A.2; Linux net/smc/smc_clc.[ch]).
  * Proposal, Accept, Confirm and Decline, versions 1 and 2, SMC-R and SMC-D
- * forms.  Wire layouts: docs/smc-r-protocol.md §2.
+ * forms.  Wire layouts: docs/protocol.md §2.
  *
  * Stream decoding: smcr_clc_decode() looks at the bytes received so far and
  * answers NEED_MORE (with the total length once the header is known), OK (one

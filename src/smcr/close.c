@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Close and abort (smc-r-protocol.md §7): the sticky connection-state flags
+ * Close and abort (protocol.md §7): the sticky connection-state flags
  * peer_done_writing, conn_closed and abort in CDC byte 25, the states Linux
  * walks through, and what happens to the TCP socket: FIN after our CDC on an
  * orderly close, RST on an abort.
@@ -87,7 +87,7 @@ static int shutdown_write_locked(struct smcr_sock *s)
 	s->conn_flags_sent |= SMCR_CDC_CONN_DONE_WRITING;
 	smcr_conn_send_cdc(s, 0);
 	s->state = smcr_conn_peer_done(s) ? SMCR_CONN_APPCLOSEWAIT2 : SMCR_CONN_PEERCLOSEWAIT1;
-	/* The kernel's half-close also half-closes the TCP connection (§7.2). */
+	/* Linux half-closes the TCP connection too (protocol.md §7.2). */
 	smcr_real.shutdown(s->tcp_fd, SHUT_WR);
 	return 0;
 }
@@ -145,7 +145,7 @@ static void close_tell_peer_locked(struct smcr_sock *s, bool at_exit)
 	if (s->state == SMCR_CONN_ABORTED)
 		return;
 	if (smcr_rx_readable(s) > 0 && !s->shut_rd) {
-		/* Unread data: Linux aborts (§7.1) and TCP resets. */
+		/* Unread data: Linux aborts (protocol.md §7.1) and TCP resets. */
 		smcr_close_abort_locked(s, ECONNRESET);
 		return;
 	}
@@ -155,7 +155,7 @@ static void close_tell_peer_locked(struct smcr_sock *s, bool at_exit)
 	}
 	if (at_exit && (s->peer_conn_flags & SMCR_CDC_CONN_CLOSED))
 		exit_wait_peer_fin(s);
-	/* CDC first, then FIN (§7.4). */
+	/* CDC first, then FIN (protocol.md §7.4). */
 	smcr_real.shutdown(s->tcp_fd, SHUT_RDWR);
 }
 

@@ -4,7 +4,7 @@
  * creation and release of struct smcr_sock, progress (taking control
  * messages), readiness and blocking waits.
  *
- * Handshake (smc-r-protocol.md §3, SMC-Dv2 form as loopback-ism uses):
+ * Handshake (protocol.md §3, SMC-Dv2 form as loopback-ism uses):
  *   client: Proposal ->            server: classify (peek), consume Proposal
  *           <- Accept | Decline            transport attaches (shm: rendezvous)
  *           Confirm | Decline ->           active | fallback
@@ -709,7 +709,7 @@ void smcr_conn_check_peer(struct smcr_sock *s)
 /*
  * Bounded spin: while the peer runs on another CPU its next CDC is
  * microseconds away, far less than a sleep/wake-up pair on this kind of VM
- * (perf-samehost.md §2); common/spin.h's governor stops spinning where it does
+ * (benchmarks.md §2); common/spin.h's governor stops spinning where it does
  * not pay.  Lock dropped by the caller.  True if something came.
  */
 static bool spin_for_ctrl(struct smcr_sock *s)

@@ -3,7 +3,7 @@
  * One SMC connection (struct smcr_sock of include/smcr/engine.h): handshake
  * result, cursors of both rings, close flags, readiness bookkeeping.
  *
- * Rings and cursors (smc-r-protocol.md §6):
+ * Rings and cursors (protocol.md §6):
  *   own RMB (we read):   rx_cons (ours) .. rx_prod (the peer's, from CDCs)
  *   peer RMB (we write): tx_cons (the peer's, from CDCs) .. tx_prod (ours)
  * Every cursor from the peer passes smcr_cdc_curs_check*() in rx.c before it
@@ -26,7 +26,7 @@
 #include "smcr/stats_abi.h"
 #include "smcr/transport.h"
 
-/* Linux's connection states (smc-r-protocol.md §7.2), as far as we keep them. */
+/* Linux's connection states (protocol.md §7.2), as far as we keep them. */
 enum smcr_conn_state {
 	SMCR_CONN_ACTIVE = 0,
 	SMCR_CONN_PEERCLOSEWAIT1, /* we shut down writing, the peer has not */
@@ -119,7 +119,7 @@ ssize_t smcr_iov_total(const struct iovec *iov, int iovcnt);
 /* Apply one received control message; invalid -> connection aborted.  Lock held. */
 void smcr_rx_ctrl(struct smcr_sock *s, const uint8_t msg[SMCR_CDC_MSG_LEN]);
 uint32_t smcr_rx_readable(const struct smcr_sock *s);
-/* After consuming: the §6.5 thresholds decide whether the peer hears of it. */
+/* After consuming: protocol.md §6.5's thresholds decide whether the peer hears of it. */
 void smcr_rx_maybe_update_cons(struct smcr_sock *s);
 
 /* tx.c */

@@ -41,7 +41,7 @@
 #include "smcr/genl.h"
 #include "smcr/sys.h"
 
-/* QP attributes as the kernel's SMC-R uses them (smc-r-protocol.md §4.2). */
+/* QP attributes as the kernel's SMC-R uses them (protocol.md §4.2). */
 #define IB_ACK_TIMEOUT	 15 /* 4.096 us << 15 = 134 ms */
 #define IB_RETRY_CNT	 7
 #define IB_RNR_RETRY	 7 /* infinite */

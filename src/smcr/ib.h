@@ -119,7 +119,7 @@ void smcr_ib_prepare(void);
  * An RMB: the peer may write into it and nothing else (no remote read, no
  * atomics), exactly over [buf, buf + len).  The peer addresses it by a random
  * page-aligned *iova (what CLC advertises), never by our virtual address,
- * which would leak the process's layout (smc-r-protocol.md §8.3).  `buf`
+ * which would leak the process's layout (protocol.md §8.3).  `buf`
  * must be page-aligned.
  */
 struct ibv_mr *smcr_ib_reg_rmb(struct smcr_ib_port *port, void *buf, size_t len,

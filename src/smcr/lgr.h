@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * SMC-R link groups in user space (smc-r-protocol.md §3.1, §3.2, §7.5).
+ * SMC-R link groups in user space (protocol.md §3.1, §3.2, §7.5).
  *
  * A link group is what one process shares with one peer process: a device
  * context and protection domain, one CQ pair (the receive CQ on the

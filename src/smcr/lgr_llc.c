@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * LLC flows on a link group's links (smc-r-protocol.md §5, kernel
+ * LLC flows on a link group's links (protocol.md §5, kernel
  * net/smc/smc_llc.c), every function with the group mutex held.
  *
  *   CONFIRM LINK  first contact: the server sends the request once its QP is

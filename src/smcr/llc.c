@@ -36,11 +36,12 @@ enum {
 
 _Static_assert(CL_GID == 10 && CL_QPN == 26 && CL_LINK_NUM == 29 && CL_LINK_UID == 30 &&
 		       CL_MAX_LINKS == 34,
-	       "CONFIRM LINK offsets (smc-r-protocol.md §5.2)");
+	       "CONFIRM LINK offsets (protocol.md §5.2)");
 _Static_assert(AL_GID == 12 && AL_QPN == 28 && AL_LINK_NUM == 31 && AL_MTU == 32,
-	       "ADD LINK offsets (§5.3)");
+	       "ADD LINK offsets (protocol.md §5.3)");
 _Static_assert(AL_EXT + ALX_NUM_RKEYS == 70, "ADD LINK v2 rkey count at message offset 70");
-_Static_assert(CR_RKEY == 5 && CR_VADDR == 9 && CR_RT == 17, "CONFIRM RKEY offsets (§5.6)");
+_Static_assert(CR_RKEY == 5 && CR_VADDR == 9 && CR_RT == 17,
+	       "CONFIRM RKEY offsets (protocol.md §5.6)");
 _Static_assert(CL_MAX_CONNS + 1 + 8 == SMCR_LLC_MSG_LEN, "CONFIRM LINK: 8 reserved bytes end it");
 _Static_assert(AL_PSN + 3 + 8 == SMCR_LLC_MSG_LEN, "ADD LINK: 8 reserved bytes end it");
 _Static_assert(ALX_RKEYS == 28, "ADD LINK v2 extension header is 28 bytes");
@@ -88,7 +89,7 @@ const char *smcr_llc_type_str(uint8_t type)
 	}
 }
 
-/* Types Linux registers receive handlers for, per header version (§4.3). */
+/* Types Linux registers receive handlers for, per header version (protocol.md §4.3). */
 static bool type_known(uint8_t type, uint8_t version)
 {
 	switch (type) {

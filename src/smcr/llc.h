@@ -6,7 +6,7 @@
  * SMC-Rv1 messages are 44 bytes: byte 0 type, byte 1 length 44.  In an SMC-Rv2
  * link group every message (except ADD LINK CONT, which v2 does not use) has
  * byte 0 = 0x20 | type and a 16-bit length in bytes 1-2 that x86 Linux writes
- * little-endian (the kernel stores a host-order u16; see smc-r-protocol.md
+ * little-endian (the kernel stores a host-order u16; see protocol.md
  * §5.1, §13).  We send little-endian like x86 Linux and accept both orders on
  * receipt.  Only ADD LINK (with its rkey list), REQ ADD LINK and DELETE RKEY
  * may be longer than 44 bytes, up to 8192.

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Host-local registry of smcr listeners (design §4: propose only to a peer
- * known to speak SMC; §7: and never because another user said so).
+ * known to speak SMC; design §7: and never because another user said so).
  */
 #ifndef SMCR_REGISTRY_H
 #define SMCR_REGISTRY_H

@@ -3,7 +3,7 @@
  * Receive path: take CDC messages from the peer (the only place a peer's
  * cursor enters the connection, after validation), copy data out of our RMB,
  * and return consumer-cursor updates by the kernel's thresholds
- * (smc-r-protocol.md §6.5).
+ * (protocol.md §6.5).
  */
 #include <errno.h>
 #include <poll.h>
@@ -16,7 +16,7 @@
 #include "smcr/stats.h"
 #include "smcr/sys.h"
 
-/* Linux's SOCK_MIN_SNDBUF / 2 on Debian 6.12 x86-64 (smc-r-protocol.md §6.5). */
+/* Linux's SOCK_MIN_SNDBUF / 2 on Debian 6.12 x86-64 (protocol.md §6.5). */
 #define SMCR_CONS_UPDATE_MIN 2304u
 
 uint32_t smcr_rx_readable(const struct smcr_sock *s)

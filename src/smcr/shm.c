@@ -22,7 +22,7 @@
  * Doorbell: an eventfd per side.  The receiver sets `armed` in its control
  * page when it may go to sleep; the sender rings (eventfd write) only if it
  * swapped `armed` from 1 to 0, so a busy stream pays no system call per CDC
- * (perf-samehost.md §2, "Doorbells").  The engine's readiness fd is an epoll
+ * (benchmarks.md §2, "Doorbells").  The engine's readiness fd is an epoll
  * instance holding our eventfd and the UNIX socket to the peer: it turns
  * readable on a CDC and also when the peer process dies (socket hang-up).
  *
@@ -52,7 +52,7 @@
  *
  * Buffers come from a per-process pool by size class; a new one has its first
  * 64 KiB pre-faulted (a fresh memfd costs ~3 us per 4 KiB page in first-touch
- * faults, perf-samehost.md §2), the rest faults in once, as a stream first
+ * faults, benchmarks.md §2), the rest faults in once, as a stream first
  * reaches it.  A region that was shared goes back to the pool tagged with its peer's
  * pid and is handed only to that same peer process again (it may still have
  * the old mapping).  It is zeroed before reuse, and only once the peer is
@@ -241,7 +241,7 @@ static struct shm_region *region_create(uint32_t ring_size)
 		goto fail;
 	/*
 	 * Pre-fault the control page and the ring's first SHM_PREFAULT_LEN
-	 * (first-touch faults cost ~3 us per 4 KiB page here, perf-samehost.md
+	 * (first-touch faults cost ~3 us per 4 KiB page here, benchmarks.md
 	 * §2): all a short connection writes.  The rest of a large ring faults
 	 * in as a stream first reaches it, once per pooled region.
 	 */
@@ -1392,7 +1392,7 @@ static bool shm_settle(struct smcr_xconn *xc, bool ready)
 	return look_again;
 }
 
-/* ---- optional bounded spin (perf-samehost.md §2: only while the peer runs) ---- */
+/* ---- optional bounded spin (benchmarks.md §2: only while the peer runs) ---- */
 
 static bool shm_ctrl_pending(const struct smcr_xconn *xc)
 {
@@ -1404,7 +1404,7 @@ static bool shm_ctrl_pending(const struct smcr_xconn *xc)
 /*
  * Worth spinning for: the peer is not blocked in a wait, and it did not last
  * run on our CPU (where it would be waiting for us to stop spinning: on a
- * 2-vCPU VM the scheduler often packs both ends onto one, perf-samehost.md
+ * 2-vCPU VM the scheduler often packs both ends onto one, benchmarks.md
  * §2).  A peer still marked asleep that we rang (it has not re-armed since:
  * `armed` is 0) is on its way to answer, so it counts as running; otherwise a
  * request/response pair in which each side sends and then waits would always

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Send path (smc-r-protocol.md §6.4): copy straight into the peer's RMB at our
+ * Send path (protocol.md §6.4): copy straight into the peer's RMB at our
  * producer cursor (two writes when the free area wraps), then one CDC with the
  * new producer cursor.  Free space is the peer's ring minus what it has not
  * consumed yet, so we never write over unread data.  A blocking send completes

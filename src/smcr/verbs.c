@@ -6,7 +6,7 @@
  * the group's pool and its own doorbell.  CLC in the SMC-Rv2 form with our
  * own UEID.
  *
- * Handshake (smc-r-protocol.md §3.1, §3.2):
+ * Handshake (protocol.md §3.1, §3.2):
  *   create          the TCP socket's local address -> GID; if no group of
  *                   ours uses that GID yet, sysfs names its device, port,
  *                   index and MAC (ibsys.h): no libibverbs, nothing opened.
@@ -872,7 +872,7 @@ static int tcp_hung_up(short revents)
 /*
  * The TCP connection hung up.  A peer that closed normally posted its last
  * CDC (closed) before its FIN, but the two travel different paths and the
- * FIN may win (smc-r-protocol.md §7.4), so a hang-up alone is no reset.  We
+ * FIN may win (protocol.md §7.4), so a hang-up alone is no reset.  We
  * send a TEST LINK: RC keeps order, so once its response is in, every CDC
  * the peer posted before the hang-up has arrived; if the peer process died
  * its QP is gone and the request fails at the NIC, which ends the group.

@@ -5,7 +5,7 @@
  * through a completion channel whose fd the caller can poll, so readiness
  * stays kernel-visible and an idle link costs no CPU.
  *
- * The layout follows the kernel's SMC-R (smc-r-protocol.md §4.1, §4.3):
+ * The layout follows the kernel's SMC-R (protocol.md §4.1, §4.3):
  *  - 16 message slots of 48 bytes for outgoing SENDs, each SIGNALED and
  *    SOLICITED (a Linux peer arms its CQ for solicited events only);
  *  - WRITEs unsignaled, posted right before the SEND that announces them:

@@ -25,7 +25,7 @@
 #       (< 10 s) with ECONNRESET (EPIPE if the kernel side had read everything), as client
 #       and as server;
 #   (f) the v2 LLC messages on the wire, counted by type (tshark cannot decode x86
-#       Linux's v2 LLC: see testdata/kernel-smcr/README.md): CONFIRM LINK, ADD LINK and
+#       Linux's v2 LLC: see tests/data/kernel-smcr/README.md): CONFIRM LINK, ADD LINK and
 #       its 44-byte reject, TEST LINK none needed.
 #   (g) TEST LINK on an idle link, both roles: with net.smc.smcr_testlink_time at 2 s
 #       the kernel probes a connection held idle 9 s, smcr answers (its helper thread:

@@ -36,7 +36,7 @@ struct kernel_cdc {
 	struct smcr_cdc_msg want;
 };
 
-/* Fields as listed in testdata/kernel-smcr/README.md, capture a. */
+/* Fields as listed in tests/data/kernel-smcr/README.md, capture a. */
 static const struct kernel_cdc kernel_cdcs[] = {
 	{ "cdc-data-wblk.bin", { 1, 1, { 1, 0 }, { 0, 0 }, SMCR_CDC_PROD_WRITE_BLOCKED, 0 } },
 	{ "cdc-cons-update.bin", { 1, 2, { 0, 0 }, { 1, 0 }, 0, 0 } },

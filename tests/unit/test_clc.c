@@ -221,7 +221,7 @@ static void kernel_declines(void **state)
 	(void)state;
 }
 
-/* ---- hand-written bytes from the reference (§2.4 worked example etc.) ----- */
+/* ---- hand-written bytes laid out as protocol.md §2.4-2.6 describes them ----- */
 
 /* Linux client, SMC-Rv1 only, source 10.1.2.3/24: 92 bytes, byte 7 0x28. */
 static const uint8_t linux_v1_only[92] = {
@@ -245,7 +245,7 @@ static const uint8_t rfc_v1_ipv6[86] = {
 	[82] = 0xe2, 0xd4, 0xc3, 0xd9,
 };
 
-/* SMC-R v1 Accept, first contact (§2.5): 68 bytes, byte 7 0x18. */
+/* SMC-R v1 Accept, first contact (protocol.md §2.5): 68 bytes, byte 7 0x18. */
 static const uint8_t accept_v1[68] = {
 	0xe2, 0xd4, 0xc3, 0xd9, 0x02, 0x00, 0x44, 0x18,
 	[8] = 0xaa, 0xbb, 1, 2, 3, 4, 5, 6,
@@ -399,7 +399,7 @@ static void round_trip_proposals(void **state)
 	/* The largest Proposal Linux accepts. */
 	fill_proposal(&m, 2, SMCR_CLC_PATH_R, SMCR_CLC_PATH_BOTH, 8, 8, 8);
 	round_trip(&m, SMCR_CLC_PROP_MAX_LEN);
-	/* Loopback-ism SMC-Dv2 + SMC-Rv2 with one UEID: 156 + 68 (§2.4). */
+	/* Loopback-ism SMC-Dv2 + SMC-Rv2 with one UEID: 156 + 68 (protocol.md §2.4). */
 	fill_proposal(&m, 2, SMCR_CLC_PATH_NONE, SMCR_CLC_PATH_BOTH, 0, 1, 2);
 	round_trip(&m, 224);
 	(void)state;
@@ -705,7 +705,7 @@ static void decline_names_and_sizes(void **state)
 	assert_null(smcr_clc_decl_name(0));
 	assert_null(smcr_clc_decl_name(0x99990000));
 	assert_string_equal(smcr_clc_decl_name(SMCR_CLC_DECL_SYNCERR), "SYNCERR");
-	/* RMBE size encoding (§6.3). */
+	/* RMBE size encoding (protocol.md §6.3). */
 	assert_int_equal(smcr_clc_rmbe_compress(1, 15), 0);
 	assert_int_equal(smcr_clc_rmbe_compress(16384, 15), 0);
 	assert_int_equal(smcr_clc_rmbe_compress(16385, 15), 1);

@@ -672,7 +672,7 @@ static void test_iovecs_across_wrap(void **state)
 			out[i] = (struct iovec){ .iov_base = src[i], .iov_len = sizeof(src[i]) };
 			total += sizeof(src[i]);
 		}
-		/* As much as the sender believes is free (§6.5 updates lag a little). */
+		/* What the sender believes is free (protocol.md §6.5: updates lag). */
 		sent = smcr_sock_sendv(p.c, out, 3, MSG_DONTWAIT);
 		assert_true(sent > 0);
 		while (got < (size_t)sent) {
@@ -725,7 +725,7 @@ static void test_shutdown_half_close(void **state)
 	assert_int_equal(smcr_sock_send(p.s, "reply", 5, 0), 5);
 	assert_int_equal(smcr_sock_recv(p.c, buf, sizeof(buf), 0), 5);
 	assert_memory_equal(buf, "reply", 5);
-	/* The TCP connection was half-closed too (smc-r-protocol.md §7.2). */
+	/* The TCP connection was half-closed too (protocol.md §7.2). */
 	assert_int_equal(recv(p.sfd, buf, 1, 0), 0);
 	assert_int_equal(smcr_sock_shutdown(p.s, SHUT_WR), 0);
 	assert_int_equal(smcr_sock_recv(p.c, buf, sizeof(buf), 0), 0);

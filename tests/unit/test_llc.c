@@ -364,7 +364,7 @@ static void kernel_rkeys_test_delete(void **state)
 	(void)state;
 }
 
-/* v1 messages from the reference tables (§5.2-5.8). */
+/* v1 messages laid out as protocol.md §5.2-5.8 describes them. */
 static const uint8_t v1_confirm_link[44] = {
 	0x01, 44, 0, 0x03, 1, 2, 3, 4, 5, 6,
 	[10] = 0xfe, 0x80, [25] = 0x99,

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * The host-local listener registry (src/smcr/registry.c) must not be fooled
- * by another user (design §4 "never guess", §7): a registry name bound by a
+ * by another user (design §4 "never guess", design §7): a registry name bound by a
  * process of another uid for a port served by a plain TCP listener must not
  * make smcr_peer_is_registered() true, and a squatted name must not stop the
  * real listener from working (it stays TCP, never proposes wrongly).

@@ -11,7 +11,7 @@
       dissector limitation).
   check-tshark.py kernel KERNEL_DATA_DIR
       Baseline: the kernel's own captures decode to the CLC and CDC messages
-      recorded in testdata/kernel-smcr/README.md.
+      recorded in tests/data/kernel-smcr/README.md.
 
 Exit 0 pass, 1 fail, 77 skip (no tshark).
 """
@@ -90,7 +90,7 @@ def check_ours(generator):
     return errors
 
 
-# What the README of testdata/kernel-smcr records for each capture.
+# What tests/data/kernel-smcr/README.md records for each capture.
 KERNEL_CLC = {
     "a-first-contact.pcapng": {4: ("1", "156"), 6: ("2", "160"), 8: ("3", "180")},
     "b-second-conn.pcapng": {4: ("1", "156"), 10: ("2", "108"), 16: ("3", "108")},
