@@ -234,7 +234,8 @@ void smcr_smc_epoll_move(struct smcr_fd_entry *e, struct smcr_sock *s)
 	errno = saved;
 }
 
-void smcr_smc_epoll_forget(struct smcr_fd_entry *e, struct smcr_sock *s)
+static SMCR_COLD __attribute__((noinline)) void forget_records(struct smcr_fd_entry *e,
+								   struct smcr_sock *s)
 {
 	pthread_mutex_lock(&ep_lock);
 	while (e->epoll_regs) {
@@ -249,6 +250,19 @@ void smcr_smc_epoll_forget(struct smcr_fd_entry *e, struct smcr_sock *s)
 	}
 	e->epoll_events = 0;
 	pthread_mutex_unlock(&ep_lock);
+}
+
+void smcr_smc_epoll_forget(struct smcr_fd_entry *e, struct smcr_sock *s)
+{
+	/*
+	 * Read unlocked: the entry's last reference is gone, and registering it
+	 * takes one, so nothing can add a record now. Most sockets never had
+	 * one, and their close then takes no lock.
+	 */
+	if (e->epoll_regs)
+		forget_records(e, s);
+	else
+		e->epoll_events = 0;
 }
 
 int smcr_smc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
