@@ -37,6 +37,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -80,6 +81,17 @@ struct sockaddr;
  * after the first call that started it.
  */
 void smcr_sock_connect_prepare(const struct sockaddr *dst);
+
+/*
+ * The learned policy (src/smcr/learn.h), before connect() to `dst` (`len`
+ * bytes): 0 = the connection may be proposed SMC, or the reason it stays
+ * TCP (SMCR_REASON_SHORTFLOWS: its destination's recent connections were
+ * all too short for SMC to repay its set-up). Costs no system call, and none
+ * at all when SMCR_LEARN=0 or `dst` is neither on this host's loopback nor in
+ * SMCR_PEERS.
+ */
+#define SMCR_REASON_SHORTFLOWS 0x0A010000 /* local, never sent */
+int smcr_sock_connect_learned(const struct sockaddr *dst, socklen_t len);
 
 enum smcr_classify {
 	SMCR_CLASSIFY_TCP = 0,       /* first bytes are not a CLC Proposal: plain TCP */
@@ -308,6 +320,13 @@ void smcr_note_fallback(int reason);
  */
 struct smcr_tcp_record;
 struct smcr_tcp_record *smcr_stats_tcp_open(int tcp_fd, bool server, int reason);
+/*
+ * A client connection kept on TCP before connect() (smcr_sock_connect_learned):
+ * its record from the destination alone, with no system call (the local
+ * address stays unknown), or NULL.
+ */
+struct smcr_tcp_record *smcr_stats_tcp_open_dest(int tcp_fd, const struct sockaddr *dst,
+						 int reason);
 void smcr_stats_tcp_close(struct smcr_tcp_record *rec);
 
 /* A bounded spin (the engine's or the interposer's poll/epoll) ended: `won` if what it waited for came. */

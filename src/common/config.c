@@ -23,6 +23,7 @@ void smcr_config_defaults(struct smcr_config *cfg)
 	cfg->log_level = SMCR_LOG_WARN;
 	cfg->samehost = true;
 	cfg->kernel_ueid = true;
+	cfg->learn = true;
 	cfg->speak_first_wait_ms = SMCR_CONFIG_SPEAK_FIRST_WAIT_MS;
 	cfg->testlink_s = SMCR_CONFIG_TESTLINK_DEFAULT_S;
 	cfg->spin_us = SMCR_CONFIG_SPIN_DEFAULT_US;
@@ -413,6 +414,9 @@ void smcr_config_parse(struct smcr_config *cfg, smcr_config_getenv_fn *get, void
 	text = lookup(get, ctx, "SMCR_KERNEL_UEID");
 	if (text && smcr_config_parse_bool(text, &cfg->kernel_ueid) < 0)
 		add_problem(cfg, "SMCR_KERNEL_UEID=%.40s: expected 0 or 1; ignored", text);
+	text = lookup(get, ctx, "SMCR_LEARN");
+	if (text && smcr_config_parse_bool(text, &cfg->learn) < 0)
+		add_problem(cfg, "SMCR_LEARN=%.40s: expected 0 or 1; ignored", text);
 
 	text = lookup(get, ctx, "SMCR_PEERS_DENY");
 	/* What a bad deny entry meant to exclude is unknown: propose SMC-R nowhere. */

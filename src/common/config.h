@@ -35,6 +35,10 @@
  *                  padded on the wire.  Our own EID for smcr peers
  *                  (SMCR-USERSPACE-VERBS) is always offered last.
  *   SMCR_KERNEL_UEID  0 = do not read the kernel's UEID table (default: 1)
+ *   SMCR_LEARN     0 = no learned policy: every connection to an SMC-capable
+ *                  destination is proposed SMC (default: 1: a destination
+ *                  whose recent connections were all too short for SMC to
+ *                  repay its set-up stays TCP, smcr/policy.h)
  *   SMCR_TESTLINK_TIME  seconds an SMC-R link may be idle before we send it
  *                  LLC TEST LINK, and wait for the answer before the link
  *                  group is given up (1..86400, default 30, as the kernel's
@@ -99,6 +103,7 @@ struct smcr_config {
 	unsigned n_ueids;             /* SMCR_UEID */
 	char ueid[SMCR_CONFIG_MAX_UEIDS][SMCR_CONFIG_EID_LEN]; /* blank padded, no NUL */
 	bool kernel_ueid;             /* SMCR_KERNEL_UEID */
+	bool learn;                   /* SMCR_LEARN */
 	unsigned n_problems;
 	char problems[SMCR_CONFIG_MAX_PROBLEMS][SMCR_CONFIG_PROBLEM_LEN];
 };

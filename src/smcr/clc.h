@@ -122,6 +122,8 @@ enum smcr_clc_decl {
 	SMCR_CLC_DECL_ERR_RTOK = 0x09990001,
 	SMCR_CLC_DECL_ERR_RDYLNK = 0x09990002,
 	SMCR_CLC_DECL_ERR_REGBUF = 0x09990003,
+	/* smcr's own, never on the wire: the learned policy kept it TCP (learn.h) */
+	SMCR_CLC_DECL_SHORTFLOWS = 0x0A010000,
 };
 
 /* "NOSMCRDEV" etc. for a known code, NULL otherwise. */

@@ -167,11 +167,13 @@ struct smcr_sock *smcr_conn_new(int tcp_fd, bool server, const struct smcr_trans
 	s->state = SMCR_CONN_ACTIVE;
 	s->spin_us = spin_us;
 	s->stats = smcr_stats_conn_open(s);
+	s->opened_ms = smcr_sys_now_ms();
 	return s;
 }
 
 void smcr_conn_free(struct smcr_sock *s, bool clean)
 {
+	smcr_policy_conn_ended(s);
 	smcr_stats_conn_close(s, s->state == SMCR_CONN_ABORTED);
 	s->ops->destroy(s->xc, clean);
 	pthread_mutex_destroy(&s->lock);

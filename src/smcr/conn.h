@@ -91,6 +91,7 @@ struct smcr_sock {
 	uint64_t cdc_received;
 	uint64_t link_switches;        /* SMC-R failover: moved to another link */
 	uint64_t bytes_resent;         /* ... and written again over it */
+	int64_t opened_ms;             /* when the handshake ended (the learned policy) */
 };
 
 /* conn.c */

@@ -10,7 +10,9 @@
 
 #include "common/log.h"
 #include "common/real.h"
+#include "smcr/conn.h"
 #include "smcr/engine.h"
+#include "smcr/learn.h"
 #include "smcr/shm.h"
 #include "smcr/sys.h"
 #ifdef SMCR_HAVE_VERBS
@@ -84,6 +86,56 @@ bool smcr_policy_match(const struct smcr_config_cidr *list, unsigned n,
 		if (cidr_match(&list[i], &d))
 			return true;
 	return false;
+}
+
+/* ---- learned policy (learn.h) ----------------------------------------------------- */
+
+_Static_assert(SMCR_REASON_SHORTFLOWS == SMCR_CLC_DECL_SHORTFLOWS, "one code, two headers");
+
+static uint64_t dest_key(const struct dest *d)
+{
+	return smcr_learn_key(d->family, d->addr, d->port);
+}
+
+static bool dest_is_loopback(const struct dest *d)
+{
+	static const unsigned char v6_loopback[16] = { [15] = 1 };
+
+	return d->family == AF_INET ? d->addr[0] == 127
+				    : memcmp(d->addr, v6_loopback, sizeof(v6_loopback)) == 0;
+}
+
+int smcr_sock_connect_learned(const struct sockaddr *dst, socklen_t len)
+{
+	const struct smcr_config *cfg = smcr_config_get();
+	struct dest d;
+
+	if (!cfg->learn || !dst ||
+	    len < (dst->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+					      : sizeof(struct sockaddr_in)) ||
+	    !dest_of(dst, &d))
+		return 0;
+	/* Only where SMC could be proposed at all: nothing to learn elsewhere. */
+	if (!dest_is_loopback(&d) && !smcr_policy_match(cfg->peers, cfg->n_peers, dst))
+		return 0;
+	return smcr_learn_keep_tcp(dest_key(&d), smcr_sys_now_ms()) ? SMCR_REASON_SHORTFLOWS : 0;
+}
+
+void smcr_policy_conn_ended(const struct smcr_sock *s)
+{
+	struct sockaddr_in6 peer = { .sin6_family = AF_INET6 };
+	int64_t now = smcr_sys_now_ms();
+	struct dest d;
+
+	/* The client decides, so the client learns; the record says where to. */
+	if (s->server || !s->stats || !smcr_config_get()->learn)
+		return;
+	memcpy(&peer.sin6_addr, s->stats->peer_addr, sizeof(peer.sin6_addr));
+	peer.sin6_port = htons(s->stats->peer_port);
+	if (!peer.sin6_port || !dest_of((const struct sockaddr *)&peer, &d))
+		return;
+	smcr_learn_result(dest_key(&d), s->bytes_sent + s->bytes_received, now - s->opened_ms,
+			  now);
 }
 
 /* ---- negative cache ------------------------------------------------------------- */

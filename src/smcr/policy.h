@@ -54,6 +54,13 @@ int smcr_policy_rdma_peer(const struct smcr_config *cfg, const struct sockaddr *
 /* An SMC-R attempt to `peer` ended: reason > 0 declined, < 0 -errno, 0 success. */
 void smcr_policy_rdma_result(const struct sockaddr *peer, int rc, int64_t now_ms);
 
+/*
+ * A connection ended: a client's feeds the learned policy (learn.h) with its
+ * bytes and lifetime. Costs no system call.
+ */
+struct smcr_sock;
+void smcr_policy_conn_ended(const struct smcr_sock *s);
+
 /* Forget every cached destination (tests). */
 void smcr_policy_reset(void);
 

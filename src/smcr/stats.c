@@ -73,7 +73,7 @@ static bool private_dir(const char *path)
 	return true;
 }
 
-static bool runtime_dir(char *out, size_t len)
+bool smcr_stats_runtime_dir(char *out, size_t len)
 {
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
 	struct stat st;
@@ -116,7 +116,7 @@ static int area_create_file(void)
 	char dir[240];
 	int fd;
 
-	if (!runtime_dir(dir, sizeof(dir))) {
+	if (!smcr_stats_runtime_dir(dir, sizeof(dir))) {
 		snprintf(area_path, sizeof(area_path), "<runtime dir>");
 		return -1;
 	}
@@ -485,6 +485,26 @@ struct smcr_tcp_record *smcr_stats_tcp_open(int tcp_fd, bool server, int reason)
 		return NULL;
 	record_init_of(&ri, tcp_fd, SMCR_STATS_MODE_TCP, server ? 1u : 0u,
 		       reason > 0 ? (uint32_t)reason : 0u);
+	return (struct smcr_tcp_record *)claim_record(f, &ri);
+}
+
+struct smcr_tcp_record *smcr_stats_tcp_open_dest(int tcp_fd, const struct sockaddr *dst,
+						 int reason)
+{
+	struct smcr_stats_file *f = stats_get();
+	struct sockaddr_storage ss;
+	struct record_init ri;
+
+	if (!f)
+		return NULL;
+	memset(&ri, 0, sizeof(ri));
+	ri.mode = SMCR_STATS_MODE_TCP;
+	ri.reason = reason > 0 ? (uint32_t)reason : 0u;
+	ri.tcp_fd = tcp_fd;
+	memset(&ss, 0, sizeof(ss));
+	memcpy(&ss, dst, dst->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+						    : sizeof(struct sockaddr_in));
+	addr_of(&ss, ri.peer_addr, &ri.peer_port);
 	return (struct smcr_tcp_record *)claim_record(f, &ri);
 }
 

@@ -9,6 +9,7 @@
 #define SMCR_STATS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "smcr/stats_abi.h"
@@ -31,5 +32,12 @@ void smcr_stats_conn_relink(const struct smcr_sock *s, uint32_t bytes_resent);
 const struct smcr_stats_file *smcr_stats_area(void);
 /* Path of this process's stats file, "" if stats are private. */
 const char *smcr_stats_path(void);
+
+/*
+ * <runtime dir>/smcr, the user's private directory (mode 0700, ours, not a
+ * symlink; created if missing), where the stats files and the learned
+ * policy's table live: false if there is none.
+ */
+bool smcr_stats_runtime_dir(char *out, size_t len);
 
 #endif /* SMCR_STATS_H */

@@ -143,6 +143,21 @@ static void test_ueids(void **state)
 	assert_int_equal(cfg.n_problems, 1);
 }
 
+static void test_learn(void **state)
+{
+	struct smcr_config cfg;
+
+	(void)state;
+	cfg = parse((const char *[]){ NULL });
+	assert_true(cfg.learn); /* on by default */
+	cfg = parse((const char *[]){ "SMCR_LEARN", "0", NULL });
+	assert_false(cfg.learn);
+	assert_int_equal(cfg.n_problems, 0);
+	cfg = parse((const char *[]){ "SMCR_LEARN", "sometimes", NULL });
+	assert_true(cfg.learn);
+	assert_int_equal(cfg.n_problems, 1);
+}
+
 static void assert_cidr(const char *text, int family, unsigned prefix, unsigned port,
 			const char *addr)
 {
@@ -428,6 +443,7 @@ int main(void)
 		cmocka_unit_test(test_transport_and_peer_lists),
 		cmocka_unit_test(test_problem_list_is_bounded),
 		cmocka_unit_test(test_ueids),
+		cmocka_unit_test(test_learn),
 		cmocka_unit_test(test_process_config_parsed_once),
 		cmocka_unit_test(test_real_table_and_self_check),
 	};

@@ -3,8 +3,10 @@
  * Transport policy (src/smcr/policy.c): allow and deny lists over IPv4, IPv6
  * and IPv4-mapped addresses with and without ports, the deny list winning,
  * the negative cache (reason kept, time-limited, bounded, cleared by a
- * success), the client's choice on real loopback sockets, and the server's
- * choice by the Proposal's form.
+ * success), the client's choice on real loopback sockets, the server's
+ * choice by the Proposal's form, and the learned policy's rules (learn.h:
+ * short flows turn a destination TCP, long ones turn it back, with
+ * hysteresis, probes and forgetting).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -22,8 +24,11 @@
 
 #include "common/config.h"
 #include "common/real.h"
+#include "smcr/learn.h"
 #include "smcr/policy.h"
 #include "smcr/shm.h"
+#include "smcr/sys.h"
+#include "smcr/engine.h"
 
 static struct sockaddr_storage sa(const char *addr, unsigned port)
 {
@@ -245,6 +250,171 @@ static void test_server_choice(void **state)
 	assert_int_equal(smcr_policy_server(&cfg, &prop, &ops), SMCR_CLC_DECL_NOSMCD2DEV);
 }
 
+/* ---- learned policy ---------------------------------------------------------------- */
+
+#define SHORT_BYTES 300 /* an HTTP request and a small answer */
+#define LONG_BYTES (1024u * 1024)
+
+static uint64_t loopback_key(uint16_t port)
+{
+	const unsigned char addr[16] = { 127, 0, 0, 1 };
+
+	return smcr_learn_key(AF_INET, addr, port);
+}
+
+static int learn_setup(void **state)
+{
+	(void)state;
+	smcr_learn_use_private();
+	return 0;
+}
+
+static void shorts(uint64_t key, int n, int64_t now)
+{
+	for (int i = 0; i < n; i++)
+		smcr_learn_result(key, SHORT_BYTES, 1, now);
+}
+
+static void test_learn_key(void **state)
+{
+	const unsigned char a[16] = { 127, 0, 0, 1 }, b[16] = { 127, 0, 0, 2 };
+
+	(void)state;
+	assert_int_not_equal(smcr_learn_key(AF_INET, a, 80), 0);
+	assert_int_equal(smcr_learn_key(AF_INET, a, 80), smcr_learn_key(AF_INET, a, 80));
+	assert_int_not_equal(smcr_learn_key(AF_INET, a, 80), smcr_learn_key(AF_INET, a, 81));
+	assert_int_not_equal(smcr_learn_key(AF_INET, a, 80), smcr_learn_key(AF_INET, b, 80));
+	assert_int_not_equal(smcr_learn_key(AF_INET, a, 80), smcr_learn_key(AF_INET6, a, 80));
+}
+
+/* A destination is TCP only after SMCR_LEARN_TCP_ON short connections in a row. */
+static void test_learn_short_flows_turn_tcp(void **state)
+{
+	uint64_t key = loopback_key(8080), other = loopback_key(8081);
+	int64_t now = 1000000;
+
+	(void)state;
+	assert_false(smcr_learn_keep_tcp(key, now)); /* nothing known: SMC */
+	shorts(key, SMCR_LEARN_TCP_ON - 1, now);
+	assert_false(smcr_learn_keep_tcp(key, now));
+	shorts(key, 1, now);
+	assert_true(smcr_learn_keep_tcp(key, now));
+	assert_false(smcr_learn_keep_tcp(other, now)); /* per destination */
+	/* Short means both: few bytes and closed soon. */
+	for (int i = 0; i < 20; i++)
+		smcr_learn_result(other, LONG_BYTES, 1, now);
+	for (int i = 0; i < 20; i++)
+		smcr_learn_result(other, SHORT_BYTES, SMCR_LEARN_SHORT_MS, now);
+	assert_false(smcr_learn_keep_tcp(other, now));
+}
+
+/* A long connection weighs SMCR_LEARN_LONG_WEIGHT short ones: a mix stays SMC. */
+static void test_learn_mixed_stays_smc(void **state)
+{
+	uint64_t key = loopback_key(6379);
+	int64_t now = 1000000;
+
+	(void)state;
+	for (int i = 0; i < 50; i++) {
+		shorts(key, SMCR_LEARN_LONG_WEIGHT - 1, now);
+		smcr_learn_result(key, LONG_BYTES, 5000, now);
+		assert_false(smcr_learn_keep_tcp(key, now));
+	}
+}
+
+/* Hysteresis: back to SMC at SMCR_LEARN_TCP_OFF, TCP again only at SMCR_LEARN_TCP_ON. */
+static void test_learn_hysteresis(void **state)
+{
+	uint64_t key = loopback_key(8443);
+	int64_t now = 1000000;
+
+	(void)state;
+	shorts(key, SMCR_LEARN_TCP_ON + 2, now); /* score TCP_ON + 2 */
+	assert_true(smcr_learn_keep_tcp(key, now));
+	smcr_learn_result(key, LONG_BYTES, 5000, now); /* TCP_ON - 2: inside the band */
+	assert_true(smcr_learn_keep_tcp(key, now));
+	smcr_learn_result(key, LONG_BYTES, 5000, now); /* TCP_ON - 6 <= TCP_OFF */
+	assert_false(smcr_learn_keep_tcp(key, now));
+	shorts(key, SMCR_LEARN_TCP_ON - (SMCR_LEARN_TCP_ON - 6) - 1, now); /* just below TCP_ON */
+	assert_false(smcr_learn_keep_tcp(key, now));
+	shorts(key, 1, now);
+	assert_true(smcr_learn_keep_tcp(key, now));
+}
+
+/* While TCP, one connection in PROBE_EVERY << n is still proposed; n grows. */
+static void test_learn_probes(void **state)
+{
+	uint64_t key = loopback_key(9000);
+	int64_t now = 1000000;
+	unsigned gap = SMCR_LEARN_PROBE_EVERY;
+
+	(void)state;
+	shorts(key, SMCR_LEARN_TCP_ON, now);
+	for (int round = 0; round < 3; round++, gap *= 2) {
+		for (unsigned i = 1; i < gap; i++)
+			assert_true(smcr_learn_keep_tcp(key, now));
+		assert_false(smcr_learn_keep_tcp(key, now)); /* the probe */
+		shorts(key, 1, now); /* it was short again: probe half as often */
+	}
+	/* A long probe brings SMC back once the score falls to TCP_OFF. */
+	while (smcr_learn_keep_tcp(key, now))
+		;
+	for (int i = 0; i < 3; i++)
+		smcr_learn_result(key, LONG_BYTES, 5000, now);
+	assert_false(smcr_learn_keep_tcp(key, now));
+}
+
+/* Time: a probe every SMCR_LEARN_PROBE_S even with few connections; old entries go. */
+static void test_learn_time(void **state)
+{
+	uint64_t key = loopback_key(9100);
+	int64_t now = 1000000;
+
+	(void)state;
+	shorts(key, SMCR_LEARN_TCP_ON, now);
+	assert_true(smcr_learn_keep_tcp(key, now + 1000));
+	assert_false(smcr_learn_keep_tcp(key, now + SMCR_LEARN_PROBE_S * 1000)); /* the probe */
+	assert_true(smcr_learn_keep_tcp(key, now + SMCR_LEARN_PROBE_S * 1000 + 1000));
+	assert_false(smcr_learn_keep_tcp(key, now + (SMCR_LEARN_PROBE_S + SMCR_LEARN_FORGET_S) * 1000));
+	/* Forgotten: it takes TCP_ON short connections again. */
+	now += (SMCR_LEARN_PROBE_S + SMCR_LEARN_FORGET_S) * 1000;
+	shorts(key, SMCR_LEARN_TCP_ON - 1, now);
+	assert_false(smcr_learn_keep_tcp(key, now));
+}
+
+/* More destinations than slots: the table stays bounded and keeps the recent ones. */
+static void test_learn_bounded(void **state)
+{
+	int64_t now = 1000000;
+
+	(void)state;
+	for (uint16_t port = 1; port <= 4 * SMCR_LEARN_SLOTS; port++)
+		shorts(loopback_key(port), SMCR_LEARN_TCP_ON, now + port * 1000);
+	assert_true(smcr_learn_keep_tcp(loopback_key(4 * SMCR_LEARN_SLOTS), now + 4 * SMCR_LEARN_SLOTS * 1000));
+}
+
+/* The interposer's entry point: only loopback or SMCR_PEERS, and the reason. */
+static void test_learn_connect_verdict(void **state)
+{
+	struct sockaddr_storage lo = sa("127.0.0.1", 7000), mapped = sa("::ffff:127.0.0.1", 7000),
+				remote = sa("192.0.2.1", 7000);
+
+	(void)state;
+	assert_int_equal(smcr_sock_connect_learned((struct sockaddr *)&lo, sizeof(struct sockaddr_in)), 0);
+	shorts(loopback_key(7000), SMCR_LEARN_TCP_ON, smcr_sys_now_ms());
+	assert_int_equal(smcr_sock_connect_learned((struct sockaddr *)&lo, sizeof(struct sockaddr_in)),
+			 SMCR_REASON_SHORTFLOWS);
+	assert_int_equal(smcr_sock_connect_learned((struct sockaddr *)&mapped,
+						   sizeof(struct sockaddr_in6)),
+			 SMCR_REASON_SHORTFLOWS);
+	/* A truncated address is not read. */
+	assert_int_equal(smcr_sock_connect_learned((struct sockaddr *)&mapped, 8), 0);
+	/* Where SMC is never proposed there is nothing to learn: not even a look. */
+	assert_int_equal(smcr_sock_connect_learned((struct sockaddr *)&remote,
+						   sizeof(struct sockaddr_in)),
+			 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -252,6 +422,14 @@ int main(void)
 		cmocka_unit_test(test_negative_cache),
 		cmocka_unit_test(test_client_choice),
 		cmocka_unit_test(test_server_choice),
+		cmocka_unit_test_setup(test_learn_key, learn_setup),
+		cmocka_unit_test_setup(test_learn_short_flows_turn_tcp, learn_setup),
+		cmocka_unit_test_setup(test_learn_mixed_stays_smc, learn_setup),
+		cmocka_unit_test_setup(test_learn_hysteresis, learn_setup),
+		cmocka_unit_test_setup(test_learn_probes, learn_setup),
+		cmocka_unit_test_setup(test_learn_time, learn_setup),
+		cmocka_unit_test_setup(test_learn_bounded, learn_setup),
+		cmocka_unit_test_setup(test_learn_connect_verdict, learn_setup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
