@@ -637,9 +637,26 @@ void smcr_smc_before_listen(int fd)
 	smcr_guard_leave();
 }
 
-void smcr_smc_before_connect(int fd, const struct sockaddr *addr)
+/*
+ * A destination the learned policy keeps on TCP (engine.h
+ * smcr_sock_connect_learned): decided now, so that connect() and the
+ * socket's I/O pass through without one more system call.
+ */
+static void keep_tcp(int fd, struct smcr_fd_entry *e, const struct sockaddr *addr, int reason)
+{
+	smcr_note_fallback(reason);
+	e->fallback_reason = (uint32_t)reason;
+	e->owner = smcr_smc_pid;
+	e->tcp_record = smcr_stats_tcp_open_dest(fd, addr, reason);
+	atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
+	smcr_info("fd %d: tcp-fallback (client): reason 0x%08x %s, decided before connect", fd,
+		  (uint32_t)reason, smcr_fallback_reason_str(reason));
+}
+
+void smcr_smc_before_connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	struct smcr_fd_entry *e;
+	int reason;
 
 	if (!smcr_smc_enabled || !smcr_preload_table_writable())
 		return;
@@ -648,8 +665,13 @@ void smcr_smc_before_connect(int fd, const struct sockaddr *addr)
 	    entry_mode(e) != SMCR_FD_CANDIDATE)
 		return;
 	smcr_guard_enter();
-	smcr_tcpopt_mark_connect(fd, addr);
-	smcr_sock_connect_prepare(addr);
+	reason = smcr_sock_connect_learned(addr, len);
+	if (reason) {
+		keep_tcp(fd, e, addr, reason);
+	} else {
+		smcr_tcpopt_mark_connect(fd, addr);
+		smcr_sock_connect_prepare(addr);
+	}
 	smcr_guard_leave();
 }
 

@@ -48,7 +48,8 @@ void smcr_smc_before_exec(void);
 
 /* Before the real listen() / connect(): RFC 7609 option mode marks (engine.h smcr_tcpopt_*). */
 void smcr_smc_before_listen(int fd);
-void smcr_smc_before_connect(int fd, const struct sockaddr *addr);
+/* connect() also asks the learned policy, which may decide TCP there and then. */
+void smcr_smc_before_connect(int fd, const struct sockaddr *addr, socklen_t len);
 void smcr_smc_after_listen(int fd);
 /* After a successful blocking connect, or EINPROGRESS. 0, or -1 with errno. */
 int smcr_smc_after_connect(int fd, int ret);

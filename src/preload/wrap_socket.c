@@ -100,7 +100,7 @@ SMCR_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	smcr_preload_enter();
 	if (smcr_guard_inside())
 		return smcr_real.connect(fd, addr, len);
-	smcr_smc_before_connect(fd, addr);
+	smcr_smc_before_connect(fd, addr, len);
 	add_flags(fd, SMCR_FD_F_CONNECTING);
 	ret = smcr_real.connect(fd, addr, len);
 	if (ret == 0 && smcr_preload_table_writable() && smcr_fdtab_peek(fd))

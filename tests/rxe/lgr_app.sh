@@ -73,8 +73,10 @@ if len(rc) != 1:
 print("ok: the kernel lists exactly one RC QP on rxe0 (ours)", flush=True)
 PY
 
-# the stats files live in the runtime directory, which the VM's root does not have
-export XDG_RUNTIME_DIR=$work/run SMCR_TRANSPORT=rdma SMCR_PEERS=10.77.0.2
+# the stats files live in the runtime directory, which the VM's root does not have;
+# CONNS short connections to one destination are what the learned policy keeps on
+# TCP after the first 8 (tests/apps/smc_learn.sh): here each one must be SMC-R
+export XDG_RUNTIME_DIR=$work/run SMCR_TRANSPORT=rdma SMCR_PEERS=10.77.0.2 SMCR_LEARN=0
 mkdir -m 700 "$XDG_RUNTIME_DIR"
 stat_tool=${SMCR_STAT:-$top/build/src/tools/smcr-stat}
 "$top/scripts/smc_run" python3 "$work/server.py" 10.77.0.2 $port > "$work/server.log" 2>&1 &
