@@ -247,11 +247,13 @@ static uint64_t learnt(uint64_t cur, bool is_short, uint32_t now_s)
 	return state_of(score, tcp, shift, tcp ? SKIPPED(cur) : 0, now_s);
 }
 
-void smcr_learn_result(uint64_t key, uint64_t bytes, int64_t lifetime_ms, int64_t now_ms)
+void smcr_learn_result(uint64_t key, uint64_t bytes, uint64_t messages, int64_t lifetime_ms,
+		       int64_t now_ms)
 {
 	struct learn_table *t = get_table();
 	uint32_t now_s = seconds(now_ms);
-	bool is_short = bytes < SMCR_LEARN_SHORT_BYTES && lifetime_ms < SMCR_LEARN_SHORT_MS;
+	bool is_short = bytes < SMCR_LEARN_SHORT_BYTES && messages < SMCR_LEARN_SHORT_MSGS &&
+			lifetime_ms < SMCR_LEARN_SHORT_MS;
 	struct learn_slot *s = claim(t, key, now_s);
 	uint64_t st = atomic_load_explicit(&s->state, memory_order_relaxed), next;
 

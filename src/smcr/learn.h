@@ -5,11 +5,15 @@
  * SMC costs a handshake (CLC over TCP, rings, doorbells) that only a
  * connection which lives or carries enough repays. A destination whose
  * recent SMC connections were all short (less than SMCR_LEARN_SHORT_BYTES
- * both ways together, and closed within SMCR_LEARN_SHORT_MS of the
- * handshake: an HTTP request with `Connection: close`, a one-shot RPC) is
- * not proposed SMC any more: its connections stay TCP, decided before
- * connect(), with no system call and no CLC byte, and fall back with their
- * own reason (SMCR_CLC_DECL_SHORTFLOWS, "SHORTFLOWS" in smcr-stat).
+ * both ways together, in fewer than SMCR_LEARN_SHORT_MSGS control messages
+ * (CDCs: each write, cursor update and close sends one), and closed within
+ * SMCR_LEARN_SHORT_MS of the handshake: an HTTP request with `Connection:
+ * close`, a one-shot RPC) is not proposed SMC any more: its connections stay
+ * TCP, decided before connect(), with no system call and no CLC byte, and
+ * fall back with their own reason (SMCR_CLC_DECL_SHORTFLOWS, "SHORTFLOWS" in
+ * smcr-stat). Bytes and messages decide, which a loaded machine does not
+ * change; the time bound only keeps a long-lived, quiet connection (a
+ * pooled one) from counting as short.
  *
  * Rules, per destination (address and port), with hysteresis:
  *   - every SMC connection that ends adds 1 to its score when short, and
@@ -46,14 +50,15 @@
 #include <stdint.h>
 
 #define SMCR_LEARN_SHORT_BYTES (64u * 1024)
-#define SMCR_LEARN_SHORT_MS 50
+#define SMCR_LEARN_SHORT_MSGS 16u
+#define SMCR_LEARN_SHORT_MS 1000
 #define SMCR_LEARN_SCORE_MAX 12
 #define SMCR_LEARN_LONG_WEIGHT 4
 #define SMCR_LEARN_TCP_ON 8
 #define SMCR_LEARN_TCP_OFF 4
 #define SMCR_LEARN_PROBE_EVERY 16u
 #define SMCR_LEARN_PROBE_SHIFT_MAX 6u
-#define SMCR_LEARN_PROBE_S 10
+#define SMCR_LEARN_PROBE_S 60
 #define SMCR_LEARN_FORGET_S 600
 #define SMCR_LEARN_SLOTS 256u
 #define SMCR_LEARN_WAYS 8u
@@ -68,8 +73,12 @@ uint64_t smcr_learn_key(unsigned family, const unsigned char addr[16], uint16_t 
  */
 bool smcr_learn_keep_tcp(uint64_t key, int64_t now_ms);
 
-/* An SMC connection to `key` ended after `lifetime_ms` having moved `bytes`. */
-void smcr_learn_result(uint64_t key, uint64_t bytes, int64_t lifetime_ms, int64_t now_ms);
+/*
+ * An SMC connection to `key` ended after `lifetime_ms`, having moved `bytes`
+ * in `messages` control messages (both ways).
+ */
+void smcr_learn_result(uint64_t key, uint64_t bytes, uint64_t messages, int64_t lifetime_ms,
+		       int64_t now_ms);
 
 /*
  * Tests: use a table private to this process (instead of the shared file),

@@ -134,8 +134,8 @@ void smcr_policy_conn_ended(const struct smcr_sock *s)
 	peer.sin6_port = htons(s->stats->peer_port);
 	if (!peer.sin6_port || !dest_of((const struct sockaddr *)&peer, &d))
 		return;
-	smcr_learn_result(dest_key(&d), s->bytes_sent + s->bytes_received, now - s->opened_ms,
-			  now);
+	smcr_learn_result(dest_key(&d), s->bytes_sent + s->bytes_received,
+			  s->cdc_sent + s->cdc_received, now - s->opened_ms, now);
 }
 
 /* ---- negative cache ------------------------------------------------------------- */

@@ -5,14 +5,15 @@
 # curl processes, one short request and connection each. Port B gets long
 # connections: wrk keep-alive. No curl knows what the earlier ones saw but
 # through the user's shared table, so the first SMCR_LEARN_TCP_ON (8) curls
-# are SMC and every later one stays TCP, decided before connect: its log
-# says "tcp-fallback (client): reason 0x0a010000 SHORTFLOWS" and nothing
-# else. Then one python client connects to both ports and holds both
+# are SMC and the later ones stay TCP (but for a probe), decided before
+# connect: their logs say "tcp-fallback (client): reason 0x0a010000
+# SHORTFLOWS" and nothing else. Then one python client connects to both ports and holds both
 # connections while smcr-stat --json reads its live records: port A's is
 # tcp-fallback SHORTFLOWS, port B's smc-shm. With SMCR_LEARN=0 a curl to
 # port A is SMC again. Every body is checked (sha256).
 source "$(dirname -- "${BASH_SOURCE[0]}")/smc_lib.sh"
 need nginx curl wrk
+export SMCR_LEARN=1 # the default, which smc_lib.sh turns off for the other tests
 [[ -z ${SMCR_SANITIZER_PRELOAD:-} ]] || skip "curl cannot run with libasan preloaded (a sanitized build)"
 stat_tool=${SMCR_BUILD_DIR:-}/src/tools/smcr-stat
 [[ -x $stat_tool ]] || stat_tool=$apps_dir/../../scripts/smcr-stat
@@ -42,19 +43,24 @@ curl_a() {
     fi
 }
 
-smc=0
+# Short is counted in bytes and control messages (and a 1 s bound), so the
+# machine's load does not decide it; only the policy's probes (one connection
+# in 16, and one a minute) may still be SMC after the eighth.
+tcp=0
 for n in $(seq 1 20); do
     got=$(curl_a "$n")
     if [[ $got == smc ]]; then
-        smc=$((smc + 1))
-        [[ $n -le 8 ]] || fail "curl $n is SMC: the short-flow destination should stay TCP by now"
+        [[ $n -le 8 ]] && continue
+        log "curl $n: SMC (a probe)"
     else
+        [[ $n -gt 8 ]] || fail "curl $n: '$got': nothing was learnt yet, it should be SMC"
         [[ $got == *'reason 0x0a010000 SHORTFLOWS, decided before connect' ]] ||
             fail "curl $n: '$got', not SMC nor the learned policy's fallback"
+        tcp=$((tcp + 1))
     fi
 done
-[[ $smc -eq 8 ]] || fail "$smc of the first curls were SMC, expected 8 (SMCR_LEARN_TCP_ON)"
-log "port A: curls 1-8 SMC, 9-20 stay TCP: $(grep -o 'tcp-fallback (client): .*' "$work/curl-20.smcr.err")"
+[[ $tcp -ge 10 ]] || fail "only $tcp of curls 9-20 stayed TCP: the destination was not learnt"
+log "port A: curls 1-8 SMC, $tcp of 9-20 TCP: $(grep -o 'tcp-fallback (client): .*' "$work/curl-20.smcr.err")"
 
 run_client smcr wrk-b 30 wrk -t1 -c4 -d1s "http://127.0.0.1:$port_b/page.bin"
 [[ $exit_code -eq 0 ]] || fail "wrk exited $exit_code"

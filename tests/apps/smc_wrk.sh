@@ -65,11 +65,8 @@ keepalive_conns=$(smc_lines wrk-keepalive)
 # shellcheck disable=SC2046
 assert_smc_stats "nginx workers (keep-alive)" "$keepalive_conns" $(workers)
 
-# Thousands of SMC handshakes are the point here: the learned policy, which
-# would rightly keep such short flows on TCP after the first 8
-# (tests/apps/smc_learn.sh), is off for this client.
-run_client smcr wrk-close 30 env SMCR_LEARN=0 wrk -t 2 -c 8 -d 1s -H 'Connection: close' \
-    -s "$work/check.lua" "http://127.0.0.1:$port/page.bin"
+run_client smcr wrk-close 30 wrk -t 2 -c 8 -d 1s -H 'Connection: close' -s "$work/check.lua" \
+    "http://127.0.0.1:$port/page.bin"
 [[ $exit_code -eq 0 ]] || fail "wrk (Connection: close) exited $exit_code"
 check_wrk wrk-close 100
 close_conns=$(smc_lines wrk-close)

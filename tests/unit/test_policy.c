@@ -253,6 +253,7 @@ static void test_server_choice(void **state)
 /* ---- learned policy ---------------------------------------------------------------- */
 
 #define SHORT_BYTES 300 /* an HTTP request and a small answer */
+#define SHORT_MSGS 6   /* request, answer, cursor updates, close */
 #define LONG_BYTES (1024u * 1024)
 
 static uint64_t loopback_key(uint16_t port)
@@ -272,7 +273,7 @@ static int learn_setup(void **state)
 static void shorts(uint64_t key, int n, int64_t now)
 {
 	for (int i = 0; i < n; i++)
-		smcr_learn_result(key, SHORT_BYTES, 1, now);
+		smcr_learn_result(key, SHORT_BYTES, SHORT_MSGS, 1, now);
 }
 
 static void test_learn_key(void **state)
@@ -300,12 +301,19 @@ static void test_learn_short_flows_turn_tcp(void **state)
 	shorts(key, 1, now);
 	assert_true(smcr_learn_keep_tcp(key, now));
 	assert_false(smcr_learn_keep_tcp(other, now)); /* per destination */
-	/* Short means both: few bytes and closed soon. */
+	/* Short means all three: few bytes, few messages, closed soon. */
 	for (int i = 0; i < 20; i++)
-		smcr_learn_result(other, LONG_BYTES, 1, now);
+		smcr_learn_result(other, LONG_BYTES, SHORT_MSGS, 1, now);
 	for (int i = 0; i < 20; i++)
-		smcr_learn_result(other, SHORT_BYTES, SMCR_LEARN_SHORT_MS, now);
+		smcr_learn_result(other, SHORT_BYTES, SMCR_LEARN_SHORT_MSGS, 1, now);
+	for (int i = 0; i < 20; i++)
+		smcr_learn_result(other, SHORT_BYTES, SHORT_MSGS, SMCR_LEARN_SHORT_MS, now);
 	assert_false(smcr_learn_keep_tcp(other, now));
+	/* Just under every bound is short. */
+	for (int i = 0; i < SMCR_LEARN_TCP_ON; i++)
+		smcr_learn_result(other, SMCR_LEARN_SHORT_BYTES - 1, SMCR_LEARN_SHORT_MSGS - 1,
+				  SMCR_LEARN_SHORT_MS - 1, now);
+	assert_true(smcr_learn_keep_tcp(other, now));
 }
 
 /* A long connection weighs SMCR_LEARN_LONG_WEIGHT short ones: a mix stays SMC. */
@@ -317,7 +325,7 @@ static void test_learn_mixed_stays_smc(void **state)
 	(void)state;
 	for (int i = 0; i < 50; i++) {
 		shorts(key, SMCR_LEARN_LONG_WEIGHT - 1, now);
-		smcr_learn_result(key, LONG_BYTES, 5000, now);
+		smcr_learn_result(key, LONG_BYTES, 1000, 5000, now);
 		assert_false(smcr_learn_keep_tcp(key, now));
 	}
 }
@@ -331,9 +339,9 @@ static void test_learn_hysteresis(void **state)
 	(void)state;
 	shorts(key, SMCR_LEARN_TCP_ON + 2, now); /* score TCP_ON + 2 */
 	assert_true(smcr_learn_keep_tcp(key, now));
-	smcr_learn_result(key, LONG_BYTES, 5000, now); /* TCP_ON - 2: inside the band */
+	smcr_learn_result(key, LONG_BYTES, 1000, 5000, now); /* TCP_ON - 2: inside the band */
 	assert_true(smcr_learn_keep_tcp(key, now));
-	smcr_learn_result(key, LONG_BYTES, 5000, now); /* TCP_ON - 6 <= TCP_OFF */
+	smcr_learn_result(key, LONG_BYTES, 1000, 5000, now); /* TCP_ON - 6 <= TCP_OFF */
 	assert_false(smcr_learn_keep_tcp(key, now));
 	shorts(key, SMCR_LEARN_TCP_ON - (SMCR_LEARN_TCP_ON - 6) - 1, now); /* just below TCP_ON */
 	assert_false(smcr_learn_keep_tcp(key, now));
@@ -360,7 +368,7 @@ static void test_learn_probes(void **state)
 	while (smcr_learn_keep_tcp(key, now))
 		;
 	for (int i = 0; i < 3; i++)
-		smcr_learn_result(key, LONG_BYTES, 5000, now);
+		smcr_learn_result(key, LONG_BYTES, 1000, 5000, now);
 	assert_false(smcr_learn_keep_tcp(key, now));
 }
 
