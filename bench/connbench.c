@@ -12,7 +12,9 @@
  *   connbench cps tcp ADDR PORT THREADS SECONDS | cps unix PATH THREADS SECONDS
  *       THREADS threads, each making connections one after the other for
  *       SECONDS: socket + connect + 14-byte request + 14-byte response + close
- *       (the client closes first). Prints "cps rate R conns N".
+ *       (the client closes first). Prints "cps rate R conns N". SECONDS may
+ *       be n=COUNT instead: exactly COUNT connections per thread (for
+ *       counting system calls per connection as a difference of two counts).
  *   connbench pp tcp ADDR PORT SECONDS | pp unix PATH SECONDS
  *       one connection, 14-byte messages echoed one at a time (TCP_NODELAY),
  *       every round trip timed after 100 untimed ones. Prints "pp rtt_p50_us
@@ -240,6 +242,7 @@ static void one_exchange(int fd, char *tag)
 }
 
 static double cps_deadline;
+static unsigned long cps_count; /* per thread; 0 = until cps_deadline */
 static atomic_ulong cps_conns;
 
 static void *cps_thread(void *arg)
@@ -249,7 +252,7 @@ static void *cps_thread(void *arg)
 
 	memcpy(tag, request, MSG);
 	tag[0] = (char)('A' + (intptr_t)arg % 26);
-	while (now_s() < cps_deadline) {
+	while (cps_count ? n < cps_count : now_s() < cps_deadline) {
 		int fd = connect_one();
 
 		nodelay(fd);
@@ -263,13 +266,17 @@ static void *cps_thread(void *arg)
 	return NULL;
 }
 
-static int cps(int threads, double seconds)
+static int cps(int threads, const char *length)
 {
 	pthread_t tid[MAX_THREADS];
-	double start;
+	double start, seconds = 0;
 
-	if (threads < 1 || threads > MAX_THREADS || seconds <= 0) {
-		fprintf(stderr, "connbench: 1..%d threads, seconds > 0\n", MAX_THREADS);
+	if (!strncmp(length, "n=", 2))
+		cps_count = strtoul(length + 2, NULL, 10);
+	else
+		seconds = atof(length);
+	if (threads < 1 || threads > MAX_THREADS || (seconds <= 0 && cps_count == 0)) {
+		fprintf(stderr, "connbench: 1..%d threads, seconds > 0 or n=COUNT > 0\n", MAX_THREADS);
 		return 2;
 	}
 	start = now_s();
@@ -337,7 +344,7 @@ int main(int argc, char **argv)
 		return server();
 	alarm(600);
 	if (!strcmp(mode, "cps") && argc == 2)
-		return cps(atoi(argv[0]), atof(argv[1]));
+		return cps(atoi(argv[0]), argv[1]);
 	if (!strcmp(mode, "pp") && argc == 1)
 		return pingpong(atof(argv[0]));
 	fprintf(stderr, "connbench: bad arguments\n");
