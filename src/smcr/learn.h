@@ -37,11 +37,12 @@
  * start empty in every such process and never learn anything. Per user and
  * not per host: another uid's processes must not steer ours (their table is
  * not readable to us, nor ours to them); a process of our own uid can only
- * make us choose TCP or SMC, both of which work. Every value read from the
- * table is only a hint (no pointer, no length); entries are lost or
- * overwritten under races between processes, which at worst costs one
- * wrong choice. Without a runtime directory the table is private to the
- * process.
+ * make us choose TCP or SMC, both of which work (or, by truncating the file,
+ * make us fault on the mapping: no more than it could do by killing us).
+ * Every value read from the table is only a hint (no pointer, no length);
+ * entries are lost or overwritten under races between processes, which at
+ * worst costs one wrong choice. Without a runtime directory the table is
+ * private to the process.
  */
 #ifndef SMCR_LEARN_H
 #define SMCR_LEARN_H
