@@ -43,6 +43,92 @@
 
 struct smcr_sock;
 struct smcr_listener;
+struct epoll_event;
+struct msghdr;
+struct pollfd;
+
+/* ---- the engine's environment --------------------------------------------- */
+
+/*
+ * The libc entry points the engine uses, as its embedder binds them.  An
+ * interposer that wraps the public names (LD_PRELOAD) must hand the engine
+ * the functions behind its wrappers, or every engine call would enter the
+ * wrappers again; a plain program hands it libc's own (src/smcr/standalone.c).
+ * X(return type, name, (parameter types)), the signatures of <sys/socket.h>,
+ * <unistd.h>, <fcntl.h>, <poll.h>, <sys/epoll.h> and friends.
+ */
+#define SMCR_LIBC_FUNCS(X)                                                          \
+	X(int, socket, (int, int, int))                                             \
+	X(int, bind, (int, const struct sockaddr *, socklen_t))                     \
+	X(int, listen, (int, int))                                                  \
+	X(int, connect, (int, const struct sockaddr *, socklen_t))                  \
+	X(int, accept4, (int, struct sockaddr *, socklen_t *, int))                 \
+	X(int, shutdown, (int, int))                                                \
+	X(int, getsockopt, (int, int, int, void *, socklen_t *))                    \
+	X(int, setsockopt, (int, int, int, const void *, socklen_t))                \
+	X(int, getsockname, (int, struct sockaddr *, socklen_t *))                  \
+	X(int, getpeername, (int, struct sockaddr *, socklen_t *))                  \
+	X(int, close, (int))                                                        \
+	X(int, fcntl, (int, int, ...))                                              \
+	X(int, ioctl, (int, unsigned long, ...))                                    \
+	X(int, open, (const char *, int, ...))                                      \
+	X(int, openat, (int, const char *, int, ...))                               \
+	X(ssize_t, read, (int, void *, size_t))                                     \
+	X(ssize_t, write, (int, const void *, size_t))                              \
+	X(ssize_t, send, (int, const void *, size_t, int))                          \
+	X(ssize_t, sendto, (int, const void *, size_t, int, const struct sockaddr *, \
+			    socklen_t))                                             \
+	X(ssize_t, sendmsg, (int, const struct msghdr *, int))                      \
+	X(ssize_t, recv, (int, void *, size_t, int))                                \
+	X(ssize_t, recvmsg, (int, struct msghdr *, int))                            \
+	X(int, poll, (struct pollfd *, unsigned long, int))                         \
+	X(int, epoll_create1, (int))                                                \
+	X(int, epoll_ctl, (int, int, int, struct epoll_event *))                    \
+	X(int, eventfd, (unsigned int, int))                                        \
+	X(int, memfd_create, (const char *, unsigned int))                          \
+	X(int, timerfd_create, (int, int))                                          \
+	X(int, inotify_init1, (int))
+
+#define SMCR_LIBC_MEMBER(ret, name, params) ret(*name) params;
+struct smcr_libc {
+	SMCR_LIBC_FUNCS(SMCR_LIBC_MEMBER)
+};
+#undef SMCR_LIBC_MEMBER
+
+struct smcr_engine_env {
+	struct smcr_libc libc; /* every member set */
+	/*
+	 * Around calls into third-party code that may call the public libc
+	 * names itself (libibverbs and its providers, from the engine's own
+	 * threads): an interposer lets such calls pass its wrappers untouched.
+	 * NULL: nothing to do.
+	 */
+	void (*foreign_enter)(void);
+	void (*foreign_leave)(void);
+};
+
+/*
+ * Before any other engine call, once per process image (idempotent: later
+ * calls change nothing).  The engine keeps a copy of `env`.
+ */
+void smcr_engine_init(const struct smcr_engine_env *env);
+
+/*
+ * fork, from the embedder's one pthread_atfork registration: prepare takes
+ * every engine lock in the engine's one order (after the embedder's own
+ * locks), parent releases them, child re-creates them and forgets what the
+ * parent's threads own (SMC-R link groups, helper threads).
+ */
+void smcr_engine_fork_prepare(void);
+void smcr_engine_fork_parent(void);
+void smcr_engine_fork_child(void);
+
+/*
+ * The engine's fds (rendezvous sockets, rings, doorbells, its duplicates of
+ * TCP sockets) are close-on-exec and live at or above this number, away from
+ * the numbers a program expects its next open() or socket() to return.
+ */
+#define SMCR_ENGINE_FD_FLOOR 256
 
 /* Per-connection choices; zero-initialise for the defaults. */
 struct smcr_sock_opts {
@@ -267,13 +353,11 @@ int smcr_sock_shutdown(struct smcr_sock *s, int how);
 bool smcr_sock_exit(struct smcr_sock *s);
 
 /*
- * Process exit, after smcr_sock_exit() on the open connections: every SMC-R
- * link group flushes what was posted and tells its peer (DELETE LINK).  The
- * engine does this from its own atexit handler, which runs first (it is
- * registered later), unless the caller takes it over with
- * smcr_engine_exit_by_caller() and calls smcr_engine_exit() itself.
+ * Process exit, after smcr_sock_exit() on the open connections (the
+ * embedder's one exit handler calls both, in that order): every SMC-R link
+ * group flushes what was posted and tells its peer (DELETE LINK), then the
+ * process's stats file goes.
  */
-void smcr_engine_exit_by_caller(void);
 void smcr_engine_exit(void);
 
 /*

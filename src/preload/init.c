@@ -11,8 +11,10 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <sys/auxv.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define SMC_PRELOAD_WEAK /* we define them: strong symbols */
@@ -21,6 +23,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "preload/preload.h"
+#include "smcr/engine.h"
 
 atomic_bool smcr_preload_ready;
 bool smcr_preload_active;
@@ -28,42 +31,92 @@ bool smcr_preload_active;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 /*
- * Every global lock of the library, in acquisition order. If you add a
- * lock anywhere in src/preload, src/smcr or src/common, add it to all
- * three lists, or fork() in a multi-threaded program can leave the child
- * with a lock held by a thread that does not exist there.
+ * The library's one fork handler: every global lock, in acquisition order,
+ * the interposer's (fd table, then the SMC glue's) outside the engine's
+ * (src/smcr/engine.c lists those).  A lock missing here can leave a forked
+ * child of a multi-threaded program with a lock held by a thread that does
+ * not exist there.
  */
-#define SMCR_LOCK_ALL()                \
-	do {                           \
-		smcr_fdtab_lock();     \
-		smcr_smc_lock();       \
-	} while (0)
-#define SMCR_UNLOCK_ALL()              \
-	do {                           \
-		smcr_smc_unlock();     \
-		smcr_fdtab_unlock();   \
-	} while (0)
-#define SMCR_REINIT_ALL()              \
-	do {                           \
-		smcr_fdtab_reinit_child(); \
-		smcr_smc_reinit_child(); \
-	} while (0)
-
 static void atfork_prepare(void)
 {
 	/* Bind first: binding takes locks of its own (dlsym, pthread_once). */
 	smcr_real_bind();
-	SMCR_LOCK_ALL();
+	smcr_fdtab_lock();
+	smcr_smc_lock();
+	smcr_engine_fork_prepare();
 }
 
 static void atfork_parent(void)
 {
-	SMCR_UNLOCK_ALL();
+	smcr_engine_fork_parent();
+	smcr_smc_unlock();
+	smcr_fdtab_unlock();
 }
 
 static void atfork_child(void)
 {
-	SMCR_REINIT_ALL();
+	smcr_engine_fork_child();
+	smcr_fdtab_reinit_child();
+	smcr_smc_reinit_child();
+}
+
+/* The library's one exit handler: connections first, then the engine's exit. */
+static void at_exit(void)
+{
+	int saved = errno;
+
+	smcr_guard_enter();
+	smcr_smc_exit();
+	smcr_engine_exit();
+	smcr_guard_leave();
+	errno = saved;
+}
+
+/* libc functions a libc may lack: the system call itself. */
+static int sys_eventfd(unsigned int initval, int flags)
+{
+	return (int)syscall(SYS_eventfd2, initval, flags);
+}
+
+static int sys_memfd_create(const char *name, unsigned int flags)
+{
+	return (int)syscall(SYS_memfd_create, name, flags);
+}
+
+static int sys_timerfd_create(int clockid, int flags)
+{
+	return (int)syscall(SYS_timerfd_create, clockid, flags);
+}
+
+static int sys_inotify_init1(int flags)
+{
+	return (int)syscall(SYS_inotify_init1, flags);
+}
+
+/*
+ * The engine calls libc through the functions behind our wrappers; calls
+ * into libibverbs from its own threads run inside the recursion guard, so
+ * that library's own socket and file calls pass the wrappers untouched.
+ */
+static void engine_init(void)
+{
+	struct smcr_engine_env env = {
+#define SMCR_LIBC_REAL(ret, name, params) .libc.name = smcr_real.name,
+		SMCR_LIBC_FUNCS(SMCR_LIBC_REAL)
+#undef SMCR_LIBC_REAL
+		.foreign_enter = smcr_guard_enter,
+		.foreign_leave = smcr_guard_leave,
+	};
+
+	if (!env.libc.eventfd)
+		env.libc.eventfd = sys_eventfd;
+	if (!env.libc.memfd_create)
+		env.libc.memfd_create = sys_memfd_create;
+	if (!env.libc.timerfd_create)
+		env.libc.timerfd_create = sys_timerfd_create;
+	if (!env.libc.inotify_init1)
+		env.libc.inotify_init1 = sys_inotify_init1;
+	smcr_engine_init(&env);
 }
 
 /* Table size: the fds the process may ever open, unless configured. */
@@ -119,8 +172,11 @@ static void init_all(void)
 		smcr_warn("%s", cfg->problems[i]);
 
 	smcr_preload_active = decide_active(cfg, secure);
-	if (smcr_preload_active)
+	if (smcr_preload_active) {
+		engine_init();
 		smcr_smc_init();
+		atexit(at_exit);
+	}
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	if (smcr_preload_active && smcr_log_enabled(SMCR_LOG_INFO))
 		smcr_log_line("smcr: active in %s (pid %d), version %s", smcr_log_progname(),

@@ -59,8 +59,6 @@
 #define REASON_SYNCERR 0x04000000u   /* the server spoke before the client */
 #define REASON_INTERR 0x09990000u    /* handshake failed hard */
 
-/* Engine fds go high, away from the numbers programs expect to get next. */
-#define ENGINE_FD_MIN 256
 /* How long a partial CLC Proposal prefix may sit before it counts as data. */
 #define PARTIAL_PROPOSAL_MS 2000
 /* How long a server's first write waits for a local client's Proposal. */
@@ -265,7 +263,7 @@ static void decision_unlock(struct smcr_fd_entry *e)
 /* A duplicate of the TCP socket for the engine, close-on-exec. */
 static int engine_dup(int fd)
 {
-	int efd = smcr_real.fcntl(fd, F_DUPFD_CLOEXEC, ENGINE_FD_MIN);
+	int efd = smcr_real.fcntl(fd, F_DUPFD_CLOEXEC, SMCR_ENGINE_FD_FLOOR);
 
 	if (efd < 0)
 		efd = smcr_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
@@ -846,19 +844,16 @@ void smcr_smc_before_exec(void)
  * it at exit, orderly (FIN; RST with unread data), so the peer reads EOF.
  * Without this the peer would see this process vanish (its rendezvous socket
  * hang up, or the link group's DELETE LINK) and read a reset instead.  So
- * each connection this process owns says what close() would say; then the
- * engine's exit work (SMC-R: flush, DELETE LINK), which must come after the
- * CDCs, not before: the engine's own atexit handler would run first.  _exit()
- * and fatal signals run no handler: the peer then sees a reset, as when the
- * process is killed.  A forked child's exit touches only what it owns.
+ * each connection this process owns says what close() would say, before the
+ * engine's exit work (SMC-R: flush, DELETE LINK; init.c calls both, in that
+ * order, inside the guard).  _exit() and fatal signals run no handler: the
+ * peer then sees a reset, as when the process is killed.  A forked child's
+ * exit touches only what it owns.
  */
-static void smc_at_exit(void)
+void smcr_smc_exit(void)
 {
-	int saved = errno;
-
-	if (getpid() != smcr_smc_pid)
+	if (!smcr_smc_enabled || getpid() != smcr_smc_pid)
 		return;
-	smcr_guard_enter();
 	for (unsigned fd = 0, high = smcr_fdtab_high(); fd < high; fd++) {
 		struct smcr_fd_entry *e;
 		struct smcr_sock *s;
@@ -874,9 +869,6 @@ static void smc_at_exit(void)
 			smcr_dbg("fd %u: SMC connection closed at exit", fd);
 		smcr_fdtab_put(e);
 	}
-	smcr_engine_exit();
-	smcr_guard_leave();
-	errno = saved;
 }
 
 /* ---- data --------------------------------------------------------------------------- */
@@ -1176,10 +1168,6 @@ void smcr_smc_init(void)
 	tcp_rcvbuf_default = read_tcp_rcvbuf_default();
 	smcr_guard_leave();
 	smcr_fdtab_release_hook = release_entry;
-	if (smcr_smc_enabled) {
-		smcr_engine_exit_by_caller();
-		atexit(smc_at_exit);
-	}
 	if (!smcr_smc_enabled)
 		smcr_info("same-host SMC off (SMCR_SAMEHOST=0) and no SMC-R peers (SMCR_PEERS):"
 			  " every connection stays TCP");

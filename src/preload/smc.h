@@ -43,6 +43,8 @@ void smcr_smc_unlock(void);
 void smcr_smc_reinit_child(void);
 /* exec is about to replace this process: reset the SMC connections it owns. */
 void smcr_smc_before_exec(void);
+/* exit(): the SMC connections this process owns close as the kernel would close TCP. */
+void smcr_smc_exit(void);
 
 /* ---- life cycle (wrap_socket.c) -------------------------------------------- */
 

@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 
 #include "common/log.h"
-#include "common/real.h"
+#include "smcr/libc.h"
 #include "smcr/conn.h"
 #include "smcr/engine.h"
 #include "smcr/sys.h"
@@ -34,7 +34,7 @@ static void tcp_reset_on_close(int fd)
 {
 	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 
-	smcr_real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	smcr_libc.setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 }
 
 void smcr_close_abort_locked(struct smcr_sock *s, int err)
@@ -88,7 +88,7 @@ static int shutdown_write_locked(struct smcr_sock *s)
 	smcr_conn_send_cdc(s, 0);
 	s->state = smcr_conn_peer_done(s) ? SMCR_CONN_APPCLOSEWAIT2 : SMCR_CONN_PEERCLOSEWAIT1;
 	/* Linux half-closes the TCP connection too (protocol.md §7.2). */
-	smcr_real.shutdown(s->tcp_fd, SHUT_WR);
+	smcr_libc.shutdown(s->tcp_fd, SHUT_WR);
 	return 0;
 }
 
@@ -130,7 +130,7 @@ static void exit_wait_peer_fin(struct smcr_sock *s)
 	if (!deadline)
 		deadline = now + CLOSE_EXIT_PEER_FIN_MS;
 	while (now < deadline) {
-		int n = smcr_real.poll(&p, 1, (int)(deadline - now));
+		int n = smcr_libc.poll(&p, 1, (int)(deadline - now));
 
 		if (n > 0 || (n < 0 && errno != EINTR))
 			break;
@@ -156,7 +156,7 @@ static void close_tell_peer_locked(struct smcr_sock *s, bool at_exit)
 	if (at_exit && (s->peer_conn_flags & SMCR_CDC_CONN_CLOSED))
 		exit_wait_peer_fin(s);
 	/* CDC first, then FIN (protocol.md §7.4). */
-	smcr_real.shutdown(s->tcp_fd, SHUT_RDWR);
+	smcr_libc.shutdown(s->tcp_fd, SHUT_RDWR);
 }
 
 bool smcr_sock_exit(struct smcr_sock *s)
@@ -197,7 +197,7 @@ void smcr_sock_abort(struct smcr_sock *s, bool reset_now)
 		struct sockaddr unspec = { .sa_family = AF_UNSPEC };
 
 		/* With SO_LINGER 0 set, a TCP disconnect sends the RST now. */
-		smcr_real.connect(s->tcp_fd, &unspec, sizeof(unspec));
+		smcr_libc.connect(s->tcp_fd, &unspec, sizeof(unspec));
 	}
 	pthread_mutex_unlock(&s->lock);
 	smcr_conn_free(s, false);

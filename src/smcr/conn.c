@@ -24,7 +24,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
-#include "common/real.h"
+#include "smcr/libc.h"
 #include "smcr/clc.h"
 #include "smcr/policy.h"
 #include "smcr/registry.h"
@@ -59,7 +59,7 @@ static int clc_send(int fd, const struct smcr_clc_msg *msg, int64_t deadline)
 		return -EINVAL;
 	}
 	while (off < len) {
-		ssize_t n = smcr_real.send(fd, buf + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t n = smcr_libc.send(fd, buf + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
 
 		if (n > 0) {
 			off += (size_t)n;
@@ -81,7 +81,7 @@ static int read_exact(int fd, uint8_t *buf, size_t len, int64_t deadline)
 	size_t got = 0;
 
 	while (got < len) {
-		ssize_t n = smcr_real.recv(fd, buf + got, len - got, MSG_DONTWAIT);
+		ssize_t n = smcr_libc.recv(fd, buf + got, len - got, MSG_DONTWAIT);
 
 		if (n > 0) {
 			got += (size_t)n;
@@ -239,9 +239,8 @@ bool smcr_peer_is_registered(int tcp_fd)
 	struct sockaddr_storage peer, self;
 	socklen_t plen = sizeof(peer), slen = sizeof(self);
 
-	smcr_real_bind();
-	if (smcr_real.getpeername(tcp_fd, (struct sockaddr *)&peer, &plen) < 0 ||
-	    smcr_real.getsockname(tcp_fd, (struct sockaddr *)&self, &slen) < 0)
+	if (smcr_libc.getpeername(tcp_fd, (struct sockaddr *)&peer, &plen) < 0 ||
+	    smcr_libc.getsockname(tcp_fd, (struct sockaddr *)&self, &slen) < 0)
 		return false;
 	if (peer.ss_family != AF_INET && peer.ss_family != AF_INET6)
 		return false;
@@ -270,7 +269,7 @@ static int client_peek_reply(int fd, const struct smcr_transport_ops *ops, struc
 
 		if (w <= 0)
 			return w == 0 ? -ETIMEDOUT : w;
-		n = smcr_real.recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+		n = smcr_libc.recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
 		if (n == 0)
 			return -ECONNRESET;
 		if (n < 0) {
@@ -335,7 +334,7 @@ static bool peer_addr(int fd, struct sockaddr_storage *ss)
 {
 	socklen_t len = sizeof(*ss);
 
-	return smcr_real.getpeername(fd, (struct sockaddr *)ss, &len) == 0;
+	return smcr_libc.getpeername(fd, (struct sockaddr *)ss, &len) == 0;
 }
 
 int smcr_sock_connect(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_sock **out)
@@ -348,7 +347,6 @@ int smcr_sock_connect(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr
 	int rc;
 
 	*out = NULL;
-	smcr_real_bind();
 	rc = smcr_policy_client(smcr_config_get(), tcp_fd, &ops);
 	if (rc) {
 		smcr_stats_fallback(rc);
@@ -394,8 +392,7 @@ int smcr_sock_classify(int tcp_fd)
 	size_t len;
 	ssize_t n;
 
-	smcr_real_bind();
-	n = smcr_real.recv(tcp_fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+	n = smcr_libc.recv(tcp_fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
 	if (n < 0)
 		return errno == EAGAIN || errno == EWOULDBLOCK ? SMCR_CLASSIFY_NEED_MORE : -errno;
 	if (n == 0)
@@ -432,7 +429,7 @@ int smcr_sock_classify_wait(int tcp_fd, int timeout_ms)
 		if (smcr_sock_classify(tcp_fd) == SMCR_CLASSIFY_NEED_MORE) {
 			struct pollfd none = { .fd = -1 };
 
-			smcr_real.poll(&none, 0, 1);
+			smcr_libc.poll(&none, 0, 1);
 			if (deadline >= 0 && smcr_sys_now_ms() >= deadline)
 				return SMCR_CLASSIFY_NEED_MORE;
 		}
@@ -499,7 +496,6 @@ int smcr_sock_accept(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_
 	int rc, decline;
 
 	*out = NULL;
-	smcr_real_bind();
 	/* Consume the Proposal (classified already); its form picks the transport. */
 	rc = clc_recv(tcp_fd, &prop, smcr_sys_deadline(clc_wait_ms(opts)));
 	prop_ns = smcr_sys_now_ns();
@@ -569,8 +565,7 @@ int smcr_listener_register(int listen_fd, struct smcr_listener **out)
 	int rc;
 
 	*out = NULL;
-	smcr_real_bind();
-	if (smcr_real.getsockname(listen_fd, (struct sockaddr *)&ss, &len) < 0)
+	if (smcr_libc.getsockname(listen_fd, (struct sockaddr *)&ss, &len) < 0)
 		return -errno;
 	if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6)
 		return -EAFNOSUPPORT;

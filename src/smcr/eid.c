@@ -67,21 +67,15 @@ int smcr_eid_len(const uint8_t eid[SMCR_CLC_EID_LEN])
 static pthread_mutex_t kernel_mu = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool kernel_done;
 static struct smcr_genl_ueids kernel_ueids;
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
-static void fork_prepare(void)
+void smcr_eid_fork_prepare(void)
 {
 	pthread_mutex_lock(&kernel_mu);
 }
 
-static void fork_done(void)
+void smcr_eid_fork_done(void)
 {
 	pthread_mutex_unlock(&kernel_mu);
-}
-
-static void fork_register(void)
-{
-	pthread_atfork(fork_prepare, fork_done, fork_done);
 }
 
 static void kernel_read(struct smcr_genl_ueids *t)
@@ -124,7 +118,6 @@ static void kernel_read(struct smcr_genl_ueids *t)
 static const struct smcr_genl_ueids *kernel_table(void)
 {
 	if (!atomic_load_explicit(&kernel_done, memory_order_acquire)) {
-		pthread_once(&fork_once, fork_register);
 		pthread_mutex_lock(&kernel_mu);
 		if (!atomic_load_explicit(&kernel_done, memory_order_relaxed)) {
 			kernel_read(&kernel_ueids);

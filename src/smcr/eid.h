@@ -59,4 +59,8 @@ int smcr_eid_len(const uint8_t eid[SMCR_CLC_EID_LEN]);
 /* Read the kernel's table now if nobody has (the verbs loader thread, ib.c). */
 void smcr_eid_prefetch(void);
 
+/* fork, called only by engine.c: the lock of the kernel's UEID table. */
+void smcr_eid_fork_prepare(void);
+void smcr_eid_fork_done(void);
+
 #endif /* SMCR_EID_H */

@@ -16,7 +16,7 @@
 #include <linux/smc.h>
 
 #include "common/config.h"
-#include "common/real.h"
+#include "smcr/libc.h"
 
 #define GENL_RECV_BUF 32768 /* a dump datagram is at most 32 KiB (netlink_dump) */
 
@@ -161,10 +161,9 @@ int smcr_genl_open(int timeout_ms)
 			     .tv_usec = (timeout_ms % 1000) * 1000};
 	int e = errno, fd;
 
-	smcr_real_bind();
-	fd = smcr_real.socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
+	fd = smcr_libc.socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
 	if (fd >= 0)
-		(void)smcr_real.setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		(void)smcr_libc.setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	errno = e;
 	return fd;
 }
@@ -174,7 +173,7 @@ void smcr_genl_close(int fd)
 	int e = errno;
 
 	if (fd >= 0)
-		smcr_real.close(fd);
+		smcr_libc.close(fd);
 	errno = e;
 }
 
@@ -197,9 +196,9 @@ int smcr_genl_talk(int fd, uint16_t family, uint8_t cmd, uint16_t flags,
 	r.g.version = 1; /* CTRL_CMD_GETFAMILY's and SMC_GENL_FAMILY_VERSION */
 	buf = malloc(GENL_RECV_BUF);
 	if (buf &&
-	    smcr_real.send(fd, &r, r.nlh.nlmsg_len, 0) == (ssize_t)r.nlh.nlmsg_len) {
+	    smcr_libc.send(fd, &r, r.nlh.nlmsg_len, 0) == (ssize_t)r.nlh.nlmsg_len) {
 		while (step == SMCR_GENL_MORE) {
-			ssize_t n = smcr_real.recv(fd, buf, GENL_RECV_BUF, 0);
+			ssize_t n = smcr_libc.recv(fd, buf, GENL_RECV_BUF, 0);
 
 			step = n > 0 ? smcr_genl_parse(buf, (size_t)n, fn, arg)
 				     : SMCR_GENL_FAIL;

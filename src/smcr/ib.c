@@ -34,9 +34,8 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
-#include "common/guard.h"
 #include "common/log.h"
-#include "common/real.h"
+#include "smcr/libc.h"
 #include "smcr/eid.h"
 #include "smcr/genl.h"
 #include "smcr/sys.h"
@@ -222,7 +221,7 @@ static int load_verbs(void)
  */
 static void watch_removal(struct smcr_ib_port *port, const char *dev_name)
 {
-	int fd = smcr_real.inotify_init1 ? smcr_real.inotify_init1(IN_NONBLOCK | IN_CLOEXEC) : -1;
+	int fd = smcr_libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 
 	port->removal_fd = -1;
 	snprintf(port->dev_name, sizeof(port->dev_name), "%s", dev_name);
@@ -245,7 +244,7 @@ bool smcr_ib_port_removed(struct smcr_ib_port *port)
 	ssize_t n;
 
 	while (!port->removed && port->removal_fd >= 0 &&
-	       (n = smcr_real.read(port->removal_fd, u.buf, sizeof(u.buf))) > 0) {
+	       (n = smcr_libc.read(port->removal_fd, u.buf, sizeof(u.buf))) > 0) {
 		for (ssize_t off = 0; off + (ssize_t)sizeof(struct inotify_event) <= n;) {
 			const struct inotify_event *ev = (const void *)(u.buf + off);
 
@@ -316,8 +315,8 @@ static int open_first(bool (*want)(const char *name, const void *arg), const voi
 	 * on a server's second device reserved at the Accept, stalled that
 	 * connection's handshake (rxe-link2 (e), TEST LINK unanswered).
 	 */
-	if (smcr_real.fcntl(port->ctx->async_fd, F_SETFL,
-			    smcr_real.fcntl(port->ctx->async_fd, F_GETFL) | O_NONBLOCK) < 0) {
+	if (smcr_libc.fcntl(port->ctx->async_fd, F_SETFL,
+			    smcr_libc.fcntl(port->ctx->async_fd, F_GETFL) | O_NONBLOCK) < 0) {
 		rc = -errno;
 		goto fail;
 	}
@@ -417,11 +416,11 @@ int smcr_ib_port_open_alt(const struct smcr_ib_port *primary,
 
 	/* the local address routing picks for the peer's new GID (a UDP connect sends nothing) */
 	gid_addr(peer_gid, &peer, &len);
-	fd = smcr_real.socket(peer.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	fd = smcr_libc.socket(peer.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	rc = smcr_real.connect(fd, (struct sockaddr *)&peer, len) ||
-			     smcr_real.getsockname(fd, (struct sockaddr *)&own, &own_len)
+	rc = smcr_libc.connect(fd, (struct sockaddr *)&peer, len) ||
+			     smcr_libc.getsockname(fd, (struct sockaddr *)&own, &own_len)
 		     ? -errno
 		     : 0;
 	smcr_sys_close(fd);
@@ -737,12 +736,12 @@ uint32_t smcr_ib_random_psn(void)
  */
 static pthread_mutex_t prep_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static void prep_fork_prepare(void)
+void smcr_ib_fork_prepare(void)
 {
 	pthread_mutex_lock(&prep_mu);
 }
 
-static void prep_fork_done(void)
+void smcr_ib_fork_done(void)
 {
 	pthread_mutex_unlock(&prep_mu);
 }
@@ -753,7 +752,7 @@ static void *prep_thread(void *arg)
 	int n = -1;
 
 	(void)arg;
-	smcr_guard_enter(); /* libibverbs' own calls pass our wrappers untouched */
+	smcr_foreign_enter(); /* libibverbs' own calls pass the embedder's wrappers untouched */
 	/*
 	 * First the kernel's UEID table, which every SMC-Rv2 handshake needs (a
 	 * client's Proposal leaves before libibverbs is loaded).  Not under
@@ -783,7 +782,6 @@ static void prep_start(void)
 
 	if (!smcr_ibsys_have_devices(SMCR_IBSYS_ROOT))
 		return;
-	pthread_atfork(prep_fork_prepare, prep_fork_done, prep_fork_done);
 	sigfillset(&all);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);

@@ -145,4 +145,8 @@ int smcr_ib_qp_error(struct ibv_qp *qp);
 /* A random 24-bit start PSN. */
 uint32_t smcr_ib_random_psn(void);
 
+/* fork, called only by engine.c: the lock of the background verbs set-up. */
+void smcr_ib_fork_prepare(void);
+void smcr_ib_fork_done(void);
+
 #endif /* SMCR_IB_H */

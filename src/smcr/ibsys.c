@@ -5,7 +5,7 @@
  * Cost: one small file per GID table entry (openat, read, close), up to 256
  * per ACTIVE Ethernet port (an entry above index 255 is never ours: CLC has
  * no room for it, ib.c skips it too); the type and netdev files only for the
- * entry that matches.  The files are read through smcr_real (the engine
+ * entry that matches.  The files are read through smcr_libc (the engine
  * never calls a wrapped name), relative to a directory fd per port.
  */
 #include "smcr/ibsys.h"
@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/real.h"
+#include "smcr/libc.h"
 #include "smcr/sys.h"
 
 #define IBSYS_MAX_DEVS	64
@@ -34,12 +34,12 @@
  */
 static ssize_t read_small(int dir, const char *name, char *buf, size_t cap)
 {
-	int fd = smcr_real.openat(dir, name, O_RDONLY | O_CLOEXEC);
+	int fd = smcr_libc.openat(dir, name, O_RDONLY | O_CLOEXEC);
 	ssize_t n;
 
 	if (fd < 0)
 		return -1;
-	n = smcr_real.read(fd, buf, cap - 1);
+	n = smcr_libc.read(fd, buf, cap - 1);
 	smcr_sys_close(fd);
 	if (n < 0)
 		return -1;
@@ -51,7 +51,7 @@ static ssize_t read_small(int dir, const char *name, char *buf, size_t cap)
 
 static int open_dir(int dir, const char *path)
 {
-	return smcr_real.openat(dir, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return smcr_libc.openat(dir, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 }
 
 static int name_cmp(const void *a, const void *b)
@@ -198,7 +198,6 @@ int smcr_ibsys_find_gid(const char *sysfs, const uint8_t gid[16], struct smcr_ib
 	char (*devs)[SMCR_IBSYS_NAME_MAX];
 	int n, rc = -ENODEV;
 
-	smcr_real_bind();
 	memset(out, 0, sizeof(*out));
 	snprintf(path, sizeof(path), "%s/class/infiniband", sysfs);
 	devs = calloc(IBSYS_MAX_DEVS, SMCR_IBSYS_NAME_MAX);

@@ -21,9 +21,10 @@
  * missing from the list is an undefined reference in libsmcr.so, which
  * tests/check-exports.sh rejects (and the dynamic loader would refuse).
  *
- * libibverbs' own open/ioctl/socket/read/write calls reach our wrappers
- * (libsmcr.so comes first in the lookup scope); the engine runs inside the
- * recursion guard (src/common/guard.h), so they pass straight through.
+ * libibverbs' own open/ioctl/socket/read/write calls reach the interposer's
+ * wrappers (libsmcr.so comes first in the lookup scope); the engine calls
+ * into libibverbs between smcr_foreign_enter() and smcr_foreign_leave()
+ * (libc.h), and the interposer's hooks let such calls pass straight through.
  */
 #ifndef SMCR_IBV_H
 #define SMCR_IBV_H

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "common/real.h"
+#include "smcr/libc.h"
 #include "smcr/stats.h"
 #include "smcr/sys.h"
 
@@ -76,7 +76,7 @@ static struct learn_table *map_shared(void)
 	if (!smcr_stats_runtime_dir(dir, sizeof(dir)))
 		return NULL;
 	snprintf(path, sizeof(path), "%s/learn", dir);
-	fd = smcr_real.open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	fd = smcr_libc.open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return NULL;
 	/* Ours, a plain file, of our size (a new one is grown to it, zero-filled). */

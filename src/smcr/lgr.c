@@ -82,7 +82,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
-#include "common/real.h"
+#include "smcr/libc.h"
 #include "smcr/engine.h"
 #include "smcr/cdc.h"
 #include "smcr/llc.h"
@@ -125,21 +125,21 @@ static void reaper_wake(void)
 	int fd = __atomic_load_n(&reaper_kick_fd, __ATOMIC_ACQUIRE);
 
 	if (fd >= 0)
-		(void)!smcr_real.write(fd, &one, sizeof(one));
+		(void)!smcr_libc.write(fd, &one, sizeof(one));
 }
 
-static void atfork_prepare(void)
+void smcr_lgr_fork_prepare(void)
 {
 	pthread_mutex_lock(&list_mu);
 }
 
-static void atfork_parent(void)
+void smcr_lgr_fork_parent(void)
 {
 	pthread_mutex_unlock(&list_mu);
 }
 
 /* The parent's groups are not ours: forget them (no verbs call, no free). */
-static void atfork_child(void)
+void smcr_lgr_fork_child(void)
 {
 	lgr_list = NULL;
 	lgr_num = 0;
@@ -156,20 +156,7 @@ static void atfork_child(void)
  * peer's connections end now rather than when its NIC gives up.  Best
  * effort: a group another thread holds is skipped.
  */
-static atomic_bool exit_by_caller;
-
-void smcr_engine_exit_by_caller(void)
-{
-	atomic_store(&exit_by_caller, true);
-}
-
-static void at_exit(void)
-{
-	if (!atomic_load(&exit_by_caller))
-		smcr_engine_exit();
-}
-
-void smcr_engine_exit(void)
+void smcr_lgr_exit(void)
 {
 	if (pthread_mutex_trylock(&list_mu))
 		return;
@@ -188,8 +175,6 @@ void smcr_engine_exit(void)
 
 static void init_once(void)
 {
-	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
-	atexit(at_exit);
 	if (smcr_sys_random(&next_id, sizeof(next_id)) < 0)
 		next_id = (uint32_t)getpid() << 8;
 	next_id &= 0xffffffu; /* small ids, as the kernel's; never 0 */
@@ -234,7 +219,7 @@ static void ring(struct smcr_lgr_conn *c)
 
 	if (c->efd_set || c->efd < 0)
 		return;
-	(void)!smcr_real.write(c->efd, &one, sizeof(one));
+	(void)!smcr_libc.write(c->efd, &one, sizeof(one));
 	c->efd_set = true;
 }
 
@@ -244,7 +229,7 @@ static void unring(struct smcr_lgr_conn *c)
 
 	if (!c->efd_set)
 		return;
-	(void)!smcr_real.read(c->efd, &v, sizeof(v));
+	(void)!smcr_libc.read(c->efd, &v, sizeof(v));
 	c->efd_set = false;
 }
 
@@ -677,12 +662,12 @@ int smcr_lgr_create(const struct smcr_lgr_key *key, struct smcr_ib_port **port,
 	}
 	smcr_wr_set_rx_handler(g->link, on_message0, g);
 	/* the links' completion channels: one fd for every connection's wait set */
-	g->epfd = smcr_real.epoll_create1(EPOLL_CLOEXEC);
+	g->epfd = smcr_libc.epoll_create1(EPOLL_CLOEXEC);
 	if (g->epfd >= 0) {
 		struct epoll_event ev = { .events = EPOLLIN, .data.fd = smcr_wr_fd(g->link) };
 
 		g->epfd = smcr_sys_fd_high(g->epfd);
-		if (smcr_real.epoll_ctl(g->epfd, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0) {
+		if (smcr_libc.epoll_ctl(g->epfd, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0) {
 			smcr_sys_close(g->epfd);
 			g->epfd = -1;
 		}
@@ -1532,7 +1517,7 @@ static int alt_link_locked(struct smcr_lgr *g)
 			return rc;
 	}
 	ev.data.fd = smcr_wr_fd(g->alt.link);
-	if (smcr_real.epoll_ctl(g->epfd, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0)
+	if (smcr_libc.epoll_ctl(g->epfd, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0)
 		return -errno;
 	return smcr_wr_arm(g->alt.link);
 }
@@ -1601,7 +1586,7 @@ void smcr_lgr_alt_close(struct smcr_lgr *g)
 	if (!g->alt.port)
 		return;
 	if (g->alt.link && g->epfd >= 0)
-		(void)smcr_real.epoll_ctl(g->epfd, EPOLL_CTL_DEL, smcr_wr_fd(g->alt.link), NULL);
+		(void)smcr_libc.epoll_ctl(g->epfd, EPOLL_CTL_DEL, smcr_wr_fd(g->alt.link), NULL);
 	smcr_wr_link_destroy(g->alt.link); /* QP to error first: no more writes into our RMBs */
 	for (struct smcr_lgr_buf *b = g->all_bufs; b; b = b->all_next) {
 		if (b->mr_alt)
@@ -1831,10 +1816,10 @@ static void *reaper(void *arg)
 		now = smcr_sys_now_ms();
 		timeout = next <= now ? 0 : next - now > 86400000 ? 86400000 : (int)(next - now);
 		/* n == 0 (no memory): a plain sleep */
-		if (smcr_real.poll(pfd, n, timeout) > 0 && (pfd[0].revents & POLLIN)) {
+		if (smcr_libc.poll(pfd, n, timeout) > 0 && (pfd[0].revents & POLLIN)) {
 			uint64_t v;
 
-			(void)!smcr_real.read(pfd[0].fd, &v, sizeof(v));
+			(void)!smcr_libc.read(pfd[0].fd, &v, sizeof(v));
 		}
 		pthread_mutex_lock(&list_mu);
 	}

@@ -481,4 +481,15 @@ void smcr_lgr_fail_locked(struct smcr_lgr *lgr, const char *why);
 /* The same, logged as a failure or (an orderly end) as information. */
 void smcr_lgr_end_locked(struct smcr_lgr *lgr, const char *why, bool failure);
 
+/* Process life cycle, called only by engine.c (its lock order, its exit order). */
+void smcr_lgr_fork_prepare(void);
+void smcr_lgr_fork_parent(void);
+void smcr_lgr_fork_child(void);
+/*
+ * Clean exit: every live group tells its peer (DELETE LINK all), so the
+ * peer's connections end now rather than when its NIC gives up.  Best
+ * effort: a group another thread holds is skipped.
+ */
+void smcr_lgr_exit(void);
+
 #endif /* SMCR_LGR_H */

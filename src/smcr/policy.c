@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "common/real.h"
+#include "smcr/libc.h"
 #include "smcr/conn.h"
 #include "smcr/engine.h"
 #include "smcr/learn.h"
@@ -253,7 +253,7 @@ static int announced_peer(const struct smcr_config *cfg, int tcp_fd,
 		 tcp_fd);
 	*ops = NULL;
 	if (cfg->transport != SMCR_CONFIG_TRANSPORT_SHM &&
-	    smcr_real.getpeername(tcp_fd, (struct sockaddr *)&peer, &plen) == 0 &&
+	    smcr_libc.getpeername(tcp_fd, (struct sockaddr *)&peer, &plen) == 0 &&
 	    smcr_policy_rdma_peer(cfg, (struct sockaddr *)&peer, true, smcr_sys_now_ms()) == 0)
 		*ops = smcr_policy_verbs_ops();
 	if (!*ops)
@@ -278,7 +278,7 @@ int smcr_policy_client(const struct smcr_config *cfg, int tcp_fd,
 		return announced_peer(cfg, tcp_fd, ops);
 	if (cfg->transport == SMCR_CONFIG_TRANSPORT_SHM)
 		return SMCR_CLC_DECL_PEERNOSMC;
-	if (smcr_real.getpeername(tcp_fd, (struct sockaddr *)&peer, &plen) < 0)
+	if (smcr_libc.getpeername(tcp_fd, (struct sockaddr *)&peer, &plen) < 0)
 		return SMCR_CLC_DECL_PEERNOSMC;
 	/*
 	 * rdma only: a registered listener on this host runs smcr too (asked
@@ -358,7 +358,7 @@ bool smcr_peer_may_propose(int tcp_fd)
 	socklen_t plen = sizeof(peer);
 
 	if (cfg->transport == SMCR_CONFIG_TRANSPORT_SHM || !smcr_policy_verbs_ops() ||
-	    smcr_real.getpeername(tcp_fd, (struct sockaddr *)&peer, &plen) < 0)
+	    smcr_libc.getpeername(tcp_fd, (struct sockaddr *)&peer, &plen) < 0)
 		return false;
 	return smcr_policy_match(cfg->peers, cfg->n_peers, (struct sockaddr *)&peer) &&
 	       !smcr_policy_match(cfg->deny, cfg->n_deny, (struct sockaddr *)&peer);

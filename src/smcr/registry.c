@@ -56,7 +56,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "common/real.h"
+#include "smcr/libc.h"
 #include "smcr/sys.h"
 
 /* An id no socket owner can have: the lookup failed or was ambiguous. */
@@ -132,13 +132,13 @@ static int diag_query(int fd, const void *req, size_t req_len, bool dump, diag_v
 	buf = malloc(BUF_LEN);
 	if (!buf)
 		return -ENOMEM;
-	if (smcr_real.sendto(fd, &msg, msg.nh.nlmsg_len, 0, (struct sockaddr *)&kernel,
+	if (smcr_libc.sendto(fd, &msg, msg.nh.nlmsg_len, 0, (struct sockaddr *)&kernel,
 			     sizeof(kernel)) < 0) {
 		rc = -errno;
 		goto out;
 	}
 	while (!done) {
-		ssize_t n = smcr_real.recv(fd, buf, BUF_LEN, 0);
+		ssize_t n = smcr_libc.recv(fd, buf, BUF_LEN, 0);
 		const struct nlmsghdr *nh;
 		size_t left;
 
@@ -218,7 +218,7 @@ static void unix_owner_visit(const struct nlmsghdr *nh, void *ctx)
 
 static int diag_socket(void)
 {
-	int fd = smcr_real.socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	int fd = smcr_libc.socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
 
 	return fd < 0 ? -errno : fd;
 }
@@ -459,7 +459,7 @@ static uint16_t port_of(const struct sockaddr_storage *ss)
 static bool socket_in_our_netns(int fd, unsigned long long our_ns)
 {
 	struct stat st;
-	int ns = smcr_real.ioctl(fd, SIOCGSKNS);
+	int ns = smcr_libc.ioctl(fd, SIOCGSKNS);
 	bool same;
 
 	if (ns < 0) /* no SIOCGSKNS (old kernel, or no CAP in the netns's user ns) */
@@ -476,11 +476,11 @@ static int bind_registry_name(unsigned long long ns, int type, uint16_t port)
 	socklen_t len = registry_sockaddr(ns, port, &sa);
 	int fd, err;
 
-	fd = smcr_sys_fd_high(smcr_real.socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+	fd = smcr_sys_fd_high(smcr_libc.socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
 	if (fd < 0)
 		return -errno;
-	if (smcr_real.bind(fd, (struct sockaddr *)&sa, len) == 0 &&
-	    (type != SOCK_SEQPACKET || smcr_real.listen(fd, 0) == 0))
+	if (smcr_libc.bind(fd, (struct sockaddr *)&sa, len) == 0 &&
+	    (type != SOCK_SEQPACKET || smcr_libc.listen(fd, 0) == 0))
 		return fd;
 	err = -errno;
 	smcr_sys_close(fd);
@@ -509,7 +509,6 @@ int smcr_registry_add(int listen_fd, uint16_t port, struct smcr_registration *ou
 	int fd;
 
 	out->owner_fd = out->probe_fd = -1;
-	smcr_real_bind();
 	ns = netns_inode();
 	/* Listening makes the name visible to the LISTEN-only diag dump; nobody connects. */
 	fd = bind_registry_name(ns, SOCK_SEQPACKET, port);
@@ -549,10 +548,10 @@ static bool probe_name_exists(unsigned long long ns, uint16_t port)
 	bool found;
 	int fd;
 
-	fd = smcr_real.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	fd = smcr_libc.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return true; /* cannot tell: let the full check decide */
-	found = smcr_real.connect(fd, (struct sockaddr *)&sa, len) == 0 || errno != ECONNREFUSED;
+	found = smcr_libc.connect(fd, (struct sockaddr *)&sa, len) == 0 || errno != ECONNREFUSED;
 	smcr_sys_close(fd);
 	return found;
 }
@@ -591,7 +590,6 @@ bool smcr_registry_vouches(int tcp_fd, const struct sockaddr_storage *peer)
 	unsigned long long ns;
 	int nl;
 
-	smcr_real_bind();
 	ns = netns_inode();
 	if (!seen_get(port) && !probe_name_exists(ns, port))
 		return false;
@@ -602,7 +600,7 @@ bool smcr_registry_vouches(int tcp_fd, const struct sockaddr_storage *peer)
 		return false;
 	registrant = registry_owner(nl, ns, port);
 	if (registrant != NO_UID &&
-	    smcr_real.getsockname(tcp_fd, (struct sockaddr *)&self, &self_len) == 0 &&
+	    smcr_libc.getsockname(tcp_fd, (struct sockaddr *)&self, &self_len) == 0 &&
 	    self.ss_family == peer->ss_family)
 		listener = server_end_owner(nl, &self, peer);
 	if (registrant != NO_UID && listener != registrant)

@@ -80,7 +80,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "common/real.h"
+#include "smcr/libc.h"
 #include "smcr/stats_abi.h"
 #include "smcr/sys.h"
 #include "smcr/transport.h"
@@ -233,7 +233,7 @@ static struct shm_region *region_create(uint32_t ring_size)
 		goto fail;
 	/* The peer must never be able to shrink it under us (SIGBUS), nor we under it. */
 	if (fchmod(r->fd, 0600) < 0 || ftruncate(r->fd, len) < 0 ||
-	    smcr_real.fcntl(r->fd, F_ADD_SEALS,
+	    smcr_libc.fcntl(r->fd, F_ADD_SEALS,
 			    F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
 		goto fail;
 	r->base = map_with_guard(r->fd, ring_size, &r->map_len);
@@ -347,17 +347,17 @@ static void peer_map_forget_all(void)
  * memory to two different connections.  The child forgets the pool (its own
  * connections get fresh regions); the parent keeps it.
  */
-static void pool_prepare(void)
+void smcr_shm_fork_prepare(void)
 {
 	pthread_mutex_lock(&pool_lock);
 }
 
-static void pool_parent(void)
+void smcr_shm_fork_parent(void)
 {
 	pthread_mutex_unlock(&pool_lock);
 }
 
-static void pool_child(void)
+void smcr_shm_fork_child(void)
 {
 	peer_map_forget_all();
 	for (unsigned c = 0; c <= SHM_MAX_CLASS; c++) {
@@ -369,13 +369,6 @@ static void pool_child(void)
 		}
 	}
 	pthread_mutex_init(&pool_lock, NULL);
-}
-
-static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
-
-static void pool_init(void)
-{
-	pthread_atfork(pool_prepare, pool_parent, pool_child);
 }
 
 /*
@@ -450,7 +443,6 @@ static struct shm_region *region_get(uint32_t ring_size, pid_t peer)
 	unsigned c = size_class(ring_size);
 	struct shm_region **pp, *r = NULL;
 
-	pthread_once(&pool_once, pool_init);
 	pthread_mutex_lock(&pool_lock);
 	for (pp = &pool[c]; *pp; pp = &(*pp)->next) {
 		if ((*pp)->tag != 0 && (*pp)->tag != peer)
@@ -567,12 +559,12 @@ static int rv_listen(uint64_t *token, int *out)
 
 		if (smcr_sys_random(token, sizeof(*token)) < 0)
 			return -EIO;
-		fd = smcr_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		fd = smcr_libc.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (fd < 0)
 			return -errno;
 		rv_name(*token, &sa, &salen);
-		if (smcr_real.bind(fd, (struct sockaddr *)&sa, salen) == 0 &&
-		    smcr_real.listen(fd, SHM_ACCEPT_ATTEMPTS) == 0) {
+		if (smcr_libc.bind(fd, (struct sockaddr *)&sa, salen) == 0 &&
+		    smcr_libc.listen(fd, SHM_ACCEPT_ATTEMPTS) == 0) {
 			*out = fd;
 			return 0;
 		}
@@ -606,7 +598,7 @@ static int send_proof(int sock, const uint8_t secret[SHM_SECRET_LEN], uint32_t r
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(sizeof(fds));
 	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
-	if (smcr_real.sendmsg(sock, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof(proof))
+	if (smcr_libc.sendmsg(sock, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof(proof))
 		return -EPROTO;
 	return 0;
 }
@@ -631,7 +623,7 @@ static int recv_proof(int sock, int64_t deadline, struct shm_proof *proof, int f
 	rc = smcr_sys_wait_fd(sock, POLLIN, deadline);
 	if (rc <= 0)
 		return rc == 0 ? -ETIMEDOUT : rc;
-	n = smcr_real.recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	n = smcr_libc.recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 	if (n < 0)
 		return -errno;
 	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
@@ -687,13 +679,13 @@ static int attach_peer(struct smcr_xconn *xc, int fds[2], uint32_t ring_size)
 	 * write forever: make it non-blocking (its file description is the
 	 * peer's, so this only changes what the peer gave us).
 	 */
-	if (smcr_real.fcntl(fds[1], F_SETFL, O_NONBLOCK) < 0)
+	if (smcr_libc.fcntl(fds[1], F_SETFL, O_NONBLOCK) < 0)
 		goto bad;
 	if (ring_size < smcr_clc_rmbe_size(0) || ring_size > smcr_clc_rmbe_size(SHM_MAX_CLASS) ||
 	    smcr_clc_rmbe_size(size_class(ring_size)) != ring_size)
 		goto bad;
 	/* Sealed against shrinking, and large enough: no SIGBUS while we write. */
-	seals = smcr_real.fcntl(fds[0], F_GET_SEALS);
+	seals = smcr_libc.fcntl(fds[0], F_GET_SEALS);
 	if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(fds[0], &st) < 0 ||
 	    st.st_size < (off_t)SHM_CTRL_LEN + ring_size)
 		goto bad;
@@ -721,15 +713,15 @@ static int make_ready_fd(struct smcr_xconn *xc)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
 
-	xc->ep_fd = smcr_sys_fd_high(smcr_real.epoll_create1(EPOLL_CLOEXEC));
+	xc->ep_fd = smcr_sys_fd_high(smcr_libc.epoll_create1(EPOLL_CLOEXEC));
 	if (xc->ep_fd < 0)
 		return -errno;
 	ev.data.fd = xc->own_efd;
-	if (smcr_real.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, xc->own_efd, &ev) < 0)
+	if (smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, xc->own_efd, &ev) < 0)
 		return -errno;
 	ev.events = EPOLLIN | EPOLLRDHUP;
 	ev.data.fd = xc->unix_fd;
-	if (smcr_real.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, xc->unix_fd, &ev) < 0)
+	if (smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, xc->unix_fd, &ev) < 0)
 		return -errno;
 	return 0;
 }
@@ -887,13 +879,13 @@ static int server_knock(struct smcr_xconn *xc, uint64_t name)
 	struct sockaddr_un sa;
 	socklen_t salen;
 	int sock = smcr_sys_fd_high(
-		smcr_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+		smcr_libc.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
 
 	if (sock < 0)
 		return -1;
 	rv_name(name, &sa, &salen);
-	if (smcr_real.connect(sock, (struct sockaddr *)&sa, salen) < 0 ||
-	    smcr_real.getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0)
+	if (smcr_libc.connect(sock, (struct sockaddr *)&sa, salen) < 0 ||
+	    smcr_libc.getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0)
 		goto classic;
 	if (cred.pid != xc->peer_pid) {
 		smcr_warn("rendezvous: offered by pid %d, not the proposer %d", (int)cred.pid,
@@ -985,13 +977,13 @@ static int client_knock(struct smcr_xconn *xc, uint64_t name, uint32_t size)
 	socklen_t salen;
 	int rc;
 
-	xc->unix_fd = smcr_sys_fd_high(smcr_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+	xc->unix_fd = smcr_sys_fd_high(smcr_libc.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
 	if (xc->unix_fd < 0)
 		return SMCR_CLC_DECL_INTERR;
 	rv_name(name, &sa, &salen);
-	if (smcr_real.connect(xc->unix_fd, (struct sockaddr *)&sa, salen) < 0)
+	if (smcr_libc.connect(xc->unix_fd, (struct sockaddr *)&sa, salen) < 0)
 		return SMCR_CLC_DECL_NOSMCD2DEV;
-	if (smcr_real.getsockopt(xc->unix_fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0)
+	if (smcr_libc.getsockopt(xc->unix_fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0)
 		return SMCR_CLC_DECL_INTERR;
 	xc->peer_pid = cred.pid;
 	rc = client_give_proof(xc);
@@ -1014,13 +1006,13 @@ static int client_take_knock(struct smcr_xconn *xc, uint32_t size)
 	for (int attempt = 0; xc->rv_fd >= 0 && attempt < SHM_ACCEPT_ATTEMPTS; attempt++) {
 		struct ucred cred;
 		socklen_t clen = sizeof(cred);
-		int sock = smcr_real.accept4(xc->rv_fd, NULL, NULL, SOCK_CLOEXEC);
+		int sock = smcr_libc.accept4(xc->rv_fd, NULL, NULL, SOCK_CLOEXEC);
 
 		if (sock < 0)
 			break; /* nobody (else) knocked: the Accept was wrong */
 		sock = smcr_sys_fd_high(sock);
 		if (sock < 0 ||
-		    smcr_real.getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
+		    smcr_libc.getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
 			smcr_sys_close(sock);
 			continue;
 		}
@@ -1075,7 +1067,7 @@ static int server_try_one(struct smcr_xconn *xc, int sock, int64_t deadline)
 	struct shm_proof proof;
 	int fds[2], rc;
 
-	if (smcr_real.getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0 ||
+	if (smcr_libc.getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0 ||
 	    cred.pid != xc->peer_pid) {
 		smcr_warn("rendezvous: pid %d is not the proposer %d", (int)cred.pid,
 			  (int)xc->peer_pid);
@@ -1113,7 +1105,7 @@ enum client_word { CLIENT_DECLINED, CLIENT_CONFIRMED, CLIENT_PARTIAL };
 static enum client_word client_word(int tcp_fd)
 {
 	uint8_t hdr[SMCR_CLC_HDR_LEN];
-	ssize_t n = smcr_real.recv(tcp_fd, hdr, sizeof(hdr), MSG_PEEK | MSG_DONTWAIT);
+	ssize_t n = smcr_libc.recv(tcp_fd, hdr, sizeof(hdr), MSG_PEEK | MSG_DONTWAIT);
 	int type;
 
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
@@ -1146,7 +1138,7 @@ static int wait_knock(int fd, int tcp_fd, int64_t deadline)
 
 		if (left <= 0)
 			return SMCR_CLC_DECL_TIMEOUT_CL;
-		n = smcr_real.poll(p, nfds, left > 60000 ? 60000 : (int)left);
+		n = smcr_libc.poll(p, nfds, left > 60000 ? 60000 : (int)left);
 		if (n < 0 && errno != EINTR)
 			return SMCR_CLC_DECL_INTERR;
 		if (n <= 0)
@@ -1161,7 +1153,7 @@ static int wait_knock(int fd, int tcp_fd, int64_t deadline)
 			break;
 		case CLIENT_PARTIAL:
 			/* A header still in flight: the stream polls readable, so pace. */
-			(void)smcr_real.poll(p, 1, 1);
+			(void)smcr_libc.poll(p, 1, 1);
 			break;
 		}
 	}
@@ -1213,7 +1205,7 @@ static int shm_server_attach(struct smcr_xconn *xc, int tcp_fd, uint32_t *peer_r
 			rc = w;
 			break;
 		}
-		sock = smcr_sys_fd_high(smcr_real.accept4(xc->rv_fd, NULL, NULL, SOCK_CLOEXEC));
+		sock = smcr_sys_fd_high(smcr_libc.accept4(xc->rv_fd, NULL, NULL, SOCK_CLOEXEC));
 		if (sock < 0)
 			continue;
 		rc = server_try_one(xc, sock, deadline);
@@ -1275,7 +1267,7 @@ static void ring_doorbell(int efd)
 	uint64_t one = 1;
 
 	/* EAGAIN means the counter is already huge: the reader will wake anyway. */
-	(void)!smcr_real.write(efd, &one, sizeof(one));
+	(void)!smcr_libc.write(efd, &one, sizeof(one));
 }
 
 /* Our CPU, + 1, for the peer's spin decision (rseq makes sched_getcpu() cheap). */
@@ -1314,7 +1306,7 @@ static bool shm_peer_gone(struct smcr_xconn *xc)
 	if (xc->peer_gone)
 		return true;
 	/* Nothing is ever sent after the rendezvous: any event means gone (or hostile). */
-	if (smcr_real.poll(&p, 1, 0) > 0 && p.revents)
+	if (smcr_libc.poll(&p, 1, 0) > 0 && p.revents)
 		xc->peer_gone = true;
 	return xc->peer_gone;
 }
@@ -1385,7 +1377,7 @@ static bool shm_settle(struct smcr_xconn *xc, bool ready)
 			xc->signalled = true;
 		}
 	} else if (xc->signalled) {
-		(void)!smcr_real.read(xc->own_efd, &v, sizeof(v));
+		(void)!smcr_libc.read(xc->own_efd, &v, sizeof(v));
 		xc->signalled = false;
 		look_again = true; /* the read may have eaten a ring that just came */
 	}

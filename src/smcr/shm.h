@@ -21,4 +21,9 @@ unsigned smcr_shm_test_pool_size(void);
 
 /* The listener registry moved to smcr/registry.h. */
 
+/* fork, called only by engine.c: the ring pool's lock; the child forgets the pool. */
+void smcr_shm_fork_prepare(void);
+void smcr_shm_fork_parent(void);
+void smcr_shm_fork_child(void);
+
 #endif /* SMCR_SHM_H */

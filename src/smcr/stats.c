@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "common/real.h"
+#include "smcr/libc.h"
 #include "smcr/clc.h"
 #include "smcr/conn.h"
 #include "smcr/engine.h"
@@ -49,7 +49,6 @@ static char area_path[256];
 static char area_new_path[260];
 /* Open for the life of the mapping: it holds the shared flock. */
 static int area_fd = -1;
-static bool atfork_done;
 /* A forked child whose area is private until its first stats event. */
 static bool publish_pending;
 /* A forked child that could not get its own area: every stats call is a no-op. */
@@ -123,7 +122,7 @@ static int area_create_file(void)
 	snprintf(area_path, sizeof(area_path), "%s/stats.%d", dir, (int)getpid());
 	snprintf(area_new_path, sizeof(area_new_path), "%s.new", area_path);
 	unlink(area_new_path); /* left by an earlier process with our pid */
-	fd = smcr_sys_fd_high(smcr_real.open(area_new_path,
+	fd = smcr_sys_fd_high(smcr_libc.open(area_new_path,
 					     O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 					     0600));
 	if (fd < 0)
@@ -212,7 +211,7 @@ static void area_republish(struct smcr_stats_file *f)
 	}
 }
 
-static void remove_file_at_exit(void)
+void smcr_stats_exit(void)
 {
 	if (area_path[0] && area && area->pid == (int32_t)getpid())
 		unlink(area_path);
@@ -222,7 +221,7 @@ static void remove_file_at_exit(void)
  * atfork child handler: only system calls and plain stores here (the child of
  * a multi-threaded parent may run it with another thread's locks held).
  */
-static void stats_child(void)
+void smcr_stats_fork_child(void)
 {
 	uint32_t inherited[SMCR_STATS_MAX_CONNS / 32] = { 0 };
 	struct smcr_stats_file *f = area;
@@ -258,12 +257,12 @@ static void stats_child(void)
 	publish_pending = true;
 }
 
-static void stats_prepare(void)
+void smcr_stats_fork_prepare(void)
 {
 	pthread_mutex_lock(&stats_lock);
 }
 
-static void stats_parent(void)
+void smcr_stats_fork_parent(void)
 {
 	pthread_mutex_unlock(&stats_lock);
 }
@@ -276,7 +275,6 @@ static struct smcr_stats_file *stats_get(void)
 		return NULL;
 	if (f && !__atomic_load_n(&publish_pending, __ATOMIC_ACQUIRE))
 		return f;
-	smcr_real_bind();
 	pthread_mutex_lock(&stats_lock);
 	if (area && publish_pending) {
 		area_republish(area);
@@ -294,11 +292,6 @@ static struct smcr_stats_file *stats_get(void)
 			if (f->magic == 0) /* the private fallback */
 				area_header(f);
 			__atomic_store_n(&area, f, __ATOMIC_RELEASE);
-		}
-		if (!atfork_done) {
-			atfork_done = true;
-			pthread_atfork(stats_prepare, stats_parent, stats_child);
-			atexit(remove_file_at_exit);
 		}
 	}
 	f = area;
@@ -398,10 +391,10 @@ static void record_init_of(struct record_init *ri, int tcp_fd, uint32_t mode, ui
 	ri->reason = reason;
 	ri->tcp_fd = tcp_fd;
 	len = sizeof(ss);
-	if (smcr_real.getsockname(tcp_fd, (struct sockaddr *)&ss, &len) == 0)
+	if (smcr_libc.getsockname(tcp_fd, (struct sockaddr *)&ss, &len) == 0)
 		addr_of(&ss, ri->local_addr, &ri->local_port);
 	len = sizeof(ss);
-	if (smcr_real.getpeername(tcp_fd, (struct sockaddr *)&ss, &len) == 0)
+	if (smcr_libc.getpeername(tcp_fd, (struct sockaddr *)&ss, &len) == 0)
 		addr_of(&ss, ri->peer_addr, &ri->peer_port);
 }
 

@@ -40,4 +40,13 @@ const char *smcr_stats_path(void);
  */
 bool smcr_stats_runtime_dir(char *out, size_t len);
 
+/*
+ * Process life cycle, called only by engine.c: fork (the child gets private
+ * stats of its own) and exit (the process's stats file is removed).
+ */
+void smcr_stats_fork_prepare(void);
+void smcr_stats_fork_parent(void);
+void smcr_stats_fork_child(void);
+void smcr_stats_exit(void);
+
 #endif /* SMCR_STATS_H */

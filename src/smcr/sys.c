@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/real.h"
+#include "smcr/libc.h"
 
 int smcr_sys_random(void *buf, size_t len)
 {
@@ -37,30 +37,24 @@ int smcr_sys_fd_high(int fd)
 
 	if (fd < 0 || fd >= SMCR_SYS_FD_FLOOR)
 		return fd;
-	high = smcr_real.fcntl(fd, F_DUPFD_CLOEXEC, SMCR_SYS_FD_FLOOR);
+	high = smcr_libc.fcntl(fd, F_DUPFD_CLOEXEC, SMCR_SYS_FD_FLOOR);
 	if (high < 0) {
 		errno = saved;
 		return fd;
 	}
-	smcr_real.close(fd);
+	smcr_libc.close(fd);
 	errno = saved;
 	return high;
 }
 
 int smcr_sys_eventfd(unsigned int initval, int flags)
 {
-	smcr_real_bind();
-	if (smcr_real.eventfd)
-		return smcr_sys_fd_high(smcr_real.eventfd(initval, flags));
-	return smcr_sys_fd_high((int)syscall(SYS_eventfd2, initval, flags));
+	return smcr_sys_fd_high(smcr_libc.eventfd(initval, flags));
 }
 
 int smcr_sys_memfd(const char *name, unsigned int flags)
 {
-	smcr_real_bind();
-	if (smcr_real.memfd_create)
-		return smcr_sys_fd_high(smcr_real.memfd_create(name, flags));
-	return smcr_sys_fd_high((int)syscall(SYS_memfd_create, name, flags));
+	return smcr_sys_fd_high(smcr_libc.memfd_create(name, flags));
 }
 
 void smcr_sys_close(int fd)
@@ -68,7 +62,7 @@ void smcr_sys_close(int fd)
 	int saved = errno;
 
 	if (fd >= 0)
-		smcr_real.close(fd);
+		smcr_libc.close(fd);
 	errno = saved;
 }
 
@@ -139,7 +133,7 @@ static int wait_fds(struct pollfd *p, unsigned n, int64_t deadline_ms, bool for_
 			else
 				timeout = left > 60000 ? 60000 : (int)left;
 		}
-		rc = smcr_real.poll(p, n, timeout);
+		rc = smcr_libc.poll(p, n, timeout);
 		if (rc < 0) {
 			/*
 			 * poll() is never restarted by the kernel; a socket call

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Small system helpers for the engine.  Every fd call goes through the real
- * libc table (common/real.h): the engine runs inside the preload library,
- * where the public names are our own wrappers.
+ * Small system helpers for the engine.  Every fd call goes through the
+ * embedder's libc table (libc.h): inside the preload library the public
+ * names are the interposer's own wrappers.
  */
 #ifndef SMCR_SYS_H
 #define SMCR_SYS_H

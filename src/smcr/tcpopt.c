@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "common/real.h"
+#include "smcr/libc.h"
 #include "smcr/bpf_abi.h"
 #include "smcr/policy.h"
 #include "smcr/sys.h"
@@ -79,7 +79,6 @@ static void detect(void)
 	union bpf_attr attr;
 	int fd, saved = errno;
 
-	smcr_real_bind();
 	pthread_mutex_lock(&detect_lock);
 	if (atomic_load(&state) != STATE_UNKNOWN)
 		goto out;

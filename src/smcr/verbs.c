@@ -95,7 +95,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "common/real.h"
+#include "smcr/libc.h"
 #include "smcr/eid.h"
 #include "smcr/ib.h"
 #include "smcr/lgr.h"
@@ -220,7 +220,7 @@ static int verbs_create(int tcp_fd, uint32_t size, int timeout_ms, struct smcr_x
 	xc->want_size = size;
 	xc->tcp_fd = tcp_fd;
 	xc->ep_fd = xc->lc.efd = xc->fin_tfd = -1;
-	if (smcr_real.getsockname(tcp_fd, (struct sockaddr *)&xc->local, &len) < 0) {
+	if (smcr_libc.getsockname(tcp_fd, (struct sockaddr *)&xc->local, &len) < 0) {
 		rc = -errno;
 		goto fail;
 	}
@@ -256,30 +256,30 @@ static int make_ready_fd(struct smcr_xconn *xc)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
 
-	xc->ep_fd = smcr_sys_fd_high(smcr_real.epoll_create1(EPOLL_CLOEXEC));
+	xc->ep_fd = smcr_sys_fd_high(smcr_libc.epoll_create1(EPOLL_CLOEXEC));
 	if (xc->ep_fd < 0)
 		return -errno;
 	ev.data.fd = xc->lc.efd;
-	if (smcr_real.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0)
+	if (smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0)
 		return -errno;
 	ev.data.fd = smcr_lgr_channel_fd(xc->lgr);
-	if (smcr_real.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0)
+	if (smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0)
 		return -errno;
 	/*
 	 * Device events (fatal error, port down, device being removed): `rdma link
 	 * delete` waits until every process closed the device, so we must notice.
 	 */
 	ev.data.fd = xc->lgr->port->ctx->async_fd;
-	if (smcr_real.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0)
+	if (smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0)
 		return -errno;
 	/* ... and the device's removal, which rxe reports by no event (ib.h) */
 	ev.data.fd = xc->lgr->port->removal_fd;
-	if (ev.data.fd >= 0 && smcr_real.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0)
+	if (ev.data.fd >= 0 && smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0)
 		return -errno;
 	/* hang-up only: in SMC mode the TCP socket carries nothing else */
 	ev.events = EPOLLRDHUP;
 	ev.data.fd = xc->tcp_fd;
-	if (smcr_real.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, xc->tcp_fd, &ev) < 0)
+	if (smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, xc->tcp_fd, &ev) < 0)
 		return -errno;
 	return 0;
 }
@@ -655,7 +655,7 @@ static int peek_clc(struct smcr_xconn *xc, struct smcr_clc_msg *msg)
 
 		if (w <= 0)
 			return SMCR_CLC_DECL_TIMEOUT_CL;
-		n = smcr_real.recv(xc->tcp_fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+		n = smcr_libc.recv(xc->tcp_fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
 		if (n <= 0)
 			return SMCR_CLC_DECL_PEERDECL;
 		switch (smcr_clc_decode(buf, (size_t)n, msg, &len, &err)) {
@@ -665,7 +665,7 @@ static int peek_clc(struct smcr_xconn *xc, struct smcr_clc_msg *msg)
 			/* the rest is in flight: poll() would return at once again */
 			struct pollfd none = { .fd = -1 };
 
-			smcr_real.poll(&none, 0, 1);
+			smcr_libc.poll(&none, 0, 1);
 			break;
 		}
 		default:
@@ -884,7 +884,7 @@ static void tcp_hang_up(struct smcr_xconn *xc)
 						  .tv_nsec = (VERBS_FIN_GRACE_MS % 1000) * 1000000L } };
 	struct epoll_event ev = { .events = EPOLLIN };
 
-	(void)smcr_real.epoll_ctl(xc->ep_fd, EPOLL_CTL_DEL, xc->tcp_fd, NULL);
+	(void)smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_DEL, xc->tcp_fd, NULL);
 	xc->fin_since_ms = smcr_sys_now_ms();
 	if (!smcr_lgr_probe(xc->lgr, &xc->lc)) {
 		xc->gone = true;
@@ -895,10 +895,10 @@ static void tcp_hang_up(struct smcr_xconn *xc)
 	 * fail it within 10 s: the grace is then the bound, and something must
 	 * wake the waiter when it is over.
 	 */
-	xc->fin_tfd = smcr_real.timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	xc->fin_tfd = smcr_libc.timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	ev.data.fd = xc->fin_tfd;
 	if (xc->fin_tfd < 0 || timerfd_settime(xc->fin_tfd, 0, &grace, NULL) < 0 ||
-	    smcr_real.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, xc->fin_tfd, &ev) < 0)
+	    smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, xc->fin_tfd, &ev) < 0)
 		xc->gone = xc->peer_dead = true; /* cannot wait for the grace: a FIN is death */
 }
 
@@ -907,7 +907,7 @@ static void fin_was_orderly(struct smcr_xconn *xc)
 {
 	xc->fin_orderly = true;
 	if (xc->fin_tfd >= 0) {
-		(void)smcr_real.epoll_ctl(xc->ep_fd, EPOLL_CTL_DEL, xc->fin_tfd, NULL);
+		(void)smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_DEL, xc->fin_tfd, NULL);
 		smcr_sys_close(xc->fin_tfd);
 		xc->fin_tfd = -1;
 	}
@@ -963,7 +963,7 @@ static bool verbs_peer_gone(struct smcr_xconn *xc)
 		return true;
 	}
 	if (gone_poll_due(xc, delivered, smcr_sys_now_ms())) {
-		n = smcr_real.poll(p, xc->lc.hup_probe ? 2 : 3, 0);
+		n = smcr_libc.poll(p, xc->lc.hup_probe ? 2 : 3, 0);
 		if ((n < 0 || p[0].revents || p[1].revents) &&
 		    smcr_lgr_dead_check(xc->lgr, true, NULL, NULL)) {
 			xc->gone = true;

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/real.h"
+#include "smcr/libc.h"
 #include "smcr/sys.h"
 
 #define RECV_TAG     (1ull << 63)
@@ -730,10 +730,10 @@ int smcr_wr_link_create(struct smcr_ib_port *port, struct smcr_wr_link **out)
 	link->send_channel = ibv_create_comp_channel(port->ctx);
 	if (!link->send_mr || !link->recv_mr || !link->channel || !link->send_channel)
 		goto fail_errno;
-	if (smcr_real.fcntl(link->channel->fd, F_SETFL,
-			    smcr_real.fcntl(link->channel->fd, F_GETFL) | O_NONBLOCK) < 0 ||
-	    smcr_real.fcntl(link->send_channel->fd, F_SETFL,
-			    smcr_real.fcntl(link->send_channel->fd, F_GETFL) | O_NONBLOCK) < 0)
+	if (smcr_libc.fcntl(link->channel->fd, F_SETFL,
+			    smcr_libc.fcntl(link->channel->fd, F_GETFL) | O_NONBLOCK) < 0 ||
+	    smcr_libc.fcntl(link->send_channel->fd, F_SETFL,
+			    smcr_libc.fcntl(link->send_channel->fd, F_GETFL) | O_NONBLOCK) < 0)
 		goto fail_errno;
 	link->send_cq = ibv_create_cq(port->ctx, (int)SMCR_WR_MAX_SEND_WR, link,
 				      link->send_channel, 0);

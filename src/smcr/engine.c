@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The engine's process life cycle (include/smcr/engine.h): its environment,
+ * fork and exit, in one place and one order.
+ *
+ * Modules never register pthread_atfork or atexit handlers of their own:
+ * with lazy registrations the lock order at fork would depend on which code
+ * happened to run first, and exit work would run in an order nobody chose.
+ * The embedder calls these from its one fork handler and its one exit
+ * handler, after its own locks and after closing its connections.
+ *
+ * Lock order at fork (outermost first; code that holds two of these takes
+ * them in this order too):
+ *   1. lgr.c   list_mu     the SMC-R link groups (a group's own lock is taken
+ *                          under it, never the other way round)
+ *   2. shm.c   pool_lock   the same-host ring pool
+ *   3. stats.c stats_lock  publishing the stats file
+ *   4. eid.c   kernel_mu   the kernel's UEID table, read once
+ *   5. ib.c    prep_mu     the background load of libibverbs
+ * The eid and ib locks are never held together (ib.c reads the UEID table
+ * before it takes prep_mu); their order here is only the order of taking.
+ */
+#include "smcr/engine.h"
+
+#include "smcr/eid.h"
+#include "smcr/libc.h"
+#include "smcr/shm.h"
+#include "smcr/stats.h"
+#ifdef SMCR_HAVE_VERBS
+#include "smcr/ib.h"
+#include "smcr/lgr.h"
+#endif
+
+void smcr_engine_init(const struct smcr_engine_env *env)
+{
+	smcr_libc_install(env);
+}
+
+void smcr_engine_fork_prepare(void)
+{
+#ifdef SMCR_HAVE_VERBS
+	smcr_lgr_fork_prepare();
+#endif
+	smcr_shm_fork_prepare();
+	smcr_stats_fork_prepare();
+	smcr_eid_fork_prepare();
+#ifdef SMCR_HAVE_VERBS
+	smcr_ib_fork_prepare();
+#endif
+}
+
+void smcr_engine_fork_parent(void)
+{
+#ifdef SMCR_HAVE_VERBS
+	smcr_ib_fork_done();
+#endif
+	smcr_eid_fork_done();
+	smcr_stats_fork_parent();
+	smcr_shm_fork_parent();
+#ifdef SMCR_HAVE_VERBS
+	smcr_lgr_fork_parent();
+#endif
+}
+
+/* Only system calls and plain stores below: see each module's handler. */
+void smcr_engine_fork_child(void)
+{
+#ifdef SMCR_HAVE_VERBS
+	smcr_ib_fork_done();
+#endif
+	smcr_eid_fork_done();
+	smcr_stats_fork_child();
+	smcr_shm_fork_child();
+#ifdef SMCR_HAVE_VERBS
+	smcr_lgr_fork_child();
+#endif
+}
+
+/*
+ * Link groups first: their DELETE LINK may still count in the stats; the
+ * stats file goes last.
+ */
+void smcr_engine_exit(void)
+{
+#ifdef SMCR_HAVE_VERBS
+	smcr_lgr_exit();
+#endif
+	smcr_stats_exit();
+}
