@@ -4,9 +4,10 @@
  * and the stats tool (reader).  Versioned: a reader checks magic, version and
  * the two size fields, and must ignore trailing bytes it does not know.
  *
- * Where: <runtime dir>/smcr/stats.<pid>, runtime dir = $XDG_RUNTIME_DIR if it
- * is a directory owned by the user, else /run/user/<uid>; the smcr directory
- * is 0700 and the file 0600, so only the same user (and root) can read it.
+ * Where: stats.<pid> in the user's stats directory (include/smcr/stats_dir.h:
+ * $XDG_RUNTIME_DIR/smcr, /run/user/<uid>/smcr, /dev/shm/smcr-<uid>, ...); the
+ * directory is 0700 and the file 0600, so only the same user (and root) can
+ * read it.
  * The file is removed when the process exits normally.  Liveness (version
  * 2): the writer creates the file as stats.<pid>.new, takes flock(LOCK_SH) on
  * it, fills it and renames it into place, and keeps that lock (an fd open

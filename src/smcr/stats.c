@@ -2,8 +2,10 @@
 /*
  * Stats publishing (see stats.h and include/smcr/stats_abi.h).
  *
- * The area is created on first use: <runtime dir>/smcr/stats.<pid>, mapped
- * shared so the stats tool can read it while we run.  Counters are relaxed
+ * The area is created on first use: stats.<pid> in the user's stats
+ * directory (include/smcr/stats_dir.h: made 0700 and checked, never a
+ * directory of someone else's nor one we chmod), mapped shared so the stats
+ * tool can read it while we run.  Counters are relaxed
  * atomics; records are written under their seqlock (stats_abi.h): a slot is
  * claimed by taking its seq and finding it FREE inside the write section.
  *
@@ -41,12 +43,15 @@
 #include "smcr/clc.h"
 #include "smcr/conn.h"
 #include "smcr/engine.h"
+#include "smcr/stats_dir.h"
 #include "smcr/sys.h"
 
 static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct smcr_stats_file *area;
 static char area_path[256];
-static char area_new_path[260];
+static char area_new_name[32];
+/* The stats directory, open from area_create_file() to area_file_show(). */
+static int area_dir_fd = -1;
 /* Open for the life of the mapping: it holds the shared flock. */
 static int area_fd = -1;
 /* A forked child whose area is private until its first stats event. */
@@ -58,35 +63,15 @@ static bool stats_off;
 #define SUB(field, v) __atomic_fetch_sub(&(field), (v), __ATOMIC_RELAXED)
 #define SET(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELAXED)
 
-/* A directory we own, mode 0700, not a symlink; created if missing. */
-static bool private_dir(const char *path)
-{
-	struct stat st;
-
-	if (mkdir(path, 0700) < 0 && errno != EEXIST)
-		return false;
-	if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid())
-		return false;
-	if ((st.st_mode & 077) != 0 && chmod(path, 0700) < 0)
-		return false;
-	return true;
-}
-
+/* The stats directory (stats_dir.h), for the stats file and the learned policy's table. */
 bool smcr_stats_runtime_dir(char *out, size_t len)
 {
-	const char *xdg = getenv("XDG_RUNTIME_DIR");
-	struct stat st;
-	char base[200];
+	int fd = smcr_stats_dir_create(out, len);
 
-	if (xdg && xdg[0] == '/' && strlen(xdg) < sizeof(base) && stat(xdg, &st) == 0 &&
-	    S_ISDIR(st.st_mode) && st.st_uid == getuid())
-		snprintf(base, sizeof(base), "%s", xdg);
-	else
-		snprintf(base, sizeof(base), "/run/user/%u", (unsigned)getuid());
-	if (!private_dir(base))
+	if (fd < 0)
 		return false;
-	snprintf(out, len, "%s/smcr", base);
-	return private_dir(out);
+	smcr_sys_close(fd);
+	return true;
 }
 
 static void area_header(struct smcr_stats_file *f)
@@ -98,6 +83,24 @@ static void area_header(struct smcr_stats_file *f)
 	f->max_conns = SMCR_STATS_MAX_CONNS;
 	f->pid = (int32_t)getpid();
 	prctl(PR_GET_NAME, f->comm, 0, 0, 0);
+}
+
+static void close_dir(void)
+{
+	if (area_dir_fd >= 0)
+		smcr_sys_close(area_dir_fd);
+	area_dir_fd = -1;
+}
+
+/* The half-made file goes, and with it our hold on the directory (errno kept). */
+static void area_file_drop(void)
+{
+	int saved = errno;
+
+	if (area_dir_fd >= 0)
+		unlinkat(area_dir_fd, area_new_name, 0);
+	close_dir();
+	errno = saved;
 }
 
 /*
@@ -112,37 +115,45 @@ static void area_header(struct smcr_stats_file *f)
  */
 static int area_create_file(void)
 {
-	char dir[240];
+	char dir[224];
 	int fd;
 
-	if (!smcr_stats_runtime_dir(dir, sizeof(dir))) {
-		snprintf(area_path, sizeof(area_path), "<runtime dir>");
+	area_dir_fd = smcr_stats_dir_create(dir, sizeof(dir));
+	if (area_dir_fd < 0) {
+		snprintf(area_path, sizeof(area_path), "%s", dir);
+		errno = -area_dir_fd;
 		return -1;
 	}
 	snprintf(area_path, sizeof(area_path), "%s/stats.%d", dir, (int)getpid());
-	snprintf(area_new_path, sizeof(area_new_path), "%s.new", area_path);
-	unlink(area_new_path); /* left by an earlier process with our pid */
-	fd = smcr_sys_fd_high(smcr_libc.open(area_new_path,
-					     O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-					     0600));
+	snprintf(area_new_name, sizeof(area_new_name), "stats.%d.new", (int)getpid());
+	unlinkat(area_dir_fd, area_new_name, 0); /* left by an earlier process with our pid */
+	fd = smcr_sys_fd_high(smcr_libc.openat(area_dir_fd, area_new_name,
+					       O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+					       0600));
 	if (fd < 0)
-		return -1;
+		goto fail;
 	if (flock(fd, LOCK_SH | LOCK_NB) < 0 ||
 	    ftruncate(fd, (off_t)sizeof(struct smcr_stats_file)) < 0) {
 		smcr_sys_close(fd);
-		unlink(area_new_path);
-		return -1;
+		goto fail;
 	}
 	return fd;
+fail:
+	area_file_drop();
+	return -1;
 }
 
 /* Filled and mapped: give the file its real name (replacing any stale one). */
 static bool area_file_show(int fd)
 {
-	if (rename(area_new_path, area_path) < 0) {
-		unlink(area_new_path);
+	bool ok = renameat(area_dir_fd, area_new_name, area_dir_fd,
+			   strrchr(area_path, '/') + 1) == 0;
+
+	if (!ok) {
+		area_file_drop();
 		return false;
 	}
+	close_dir();
 	area_fd = fd;
 	return true;
 }
@@ -164,7 +175,7 @@ static struct smcr_stats_file *area_publish(void)
 	f = mmap(NULL, sizeof(*f), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (f == MAP_FAILED) {
 		smcr_sys_close(fd);
-		unlink(area_new_path);
+		area_file_drop();
 		goto fail;
 	}
 	area_header(f);
@@ -200,7 +211,7 @@ static void area_republish(struct smcr_stats_file *f)
 	    mmap(f, sizeof(*f), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
 		    MAP_FAILED) {
 		smcr_sys_close(fd);
-		unlink(area_new_path);
+		area_file_drop();
 		publish_failed();
 		return;
 	}

@@ -34,7 +34,7 @@ const struct smcr_stats_file *smcr_stats_area(void);
 const char *smcr_stats_path(void);
 
 /*
- * <runtime dir>/smcr, the user's private directory (mode 0700, ours, not a
+ * The user's stats directory (include/smcr/stats_dir.h: private, ours, not a
  * symlink; created if missing), where the stats files and the learned
  * policy's table live: false if there is none.
  */

@@ -44,6 +44,7 @@
 #include <arpa/inet.h>
 
 #include "smcr/stats_abi.h"
+#include "smcr/stats_dir.h"
 
 #ifndef SMCR_VERSION_STRING
 #define SMCR_VERSION_STRING "unknown"
@@ -225,19 +226,6 @@ static bool mode_is_smc(uint32_t mode)
 }
 
 /* ---- where the files are ----------------------------------------------------------- */
-
-/* The writer's rule (src/smcr/stats.c): $XDG_RUNTIME_DIR if ours, else /run/user/UID. */
-static void own_stats_dir(char *out, size_t len)
-{
-	const char *xdg = getenv("XDG_RUNTIME_DIR");
-	struct stat st;
-
-	if (xdg && xdg[0] == '/' && stat(xdg, &st) == 0 && S_ISDIR(st.st_mode) &&
-	    st.st_uid == getuid())
-		snprintf(out, len, "%s/smcr", xdg);
-	else
-		snprintf(out, len, "/run/user/%u/smcr", (unsigned)getuid());
-}
 
 /* "stats.<pid>" with a positive decimal pid and nothing else. */
 static pid_t pid_of_name(const char *name)
@@ -676,26 +664,25 @@ static void read_one(int dirfd, const char *dir, const char *name, pid_t pid,
 	free(hdr);
 }
 
-static void read_dir(const char *dir, const struct options *o, struct process_list *pl)
+/* The stats files in the directory open as `dirfd` (kept open by the caller). */
+static void read_dir_fd(int dirfd, const char *dir, const struct options *o,
+			struct process_list *pl)
 {
 	char absolute[PATH_MAX];
 	struct dirent *de;
+	int scan = dup(dirfd);
 	DIR *d;
-	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
-	if (dirfd < 0) {
-		if (errno != ENOENT) /* no directory: no process ever published here */
-			warnx_("cannot read %s: %s", dir, strerror(errno));
-		return;
-	}
 	/* As /proc/PID/maps names the files (process_liveness compares paths). */
 	if (realpath(dir, absolute))
 		dir = absolute;
-	d = fdopendir(dirfd);
+	d = scan >= 0 ? fdopendir(scan) : NULL;
 	if (!d) {
-		close(dirfd);
+		if (scan >= 0)
+			close(scan);
 		return;
 	}
+	rewinddir(d);
 	while ((de = readdir(d))) {
 		pid_t pid = pid_of_name(de->d_name);
 
@@ -706,55 +693,80 @@ static void read_dir(const char *dir, const struct options *o, struct process_li
 	closedir(d);
 }
 
+/* --dir DIR: only that directory, whoever owns it. */
+static void read_dir(const char *dir, const struct options *o, struct process_list *pl)
+{
+	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (dirfd < 0) {
+		if (errno != ENOENT) /* no directory: no process ever published here */
+			warnx_("cannot read %s: %s", dir, strerror(errno));
+		return;
+	}
+	read_dir_fd(dirfd, dir, o, pl);
+	close(dirfd);
+}
+
 struct dir_id {
 	dev_t dev;
 	ino_t ino;
 };
 
+struct discovery {
+	const struct options *o;
+	struct process_list *pl;
+	struct dir_id seen[256];
+	size_t nseen;
+};
+
 /* Each directory once, however it was reached. */
-static bool first_visit(const char *dir, struct dir_id *seen, size_t *nseen, size_t cap)
+static bool first_visit(struct discovery *dv, int dirfd)
 {
 	struct stat st;
 
-	if (stat(dir, &st) < 0)
+	if (fstat(dirfd, &st) < 0)
 		return false;
-	for (size_t i = 0; i < *nseen; i++)
-		if (seen[i].dev == st.st_dev && seen[i].ino == st.st_ino)
+	for (size_t i = 0; i < dv->nseen; i++)
+		if (dv->seen[i].dev == st.st_dev && dv->seen[i].ino == st.st_ino)
 			return false;
-	if (*nseen < cap)
-		seen[(*nseen)++] = (struct dir_id){st.st_dev, st.st_ino};
+	if (dv->nseen < sizeof(dv->seen) / sizeof(dv->seen[0]))
+		dv->seen[dv->nseen++] = (struct dir_id){st.st_dev, st.st_ino};
 	return true;
 }
 
-/* The user's own directory; for root also every /run/user/<uid>/smcr. */
+static void found_dir(int dirfd, const char *path, uid_t owner, void *arg)
+{
+	struct discovery *dv = arg;
+
+	(void)owner;
+	if (first_visit(dv, dirfd))
+		read_dir_fd(dirfd, path, dv->o, dv->pl);
+}
+
+/* A directory under one of the names but not right: nothing of it is read. */
+static void refused_dir(const char *path, const char *why, void *arg)
+{
+	(void)arg;
+	warnx_("ignoring %s: %s", path, why);
+}
+
+/*
+ * Every stats directory of ours, as the library chooses them
+ * (include/smcr/stats_dir.h); as root every user's.
+ */
 static void read_all(const struct options *o, struct process_list *pl)
 {
-	struct dir_id seen[256];
-	size_t nseen = 0;
-	char dir[PATH_MAX];
-	struct dirent *de;
-	DIR *users;
+	struct discovery *dv;
 
 	if (o->dir) {
 		read_dir(o->dir, o, pl);
 		return;
 	}
-	own_stats_dir(dir, sizeof(dir));
-	if (first_visit(dir, seen, &nseen, sizeof(seen) / sizeof(seen[0])))
-		read_dir(dir, o, pl);
-	if (geteuid() != 0)
-		return;
-	users = opendir("/run/user");
-	if (!users)
-		return;
-	while ((de = readdir(users))) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(dir, sizeof(dir), "/run/user/%s/smcr", de->d_name);
-		if (first_visit(dir, seen, &nseen, sizeof(seen) / sizeof(seen[0])))
-			read_dir(dir, o, pl);
-	}
-	closedir(users);
+	dv = xcalloc(1, sizeof(*dv));
+	dv->o = o;
+	dv->pl = pl;
+	smcr_stats_dir_each(geteuid(), geteuid() == 0, found_dir, refused_dir, dv);
+	free(dv);
 }
 
 static int by_pid(const void *a, const void *b)
