@@ -263,8 +263,15 @@ bool smcr_tcpopt_enabled(void);
 struct sockaddr;
 void smcr_tcpopt_mark_connect(int tcp_fd, const struct sockaddr *dst);
 
-/* Before listen(): SYN-ACKs of this listener's port answer an announcing SYN. */
+/* Before listen(): this listener's SYN-ACKs answer an announcing SYN. */
 void smcr_tcpopt_mark_listen(int listen_fd);
+
+/*
+ * The listener is no longer served by smcr (before it is handed to an image
+ * that may not run smcr: exec, fd passing): its SYN-ACKs stop announcing SMC
+ * at once.  The mark also dies with the socket.  Keeps errno.
+ */
+void smcr_tcpopt_unserve(int listen_fd);
 
 /* Connected or accepted socket: did the peer's SYN / SYN-ACK carry the option? */
 enum smcr_tcpopt_peer smcr_tcpopt_peer(int tcp_fd);

@@ -6,9 +6,12 @@
  *   client: smcr_tcpopt_mark_connect() before connect() puts SMCR_BPF_F_PROPOSE
  *           into the socket's storage: the SYN carries SMC's option.  After the
  *           handshake smcr_tcpopt_peer() says whether the SYN-ACK carried it.
- *   server: smcr_tcpopt_mark_listen() before listen(): the port is served, a
- *           SYN-ACK carries the option when the SYN did; smcr_tcpopt_peer() on
- *           the accepted socket says whether the SYN carried it.
+ *   server: smcr_tcpopt_mark_listen() before listen(): the listener's
+ *           SYN-ACKs carry the option when the SYN did, for as long as it
+ *           carries the mark; smcr_tcpopt_unserve() takes the mark away (a
+ *           listener about to be handed to a program that may not run smcr).
+ *           smcr_tcpopt_peer() on the accepted socket says whether the SYN
+ *           carried it.
  *
  * A mark is a promise, as for the kernel's AF_SMC: a Linux SMC server whose
  * SYN-ACK answered our option waits for a CLC Proposal and fails the
@@ -147,6 +150,22 @@ void smcr_tcpopt_mark_connect(int tcp_fd, const struct sockaddr *dst)
 void smcr_tcpopt_mark_listen(int listen_fd)
 {
 	mark(listen_fd, SMCR_BPF_F_SERVE, "SYN-ACK");
+}
+
+void smcr_tcpopt_unserve(int listen_fd)
+{
+	int saved = errno, rc;
+
+	/* Only a process that marked something has the map open. */
+	if (atomic_load_explicit(&state, memory_order_acquire) != STATE_ON)
+		return;
+	rc = map_op(BPF_MAP_DELETE_ELEM, listen_fd, NULL, 0);
+	if (rc && rc != -ENOENT)
+		smcr_warn("fd %d: cannot withdraw the listener's SMC TCP option: %s", listen_fd,
+			  strerror(-rc));
+	else if (rc == 0)
+		smcr_dbg("fd %d: the listener no longer announces SMC", listen_fd);
+	errno = saved;
 }
 
 enum smcr_tcpopt_peer smcr_tcpopt_verdict(uint32_t flags)

@@ -32,15 +32,25 @@
 
 #include "smcr/bpf_abi.h"
 
-#ifndef SMCR_BPF_OBJ_INSTALLED
-#define SMCR_BPF_OBJ_INSTALLED "/usr/local/lib/smcr/smcr_sockops.bpf.o"
+#ifndef SMCR_BPF_OBJ_DIR
+#define SMCR_BPF_OBJ_DIR "/usr/local/lib/smcr"
 #endif
+#define OBJ_FULL "smcr_sockops.bpf.o"
+#define OBJ_CLIENT "smcr_sockops_client.bpf.o"
+/*
+ * The pin of a global port map that earlier versions of the program kept,
+ * writable through marks of any user's sockets: its presence means such a
+ * program is still pinned (and maybe attached), which attach will not reuse.
+ */
+#define LEGACY_PORTS_MAP_PATH SMCR_BPF_PIN_DIR "/smcr_ports"
 #define BPF_FS_MAGIC_ 0xcafe4a11
 #define CGROUP2_SUPER_MAGIC_ 0x63677270
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_CANNOT = 3 };
 
 static bool quiet;
+/* libbpf's warnings are not shown while a load that may fail is tried. */
+static bool libbpf_muted;
 
 __attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...)
 {
@@ -86,7 +96,7 @@ static int exit_for(int err)
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
 static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
-	if (level == LIBBPF_WARN && !quiet)
+	if (level == LIBBPF_WARN && !quiet && !libbpf_muted)
 		return vfprintf(stderr, fmt, ap);
 	return 0;
 }
@@ -94,27 +104,37 @@ static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list 
 
 /* ---- where things are ----------------------------------------------------------- */
 
-/* The object: $SMCR_BPF_OBJ, beside a build tree's tool, or the installed one. */
-static const char *object_path(void)
+/*
+ * The object NAME: beside $SMCR_BPF_OBJ (which names the full one), beside a
+ * build tree's tool, or the installed one.
+ */
+static const char *object_path(const char *name, char *buf, size_t size)
 {
-	static char buf[PATH_MAX];
 	const char *env = getenv("SMCR_BPF_OBJ");
-	ssize_t n;
 	char *slash;
+	ssize_t n;
 
-	if (env && *env)
-		return env;
-	n = readlink("/proc/self/exe", buf, sizeof(buf) - 64);
+	if (env && *env) {
+		if (strcmp(name, OBJ_FULL) == 0)
+			return env;
+		snprintf(buf, size, "%s", env);
+		slash = strrchr(buf, '/');
+		snprintf(slash ? slash + 1 : buf, size - (size_t)(slash ? slash + 1 - buf : 0),
+			 "%s", name);
+		return buf;
+	}
+	n = readlink("/proc/self/exe", buf, size - 64);
 	if (n > 0) {
 		buf[n] = '\0';
 		slash = strrchr(buf, '/');
 		if (slash) {
-			strcpy(slash, "/../bpf/smcr_sockops.bpf.o");
+			snprintf(slash, size - (size_t)(slash - buf), "/../bpf/%s", name);
 			if (access(buf, R_OK) == 0)
 				return buf;
 		}
 	}
-	return SMCR_BPF_OBJ_INSTALLED;
+	snprintf(buf, size, "%s/%s", SMCR_BPF_OBJ_DIR, name);
+	return buf;
 }
 
 /* This process's cgroup v2 directory, from mountinfo and /proc/self/cgroup. */
@@ -239,32 +259,33 @@ static int cgroup_has(int cg_fd, __u32 id, bool effective)
 	return 0;
 }
 
-/* The pinned program, or load the object and pin it (maps pinned by name). */
-static int load_or_reuse(void)
+/*
+ * Load the object at PATH and pin its program (its maps are pinned by name):
+ * the program's fd.  A load that may fail (`trial`) fails silently.
+ */
+static int load_object(const char *path, bool trial)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .pin_root_path = SMCR_BPF_PIN_DIR);
 	struct bpf_object *obj;
 	struct bpf_program *prog;
-	const char *path;
 	int fd, rc;
 
-	fd = bpf_obj_get(SMCR_BPF_PROG_PATH);
-	if (fd >= 0)
-		return fd;
-	path = object_path();
 	obj = bpf_object__open_file(path, &opts);
 	if (!obj) {
 		rc = -errno;
 		complain("%s: %s", path, strerror(errno));
 		return rc;
 	}
+	libbpf_muted = trial;
 	rc = bpf_object__load(obj);
+	libbpf_muted = false;
 	if (rc) {
-		complain("cannot load %s: %s", path, strerror(-rc));
+		if (!trial)
+			complain("cannot load %s: %s", path, strerror(-rc));
 		bpf_object__close(obj);
 		return rc;
 	}
-	prog = bpf_object__find_program_by_name(obj, "smcr_sockops");
+	prog = bpf_object__next_program(obj, NULL);
 	rc = prog ? bpf_program__pin(prog, SMCR_BPF_PROG_PATH) : -ENOENT;
 	if (rc) {
 		complain("cannot pin %s: %s", SMCR_BPF_PROG_PATH, strerror(-rc));
@@ -273,8 +294,8 @@ static int load_or_reuse(void)
 	}
 	/*
 	 * Every smcr process marks its own sockets and reads their records: the
-	 * key is an fd of the caller, so a user reaches only sockets it holds.
-	 * The ports map is written by the program alone.
+	 * key is an fd of the caller, so a user reaches only sockets it holds,
+	 * and no record says anything about another socket.
 	 */
 	chmod(SMCR_BPF_SK_MAP_PATH, 0666);
 	chmod(SMCR_BPF_PIN_DIR, 0755);
@@ -282,6 +303,50 @@ static int load_or_reuse(void)
 	bpf_object__close(obj);
 	say("loaded %s, pinned under %s\n", path, SMCR_BPF_PIN_DIR);
 	return fd < 0 ? -errno : fd;
+}
+
+/*
+ * The pinned program, or load and pin one: the full program, else (a kernel
+ * that refuses it: no BTF, or a lockdown that forbids it to read a
+ * listener's mark) the one that announces SMC in SYNs only.
+ */
+static int load_or_reuse(void)
+{
+	char full[PATH_MAX], client[PATH_MAX];
+	int fd;
+
+	if (access(LEGACY_PORTS_MAP_PATH, F_OK) == 0) {
+		complain("an earlier smcr program is pinned (%s): run 'smcr-bpf detach' for "
+			 "each cgroup it is attached to and 'smcr-bpf unload' first",
+			 LEGACY_PORTS_MAP_PATH);
+		return -EEXIST;
+	}
+	fd = bpf_obj_get(SMCR_BPF_PROG_PATH);
+	if (fd >= 0)
+		return fd;
+	fd = load_object(object_path(OBJ_FULL, full, sizeof(full)), true);
+	if (fd >= 0 || (fd == -EPERM && geteuid() != 0)) /* no privilege: no use trying */
+		return fd;
+	say("this kernel refuses %s (%s): SMC is announced in SYNs only, never in a "
+	    "listener's SYN-ACK\n",
+	    full, strerror(-fd));
+	return load_object(object_path(OBJ_CLIENT, client, sizeof(client)), false);
+}
+
+/* Which program is pinned: "SYN and SYN-ACK" or "SYNs only". */
+static const char *prog_kind(int prog_fd)
+{
+	struct bpf_prog_info info;
+	__u32 len = sizeof(info);
+
+	memset(&info, 0, sizeof(info));
+	if (bpf_obj_get_info_by_fd(prog_fd, &info, &len) < 0)
+		return "unknown";
+	if (strcmp(info.name, SMCR_BPF_PROG_NAME) == 0)
+		return "SYN and SYN-ACK";
+	if (strcmp(info.name, SMCR_BPF_PROG_NAME_CLIENT) == 0)
+		return "SYNs only";
+	return "unknown";
 }
 
 /* ---- commands ------------------------------------------------------------------- */
@@ -373,7 +438,8 @@ static int cmd_status(const char *cgroup)
 		return EXIT_FAIL;
 	}
 	prog_id(prog_fd, &id);
-	say("pinned: %s (program %u)\n", SMCR_BPF_PROG_PATH, id);
+	say("pinned: %s (program %u, announces SMC in %s)\n", SMCR_BPF_PROG_PATH, id,
+	    prog_kind(prog_fd));
 	cg_fd = open_cgroup(cgroup, cg, sizeof(cg));
 	if (cg_fd < 0) {
 		close(prog_fd);
@@ -391,7 +457,7 @@ static int cmd_status(const char *cgroup)
 static int cmd_unload(void)
 {
 	static const char *const pins[] = { SMCR_BPF_PROG_PATH, SMCR_BPF_SK_MAP_PATH,
-					    SMCR_BPF_PORTS_MAP_PATH };
+					    LEGACY_PORTS_MAP_PATH };
 	int dir_fd = open_pin_dir(false), rc = EXIT_OK;
 	size_t i;
 

@@ -4,7 +4,9 @@
  * bpf(2): detection happens once and costs nothing afterwards when the program
  * is not pinned; marks write the right flag for the right fd; the verdict is
  * YES only for a connection the program saw open with the peer's option, and
- * UNKNOWN when the program did not see it (never guessed as NO or YES).
+ * UNKNOWN when the program did not see it (never guessed as NO or YES);
+ * withdrawing a listener deletes its record, and costs nothing in a process
+ * that never marked anything.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -62,6 +64,7 @@ static long fake_bpf(int cmd, void *attr_v, unsigned int size)
 		return FAKE_MAP_FD; /* not open: smcr_sys_fd_high() leaves it */
 	case BPF_MAP_UPDATE_ELEM:
 	case BPF_MAP_LOOKUP_ELEM:
+	case BPF_MAP_DELETE_ELEM:
 		key = *(const int *)(uintptr_t)attr->key;
 		if (attr->map_fd != FAKE_MAP_FD || key < 0 || key >= MAX_FDS) {
 			errno = EBADF;
@@ -76,6 +79,10 @@ static long fake_bpf(int cmd, void *attr_v, unsigned int size)
 		if (!fake.present[key]) {
 			errno = ENOENT;
 			return -1;
+		}
+		if (cmd == BPF_MAP_DELETE_ELEM) {
+			fake.present[key] = false;
+			return 0;
 		}
 		memcpy((void *)(uintptr_t)attr->value, &fake.val[key], sizeof(fake.val[key]));
 		return 0;
@@ -145,6 +152,25 @@ static void test_marks(void **state)
 	assert_int_equal(fake.calls[BPF_OBJ_GET], 1);
 }
 
+static void test_unserve(void **state)
+{
+	(void)state;
+	/* nothing marked yet: no detection, no system call */
+	smcr_tcpopt_unserve(9);
+	assert_int_equal(fake.calls[BPF_OBJ_GET], 0);
+	assert_int_equal(fake.calls[BPF_MAP_DELETE_ELEM], 0);
+	smcr_tcpopt_mark_listen(9);
+	assert_true(fake.present[9]);
+	errno = 4321;
+	smcr_tcpopt_unserve(9);
+	assert_int_equal(errno, 4321);
+	assert_false(fake.present[9]);
+	/* twice, or a listener never marked: not an error */
+	smcr_tcpopt_unserve(9);
+	smcr_tcpopt_unserve(10);
+	assert_int_equal(fake.calls[BPF_MAP_DELETE_ELEM], 3);
+}
+
 static void test_peer_verdicts(void **state)
 {
 	(void)state;
@@ -183,6 +209,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_off_when_not_pinned, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_permission_is_off_too, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_marks, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unserve, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_peer_verdicts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_verdict_table, setup, teardown),
 	};
