@@ -1,16 +1,20 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # Run one libFuzzer harness for a bounded time on a fresh corpus seeded with the
-# kernel captures and our own encoder's messages; fail on any crash, leak,
+# kernel captures, our own encoder's messages and the corpus scripts/fuzz-long
+# keeps (every kept input is replayed first); fail on any crash, leak,
 # sanitizer report or consistency abort.
-# usage: run-fuzzer.sh FUZZER GEN_SEEDS KIND SECONDS KERNEL_DATA_DIR
+# usage: run-fuzzer.sh FUZZER GEN_SEEDS KIND SECONDS KERNEL_DATA_DIR [KEPT_CORPUS_DIR]
 set -eu
-fuzzer=$1 gen_seeds=$2 kind=$3 seconds=$4 kernel_dir=$5
+fuzzer=$1 gen_seeds=$2 kind=$3 seconds=$4 kernel_dir=$5 kept=${6:-}
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/smcr-fuzz-$kind.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/corpus" "$work/artifacts"
 cp "$kernel_dir"/"$kind"-*.bin "$work/corpus/"
+if [ -n "$kept" ] && [ -d "$kept" ]; then
+	find "$kept" -type f -exec cp {} "$work/corpus/" \;
+fi
 "$gen_seeds" "$kind" "$work/corpus"
 echo "fuzz_$kind: $(ls "$work/corpus" | wc -l) seeds, ${seconds}s"
 
