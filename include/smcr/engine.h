@@ -199,8 +199,47 @@ int smcr_sock_classify(int tcp_fd);
 int smcr_sock_classify_wait(int tcp_fd, int timeout_ms);
 
 /*
- * Server handshake after SMCR_CLASSIFY_PROPOSAL: consume the Proposal, answer
- * Accept or Decline, wait for Confirm.  Blocks up to a few CLC round trips.
+ * Server handshake after SMCR_CLASSIFY_PROPOSAL, in steps that never wait
+ * for the client (as the kernel's listen worker runs it beside the
+ * application, design §4):
+ *
+ * smcr_sock_accept_start() consumes the Proposal and answers it: a Decline
+ * (returns the reason: the stream is TCP from here on), or an Accept
+ * (returns SMCR_ACCEPT_PENDING and *hs).  A same-host Proposal whose source
+ * is not an address of this host is declined at once (SMCR_REASON_NOTLOCAL).
+ * Nothing in it waits for the peer.
+ *
+ * smcr_sock_accept_step() takes what the client sent since (its Confirm or
+ * Decline, and the transport's own rendezvous), waiting for it until
+ * `deadline` (CLOCK_MONOTONIC ms; <= now: not at all).  SMCR_ACCEPT_PENDING
+ * while the client has not finished; else the result as smcr_sock_accept()'s
+ * (0 and *out, > 0 fallback, < 0 hard error: -ETIMEDOUT once the CLC wait
+ * bound, opts->handshake_ms, has passed since the Accept).  Either way the
+ * caller then calls smcr_handshake_free().
+ *
+ * smcr_handshake_fd() is a pollable fd (made on first use, owned by the
+ * handshake) that turns readable when a step may make progress: the
+ * client's next bytes or hang-up, the transport's rendezvous, or the wait
+ * bound's end.  It can stand in the application's epoll set for the TCP fd
+ * as smcr_sock_ready_fd() does.  -errno if it cannot be made.
+ *
+ * Threads: one call at a time on one handshake (the caller serialises).
+ */
+#define SMCR_ACCEPT_PENDING 1
+#define SMCR_REASON_NOTLOCAL 0x0A020000 /* smcr's own: a same-host offer from elsewhere */
+struct smcr_handshake;
+int smcr_sock_accept_start(int tcp_fd, const struct smcr_sock_opts *opts,
+			   struct smcr_handshake **hs);
+int smcr_sock_accept_step(struct smcr_handshake *hs, int64_t deadline, struct smcr_sock **out);
+int smcr_handshake_fd(struct smcr_handshake *hs);
+/* Release what the handshake holds (after a final step, or to give it up: sends nothing). */
+void smcr_handshake_free(struct smcr_handshake *hs);
+/* fork: a child's copy of its parent's handshake; let go of the child's copies only. */
+void smcr_handshake_forget_inherited(struct smcr_handshake *hs);
+
+/*
+ * The whole server handshake in one call (start, then steps until done):
+ * blocks up to the CLC wait bound.  For callers that own a thread for it.
  */
 int smcr_sock_accept(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_sock **out);
 

@@ -169,6 +169,7 @@ const char *smcr_clc_decl_name(uint32_t code)
 		{ SMCR_CLC_DECL_ERR_RDYLNK, "ERR_RDYLNK" },
 		{ SMCR_CLC_DECL_ERR_REGBUF, "ERR_REGBUF" },
 		{ SMCR_CLC_DECL_SHORTFLOWS, "SHORTFLOWS" },
+		{ SMCR_CLC_DECL_NOTLOCAL, "NOTLOCAL" },
 	};
 	size_t i;
 

@@ -124,6 +124,8 @@ enum smcr_clc_decl {
 	SMCR_CLC_DECL_ERR_REGBUF = 0x09990003,
 	/* smcr's own, never on the wire: the learned policy kept it TCP (learn.h) */
 	SMCR_CLC_DECL_SHORTFLOWS = 0x0A010000,
+	/* smcr's own, sent: a same-host offer whose source is not this host (engine.h) */
+	SMCR_CLC_DECL_NOTLOCAL = 0x0A020000,
 };
 
 /* "NOSMCRDEV" etc. for a known code, NULL otherwise. */

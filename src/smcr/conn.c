@@ -20,7 +20,9 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 
 #include "common/config.h"
 #include "common/log.h"
@@ -437,73 +439,335 @@ int smcr_sock_classify_wait(int tcp_fd, int timeout_ms)
 }
 
 /*
- * Answer the Proposal `prop` (consumed already) and run the server side.
- * `decline` > 0: refuse it with that reason.
+ * One server handshake between the Accept and the client's last word
+ * (engine.h smcr_sock_accept_start/step).  Nothing here waits for the
+ * client unless the caller asked to: the client's bytes, the transport's
+ * rendezvous and the wait bound drive it (design §4).
  */
-static int server_handshake(int fd, const struct smcr_transport_ops *ops, struct smcr_xconn *xc,
-			    const struct smcr_sock_opts *opts, const struct smcr_clc_msg *prop,
-			    int decline, uint32_t *peer_size, int64_t prop_ns)
+struct smcr_handshake {
+	int tcp_fd;
+	const struct smcr_transport_ops *ops;
+	struct smcr_xconn *xc;
+	int spin_us;
+	int64_t deadline;   /* the client's last word must have come by then (ms) */
+	int64_t accept_ns;  /* when the Accept went out (debug timing) */
+	int attach_rc;      /* server_attach(): -EAGAIN until it attached or refused */
+	uint32_t peer_size;
+	int lowat;          /* SO_RCVLOWAT we set while a message is partial; 0 = none */
+	int wait_fd;        /* smcr_handshake_fd(): epoll of the three below; -1 = not made */
+	int timer_fd;       /* fires at `deadline` */
+	int watched_xfd;    /* the transport's server_wait_fd() in wait_fd; -1 = none */
+};
+
+/* A Proposal for the same-host transport must come from this host. */
+static bool peer_is_this_host(int fd)
 {
-	int wait = clc_wait_ms(opts);
-	struct smcr_clc_msg acc, reply;
-	int rc, attach_rc;
+	struct sockaddr_storage peer, self;
+	socklen_t plen = sizeof(peer), slen = sizeof(self);
 
-	memset(&acc, 0, sizeof(acc));
-	rc = decline > 0 ? decline : ops->server_accept(xc, prop, &acc);
-	if (rc > 0) {
-		int drc = clc_send_decline(fd, (uint32_t)rc, smcr_sys_deadline(wait));
+	if (smcr_libc.getpeername(fd, (struct sockaddr *)&peer, &plen) < 0 ||
+	    smcr_libc.getsockname(fd, (struct sockaddr *)&self, &slen) < 0)
+		return false;
+	/*
+	 * Loopback, or one of our own addresses (the kernel then makes it the
+	 * source too).  A peer that bound another of our addresses is refused
+	 * as well: it loses SMC, never safety.
+	 */
+	return sockaddr_is_loopback(&peer) || same_addr(&peer, &self);
+}
 
-		return drc < 0 ? drc : rc;
+/*
+ * The next CLC message on the stream if it is all there (peeked, not
+ * consumed): 1 and *msg, 0 not complete yet (*need: bytes it takes; 0 none in), or
+ * -errno (-ESHUTDOWN: the client closed; -EPROTO: not CLC).
+ */
+static int peek_clc_msg(int fd, struct smcr_clc_msg *msg, int *need)
+{
+	uint8_t buf[SMCR_CLC_MAX_LEN];
+	enum smcr_clc_err err;
+	size_t len = 0;
+	ssize_t n = smcr_libc.recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+
+	*need = 0; /* nothing in: any byte is news */
+	if (n < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -errno;
+	*need = SMCR_CLC_HDR_LEN;
+	if (n == 0)
+		return -ESHUTDOWN;
+	if (smcr_clc_frame(buf, (size_t)n, &len, &err) == SMCR_WIRE_INVALID ||
+	    (len && (len > sizeof(buf) || len < SMCR_CLC_HDR_LEN))) {
+		smcr_warn("fd %d: the client sent no valid CLC message after our Accept", fd);
+		return -EPROTO;
 	}
-	if (rc < 0)
-		return rc;
-	rc = clc_send(fd, &acc, smcr_sys_deadline(wait));
+	if (len)
+		*need = (int)len;
+	if (len == 0 || (size_t)n < len)
+		return 0;
+	if (smcr_clc_decode(buf, len, msg, &len, &err) != SMCR_WIRE_OK) {
+		smcr_warn("fd %d: invalid CLC message: %s", fd, smcr_clc_err_str(err));
+		return -EPROTO;
+	}
+	return 1;
+}
+
+/*
+ * A message arrives in pieces: until it is whole, the socket polls readable
+ * only once `need` bytes are in (SO_RCVLOWAT), so a client that sends half a
+ * message and stops does not make every wait return at once.
+ */
+static void hs_set_lowat(struct smcr_handshake *hs, int need)
+{
+	if (need == 0 || need == hs->lowat)
+		return;
+	if (smcr_libc.setsockopt(hs->tcp_fd, SOL_SOCKET, SO_RCVLOWAT, &need, sizeof(need)) == 0)
+		hs->lowat = need;
+}
+
+static void hs_clear_lowat(struct smcr_handshake *hs)
+{
+	int one = 1;
+
+	if (hs->lowat)
+		(void)smcr_libc.setsockopt(hs->tcp_fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one));
+	hs->lowat = 0;
+}
+
+/* The client's last word is all there: consume it and decide. */
+static int hs_finish(struct smcr_handshake *hs, const struct smcr_clc_msg *peeked)
+{
+	struct smcr_clc_msg reply;
+	int wait = CLC_WAIT_MS, rc;
+
+	rc = clc_recv(hs->tcp_fd, &reply, smcr_sys_now_ms()); /* all there: never waits */
 	if (rc)
 		return rc;
-	smcr_dbg("fd %d: Accept sent %lld us after the Proposal was read", fd,
-		 (long long)((smcr_sys_now_ns() - prop_ns) / 1000));
-	/* A failed attach is answered by the client's Decline (it got no proof). */
-	attach_rc = ops->server_attach(xc, fd, peer_size);
-	rc = clc_recv(fd, &reply, smcr_sys_deadline(wait));
-	if (rc)
-		return rc;
+	if (reply.hdr.type != peeked->hdr.type)
+		return -EPROTO;
 	if (reply.hdr.type == SMCR_CLC_DECLINE)
-		return attach_rc > 0 ? attach_rc : decline_reason(&reply);
-	if (reply.hdr.type == SMCR_CLC_CONFIRM && attach_rc > 0) {
+		return hs->attach_rc > 0 ? hs->attach_rc : decline_reason(&reply);
+	if (reply.hdr.type != SMCR_CLC_CONFIRM)
+		return -EPROTO;
+	if (hs->attach_rc > 0) {
 		/*
 		 * The client believes in SMC but we could not attach: decline after
 		 * its Confirm, as Linux's server does (smc_listen_decline); a Linux
 		 * client that sees no CONFIRM LINK looks for this Decline and falls
 		 * back to TCP.
 		 */
-		int drc = clc_send_decline(fd, (uint32_t)attach_rc, smcr_sys_deadline(wait));
+		int drc = clc_send_decline(hs->tcp_fd, (uint32_t)hs->attach_rc,
+					   smcr_sys_deadline(wait));
 
-		return drc < 0 ? drc : attach_rc;
+		return drc < 0 ? drc : hs->attach_rc;
 	}
-	if (reply.hdr.type != SMCR_CLC_CONFIRM || attach_rc != 0)
-		return -EPROTO;
-	rc = ops->server_confirm(xc, &reply);
+	rc = hs->ops->server_confirm(hs->xc, &reply);
 	return rc > 0 ? -EPROTO : rc; /* after Confirm there is no way back to TCP */
 }
 
-int smcr_sock_accept(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_sock **out)
+/* Everything that can be done now: SMCR_ACCEPT_PENDING, or the result. */
+static int hs_advance(struct smcr_handshake *hs)
 {
-	const struct smcr_transport_ops *ops = &smcr_shm_ops;
-	struct smcr_xconn *xc = NULL;
-	struct smcr_clc_msg prop;
-	uint32_t peer_size = 0;
-	int64_t prop_ns;
-	int rc, decline;
+	struct smcr_clc_msg msg;
+	int need, rc;
+
+	if (hs->attach_rc == -EAGAIN) {
+		hs->attach_rc = hs->ops->server_attach(hs->xc, hs->tcp_fd, &hs->peer_size);
+		if (hs->attach_rc < 0 && hs->attach_rc != -EAGAIN)
+			return hs->attach_rc;
+	}
+	rc = peek_clc_msg(hs->tcp_fd, &msg, &need);
+	if (rc == -ESHUTDOWN) {
+		/* It left without a word: nothing of CLC remains, the stream just ends. */
+		smcr_dbg("fd %d: the client closed instead of confirming", hs->tcp_fd);
+		return SMCR_CLC_DECL_PEERDECL;
+	}
+	if (rc < 0)
+		return rc;
+	if (rc == 1) {
+		if (hs->attach_rc == -EAGAIN)
+			/* the transport's part may have come just before the message */
+			hs->attach_rc = hs->ops->server_attach(hs->xc, hs->tcp_fd, &hs->peer_size);
+		if (hs->attach_rc < 0 && hs->attach_rc != -EAGAIN)
+			return hs->attach_rc;
+		if (hs->attach_rc != -EAGAIN || msg.hdr.type != SMCR_CLC_CONFIRM)
+			return hs_finish(hs, &msg);
+		/*
+		 * A Confirm before what the client sends ahead of it (seen when
+		 * a step ran between the two): wait for that, and for the
+		 * Confirm no more (the socket polls readable again on more).
+		 */
+		need++;
+	}
+	if (smcr_sys_now_ms() >= hs->deadline) {
+		smcr_warn("fd %d: no Confirm within %d ms of our Accept", hs->tcp_fd,
+			  (int)(hs->deadline - hs->accept_ns / 1000000));
+		return -ETIMEDOUT;
+	}
+	hs_set_lowat(hs, need);
+	return SMCR_ACCEPT_PENDING;
+}
+
+static int hs_xfd(const struct smcr_handshake *hs)
+{
+	return hs->ops->server_wait_fd && hs->attach_rc == -EAGAIN
+		       ? hs->ops->server_wait_fd(hs->xc)
+		       : -1;
+}
+
+/* Keep the transport's fd in wait_fd current. */
+static void hs_sync_wait_fd(struct smcr_handshake *hs)
+{
+	int xfd = hs_xfd(hs);
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	if (hs->wait_fd < 0 || xfd == hs->watched_xfd)
+		return;
+	if (hs->watched_xfd >= 0)
+		(void)smcr_libc.epoll_ctl(hs->wait_fd, EPOLL_CTL_DEL, hs->watched_xfd, &ev);
+	hs->watched_xfd = -1;
+	if (xfd >= 0 && smcr_libc.epoll_ctl(hs->wait_fd, EPOLL_CTL_ADD, xfd, &ev) == 0)
+		hs->watched_xfd = xfd;
+}
+
+int smcr_handshake_fd(struct smcr_handshake *hs)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+	struct itimerspec at = { .it_value = { .tv_sec = hs->deadline / 1000,
+					       .tv_nsec = (hs->deadline % 1000) * 1000000 } };
+
+	if (hs->wait_fd >= 0)
+		return hs->wait_fd;
+	hs->wait_fd = smcr_sys_fd_high(smcr_libc.epoll_create1(EPOLL_CLOEXEC));
+	if (hs->wait_fd < 0)
+		return -EMFILE;
+	hs->timer_fd = smcr_sys_fd_high(
+		smcr_libc.timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+	if (smcr_libc.epoll_ctl(hs->wait_fd, EPOLL_CTL_ADD, hs->tcp_fd, &ev) < 0 ||
+	    hs->timer_fd < 0 || timerfd_settime(hs->timer_fd, TFD_TIMER_ABSTIME, &at, NULL) < 0)
+		goto fail;
+	ev.events = EPOLLIN;
+	if (smcr_libc.epoll_ctl(hs->wait_fd, EPOLL_CTL_ADD, hs->timer_fd, &ev) < 0)
+		goto fail;
+	hs_sync_wait_fd(hs);
+	return hs->wait_fd;
+fail:
+	smcr_sys_close(hs->timer_fd);
+	smcr_sys_close(hs->wait_fd);
+	hs->timer_fd = hs->wait_fd = -1;
+	return -EMFILE;
+}
+
+/* Wait until a step may make progress or `deadline` passes. */
+static void hs_wait(struct smcr_handshake *hs, int64_t deadline)
+{
+	struct pollfd p[2] = { { .fd = hs->tcp_fd, .events = POLLIN | POLLRDHUP },
+			       { .fd = hs_xfd(hs), .events = POLLIN } };
+
+	if (deadline > hs->deadline)
+		deadline = hs->deadline;
+	(void)smcr_sys_wait_fds(p, p[1].fd >= 0 ? 2 : 1, deadline);
+}
+
+int smcr_sock_accept_step(struct smcr_handshake *hs, int64_t deadline, struct smcr_sock **out)
+{
+	int rc;
 
 	*out = NULL;
-	/* Consume the Proposal (classified already); its form picks the transport. */
-	rc = clc_recv(tcp_fd, &prop, smcr_sys_deadline(clc_wait_ms(opts)));
+	for (;;) {
+		rc = hs_advance(hs);
+		if (rc != SMCR_ACCEPT_PENDING || smcr_sys_now_ms() >= deadline)
+			break;
+		hs_wait(hs, deadline);
+	}
+	if (rc == SMCR_ACCEPT_PENDING) {
+		hs_sync_wait_fd(hs);
+		return rc;
+	}
+	hs_clear_lowat(hs);
+	if (rc == 0) {
+		smcr_dbg("fd %d: Confirm taken %lld us after our Accept", hs->tcp_fd,
+			 (long long)((smcr_sys_now_ns() - hs->accept_ns) / 1000));
+		*out = smcr_conn_new(hs->tcp_fd, true, hs->ops, hs->xc, hs->peer_size, hs->spin_us);
+		if (*out) {
+			hs->xc = NULL; /* the connection's now */
+			return 0;
+		}
+		rc = -ENOMEM;
+	}
+	if (rc > 0)
+		smcr_stats_fallback(rc);
+	else
+		smcr_stats_handshake_failed(rc == -ETIMEDOUT ? SMCR_CLC_DECL_TIMEOUT_CL
+							     : SMCR_CLC_DECL_INTERR);
+	smcr_dbg("server handshake on fd %d (%s): %d", hs->tcp_fd, hs->ops->name, rc);
+	return rc;
+}
+
+void smcr_handshake_free(struct smcr_handshake *hs)
+{
+	if (!hs)
+		return;
+	if (hs->xc)
+		hs->ops->destroy(hs->xc, false);
+	smcr_sys_close(hs->timer_fd);
+	smcr_sys_close(hs->wait_fd);
+	free(hs);
+}
+
+void smcr_handshake_forget_inherited(struct smcr_handshake *hs)
+{
+	if (!hs)
+		return;
+	if (hs->xc)
+		hs->ops->forget(hs->xc);
+	smcr_sys_close(hs->timer_fd);
+	smcr_sys_close(hs->wait_fd);
+	free(hs);
+}
+
+/* Answer the Proposal `prop` (consumed): Decline (`decline` > 0 or refused) or Accept. */
+static int server_answer(int fd, const struct smcr_transport_ops *ops, struct smcr_xconn *xc,
+			 const struct smcr_clc_msg *prop, int decline)
+{
+	struct smcr_clc_msg acc;
+	int rc;
+
+	memset(&acc, 0, sizeof(acc));
+	rc = decline > 0 ? decline : ops->server_accept(xc, prop, &acc);
+	if (rc > 0) {
+		/* a few dozen bytes into an idle socket's empty send buffer: never waits */
+		int drc = clc_send_decline(fd, (uint32_t)rc, smcr_sys_now_ms());
+
+		return drc < 0 ? drc : rc;
+	}
+	if (rc < 0)
+		return rc;
+	return clc_send(fd, &acc, smcr_sys_now_ms());
+}
+
+int smcr_sock_accept_start(int tcp_fd, const struct smcr_sock_opts *opts,
+			   struct smcr_handshake **out)
+{
+	const struct smcr_transport_ops *ops = &smcr_shm_ops;
+	struct smcr_handshake *hs = NULL;
+	struct smcr_xconn *xc = NULL;
+	struct smcr_clc_msg prop;
+	int64_t prop_ns;
+	int rc, decline = 0;
+
+	*out = NULL;
+	/* Classified already: the whole Proposal is in, reading it never waits. */
+	rc = clc_recv(tcp_fd, &prop, smcr_sys_now_ms());
 	prop_ns = smcr_sys_now_ns();
 	if (rc == 0 && prop.hdr.type != SMCR_CLC_PROPOSAL)
 		rc = -EPROTO;
 	if (rc == 0) {
 		decline = smcr_policy_server(smcr_config_get(), &prop, &ops);
+		if (decline == 0 && ops == &smcr_shm_ops && !peer_is_this_host(tcp_fd))
+			decline = SMCR_CLC_DECL_NOTLOCAL;
+		hs = decline == 0 ? calloc(1, sizeof(*hs)) : NULL;
 		/* Out of memory here still answers the Proposal (Decline MEM). */
+		if (decline == 0 && !hs)
+			decline = SMCR_CLC_DECL_MEM;
 		if (decline == 0) {
 			rc = ops->create(tcp_fd, rmb_size_wish(ops, opts), clc_wait_ms(opts), &xc);
 			if (rc < 0) {
@@ -513,21 +777,46 @@ int smcr_sock_accept(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_
 						  : SMCR_CLC_DECL_MEM;
 			}
 		}
-		rc = server_handshake(tcp_fd, ops, xc, opts, &prop, decline, &peer_size, prop_ns);
+		rc = server_answer(tcp_fd, ops, xc, &prop, decline);
 	}
 	if (rc == 0) {
-		*out = smcr_conn_new(tcp_fd, true, ops, xc, peer_size, opts ? opts->spin_us : 0);
-		if (*out)
-			return 0;
-		rc = -ENOMEM;
+		hs->tcp_fd = tcp_fd;
+		hs->ops = ops;
+		hs->xc = xc;
+		hs->spin_us = opts ? opts->spin_us : 0;
+		hs->accept_ns = smcr_sys_now_ns();
+		hs->deadline = smcr_sys_deadline(clc_wait_ms(opts));
+		hs->attach_rc = -EAGAIN;
+		hs->wait_fd = hs->timer_fd = hs->watched_xfd = -1;
+		smcr_dbg("fd %d: Accept sent %lld us after the Proposal was read", tcp_fd,
+			 (long long)((hs->accept_ns - prop_ns) / 1000));
+		*out = hs;
+		return SMCR_ACCEPT_PENDING;
 	}
+	free(hs);
 	if (xc)
 		ops->destroy(xc, false);
 	if (rc > 0)
 		smcr_stats_fallback(rc);
 	else
-		smcr_stats_handshake_error();
-	smcr_dbg("server handshake on fd %d (%s): %d", tcp_fd, ops->name, rc);
+		smcr_stats_handshake_failed(SMCR_CLC_DECL_INTERR);
+	smcr_dbg("server handshake on fd %d (%s): %d%s", tcp_fd, ops->name, rc,
+		 rc == SMCR_CLC_DECL_NOTLOCAL ? " (same-host offer from another host)" : "");
+	return rc;
+}
+
+int smcr_sock_accept(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_sock **out)
+{
+	struct smcr_handshake *hs;
+	int rc = smcr_sock_accept_start(tcp_fd, opts, &hs);
+
+	*out = NULL;
+	if (rc != SMCR_ACCEPT_PENDING)
+		return rc;
+	do /* the step after the deadline ends it */
+		rc = smcr_sock_accept_step(hs, hs->deadline, out);
+	while (rc == SMCR_ACCEPT_PENDING);
+	smcr_handshake_free(hs);
 	return rc;
 }
 

@@ -164,6 +164,8 @@ struct smcr_xconn {
 	int ep_fd;   /* readiness: own_efd + unix_fd */
 	int unix_fd; /* connected to the peer for the connection's life */
 	int rv_fd;   /* rendezvous listener during the handshake (client or server) */
+	int knock_fd; /* server, classic order: a knock whose proof has not come yet */
+	unsigned knocks; /* ... and how many there were */
 	uint8_t own_secret[SHM_SECRET_LEN];
 	uint8_t peer_secret[SHM_SECRET_LEN];
 	pid_t peer_pid;      /* announced (server) or from SO_PEERCRED (client) */
@@ -762,7 +764,7 @@ static int shm_create(int tcp_fd, uint32_t size, int timeout_ms, struct smcr_xco
 		return -ENOMEM;
 	xc->timeout_ms = timeout_ms;
 	xc->want_size = size;
-	xc->own_efd = xc->peer_efd = xc->ep_fd = xc->unix_fd = xc->rv_fd = -1;
+	xc->own_efd = xc->peer_efd = xc->ep_fd = xc->unix_fd = xc->rv_fd = xc->knock_fd = -1;
 	xc->own_efd = smcr_sys_eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (xc->own_efd < 0 || smcr_sys_random(xc->own_secret, sizeof(xc->own_secret)) < 0) {
 		int err = -errno;
@@ -1096,84 +1098,36 @@ static int server_try_one(struct smcr_xconn *xc, int sock, int64_t deadline)
 }
 
 /*
- * What the client's TCP stream holds while we wait for its proof: a Decline
- * (then no proof comes), its Confirm (sent only after its proof), or too few
- * bytes to tell yet.
+ * Nothing here waits: the engine calls again when the socket we wait on
+ * (shm_server_wait_fd) or the client's TCP stream turns readable, and
+ * gives up at its own deadline.
  */
-enum client_word { CLIENT_DECLINED, CLIENT_CONFIRMED, CLIENT_PARTIAL };
 
-static enum client_word client_word(int tcp_fd)
+/* A proof queued on `sock` now?  1 yes, 0 not yet, -1 the other end hung up without one. */
+static int proof_queued(int sock)
 {
-	uint8_t hdr[SMCR_CLC_HDR_LEN];
-	ssize_t n = smcr_libc.recv(tcp_fd, hdr, sizeof(hdr), MSG_PEEK | MSG_DONTWAIT);
-	int type;
+	struct pollfd p = { .fd = sock, .events = POLLIN };
 
-	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-		return CLIENT_PARTIAL;
-	if (n <= 0)
-		return CLIENT_DECLINED; /* gone: no proof will come either */
-	type = smcr_clc_peek_type(hdr, (size_t)n);
-	if (type == 0)
-		return CLIENT_PARTIAL;
-	return type == SMCR_CLC_CONFIRM ? CLIENT_CONFIRMED : CLIENT_DECLINED;
-}
-
-/*
- * Wait for `fd` (a knock, or a proof) to turn readable: 1, or a decline
- * reason.  The client's TCP turning readable first is its Decline only if
- * that is what it sent: poll() samples the two fds one after the other, so
- * a Confirm that arrives in between is seen while the proof the client
- * queued just before it is not (seen under load: a server declined after a
- * Confirm, and the client, which had gone SMC, failed its next call).
- */
-static int wait_knock(int fd, int tcp_fd, int64_t deadline)
-{
-	nfds_t nfds = 2; /* the TCP stream too, until it shows the Confirm */
-
-	for (;;) {
-		struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
-				       { .fd = tcp_fd, .events = POLLIN } };
-		int64_t left = deadline - smcr_sys_now_ms();
-		int n;
-
-		if (left <= 0)
-			return SMCR_CLC_DECL_TIMEOUT_CL;
-		n = smcr_libc.poll(p, nfds, left > 60000 ? 60000 : (int)left);
-		if (n < 0 && errno != EINTR)
-			return SMCR_CLC_DECL_INTERR;
-		if (n <= 0)
-			continue;
-		if (p[0].revents)
-			return 1;
-		switch (client_word(tcp_fd)) {
-		case CLIENT_DECLINED:
-			return SMCR_CLC_DECL_PEERDECL; /* read by the handshake */
-		case CLIENT_CONFIRMED:
-			nfds = 1; /* its proof is queued: wait for it alone */
-			break;
-		case CLIENT_PARTIAL:
-			/* A header still in flight: the stream polls readable, so pace. */
-			(void)smcr_libc.poll(p, 1, 1);
-			break;
-		}
-	}
+	if (smcr_libc.poll(&p, 1, 0) <= 0)
+		return 0;
+	return (p.revents & POLLIN) ? 1 : -1;
 }
 
 /*
  * We knocked (server_knock): the client's proof comes back on that socket,
- * sent just before its Confirm, so usually it is there already.
+ * sent just before its Confirm, so it is there by the time the Confirm is.
  */
-static int server_take_proof(struct smcr_xconn *xc, int tcp_fd, int64_t deadline)
+static int server_take_proof(struct smcr_xconn *xc)
 {
 	struct shm_proof proof;
-	int fds[2], rc = wait_knock(xc->unix_fd, tcp_fd, deadline);
+	int fds[2], rc = proof_queued(xc->unix_fd);
 
-	if (rc != 1)
-		return rc;
-	rc = recv_proof(xc->unix_fd, deadline, &proof, fds);
+	if (rc == 0)
+		return -EAGAIN;
 	if (rc < 0) /* it hung up: declined, most likely (its Decline follows) */
-		return smcr_sys_wait_fd(tcp_fd, POLLIN, smcr_sys_now_ms()) == 1 ?
-			       SMCR_CLC_DECL_PEERDECL : SMCR_CLC_DECL_CNFERR;
+		return SMCR_CLC_DECL_PEERDECL;
+	if (recv_proof(xc->unix_fd, smcr_sys_now_ms(), &proof, fds) < 0)
+		return SMCR_CLC_DECL_CNFERR;
 	if (!secret_equal(proof.secret, xc->peer_secret)) {
 		smcr_sys_close(fds[0]);
 		smcr_sys_close(fds[1]);
@@ -1186,35 +1140,50 @@ static int server_take_proof(struct smcr_xconn *xc, int tcp_fd, int64_t deadline
 	return make_ready_fd(xc) < 0 ? SMCR_CLC_DECL_INTERR : 0;
 }
 
-static int shm_server_attach(struct smcr_xconn *xc, int tcp_fd, uint32_t *peer_ring_size)
+/*
+ * Classic order: the client knocks on our rendezvous and presents its proof
+ * there.  A knock is taken as soon as it comes (strangers may knock too: up
+ * to SHM_ACCEPT_ATTEMPTS of them), its proof whenever it follows.
+ */
+static int server_take_knock(struct smcr_xconn *xc)
 {
-	int64_t deadline = smcr_sys_deadline(xc->timeout_ms);
-	int attempt, rc = SMCR_CLC_DECL_TIMEOUT_CL;
+	int rc;
 
-	if (xc->unix_fd >= 0) {
-		rc = server_take_proof(xc, tcp_fd, deadline);
-		if (rc)
-			return rc;
-		*peer_ring_size = xc->peer_ring_size;
+	while (xc->knock_fd < 0) {
+		int sock;
+
+		if (xc->knocks >= SHM_ACCEPT_ATTEMPTS)
+			return SMCR_CLC_DECL_CNFERR;
+		sock = smcr_libc.accept4(xc->rv_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (sock < 0)
+			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR
+				       ? -EAGAIN : SMCR_CLC_DECL_INTERR;
+		xc->knocks++;
+		xc->knock_fd = smcr_sys_fd_high(sock);
+	}
+	rc = proof_queued(xc->knock_fd);
+	if (rc == 0)
+		return -EAGAIN;
+	rc = rc < 0 ? SMCR_CLC_DECL_CNFERR : server_try_one(xc, xc->knock_fd, smcr_sys_now_ms());
+	if (rc == 0) {
+		xc->knock_fd = -1; /* unix_fd now */
 		return 0;
 	}
-	for (attempt = 0; attempt < SHM_ACCEPT_ATTEMPTS; attempt++) {
-		int sock, w = wait_knock(xc->rv_fd, tcp_fd, deadline);
+	smcr_sys_close(xc->knock_fd);
+	xc->knock_fd = -1;
+	if (xc->peer_base)
+		return rc; /* attached but could not answer: give up */
+	return -EAGAIN; /* a stranger's: wait for the next knock */
+}
 
-		if (w != 1) {
-			rc = w;
-			break;
-		}
-		sock = smcr_sys_fd_high(smcr_libc.accept4(xc->rv_fd, NULL, NULL, SOCK_CLOEXEC));
-		if (sock < 0)
-			continue;
-		rc = server_try_one(xc, sock, deadline);
-		if (rc == 0)
-			break;
-		smcr_sys_close(sock);
-		if (xc->peer_base)
-			break; /* attached but could not answer: give up */
-	}
+static int shm_server_attach(struct smcr_xconn *xc, int tcp_fd, uint32_t *peer_ring_size)
+{
+	int rc;
+
+	(void)tcp_fd; /* the engine watches it */
+	rc = xc->rv_fd < 0 ? server_take_proof(xc) : server_take_knock(xc);
+	if (rc == -EAGAIN)
+		return rc;
 	/* The name is needed no longer: nobody else may knock. */
 	smcr_sys_close(xc->rv_fd);
 	xc->rv_fd = -1;
@@ -1222,6 +1191,13 @@ static int shm_server_attach(struct smcr_xconn *xc, int tcp_fd, uint32_t *peer_r
 		return rc;
 	*peer_ring_size = xc->peer_ring_size;
 	return 0;
+}
+
+static int shm_server_wait_fd(const struct smcr_xconn *xc)
+{
+	if (xc->rv_fd < 0)
+		return xc->unix_fd;
+	return xc->knock_fd >= 0 ? xc->knock_fd : xc->rv_fd;
 }
 
 static int shm_server_confirm(struct smcr_xconn *xc, const struct smcr_clc_msg *conf)
@@ -1433,6 +1409,7 @@ static void shm_destroy(struct smcr_xconn *xc, bool clean)
 	smcr_sys_close(xc->ep_fd);
 	smcr_sys_close(xc->unix_fd);
 	smcr_sys_close(xc->rv_fd);
+	smcr_sys_close(xc->knock_fd);
 	smcr_sys_close(xc->own_efd);
 	region_put(xc->own, clean);
 	free(xc);
@@ -1468,6 +1445,7 @@ const struct smcr_transport_ops smcr_shm_ops = {
 	.server_accept = shm_server_accept,
 	.client_attach = shm_client_attach,
 	.server_attach = shm_server_attach,
+	.server_wait_fd = shm_server_wait_fd,
 	.server_confirm = shm_server_confirm,
 	.tokens = shm_tokens,
 	.ring = shm_ring,

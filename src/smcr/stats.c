@@ -563,13 +563,9 @@ void smcr_stats_conn_close(const struct smcr_sock *s, int aborted)
 	}
 }
 
-void smcr_stats_fallback(int reason)
+/* One more of `reason` in the reasons table (full: not counted by reason). */
+static void count_reason(struct smcr_stats_file *f, int reason)
 {
-	struct smcr_stats_file *f = stats_get();
-
-	if (!f)
-		return;
-	ADD(f->fallbacks, 1);
 	for (unsigned i = 0; i < SMCR_STATS_MAX_REASONS; i++) {
 		struct smcr_stats_reason *r = &f->fallback_reasons[i];
 		uint32_t expected = 0;
@@ -584,12 +580,32 @@ void smcr_stats_fallback(int reason)
 	}
 }
 
+void smcr_stats_fallback(int reason)
+{
+	struct smcr_stats_file *f = stats_get();
+
+	if (!f)
+		return;
+	ADD(f->fallbacks, 1);
+	count_reason(f, reason);
+}
+
 void smcr_stats_handshake_error(void)
 {
 	struct smcr_stats_file *f = stats_get();
 
 	if (f)
 		ADD(f->handshake_errors, 1);
+}
+
+void smcr_stats_handshake_failed(int reason)
+{
+	struct smcr_stats_file *f = stats_get();
+
+	if (!f)
+		return;
+	ADD(f->handshake_errors, 1);
+	count_reason(f, reason);
 }
 
 void smcr_stats_spin(bool won)

@@ -23,6 +23,8 @@ void smcr_stats_conn_update(const struct smcr_sock *s);
 void smcr_stats_conn_close(const struct smcr_sock *s, int aborted);
 void smcr_stats_fallback(int reason);
 void smcr_stats_handshake_error(void);
+/* A handshake that ended neither in SMC nor on TCP (the connection is reset): why. */
+void smcr_stats_handshake_failed(int reason);
 /* A blocking wait inside the engine went to sleep. */
 void smcr_stats_slept(void);
 /* SMC-R failover moved s to another link and wrote `bytes_resent` again: count, show its device. */

@@ -57,10 +57,20 @@ struct smcr_transport_ops {
 	int (*client_attach)(struct smcr_xconn *xc, const struct smcr_clc_msg *acc,
 			     struct smcr_clc_msg *conf, uint32_t *peer_ring_size);
 	/*
-	 * Server: complete the attachment the client started.  Stops waiting
-	 * early when `tcp_fd` turns readable (the client gave up and declined).
+	 * Server, after the Accept went out: complete the attachment the client
+	 * started, without waiting for the client (the engine waits, on
+	 * `tcp_fd` and server_wait_fd(), and calls again): -EAGAIN not yet,
+	 * 0 attached, > 0 refused (a Decline the client may have sent first on
+	 * `tcp_fd` is left there for the engine to read).
 	 */
 	int (*server_attach)(struct smcr_xconn *xc, int tcp_fd, uint32_t *peer_ring_size);
+	/*
+	 * Optional (NULL: none): while server_attach() says -EAGAIN, an fd of
+	 * the transport's that turns readable when calling it again may make
+	 * progress (a rendezvous, a completion channel), else -1.  It may
+	 * change from one call to the next.
+	 */
+	int (*server_wait_fd)(const struct smcr_xconn *xc);
 	/* Server: the Confirm arrived; last chance to refuse. */
 	int (*server_confirm)(struct smcr_xconn *xc, const struct smcr_clc_msg *conf);
 	/*

@@ -640,38 +640,38 @@ static int verbs_clc_wait(struct smcr_xconn *xc, int64_t deadline)
 
 /*
  * Peek at the next CLC message on the TCP socket without consuming it (the
- * engine reads it afterwards): 0 and *msg, or a decline reason.
+ * engine reads it afterwards), answering LLC requests first: 0 and *msg,
+ * -EAGAIN not all there yet (the engine waits, on server_wait_fd too), or a
+ * decline reason.
  */
 static int peek_clc(struct smcr_xconn *xc, struct smcr_clc_msg *msg)
 {
-	int64_t deadline = smcr_sys_deadline(xc->timeout_ms);
 	uint8_t buf[SMCR_CLC_MAX_LEN];
+	enum smcr_clc_err err;
+	size_t len;
+	ssize_t n;
 
-	for (;;) {
-		enum smcr_clc_err err;
-		size_t len;
-		ssize_t n;
-		int w = verbs_clc_wait(xc, deadline);
-
-		if (w <= 0)
-			return SMCR_CLC_DECL_TIMEOUT_CL;
-		n = smcr_libc.recv(xc->tcp_fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
-		if (n <= 0)
-			return SMCR_CLC_DECL_PEERDECL;
-		switch (smcr_clc_decode(buf, (size_t)n, msg, &len, &err)) {
-		case SMCR_WIRE_OK:
-			return 0;
-		case SMCR_WIRE_NEED_MORE: {
-			/* the rest is in flight: poll() would return at once again */
-			struct pollfd none = { .fd = -1 };
-
-			smcr_libc.poll(&none, 0, 1);
-			break;
-		}
-		default:
-			return SMCR_CLC_DECL_PEERDECL; /* the engine reports the garbage */
-		}
+	if (verbs_clc_wait(xc, smcr_sys_now_ms()) <= 0)
+		return -EAGAIN;
+	n = smcr_libc.recv(xc->tcp_fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return -EAGAIN;
+	if (n <= 0)
+		return SMCR_CLC_DECL_PEERDECL;
+	switch (smcr_clc_decode(buf, (size_t)n, msg, &len, &err)) {
+	case SMCR_WIRE_OK:
+		return 0;
+	case SMCR_WIRE_NEED_MORE:
+		return -EAGAIN;
+	default:
+		return SMCR_CLC_DECL_PEERDECL; /* the engine reports the garbage */
 	}
+}
+
+/* The group's receive completions: a Linux client's CONFIRM RKEY before its Confirm. */
+static int verbs_server_wait_fd(const struct smcr_xconn *xc)
+{
+	return xc->lgr ? smcr_lgr_channel_fd(xc->lgr) : -1;
 }
 
 static int verbs_server_attach(struct smcr_xconn *xc, int tcp_fd, uint32_t *peer_ring_size)
@@ -1142,6 +1142,7 @@ const struct smcr_transport_ops smcr_verbs_ops = {
 	.server_accept = verbs_server_accept,
 	.client_attach = verbs_client_attach,
 	.server_attach = verbs_server_attach,
+	.server_wait_fd = verbs_server_wait_fd,
 	.server_confirm = verbs_server_confirm,
 	.clc_wait = verbs_clc_wait,
 	.tokens = verbs_tokens,

@@ -178,6 +178,7 @@ static const struct reason_name reason_names[] = {
 	{0x09990002, "ERR_RDYLNK"},
 	{0x09990003, "ERR_REGBUF"},
 	{0x0A010000, "SHORTFLOWS"}, /* smcr's own: the learned policy kept it TCP */
+	{0x0A020000, "NOTLOCAL"},   /* smcr's own: a same-host offer from another host */
 };
 /* clang-format on */
 
