@@ -192,6 +192,8 @@ struct smcr_fd_entry *smcr_fdtab_track(int fd, int domain, enum smcr_fd_mode mod
 		entry->tcp_record = NULL;
 		entry->listener = NULL;
 		entry->listen_port = 0;
+		atomic_store_explicit(&entry->handshake, NULL, memory_order_relaxed);
+		atomic_store_explicit(&entry->handshake_fd, -1, memory_order_relaxed);
 		atomic_store_explicit(&entry->poll_in, 0, memory_order_relaxed);
 		atomic_store_explicit(&entry->poll_out, 0, memory_order_relaxed);
 		entry->epoll_events = 0;

@@ -69,6 +69,8 @@ struct smcr_fd_entry {
 	void *listener;            /* listener registration (smc.c): of a listener, or
 				    * of the listener of an unclassified accepted socket */
 	uint16_t listen_port;      /* a listener's port */
+	_Atomic(void *) handshake; /* accepted: the server handshake in progress (engine.h) */
+	_Atomic int handshake_fd;  /* ... its smcr_handshake_fd() once made, else -1 */
 	atomic_uint poll_in;       /* threads in poll/select waiting for POLLIN */
 	atomic_uint poll_out;      /* ... for POLLOUT */
 	unsigned epoll_events;     /* EPOLLIN|EPOLLOUT of its epoll registrations */

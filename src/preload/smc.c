@@ -58,6 +58,7 @@
 #define REASON_MEM 0x01010000u       /* out of fds or memory */
 #define REASON_SYNCERR 0x04000000u   /* the server spoke before the client */
 #define REASON_INTERR 0x09990000u    /* handshake failed hard */
+#define REASON_TIMEOUT_CL 0x02010000u /* the client did not finish its handshake in time */
 
 /* How long a partial CLC Proposal prefix may sit before it counts as data. */
 #define PARTIAL_PROPOSAL_MS 2000
@@ -323,7 +324,7 @@ static void fail_connection(int fd, struct smcr_fd_entry *e, int err, const char
 	struct sockaddr sa = { .sa_family = AF_UNSPEC };
 
 	smcr_real.connect(fd, &sa, sizeof(sa));
-	e->fallback_reason = REASON_INTERR;
+	e->fallback_reason = err == ETIMEDOUT ? REASON_TIMEOUT_CL : REASON_INTERR;
 	atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
 	smcr_warn("fd %d: SMC handshake failed (%s): %s; connection reset", fd, role,
 		  strerror(err));
@@ -462,6 +463,139 @@ static int pending_bytes(int fd)
 }
 
 /*
+ * The server handshake in steps (engine.h smcr_sock_accept_start/step): the
+ * Proposal is answered at once, the client's answer taken whenever it comes,
+ * at the next call on the socket or the next report of its readiness.  A
+ * non-blocking socket meanwhile reads EAGAIN and polls not ready; a blocking
+ * one waits for the answer as a blocking read or write would (SO_RCVTIMEO,
+ * SO_SNDTIMEO), and the engine's wait bound ends the handshake in any case.
+ */
+static int handshake_fd_locked(struct smcr_fd_entry *e)
+{
+	struct smcr_handshake *hs = atomic_load_explicit(&e->handshake, memory_order_acquire);
+	int hfd = atomic_load_explicit(&e->handshake_fd, memory_order_acquire);
+
+	if (!hs || hfd >= 0)
+		return hfd;
+	hfd = smcr_handshake_fd(hs);
+	if (hfd < 0)
+		return -1; /* the TCP fd stands for it: the client's answer still wakes us */
+	atomic_store_explicit(&e->handshake_fd, hfd, memory_order_release);
+	smcr_smc_epoll_watch_handshake(e, hfd);
+	return hfd;
+}
+
+int smcr_smc_handshake_fd(struct smcr_fd_entry *e)
+{
+	int hfd;
+
+	if (!atomic_load_explicit(&e->handshake, memory_order_acquire) ||
+	    e->owner != smcr_smc_pid)
+		return -1;
+	hfd = atomic_load_explicit(&e->handshake_fd, memory_order_acquire);
+	if (hfd >= 0 || atomic_flag_test_and_set_explicit(&e->busy, memory_order_acquire))
+		return hfd; /* (another thread is deciding: it will tell) */
+	smcr_guard_enter();
+	hfd = handshake_fd_locked(e);
+	smcr_guard_leave();
+	decision_unlock(e);
+	return hfd;
+}
+
+/* The handshake ended with `rc` (and `s` if SMC): the connection's mode, for good. */
+static int handshake_end(int fd, struct smcr_fd_entry *e, int rc, struct smcr_sock *s)
+{
+	struct smcr_handshake *hs = atomic_load_explicit(&e->handshake, memory_order_acquire);
+	int efd = e->engine_fd;
+
+	atomic_store_explicit(&e->handshake_fd, -1, memory_order_release);
+	e->engine_fd = -1;
+	if (rc == 0) {
+		go_smc(fd, e, efd, s, "server"); /* registrations move to its doorbell */
+	} else {
+		smcr_smc_epoll_watch_tcp(e);
+		smcr_real.close(efd);
+		if (rc > 0) {
+			go_fallback(fd, e, (uint32_t)rc, false, "server", NULL);
+		} else {
+			fail_connection(fd, e, -rc, "server");
+			rc = -ECONNRESET;
+		}
+	}
+	atomic_store_explicit(&e->handshake, NULL, memory_order_release);
+	smcr_handshake_free(hs);
+	return rc < 0 ? rc : DECIDED;
+}
+
+static int64_t io_deadline(int fd, enum smcr_io_kind kind, bool may_block)
+{
+	int ms;
+
+	if (kind == SMCR_IO_POLL || !may_block)
+		return 0;
+	ms = timeval_ms(fd, kind == SMCR_IO_WRITE ? SO_SNDTIMEO : SO_RCVTIMEO);
+	return ms > 0 ? now_ms() + ms : INT64_MAX; /* the engine's own bound ends it anyway */
+}
+
+static int handshake_step(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, bool may_block)
+{
+	struct smcr_handshake *hs = atomic_load_explicit(&e->handshake, memory_order_acquire);
+	struct smcr_sock *s = NULL;
+	int rc;
+
+	if (e->owner != smcr_smc_pid) /* the parent's: it answers that client */
+		return kind == SMCR_IO_POLL ? DECIDED : -ECONNRESET;
+	rc = smcr_sock_accept_step(hs, io_deadline(fd, kind, may_block), &s);
+	if (rc != SMCR_ACCEPT_PENDING)
+		return handshake_end(fd, e, rc, s);
+	return kind == SMCR_IO_POLL ? DECIDED : -EAGAIN;
+}
+
+/* A Proposal is in: answer it.  SMCR_ACCEPT_PENDING, or what the call returns. */
+static int handshake_start(int fd, struct smcr_fd_entry *e, int efd, enum smcr_io_kind kind,
+			   bool may_block)
+{
+	struct smcr_sock_opts o = conn_opts(efd);
+	struct smcr_handshake *hs = NULL;
+	int rc = smcr_sock_accept_start(efd, &o, &hs);
+
+	if (rc != SMCR_ACCEPT_PENDING) {
+		smcr_real.close(efd);
+		if (rc > 0) {
+			go_fallback(fd, e, (uint32_t)rc, false, "server", NULL);
+			return DECIDED;
+		}
+		fail_connection(fd, e, -rc, "server");
+		return -ECONNRESET;
+	}
+	e->engine_fd = efd;
+	e->owner = smcr_smc_pid;
+	atomic_store_explicit(&e->handshake, hs, memory_order_release);
+	/* Whoever waits for this socket's readiness now waits for the client's answer. */
+	if (e->epoll_regs || kind == SMCR_IO_POLL || !may_block)
+		handshake_fd_locked(e);
+	return SMCR_ACCEPT_PENDING;
+}
+
+/*
+ * The release of an entry whose handshake is in progress: give it up (the
+ * engine's duplicate of the socket closes with the entry: the client sees
+ * the end of the TCP connection, as with any other closed socket).
+ */
+static void handshake_release(struct smcr_fd_entry *e)
+{
+	struct smcr_handshake *hs = atomic_exchange(&e->handshake, NULL);
+
+	atomic_store_explicit(&e->handshake_fd, -1, memory_order_relaxed);
+	if (!hs)
+		return;
+	if (e->owner == smcr_smc_pid)
+		smcr_handshake_free(hs);
+	else
+		smcr_handshake_forget_inherited(hs);
+}
+
+/*
  * One step of the server's lazy classification (design §4). Returns DECIDED,
  * WAIT_DATA, or -errno for the call to return.
  */
@@ -472,8 +606,11 @@ static int server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 	int64_t partial_deadline = -1;
 
 	for (;;) {
-		struct smcr_sock *s = NULL;
-		int c = smcr_sock_classify(fd), rc, efd;
+		int c, rc, efd;
+
+		if (atomic_load_explicit(&e->handshake, memory_order_acquire))
+			return handshake_step(fd, e, kind, may_block);
+		c = smcr_sock_classify(fd);
 
 		if (c == SMCR_CLASSIFY_PROPOSAL && spoke_first) {
 			/* We spoke first: the stream is TCP; the Proposal must not reach the app. */
@@ -497,12 +634,10 @@ static int server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 				go_fallback(fd, e, REASON_MEM, false, "server", "no fd for the engine");
 				return DECIDED;
 			}
-			{
-				struct smcr_sock_opts o = conn_opts(efd);
-
-				rc = smcr_sock_accept(efd, &o, &s);
-			}
-			return take_handshake(fd, e, efd, rc, s, "server");
+			rc = handshake_start(fd, e, efd, kind, may_block);
+			if (rc != SMCR_ACCEPT_PENDING)
+				return rc;
+			continue; /* the client may have answered already */
 		}
 		if (c == SMCR_CLASSIFY_TCP || c == SMCR_CLASSIFY_EOF) {
 			go_fallback(fd, e, REASON_PEERNOSMC, true, "server",
@@ -784,6 +919,7 @@ static void release_entry(struct smcr_fd_entry *e)
 
 	smcr_guard_enter();
 	smcr_smc_epoll_forget(e, owner ? s : NULL);
+	handshake_release(e);
 	if (e->listener) {
 		reg_put(e->listener);
 		e->listener = NULL;

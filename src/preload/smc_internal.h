@@ -31,9 +31,19 @@ struct smcr_sock *smcr_smc_sock_of(struct smcr_fd_entry *e);
 /* A forked child's copy of its parent's SMC connection (reads as reset here). */
 bool smcr_smc_inherited(struct smcr_fd_entry *e);
 
+/*
+ * An accepted socket whose server handshake is in progress (this process
+ * runs it): the fd that stands for it in poll/epoll sets (made now if need
+ * be), else -1.  The handshake's result comes at the next smcr_smc_settle().
+ */
+int smcr_smc_handshake_fd(struct smcr_fd_entry *e);
+
 /* smc_poll.c */
 /* The entry just reached SMC: its epoll registrations move to the doorbell. */
 void smcr_smc_epoll_move(struct smcr_fd_entry *e, struct smcr_sock *s);
+/* A server handshake began: registrations move to its fd; it ended on TCP: back. */
+void smcr_smc_epoll_watch_handshake(struct smcr_fd_entry *e, int hs_fd);
+void smcr_smc_epoll_watch_tcp(struct smcr_fd_entry *e);
 /* The entry is released: drop its records (and its doorbell registrations if s). */
 void smcr_smc_epoll_forget(struct smcr_fd_entry *e, struct smcr_sock *s);
 /* Tell the engine which events outside waiters want. */

@@ -47,6 +47,7 @@ struct ep_rec {
 	bool in_use;
 	bool on_doorbell;            /* registered as the engine's ready fd */
 	bool disarmed;               /* EPOLLONESHOT that fired */
+	int hs_fd;                   /* >= 0: registered as this server handshake fd */
 };
 
 #define EP_MAX_RECORDS (1u << 20)
@@ -135,6 +136,7 @@ static struct ep_rec *rec_alloc(void)
 	}
 	memset(r, 0, sizeof(*r));
 	r->in_use = true;
+	r->hs_fd = -1;
 	atomic_fetch_add_explicit(&ep_live, 1, memory_order_relaxed);
 	return r;
 }
@@ -196,16 +198,21 @@ void smcr_smc_update_interest(struct smcr_fd_entry *e, struct smcr_sock *s)
 	smcr_guard_leave();
 }
 
-/* What the kernel should watch for a record: the doorbell or the TCP fd. */
+/*
+ * What the kernel should watch for a record: the doorbell, a server
+ * handshake's fd (both stand for the TCP fd: EPOLLIN means "look"), or the
+ * TCP fd.
+ */
 static int rec_kernel_ctl(struct ep_rec *r, int op, struct smcr_sock *s)
 {
 	struct epoll_event ev = { .data.u64 = (uint64_t)(uintptr_t)r };
 
-	if (r->on_doorbell) {
+	if (r->on_doorbell || r->hs_fd >= 0) {
 		ev.events = (r->disarmed ? 0 : EPOLLIN) | (r->events & EP_PASS_FLAGS);
 		if (op == EPOLL_CTL_MOD)
 			ev.events &= ~(uint32_t)EPOLLEXCLUSIVE; /* ADD only */
-		return smcr_real.epoll_ctl(r->epfd, op, smcr_sock_ready_fd(s), &ev);
+		return smcr_real.epoll_ctl(r->epfd, op,
+					   r->on_doorbell ? smcr_sock_ready_fd(s) : r->hs_fd, &ev);
 	}
 	ev.events = r->events;
 	if (op == EPOLL_CTL_MOD)
@@ -213,25 +220,58 @@ static int rec_kernel_ctl(struct ep_rec *r, int op, struct smcr_sock *s)
 	return smcr_real.epoll_ctl(r->epfd, op, r->fd, &ev);
 }
 
-void smcr_smc_epoll_move(struct smcr_fd_entry *e, struct smcr_sock *s)
+/* Take a record out of the kernel's set, wherever it is registered now.  ep_lock held. */
+static void rec_kernel_del(struct ep_rec *r, struct smcr_sock *s)
+{
+	struct epoll_event dummy = { 0 };
+
+	if (r->on_doorbell)
+		smcr_real.epoll_ctl(r->epfd, EPOLL_CTL_DEL, smcr_sock_ready_fd(s), &dummy);
+	else
+		smcr_real.epoll_ctl(r->epfd, EPOLL_CTL_DEL, r->hs_fd >= 0 ? r->hs_fd : r->fd,
+				    &dummy);
+}
+
+/*
+ * Re-register every record of the entry: on the doorbell of `s`, on the
+ * handshake fd `hs_fd` (>= 0), or on the TCP fd (neither).
+ */
+static void entry_rewatch(struct smcr_fd_entry *e, struct smcr_sock *s, int hs_fd,
+			  const char *what)
 {
 	int saved = errno;
 
 	pthread_mutex_lock(&ep_lock);
 	for (struct ep_rec *r = rec_at(e->epoll_regs); r; r = rec_at(r->next)) {
-		struct epoll_event dummy = { 0 };
-
-		if (r->on_doorbell)
-			continue;
-		smcr_real.epoll_ctl(r->epfd, EPOLL_CTL_DEL, r->fd, &dummy);
-		r->on_doorbell = true;
+		if ((r->on_doorbell == (s != NULL) && r->hs_fd == hs_fd) || (r->on_doorbell && !s))
+			continue; /* there already (or on the doorbell: SMC is for good) */
+		rec_kernel_del(r, NULL);
+		r->on_doorbell = s != NULL;
+		r->hs_fd = s ? -1 : hs_fd;
 		if (rec_kernel_ctl(r, EPOLL_CTL_ADD, s) < 0)
-			smcr_warn("fd %d: cannot move its epoll registration (epfd %d) to the"
-				  " SMC doorbell: %s", r->fd, r->epfd, strerror(errno));
+			smcr_warn("fd %d: cannot move its epoll registration (epfd %d) to %s: %s",
+				  r->fd, r->epfd, what, strerror(errno));
 	}
 	e->epoll_events = entry_epoll_events(e);
 	pthread_mutex_unlock(&ep_lock);
 	errno = saved;
+}
+
+void smcr_smc_epoll_move(struct smcr_fd_entry *e, struct smcr_sock *s)
+{
+	entry_rewatch(e, s, -1, "the SMC doorbell");
+}
+
+void smcr_smc_epoll_watch_handshake(struct smcr_fd_entry *e, int hs_fd)
+{
+	if (e->epoll_regs)
+		entry_rewatch(e, NULL, hs_fd, "the handshake");
+}
+
+void smcr_smc_epoll_watch_tcp(struct smcr_fd_entry *e)
+{
+	if (e->epoll_regs)
+		entry_rewatch(e, NULL, -1, "the TCP socket");
 }
 
 static SMCR_COLD __attribute__((noinline)) void forget_records(struct smcr_fd_entry *e,
@@ -245,6 +285,8 @@ static SMCR_COLD __attribute__((noinline)) void forget_records(struct smcr_fd_en
 		/* The doorbell outlives the socket's fds: take it out ourselves. */
 		if (r->on_doorbell && s)
 			smcr_real.epoll_ctl(r->epfd, EPOLL_CTL_DEL, smcr_sock_ready_fd(s), &dummy);
+		else if (r->hs_fd >= 0)
+			smcr_real.epoll_ctl(r->epfd, EPOLL_CTL_DEL, r->hs_fd, &dummy);
 		e->epoll_regs = r->next;
 		rec_free(r);
 	}
@@ -315,6 +357,8 @@ int smcr_smc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 		r->events = event->events;
 		r->data = event->data.u64;
 		r->on_doorbell = s != NULL;
+		if (!s) /* a server handshake in progress: its fd stands for the TCP fd */
+			r->hs_fd = atomic_load_explicit(&e->handshake_fd, memory_order_acquire);
 		rc = rec_kernel_ctl(r, EPOLL_CTL_ADD, s);
 		if (rc < 0) {
 			int err = errno;
@@ -404,15 +448,67 @@ static void spin_recent_note(int epfd, const int *fds, int n)
 	memcpy(spin_recent.fds, fds, (size_t)n * sizeof(*fds));
 }
 
+/*
+ * A candidate the kernel reported: does its report need a decision first?
+ * A connecting client seen writable (its handshake), an accepted socket seen
+ * readable (the client's first bytes may be a Proposal: answering it is no
+ * news for the application), a server handshake's fd (the client's answer).
+ */
+static bool report_needs_settle(struct ep_rec *r, struct smcr_fd_entry *e, uint32_t got)
+{
+	unsigned flags;
+
+	if (!smcr_smc_enabled ||
+	    atomic_load_explicit(&e->mode, memory_order_acquire) != SMCR_FD_CANDIDATE)
+		return false;
+	if (r->hs_fd >= 0)
+		return true;
+	flags = atomic_load_explicit(&e->flags, memory_order_relaxed);
+	if (flags & SMCR_FD_F_CONNECTING)
+		return (got & (EPOLLOUT | EPOLLERR | EPOLLHUP)) != 0;
+	return (flags & SMCR_FD_F_ACCEPTED) && (got & (EPOLLIN | EPOLLERR | EPOLLHUP));
+}
+
+/* The kernel's own readiness of a TCP fd now, cut to `want`. */
+static uint32_t tcp_mask(int fd, uint32_t want)
+{
+	struct pollfd p = { .fd = fd, .events = (short)(want & (EPOLLIN | EPOLLOUT | EPOLLRDHUP |
+								 EPOLLPRI)) };
+
+	if (smcr_real.poll(&p, 1, 0) <= 0)
+		return 0;
+	return wanted_mask((uint16_t)p.revents, want) | (p.revents & EPOLLPRI & want);
+}
+
+/*
+ * After the decision: what to report for an entry, given the kernel's report
+ * `got` on the fd it watched.  0: nothing (a handshake goes on).
+ */
+static uint32_t report_after_settle(int fd, struct smcr_fd_entry *e, uint32_t want, uint32_t got,
+				    bool watched_tcp)
+{
+	struct smcr_sock *s = smcr_smc_sock_of(e);
+
+	if (s)
+		return wanted_mask(sock_poll(s), want);
+	if (atomic_load_explicit(&e->handshake, memory_order_acquire))
+		return 0;
+	/* TCP: what the kernel said if it watched the TCP fd, else ask it */
+	return watched_tcp ? got : tcp_mask(fd, want);
+}
+
 int smcr_smc_epoll_filter(int epfd, struct epoll_event *events, int n)
 {
 	int out = 0, smc_fds[SMCR_SMC_SPIN_SET_MAX], nsmc = 0;
-	/* Connecting clients seen writable: their handshake runs after the lock. */
+	/* Candidates whose report waits for a decision, made after the lock. */
 	struct {
 		int slot, fd;
 		uint32_t want;
-	} connecting[64];
-	int nconnecting = 0;
+		bool watched_tcp;
+		bool oneshot;
+		struct ep_rec *r;
+	} later[64];
+	int nlater = 0;
 
 	pthread_mutex_lock(&ep_lock);
 	for (int i = 0; i < n; i++) {
@@ -445,16 +541,14 @@ int smcr_smc_epoll_filter(int epfd, struct epoll_event *events, int n)
 			if (r->events & EPOLLONESHOT)
 				r->disarmed = true;
 			events[out].events = events[i].events;
-			if (smcr_smc_enabled &&
-			    atomic_load_explicit(&e->mode, memory_order_acquire) ==
-				    SMCR_FD_CANDIDATE &&
-			    (atomic_load_explicit(&e->flags, memory_order_relaxed) &
-			     SMCR_FD_F_CONNECTING) &&
-			    (events[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && nconnecting < 64) {
-				connecting[nconnecting].slot = out;
-				connecting[nconnecting].fd = r->fd;
-				connecting[nconnecting].want = r->events;
-				nconnecting++;
+			if (report_needs_settle(r, e, events[i].events) && nlater < 64) {
+				later[nlater].slot = out;
+				later[nlater].fd = r->fd;
+				later[nlater].want = r->events;
+				later[nlater].watched_tcp = r->hs_fd < 0;
+				later[nlater].oneshot = (r->events & EPOLLONESHOT) != 0;
+				later[nlater].r = r;
+				nlater++;
 			}
 		}
 		events[out].data.u64 = r->data;
@@ -463,18 +557,45 @@ int smcr_smc_epoll_filter(int epfd, struct epoll_event *events, int n)
 	pthread_mutex_unlock(&ep_lock);
 	spin_recent_note(epfd, smc_fds, nsmc);
 
-	for (int k = 0; k < nconnecting; k++) {
-		int slot = connecting[k].slot, fd = connecting[k].fd;
+	for (int k = 0; k < nlater; k++) {
+		int slot = later[k].slot, fd = later[k].fd;
 		struct smcr_fd_entry *e = smcr_fdtab_get(fd);
-		struct smcr_sock *s;
+		bool connecting;
 
 		if (!e)
 			continue;
-		smcr_smc_settle(fd, e, SMCR_IO_POLL, true);
-		s = smcr_smc_sock_of(e);
-		if (s)
-			events[slot].events = wanted_mask(sock_poll(s), connecting[k].want);
+		connecting = atomic_load_explicit(&e->flags, memory_order_relaxed) &
+			     SMCR_FD_F_CONNECTING;
+		smcr_smc_settle(fd, e, SMCR_IO_POLL, connecting);
+		if (connecting) {
+			struct smcr_sock *s = smcr_smc_sock_of(e);
+
+			if (s)
+				events[slot].events = wanted_mask(sock_poll(s), later[k].want);
+		} else {
+			events[slot].events = report_after_settle(fd, e, later[k].want,
+								  events[slot].events,
+								  later[k].watched_tcp);
+			if (!events[slot].events && later[k].oneshot) {
+				/* nothing for the application: a one-shot stays armed */
+				pthread_mutex_lock(&ep_lock);
+				if (later[k].r->in_use && later[k].r->entry == e) {
+					later[k].r->disarmed = false;
+					rec_kernel_ctl(later[k].r, EPOLL_CTL_MOD, smcr_smc_sock_of(e));
+				}
+				pthread_mutex_unlock(&ep_lock);
+			}
+		}
 		smcr_fdtab_put(e);
+	}
+	if (nlater) {
+		/* drop what turned out to be nothing for the application */
+		int kept = 0;
+
+		for (int i = 0; i < out; i++)
+			if (events[i].events)
+				events[kept++] = events[i];
+		out = kept;
 	}
 	return out;
 }
@@ -575,8 +696,10 @@ static bool entry_needs_translation(struct smcr_fd_entry *e)
 
 	if (mode == SMCR_FD_SMC)
 		return atomic_load_explicit(&e->sock, memory_order_relaxed) != NULL;
+	/* a connecting client, or an accepted socket not classified yet */
 	return mode == SMCR_FD_CANDIDATE &&
-	       (atomic_load_explicit(&e->flags, memory_order_relaxed) & SMCR_FD_F_CONNECTING);
+	       (atomic_load_explicit(&e->flags, memory_order_relaxed) &
+		(SMCR_FD_F_CONNECTING | SMCR_FD_F_ACCEPTED));
 }
 
 bool smcr_smc_poll_needed(const struct pollfd *fds, nfds_t nfds)
@@ -619,6 +742,7 @@ static int64_t now_ns(void)
 struct poll_slot {
 	struct smcr_fd_entry *e; /* reference held */
 	struct smcr_sock *s;     /* SMC: wait on its ready fd */
+	int hs_fd;               /* a server handshake in progress: wait on its fd */
 	bool inherited;          /* a parent's SMC connection: reads as reset here */
 };
 
@@ -659,6 +783,42 @@ static short slot_revents(struct poll_slot *slot, short events)
 	return (short)wanted_mask(sock_poll(slot->s), (uint16_t)events);
 }
 
+/*
+ * A candidate's fd was reported: a connecting client became writable (its
+ * handshake runs now), an accepted socket readable (a Proposal is answered
+ * without waking the application) or its server handshake's fd (the
+ * client's answer).  p->revents: what the kernel said of the fd it watched.
+ */
+static void slot_settle(struct poll_slot *slot, struct pollfd *p)
+{
+	struct smcr_fd_entry *e = slot->e;
+	unsigned flags = atomic_load_explicit(&e->flags, memory_order_relaxed);
+	bool was_hs = slot->hs_fd >= 0;
+
+	if (atomic_load_explicit(&e->mode, memory_order_acquire) != SMCR_FD_CANDIDATE)
+		return;
+	if (flags & SMCR_FD_F_CONNECTING) {
+		if (!(p->revents & (POLLOUT | POLLERR | POLLHUP)))
+			return;
+		smcr_smc_settle(p->fd, e, SMCR_IO_POLL, true);
+	} else if (was_hs || (p->revents & (POLLIN | POLLERR | POLLHUP))) {
+		smcr_smc_settle(p->fd, e, SMCR_IO_POLL, false);
+	} else {
+		return;
+	}
+	slot->s = smcr_smc_sock_of(e);
+	slot->hs_fd = slot->s ? -1 : smcr_smc_handshake_fd(e);
+	if (slot->s) {
+		poll_count(slot, p->events, 1);
+		p->revents = slot_revents(slot, p->events);
+	} else if (slot->hs_fd >= 0 ||
+		   atomic_load_explicit(&e->handshake, memory_order_acquire)) {
+		p->revents = 0; /* the handshake goes on: nothing for the application */
+	} else if (was_hs) {
+		p->revents = (short)tcp_mask(p->fd, (uint16_t)p->events);
+	}
+}
+
 int smcr_smc_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
 		   const sigset_t *mask)
 {
@@ -687,6 +847,7 @@ int smcr_smc_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeo
 	for (nfds_t i = 0; i < nfds; i++) {
 		slots[i].e = NULL;
 		slots[i].s = NULL;
+		slots[i].hs_fd = -1;
 		slots[i].inherited = false;
 		if (fds[i].fd < 0)
 			continue;
@@ -695,6 +856,8 @@ int smcr_smc_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeo
 			slots[i].s = smcr_smc_sock_of(slots[i].e);
 		if (slots[i].e && !slots[i].s)
 			slots[i].inherited = smcr_smc_inherited(slots[i].e);
+		if (slots[i].e && !slots[i].s)
+			slots[i].hs_fd = smcr_smc_handshake_fd(slots[i].e);
 		if (slots[i].s)
 			poll_count(&slots[i], fds[i].events, 1);
 	}
@@ -717,6 +880,9 @@ int smcr_smc_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeo
 								    (uint16_t)fds[i].events);
 				ready++;
 				copy[i].fd = -1;
+			} else if (slots[i].hs_fd >= 0) {
+				copy[i].fd = slots[i].hs_fd;
+				copy[i].events = POLLIN;
 			}
 		}
 		if (!ready && spin_end) {
@@ -756,16 +922,8 @@ int smcr_smc_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeo
 					fds[i].revents = slot_revents(&slots[i], fds[i].events);
 			} else if (!slots[i].inherited) {
 				fds[i].revents = copy[i].revents;
-				if (slots[i].e && (copy[i].revents & (POLLOUT | POLLERR | POLLHUP)) &&
-				    entry_needs_translation(slots[i].e)) {
-					/* A connecting client became writable: handshake now. */
-					smcr_smc_settle(fds[i].fd, slots[i].e, SMCR_IO_POLL, true);
-					slots[i].s = smcr_smc_sock_of(slots[i].e);
-					if (slots[i].s) {
-						poll_count(&slots[i], fds[i].events, 1);
-						fds[i].revents = slot_revents(&slots[i], fds[i].events);
-					}
-				}
+				if (slots[i].e && copy[i].revents)
+					slot_settle(&slots[i], &fds[i]);
 			}
 			count += fds[i].revents != 0;
 		}
