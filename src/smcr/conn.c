@@ -465,15 +465,17 @@ static bool peer_is_this_host(int fd)
 	struct sockaddr_storage peer, self;
 	socklen_t plen = sizeof(peer), slen = sizeof(self);
 
-	if (smcr_libc.getpeername(fd, (struct sockaddr *)&peer, &plen) < 0 ||
-	    smcr_libc.getsockname(fd, (struct sockaddr *)&self, &slen) < 0)
+	if (smcr_libc.getpeername(fd, (struct sockaddr *)&peer, &plen) < 0)
 		return false;
+	if (sockaddr_is_loopback(&peer))
+		return true;
 	/*
-	 * Loopback, or one of our own addresses (the kernel then makes it the
-	 * source too).  A peer that bound another of our addresses is refused
-	 * as well: it loses SMC, never safety.
+	 * Or one of our own addresses (the kernel then makes it the source
+	 * too).  A peer that bound another of our addresses is refused as
+	 * well: it loses SMC, never safety.
 	 */
-	return sockaddr_is_loopback(&peer) || same_addr(&peer, &self);
+	return smcr_libc.getsockname(fd, (struct sockaddr *)&self, &slen) == 0 &&
+	       same_addr(&peer, &self);
 }
 
 /*
@@ -636,11 +638,15 @@ int smcr_handshake_fd(struct smcr_handshake *hs)
 
 	if (hs->wait_fd >= 0)
 		return hs->wait_fd;
-	hs->wait_fd = smcr_sys_fd_high(smcr_libc.epoll_create1(EPOLL_CLOEXEC));
+	/*
+	 * Both live only for the handshake (the application never sees their
+	 * numbers): they stay in the low fd range rather than pay two more
+	 * system calls each to move up.
+	 */
+	hs->wait_fd = smcr_libc.epoll_create1(EPOLL_CLOEXEC);
 	if (hs->wait_fd < 0)
 		return -EMFILE;
-	hs->timer_fd = smcr_sys_fd_high(
-		smcr_libc.timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+	hs->timer_fd = smcr_libc.timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (smcr_libc.epoll_ctl(hs->wait_fd, EPOLL_CTL_ADD, hs->tcp_fd, &ev) < 0 ||
 	    hs->timer_fd < 0 || timerfd_settime(hs->timer_fd, TFD_TIMER_ABSTIME, &at, NULL) < 0)
 		goto fail;
