@@ -2,9 +2,13 @@
 # SPDX-License-Identifier: MIT
 # A python asyncio echo server and an asyncio client with 100 concurrent
 # connections, on 127.0.0.1 and on ::1: every byte echoed, the same with and
-# without smc_run on both ends.
+# without smc_run on both ends. Under smc_run every connection runs in SMC mode
+# (same host): the client's log and the server's stats (smcr-stat) say so.
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 [[ -n $PYTHON ]] || skip "python3 is not installed"
+# Many short connections to one destination: the learned policy would keep the
+# later ones on TCP (SHORTFLOWS, tested by smc_learn.sh); every one is asserted SMC.
+export SMCR_LEARN=0
 
 # echo_round MODE HOST FAMILY: one server, one client run, on one address.
 echo_round() {
@@ -20,6 +24,10 @@ echo_round() {
         fail "client's own preload report is wrong in the $mode run"
     assert_log_mode "$mode" "$tag"
     assert_process_mode "$mode" "$pid" "asyncio echo server"
+    if [[ $mode == smcr ]]; then
+        assert_smc_log "$tag" 100
+        assert_smc_stats "asyncio echo server (IPv$family)" 100 "$pid"
+    fi
     stop_server "$pid"
     assert_log_mode "$mode" "server$family"
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # iperf3 in both directions (client sends, then -R: server sends) on
-# 127.0.0.1: exit code 0 and sane byte counts, with and without smc_run.
+# 127.0.0.1: exit code 0 and sane byte counts, with and without smc_run. Under
+# smc_run the control and data connections run in SMC mode (same host): the
+# clients' logs and the server's stats (smcr-stat) say so.
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 need iperf3
 [[ -n $PYTHON ]] || skip "python3 is not installed"
@@ -41,8 +43,11 @@ workload() {
         run_client "$mode" "iperf3-$direction" 30 iperf3 -c 127.0.0.1 -p "$port" -t 1 -J "${flags[@]}"
         result "$direction: exit $exit_code, $(check_json "$work/iperf3-$direction.$mode.out" 2>>"$work/iperf3-bytes.log")"
         assert_log_mode "$mode" "iperf3-$direction"
+        # the control connection and the data stream
+        [[ $mode == plain ]] || assert_smc_log "iperf3-$direction" 2
     done
     assert_process_mode "$mode" "$pid" "iperf3 server"
+    [[ $mode == plain ]] || assert_smc_stats "iperf3 server" 4 "$pid"
     stop_server "$pid"
     assert_log_mode "$mode" iperf3-server
 }

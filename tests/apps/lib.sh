@@ -64,6 +64,15 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/smcr-$test_name.XXXXXX")
 chmod 755 "$work" # servers that drop privileges (nginx workers) read files here
 server_pids=()
 
+# The stats every smcr process of this test publishes go to a directory of its own
+# (include/smcr/stats_abi.h; smcr-stat reads them): what a test asserts about the mode
+# of its connections comes from there, never from another test's processes.
+export XDG_RUNTIME_DIR=$work/run
+mkdir -m 700 "$XDG_RUNTIME_DIR"
+# smcr-stat of this build (meson sets SMCR_BUILD_DIR), else the checkout's wrapper.
+SMCR_STAT=${SMCR_STAT:-${SMCR_BUILD_DIR:-}/src/tools/smcr-stat}
+[[ -x $SMCR_STAT ]] || SMCR_STAT=$apps_dir/../../scripts/smcr-stat
+
 # descendants PID: prints PID's descendant processes, deepest last.
 descendants() {
     local child
@@ -220,6 +229,91 @@ assert_log_mode() {
     else
         [[ $mode == plain ]] || fail "$name did not log 'smcr: active in' under smc_run -d: the library was not loaded"
     fi
+}
+
+# ----------------------------------------------------------------------------
+# Proof of the path each connection took, from the library's own reports:
+#  - the SMC_DEBUG log of a run under smc_run -d, one line per connection:
+#    "fd N: smc-shm (client|server): ..." or "fd N: tcp-fallback (ROLE): reason ...";
+#  - the stats each live smcr process publishes, read with smcr-stat --json while
+#    the process runs (a client that exits takes its stats file with it: its log
+#    is then the evidence).
+
+# smc_lines NAME: how many connections NAME's log (run with mode smcr) says ran SMC
+# ($smc_mode: smc-shm on one host, smc-r in the VM's tests/rxe/apps.sh).
+smc_mode=smc-shm
+smc_lines() { grep -c ": $smc_mode (" "$work/$1.smcr.err" || true; }
+
+# assert_smc_log NAME MIN: NAME (run with mode smcr) logged at least MIN SMC
+# connections and no fallback.
+assert_smc_log() {
+    local name=$1 min=$2 n fallbacks
+    n=$(smc_lines "$name")
+    fallbacks=$(grep -c ': tcp-fallback (' "$work/$name.smcr.err" || true)
+    if [[ $fallbacks -ne 0 ]]; then
+        grep ': tcp-fallback (' "$work/$name.smcr.err" | head -3 >&2
+        fail "$name: $fallbacks connection(s) fell back to TCP"
+    fi
+    [[ $n -ge $min ]] || fail "$name: $n connection(s) in SMC mode in its log, expected at least $min"
+    log "$name: $n connection(s) in SMC mode (SMC_DEBUG log), no fallback"
+}
+
+# assert_fallback_log NAME REASON MIN: NAME (run with mode smcr) logged at least MIN
+# connections that stayed TCP with REASON (a decline name, e.g. PEERNOSMC) and none
+# in SMC mode.
+assert_fallback_log() {
+    local name=$1 reason=$2 min=$3 n smc
+    n=$(grep -c ": tcp-fallback (.*[ (]$reason\b" "$work/$name.smcr.err" || true)
+    smc=$(grep -c ': smc-[a-z]* (' "$work/$name.smcr.err" || true)
+    [[ $smc -eq 0 ]] || fail "$name: $smc connection(s) in SMC mode, expected TCP ($reason)"
+    [[ $n -ge $min ]] || {
+        grep ': tcp-fallback (' "$work/$name.smcr.err" | head -3 >&2
+        fail "$name: $n connection(s) fell back with $reason in its log, expected at least $min"
+    }
+    log "$name: $n connection(s) stayed TCP with $reason (SMC_DEBUG log)"
+}
+
+# mode_stats PID...: one line from the processes' published stats (smcr-stat stats
+# --json): "SMC FALLBACKS REASON:COUNT,..."; processes without stats count nothing.
+mode_stats() {
+    "$SMCR_STAT" stats --json --dir "$XDG_RUNTIME_DIR/smcr" |
+        "$PYTHON" -c '
+import json, sys
+pids = {int(p) for p in sys.argv[1:]}
+smc = fb = 0
+reasons = {}
+for p in json.load(sys.stdin)["processes"]:
+    if p["pid"] in pids:
+        smc += p["handshakes_smc"]
+        fb += p["fallbacks"]
+        for r in p["fallback_reasons"]:
+            reasons[r["name"]] = reasons.get(r["name"], 0) + r["count"]
+print(smc, fb, ",".join(f"{k}:{v}" for k, v in sorted(reasons.items())) or "-")' "$@"
+}
+
+# assert_smc_stats WHAT MIN PID...: the processes together made at least MIN SMC
+# handshakes and no fallback, by their published stats.
+assert_smc_stats() {
+    local what=$1 min=$2 out smc fb reasons
+    shift 2
+    out=$(mode_stats "$@") || fail "$what: smcr-stat stats --json failed"
+    read -r smc fb reasons <<<"$out"
+    [[ $fb -eq 0 ]] || fail "$what: $fb fallback(s) in the stats ($reasons)"
+    [[ $smc -ge $min ]] || fail "$what: $smc SMC handshake(s) in the stats, expected at least $min"
+    log "$what: $smc SMC handshake(s) in its stats (smcr-stat), no fallback"
+}
+
+# assert_fallback_stats WHAT REASON MIN PID...: the processes' stats count at least
+# MIN fallbacks with REASON, and no SMC handshake.
+assert_fallback_stats() {
+    local what=$1 reason=$2 min=$3 out smc fb reasons n
+    shift 3
+    out=$(mode_stats "$@") || fail "$what: smcr-stat stats --json failed"
+    read -r smc fb reasons <<<"$out"
+    [[ $smc -eq 0 ]] || fail "$what: $smc SMC handshake(s) in the stats, expected TCP ($reason)"
+    n=$(tr ',' '\n' <<<"$reasons" | sed -n "s/^$reason://p")
+    [[ ${n:-0} -ge $min ]] || fail "$what: fallbacks in the stats: ${reasons} (expected at least $min $reason)"
+    log "$what: $n fallback(s) with $reason in its stats (smcr-stat), no SMC"
 }
 
 # assert_same WHAT FILE_A FILE_B: the two files are identical.

@@ -3,6 +3,8 @@
 # curl fetches files from nginx (a private instance: master + worker, not a
 # daemon, own config in a temp dir, ephemeral port, 127.0.0.1 and ::1): the
 # same bytes, statuses and exit codes with and without smc_run on both ends.
+# Under smc_run every connection runs in SMC mode (same host): curl's logs and
+# the nginx workers' stats (smcr-stat) say so.
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 need nginx curl
 # curl with libasan preloaded hangs in setlocale() even without smcr.
@@ -23,6 +25,7 @@ $([[ $(id -u) -eq 0 ]] && echo 'user root;')
 daemon off;
 master_process on;
 worker_processes 2;
+env XDG_RUNTIME_DIR;
 pid $work/nginx.pid;
 error_log $work/nginx-error.log warn;
 events { worker_connections 128; }
@@ -53,6 +56,7 @@ fetch() {
     [[ -f $work/got.$name ]] && got=$(sha "$work/got.$name")
     result "$name: exit $exit_code, status+size $(cat "$work/curl-$name.$mode.out"), sha256 $got"
     assert_log_mode "$mode" "curl-$name"
+    [[ $mode == plain ]] || assert_smc_log "curl-$name" 1
 }
 
 workload() {
@@ -75,12 +79,17 @@ workload() {
         "http://127.0.0.1:$port/big.bin" "http://127.0.0.1:$port/small.bin" "http://127.0.0.1:$port/big.bin"
     result "keep-alive: exit $exit_code, status+connects: $(tr '\n' ' ' <"$work/curl-keepalive.$mode.out")"
     assert_log_mode "$mode" curl-keepalive
+    # one connection for the three files
+    [[ $mode == plain ]] || assert_smc_log curl-keepalive 1
 
     assert_process_mode "$mode" "$pid" "nginx master"
-    local worker
-    for worker in $(ps -o pid= --ppid "$pid"); do
+    local worker workers
+    workers=$(ps -o pid= --ppid "$pid")
+    for worker in $workers; do
         assert_process_mode "$mode" "$worker" "nginx worker"
     done
+    # big, small, empty, missing, (big6,) keep-alive
+    [[ $mode == plain ]] || assert_smc_stats "nginx workers" 5 $workers
     stop_server "$pid"
     assert_log_mode "$mode" nginx
 }

@@ -2,6 +2,8 @@
 # SPDX-License-Identifier: MIT
 # curl fetches files from python3 -m http.server on ::1 (127.0.0.1 if the host
 # has no IPv6): same bytes, statuses and exit codes with and without smc_run.
+# Under smc_run every connection runs in SMC mode (same host): curl's logs and
+# the server's stats (smcr-stat) say so.
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 need curl
 # curl with libasan preloaded hangs in setlocale() even without smcr.
@@ -28,8 +30,10 @@ workload() {
         [[ -f $work/got.$name ]] && got=$(sha "$work/got.$name")
         result "$name: exit $exit_code, status+size $(cat "$work/curl-$name.$mode.out"), sha256 $got"
         assert_log_mode "$mode" "curl-$name"
+        [[ $mode == plain ]] || assert_smc_log "curl-$name" 1
     done
     assert_process_mode "$mode" "$pid" "http.server"
+    [[ $mode == plain ]] || assert_smc_stats http.server 3 "$pid"
     stop_server "$pid"
     assert_log_mode "$mode" httpserver
 }

@@ -3,7 +3,8 @@
 # redis-benchmark (SET and GET, 2000 requests each, 10 clients) against a
 # private redis-server on 127.0.0.1, every request counted by the server, and
 # redis-cli SET/GET of a 200 KiB value compared by checksum; with and without
-# smc_run on both ends.
+# smc_run on both ends. Under smc_run every connection runs in SMC mode (same
+# host): the clients' logs and the server's stats (smcr-stat) say so.
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 need redis-server redis-cli redis-benchmark
 
@@ -48,6 +49,14 @@ workload() {
     assert_log_mode "$mode" redis-get
 
     assert_process_mode "$mode" "$pid" "redis-server"
+    if [[ $mode == smcr ]]; then
+        # the benchmark's 10 clients (and its CONFIG GET), 2 infos, SET, GET
+        assert_smc_log benchmark 10
+        assert_smc_log redis-info 1
+        assert_smc_log redis-set 1
+        assert_smc_log redis-get 1
+        assert_smc_stats redis-server 14 "$pid"
+    fi
     stop_server "$pid"
     assert_log_mode "$mode" redis-server
 }

@@ -3,8 +3,10 @@
 # Mixed ends with real programs: an smcr client to a plain server, and a plain
 # client to an smcr server (socat on both ends, the server echoing through
 # cat). The data must come back intact (sha256), and the smcr end's live
-# record in smcr-stat --json must say tcp-fallback with a reason, read while
-# the connection is open (the client keeps it open a moment after sending).
+# record in smcr-stat --json must say tcp-fallback with the reason PEERNOSMC
+# (the client: no smcr listener on that port, so nothing proposed; the server:
+# no Proposal came), read while the connection is open (the client keeps it
+# open a moment after sending), and its log must say the same.
 source "$(dirname -- "${BASH_SOURCE[0]}")/smc_lib.sh"
 need socat
 stat_tool=${SMCR_BUILD_DIR:-}/src/tools/smcr-stat
@@ -61,11 +63,10 @@ mixed() {
     [[ $rc -eq 0 ]] || fail "$name: the client exited $rc"
     wait_exit "$server" 10
     [[ $(sha "$work/$name.out") == "$want" ]] || fail "$name: the echo differs (sha256)"
-    [[ $record == tcp-fallback\ * && $record != *'None('* ]] ||
-        fail "$name: the $side's record is '$record', not tcp-fallback with a reason"
+    [[ $record == 'tcp-fallback PEERNOSMC('* ]] ||
+        fail "$name: the $side's record is '$record', not tcp-fallback with PEERNOSMC"
     log "$name: echo of $(stat -c %s "$work/data") bytes intact; the smcr $side's smcr-stat --json record: $record"
-    grep -q ': tcp-fallback (' "$work/$name-$side.smcr.err" ||
-        fail "$name: the smcr $side's log has no tcp-fallback line"
+    assert_fallback_log "$name-$side" PEERNOSMC 1
     log "$name: its log says: $(grep -m1 -o 'tcp-fallback (.*' "$work/$name-$side.smcr.err")"
 }
 

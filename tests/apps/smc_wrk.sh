@@ -77,13 +77,13 @@ close_conns=$(smc_lines wrk-close)
 # fallbacks are at most the client sockets that never reached a decision.
 opened=$(grep -c 'socket: fd [0-9]*: AF_INET TCP socket tracked' "$work/wrk-close.smcr.err" || true)
 undecided=$((opened - close_conns))
-smc=0 fb=0
-for w in $(workers); do
-    smc=$((smc + $(stats_of "$w" handshakes_smc)))
-    fb=$((fb + $(stats_of "$w" fallbacks)))
-done
+# shellcheck disable=SC2046
+stats=$(mode_stats $(workers)) || fail "nginx workers: smcr-stat stats --json failed"
+read -r smc fb reasons <<<"$stats"
 [[ $smc -ge $((keepalive_conns + close_conns)) ]] ||
     fail "nginx workers: $smc SMC handshakes, expected at least $((keepalive_conns + close_conns))"
 [[ $fb -le $undecided ]] ||
     fail "nginx workers: $fb fallback(s), but only $undecided wrk socket(s) closed before deciding"
-log "nginx workers (Connection: close): $smc SMC handshakes; $fb fallback(s) for the $undecided socket(s) wrk closed unused at its end"
+[[ $fb -eq 0 || $reasons == "PEERNOSMC:$fb" ]] ||
+    fail "nginx workers: fallback reasons $reasons, expected only PEERNOSMC (sockets closed unused)"
+log "nginx workers (Connection: close): $smc SMC handshakes; $fb fallback(s) ($reasons) for the $undecided socket(s) wrk closed unused at its end"

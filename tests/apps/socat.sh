@@ -2,6 +2,8 @@
 # SPDX-License-Identifier: MIT
 # socat pipes a file both ways (client to server on 127.0.0.1, server to
 # client on ::1): the checksums match, with and without smc_run on both ends.
+# Under smc_run both transfers run in SMC mode (same host), as both ends' logs
+# say (socat exits with its connection, and its published stats with it).
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 need socat
 [[ -n $PYTHON ]] || skip "python3 is not installed"
@@ -42,6 +44,12 @@ workload() {
     result "download server exit $exit_code"
     assert_log_mode "$mode" socat-down-client
     assert_log_mode "$mode" socat-down-server
+    if [[ $mode == smcr ]]; then
+        local name
+        for name in socat-up-client socat-up-server socat-down-client socat-down-server; do
+            assert_smc_log "$name" 1
+        done
+    fi
 }
 
 run_both workload

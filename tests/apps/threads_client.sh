@@ -4,9 +4,13 @@
 # sequential connections each (blocking sockets), and a C client
 # (mt_client.c) whose 16 threads run socket calls truly in parallel, on ::1
 # when the host has it: every byte echoed, the same with and without smc_run
-# on both ends.
+# on both ends. Under smc_run every connection runs in SMC mode (same host):
+# the clients' logs and the servers' stats (smcr-stat) say so.
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 [[ -n $PYTHON ]] || skip "python3 is not installed"
+# Many short connections to one destination: the learned policy would keep the
+# later ones on TCP (SHORTFLOWS, tested by smc_learn.sh); every one is asserted SMC.
+export SMCR_LEARN=0
 
 workload() {
     local mode=$1 port pid
@@ -18,6 +22,10 @@ workload() {
     result "threads exit $exit_code: $(cat "$work/threads.$mode.out")"
     assert_log_mode "$mode" threads
     assert_process_mode "$mode" "$pid" "echo server"
+    if [[ $mode == smcr ]]; then
+        assert_smc_log threads 40
+        assert_smc_stats "echo server (python threads)" 40 "$pid"
+    fi
     stop_server "$pid"
     assert_log_mode "$mode" server
 
@@ -32,6 +40,10 @@ workload() {
         result "mt_client exit $exit_code: $(cat "$work/mt_client.$mode.out")"
         assert_log_mode "$mode" mt_client
         assert_process_mode "$mode" "$pid" "echo server"
+        if [[ $mode == smcr ]]; then
+            assert_smc_log mt_client 160
+            assert_smc_stats "echo server (C threads)" 160 "$pid"
+        fi
     fi
     stop_server "$pid"
     assert_log_mode "$mode" server
