@@ -82,6 +82,19 @@ descendants() {
     done
 }
 
+# client_pid PID: the program smc_run exec'd under `timeout` (PID is timeout's),
+# once timeout has started it.
+client_pid() {
+    local i p
+    for ((i = 0; i < 200; i++)); do
+        # (no child yet: ps fails, which must not end the test under pipefail)
+        p=$(ps -o pid= --ppid "$1" | tr -d ' ') || true
+        [[ -n $p ]] && { echo "$p"; return 0; }
+        sleep 0.05
+    done
+    fail "the client process under pid $1 did not appear"
+}
+
 # kill_tree PID: stops PID and every process it started; TERM, then KILL after
 # two seconds. Servers are this test's own children: nothing else is touched.
 kill_tree() {

@@ -49,13 +49,8 @@ mixed() {
     client=$!
     if [[ $side == server ]]; then record=$(fallback_record "$server"); else
         # $! is timeout's pid; socat (smc_run exec's it) is its child.
-        local pid='' i
-        for ((i = 0; i < 100; i++)); do
-            pid=$(ps -o pid= --ppid "$client" | tr -d ' ')
-            [[ -n $pid ]] && break
-            sleep 0.05
-        done
-        [[ -n $pid ]] || fail "$name: the client's process did not appear"
+        local pid
+        pid=$(client_pid "$client")
         record=$(fallback_record "$pid")
     fi
     local rc=0
