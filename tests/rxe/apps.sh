@@ -95,17 +95,6 @@ stat_check_log() {
     log "$1: smcr-stat: $out"
 }
 
-# client_pid PID: the program smc_run exec'd under `timeout` (PID is timeout's).
-client_pid() {
-    local i p
-    for ((i = 0; i < 200; i++)); do
-        p=$(ps -o pid= --ppid "$1" | tr -d ' ')
-        [[ -n $p ]] && { echo "$p"; return 0; }
-        sleep 0.05
-    done
-    fail "the client process under pid $1 did not appear"
-}
-
 # sample_client NAME PID DEVICE MIN: while client PID runs, wait (<= 60 s) until its
 # smcr-stat shows at least MIN SMC-R records, then check that same sample: the client
 # may exit right after it (iperf3 -t 1), and its stats file goes with it.
@@ -138,6 +127,7 @@ for ((i = 0; i < 100; i++)); do grep -q 'Capturing on' "$work/dumpcap.log" && br
 head -c 100000 /dev/urandom >"$work/cap.in"
 run_client_in "$work/cap.in" smcr cap-client 60 socat -t 10 - "TCP4:$B:$port,bind=$A"
 [[ $(sha "$work/cap-client.smcr.out") == "$(sha "$work/cap.in")" ]] || fail "capture echo differs"
+assert_smc_log cap-client 1
 sleep 1
 kill -INT "$dpid"; wait "$dpid" || true
 stop_server "$cpid"

@@ -1,10 +1,76 @@
 # SPDX-License-Identifier: MIT
 # shellcheck shell=bash
-# Helpers shared by the rxe test scripts that count PASS/FAIL lines (kernel.sh,
-# tcpopt.sh): results, log excerpts, checksums, and waiting for processes.
-passed=0 failed=0
-pass() { echo "PASS: $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
+# Helpers shared by the rxe test scripts: results as TAP, log excerpts, checksums, and
+# waiting for processes.
+#
+# Results: the scripts print TAP, which tests/rxe/vm-tap.sh hands to meson (protocol
+# 'tap'), so that meson reports every case on its own while one VM boot runs them all
+# (a boot costs 8-15 s, minutes on a loaded host; the cases share the set-up).
+#   case_begin NAME   opens a case (e.g. "(a) smcr client -> kernel server"): the checks
+#                     until case_end (or the next case_begin) are its lines; the case is
+#                     one TAP subtest: ok when at least one check passed and none failed,
+#                     not ok when a check failed or none passed (a case that proved
+#                     nothing is no pass), SKIP after case_skip REASON with no failure;
+#   pass/fail MSG     one check; outside a case each check is a subtest of its own;
+#   tap_done          closes the open case, prints the plan and exits 0 (the verdict is
+#                     in the TAP lines); no subtest at all is a failure;
+#   tap_skip_all MSG  the whole script skipped (meson: SKIP), e.g. no kernel SMC.
+# Every other line a script prints is a comment to TAP (vm-tap.sh prefixes it with #).
+passed=0 failed=0 tap_n=0 case_name=''
+tap_line() { # ok|"not ok" DESCRIPTION [DIRECTIVE]
+    local d=${2//#/} # a '#' in the description would start a TAP directive
+    tap_n=$((tap_n + 1))
+    echo "$1 $tap_n - $d${3:+ # $3}"
+}
+case_begin() {
+    [[ -z $case_name ]] || case_end
+    case_name=$1 case_passed=0 case_failed=0 case_skipped='' case_t0=$SECONDS
+    echo "---- $1"
+}
+case_skip() {
+    case_skipped=$*
+    echo "SKIP: $*"
+}
+case_end() {
+    local name=$case_name took=$((SECONDS - ${case_t0:-0}))
+    [[ -n $name ]] || return 0
+    case_name=''
+    if ((case_failed > 0)); then
+        tap_line "not ok" "$name: $case_failed of $((case_passed + case_failed)) checks failed (${took}s)"
+    elif [[ -n $case_skipped ]]; then
+        tap_line ok "$name" "SKIP ${case_skipped//#/}"
+    elif ((case_passed == 0)); then
+        tap_line "not ok" "$name: no check passed (${took}s)"
+    else
+        tap_line ok "$name: $case_passed checks passed (${took}s)"
+    fi
+}
+pass() { check_line ok PASS "$*"; }
+fail() { check_line "not ok" FAIL "$*"; }
+check_line() { # ok|"not ok" PASS|FAIL MESSAGE: a check's result
+    if [[ $2 == PASS ]]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+    if [[ -z $case_name ]]; then
+        tap_line "$1" "$3"
+        return
+    fi
+    echo "$2: $3"
+    if [[ $2 == PASS ]]; then
+        case_passed=$((case_passed + 1))
+    else
+        case_failed=$((case_failed + 1))
+    fi
+}
+tap_done() {
+    case_end
+    ((tap_n > 0)) || tap_line "not ok" "no case ran (none selected?)"
+    echo "1..$tap_n"
+    echo "$passed checks passed, $failed failed (${SECONDS}s in the guest)"
+    exit 0
+}
+tap_skip_all() {
+    echo "1..0 # SKIP ${*//#/}"
+    exit 0
+}
 show() { sed "s/^/    $2| /" "$1" | tail -n "${3:-6}"; }
 sha() { sha256sum < "$1" | cut -d' ' -f1; }
 # wait_listening PORT: a TCP listener on PORT, IPv4 or IPv6 (a loaded TCG guest

@@ -42,7 +42,8 @@
 #       counters say (a library that did not read the table would fall back to TCP).
 # KERNEL_ONLY=testlink,tshark runs just (g) and (h) (noueid: (i)); KERNEL_LOGS=DIR keeps
 # the logs.
-# Prints one line per check and "N passed, N failed"; exit 0 only if all passed.
+# Prints TAP, one subtest per case ((g) as g1-g4, (e) as e1 and e2; tests/rxe/case_lib.sh);
+# skipped as a whole where the guest kernel's SMC is not set up.
 set -u
 build=${1:?usage: kernel.sh BUILD_DIR PATH/TO/smc_echo [MIB]}
 ksmc=${2:?usage: kernel.sh BUILD_DIR PATH/TO/smc_echo [MIB]}
@@ -55,11 +56,8 @@ A=10.77.0.1 B=10.77.0.2
     echo "kernel.sh: run me inside 'scripts/rxe-vm -n pair'" >&2
     exit 2
 }
-if [[ ${RXE_VM_SMC:-0} != 1 ]]; then
-    echo "kernel.sh: the guest kernel's SMC-R is not set up (kernel < 6.12?): skipped"
-    exit 77
-fi
 source "$(dirname -- "${BASH_SOURCE[0]}")/case_lib.sh"
+[[ ${RXE_VM_SMC:-0} == 1 ]] || tap_skip_all "the guest kernel's SMC-R is not set up (kernel < 6.12?)"
 logs=${KERNEL_LOGS:-$(mktemp -d)}; mkdir -p "$logs"
 cp "$(dirname -- "${BASH_SOURCE[0]}")/echo_lib.py" "$logs/" # client.py and server.py import it
 # live_record PID [STATE]: the mode of PID's first live connection in smcr-stat --json
@@ -212,6 +210,7 @@ idle_s=9
 testlink_case() {
     local name=$1 port=$2 role=$3 ksecs=$4 ssecs=$5 spid cpid ok=1 k s
     local -a tl=()
+    case_begin "(${name%%-*}) TEST LINK on a connection idle ${idle_s}s: ${name#*-}"
     [[ $ssecs == - ]] || tl=(env SMCR_TESTLINK_TIME="$ssecs")
     sysctl -qw net.smc.smcr_testlink_time="$ksecs" # read by each new link group
     capture_start "$logs/$name.pcapng" 'udp port 4791 and udp[8] == 4'
@@ -285,6 +284,7 @@ case_testlink() {
 # the option program).
 case_tshark() {
     local spid f=$logs/clc.pcapng
+    case_begin "(h) tshark decodes the CLC v2 of smcr<->smcr, smcr->kernel, kernel->smcr; the option in every SYN"
     # (with the RoCE SENDs: when our DELETE LINK went, for the close check below)
     capture_start "$f" 'tcp portrange 7821-7823 or (udp port 4791 and udp[8] == 4)'
     SMCR_TRANSPORT=rdma timeout 120 "$smc_run" -d socat -T 30 "TCP4-LISTEN:7821,bind=$B,reuseaddr" SYSTEM:cat \
@@ -411,6 +411,7 @@ noueid_end() {
 }
 case_noueid() {
     local kpid spid cpid k0s k0c ktable t0=$SECONDS
+    case_begin "(i) no SMCR_UEID: smcr reads the kernel's UEID table, SMC-Rv2 both ways"
     ktable=$(rxe-vm-smc show 2>&1 | awk '$1 == "ueid" { printf "%s%s", s, $2; s = " " }')
     head -c 4096 /dev/urandom > "$logs/i.data"
     "$ksmc" pattern 4096 > "$logs/i.pattern"
@@ -445,14 +446,14 @@ case_noueid() {
 
 if [[ -n ${KERNEL_ONLY:-} ]]; then # e.g. KERNEL_ONLY=testlink,tshark: just those cases
     for c in ${KERNEL_ONLY//,/ }; do "case_$c"; done
+    case_end
     [[ -n ${KERNEL_LOGS:-} ]] || rm -rf "$logs"
-    echo "$passed passed, $failed failed (${SECONDS}s in the guest)"
-    [[ $failed == 0 ]]
-    exit
+    tap_done
 fi
 case_testlink
 case_tshark
 case_noueid # after (g) and (h): the first SMC-R programs of a boot pay its cold file cache
+case_end
 
 
 dumpcap -q -i veth0 -s 160 -f '(udp port 4791 and udp[8] == 4) or (tcp[tcpflags] & (tcp-syn|tcp-rst|tcp-fin) != 0)' \
@@ -507,6 +508,7 @@ for i in range(int(sys.argv[3])):
     echo_lib.serve(c, note)
     print(f"served {i + 1}: {rec[0]}", flush=True)
 PY
+case_begin "(d) a second connection on one link group, both ways"
 timeout 200 "$ksmc" server "$B" 7803 $((1 << 20)) 2 > "$logs/d1.srv" 2>&1 &
 spid=$!
 wait_listening 7803 || echo "    (kernel server not listening)"
@@ -544,6 +546,7 @@ groups=$(grep -o 'served [0-9]*: .*' "$logs/d2.srv" | cut -d' ' -f3 | sort | uni
 # must end within 10 s, having seen ECONNRESET.
 kill_case() {
     local name=$1 port=$2 kside=$3 kpid spid t0 rc=0
+    case_begin "($name) the kernel $kside killed mid-transfer: the smcr side ends with a reset"
     if [[ $kside == server ]]; then
         timeout 120 "$ksmc" server "$B" "$port" $((1 << 30)) > "$logs/$name.k" 2>&1 &
         kpid=$!
@@ -593,6 +596,7 @@ kill_case e2 7806 client
 
 # ---------------------------------------------- (a) smcr client -> kernel server ----
 # (the big echoes last: a loaded host's TCG guest moves them at 0.3-1 MB/s)
+case_begin "(a) smcr client -> kernel AF_SMC server: ${mib} MiB echoed over SMC-Rv2"
 cli0=$(kstat smcr_client_v2_success) srv0=$(kstat smcr_server_v2_success)
 timeout 300 "$ksmc" server "$B" 7801 "$bytes" > "$logs/a.srv" 2>&1 &
 spid=$!
@@ -618,6 +622,7 @@ fi
     fail "smcr client -> kernel server: smcr-stat says '$rec'"
 
 # ---------------------------------------------- (b) kernel client -> smcr server ----
+case_begin "(b) kernel AF_SMC client -> smcr server: ${mib} MiB echoed over SMC-Rv2"
 timeout 300 "$smc_run" -d socat -T 60 "TCP4-LISTEN:7802,bind=$B,reuseaddr" \
     SYSTEM:"tee $logs/b.recv" > "$logs/b.srv" 2>&1 &
 spid=$!
@@ -642,12 +647,14 @@ grep -q 'mode=SMC-R ibdev=rxe0' "$logs/b.cli" &&
     fail "kernel client -> smcr server: smcr-stat says '$rec'"
 
 # ------------------------------------------------------- (c) the kernel's counters ----
+case_begin "(c) the kernel's SMC statistics count (a) and (b) as SMC-Rv2 successes"
 cli1=$(kstat smcr_client_v2_success) srv1=$(kstat smcr_server_v2_success)
 [[ $((srv1 - srv0)) -ge 1 && $((cli1 - cli0)) -ge 1 ]] &&
     pass "the kernel's SMC statistics: smcr_server_v2_success $srv0 -> $srv1, smcr_client_v2_success $cli0 -> $cli1" ||
     { fail "the kernel's SMC statistics: server v2 $srv0 -> $srv1, client v2 $cli0 -> $cli1"; "$ksmc" stats | sed 's/^/    stats| /'; }
 
 # ------------------------------------------------------ (f) the v2 LLC messages ----
+case_begin "(f) the v2 LLC messages of (a)-(e) on the wire: ADD LINK rejected, CONFIRM/DELETE RKEY both ways"
 sleep 0.5
 kill -INT "$cap" 2>/dev/null
 wait "$cap" 2>/dev/null
@@ -676,6 +683,6 @@ refused=$(cat "$logs"/*.cli "$logs"/*.s 2>/dev/null | grep -c 'Connection refuse
 [[ $refused == 0 ]] || tshark -r "$logs/llc.pcapng" -Y 'tcp.flags.reset == 1' 2>/dev/null |
     head -n 4 | sed 's/^/    resets| /'
 [[ $refused == 0 ]] || echo "    note: $refused connect(s) to a kernel listener were refused and retried"
+case_end
 [[ -n ${KERNEL_LOGS:-} ]] || rm -rf "$logs"
-echo "$passed passed, $failed failed (${SECONDS}s in the guest)"
-[[ $failed == 0 ]]
+tap_done

@@ -53,13 +53,12 @@
 #   (i) and (j) run first, before any case with a kernel server: with a kernel server's
 #   group on rxe3 (k, a and b leave theirs, idle for 10 min), 'rdma link delete rxe3' also
 #   takes the kernel's link down, and the guest kernel hung there once (kworkers blocked
-#   > 120 s, as in (h)); they skip themselves if the kernel has a link on rxe3.
-#   Each re-adds its device afterwards.  (The "VM hang" once seen here with main's code
-#   was this script: child_of() polled ps 100 times for echo servers that had already
-#   exited with their reset connections, minutes in a loaded guest.)
-# LINK2_CASES (default "k a b c d e i j"; add f, g and h by hand) runs only some cases; LINK2_LOGS keeps the
-# logs there (a directory the guest shares: inside the checkout).
-# Prints one line per check and "N passed, N failed"; exit 0 only if all passed.
+#   > 120 s, as in (h)); they are skipped (a TAP SKIP, not a pass) if the kernel has a
+#   link on rxe3.  Each re-adds its device afterwards.
+# LINK2_CASES (default "k a b c d e i j"; add f, g and h by hand) runs only some cases;
+# LINK2_LOGS keeps the logs there (a directory the guest shares: inside the checkout).
+# Prints TAP, one subtest per case (tests/rxe/case_lib.sh); skipped as a whole where the
+# guest kernel's SMC is not set up.
 set -u
 build=${1:?usage: link2.sh BUILD_DIR PATH/TO/smc_echo [MIB]}
 ksmc=${2:?usage: link2.sh BUILD_DIR PATH/TO/smc_echo [MIB]}
@@ -72,11 +71,8 @@ stat_tool=$build/src/tools/smcr-stat
     echo "link2.sh: run me inside 'scripts/rxe-vm -n pair2'" >&2
     exit 2
 }
-if [[ ${RXE_VM_SMC:-0} != 1 ]]; then
-    echo "link2.sh: the guest kernel's SMC-R is not set up (kernel < 6.12?): skipped"
-    exit 77
-fi
 source "$(dirname -- "${BASH_SOURCE[0]}")/case_lib.sh"
+[[ ${RXE_VM_SMC:-0} == 1 ]] || tap_skip_all "the guest kernel's SMC-R is not set up (kernel < 6.12?)"
 logs=${LINK2_LOGS:-$(mktemp -d)}; mkdir -p "$logs"
 cp "$(dirname -- "${BASH_SOURCE[0]}")/echo_lib.py" "$logs/" # the python clients import it
 bytes=$((mib << 20))
@@ -190,7 +186,7 @@ srv_fail_over() {
     if rxe-vm-smc links 2>/dev/null | grep -q ' dev=rxe3 '; then
         # a kernel server's group of an earlier case (idle ones live 10 min): deleting rxe3
         # then takes its link down in the kernel, which hung the guest as in (h)
-        echo "    ($c) skipped: the kernel has a link on rxe3; (i) and (j) run before any kernel server case"
+        case_skip "the kernel has a link on rxe3; (i) and (j) must run before any kernel server case"
         return
     fi
     if [[ $c == i ]]; then
@@ -271,12 +267,19 @@ wait_for(srvout, "moved 2:", 60)  # the server's record first, while it is live
 c2.close()
 c1.close()
 PY
-want_case i && srv_fail_over i 7916 # a kernel client: our DELETE LINK tells it
-want_case j && srv_fail_over j 7917 # an smcr client: the same, followed by our client role
+if want_case i; then # a kernel client: our DELETE LINK tells it
+    case_begin "(i) failover as a server: the smcr server's rxe3 deleted under a kernel AF_SMC client's stream"
+    srv_fail_over i 7916
+fi
+if want_case j; then # an smcr client: the same, followed by our client role
+    case_begin "(j) failover as a server: the smcr server's rxe3 deleted under an smcr client's stream"
+    srv_fail_over j 7917
+fi
 fi
 
 # ------------------------------------------------ (k) kernel <-> kernel, two links ----
 if want_case k; then
+case_begin "(k) kernel AF_SMC client -> kernel AF_SMC server: two-link groups on both sides"
 timeout 300 "$ksmc" server "$B" 7901 "$bytes" > "$logs/k.srv" 2>&1 &
 spid=$!
 wait_listening 7901 || echo "    (kernel server not listening)"
@@ -296,6 +299,7 @@ fi
 
 # ---------------------------------- (a) smcr client -> kernel server, two links ----
 if want_case a; then
+case_begin "(a) smcr client -> kernel server: the kernel's ADD LINK taken, ${mib} MiB echoed"
 head -c "$bytes" /dev/urandom > "$logs/data"
 want=$(sha "$logs/data")
 timeout 300 "$ksmc" server "$B" 7902 "$bytes" > "$logs/a.srv" 2>&1 &
@@ -333,6 +337,7 @@ fi
 
 # ------------------------- (b) a connection on the second link (kernel's choice) ----
 if want_case b; then
+case_begin "(b) smcr client -> kernel server, 2 open connections: the second on the second link"
 cat > "$logs/two.py" <<'PY'
 import json, os, socket, subprocess, sys
 host, port, smcr_stat, size = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
@@ -379,6 +384,7 @@ fi
 
 # -------------------- (d) kernel client (A) -> smcr server (B): the server adds the link ----
 if want_case d; then
+case_begin "(d) kernel AF_SMC client -> smcr server: the server adds its second link, ${mib} MiB echoed"
 "$ksmc" pattern "$bytes" > "$logs/pattern"
 kwant=$(sha "$logs/pattern"); rm -f "$logs/pattern"
 timeout 300 "$smc_run" -d socat -T 60 "TCP4-LISTEN:7906,bind=$B,reuseaddr" \
@@ -472,12 +478,19 @@ smcr_pair() { # NAME CLIENT_ADDR SERVER_ADDR PORT
         { fail "($n) the second link is not up on both sides"; grep -iE ' link' "$logs/$n.srverr" | tail -n 3 | sed 's/^/    srv| /'
           grep -iE ' link' "$logs/$n.err" | tail -n 3 | sed 's/^/    cli| /'; }
 }
-want_case e && smcr_pair e "$A" "$B" 7907
-want_case f && smcr_pair f fd77::1 fd77::2 7908
+if want_case e; then
+    case_begin "(e) smcr client -> smcr server: both bring the second link up, a connection on each link"
+    smcr_pair e "$A" "$B" 7907
+fi
+if want_case f; then
+    case_begin "(f) (e) over IPv6, fd77::1 -> fd77::2"
+    smcr_pair f fd77::1 fd77::2 7908
+fi
 fi
 
 # ---- (g) kernel client (python over AF_SMC, A), 2 open connections -> smcr server (B) ----
 if want_case g; then
+case_begin "(g) kernel AF_SMC client, 2 open connections -> smcr server: one on each link"
 cat > "$logs/gcli.py" <<'PY'
 import os, socket, subprocess, sys, time
 host, port, size, srvlog = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
@@ -607,9 +620,15 @@ c2.close()
 c1.close()
 PY
 fi
-want_case c && fail_over c rxe2 7904 7905 # our device: local detection, we tell the server
-want_case h && fail_over h rxe3 7914 7915 # the kernel's device: its DELETE LINK tells us
+if want_case c; then # our device: local detection, we tell the server
+    case_begin "(c) failover as a client: our rxe2 deleted mid-stream, the connection moves to rxe0"
+    fail_over c rxe2 7904 7905
+fi
+if want_case h; then # the kernel's device: its DELETE LINK tells us
+    case_begin "(h) failover as a client: the kernel server's rxe3 deleted mid-stream"
+    fail_over h rxe3 7914 7915
+fi
 
+case_end
 [[ -n ${LINK2_LOGS:-} ]] || rm -rf "$logs"
-echo "$passed passed, $failed failed (${SECONDS}s in the guest)"
-[[ $failed == 0 ]]
+tap_done

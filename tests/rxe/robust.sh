@@ -20,7 +20,7 @@
 #     stream's first R bytes; the delete
 #     completes while the server still runs (it closed the device); a new connection
 #     to the same server then falls back to TCP, NOSMCRDEV in smcr-stat on both ends.
-# Prints one line per check and "N passed, N failed"; exit 0 only if all passed.
+# Prints TAP, one subtest per part (tests/rxe/case_lib.sh).
 #   tests/rxe/robust.sh [ROUNDS]      (environment: SMCR_LIB, SMCR_STAT as lgr_app.sh)
 set -u
 rounds=${1:-3}
@@ -42,10 +42,7 @@ cleanup() {
 trap cleanup EXIT
 export XDG_RUNTIME_DIR=$work/run SMCR_TRANSPORT=rdma SMCR_PEERS=10.77.0.0/24,fd77::/64
 mkdir -p -m 700 "$XDG_RUNTIME_DIR"
-passed=0 failed=0
-pass() { echo "PASS: [+${SECONDS}s] $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL: [+${SECONDS}s] $*"; failed=$((failed + 1)); }
-show() { sed "s/^/    $2| /" "$1" | tail -n "${3:-8}"; }
+source "$top/tests/rxe/case_lib.sh"
 ms_between() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%d", (b - a) * 1000 }'; }
 
 # server NAME ROLE ARGS...: start `robust.py ROLE ARGS` under smc_run -d, wait for it to
@@ -74,6 +71,7 @@ client() { # NAME TIMEOUT ROLE ARGS...: run to its end; sets rc
 # ROBUST_LINK_ONLY=1: only part 3 (iterating on it)
 if [[ -z ${ROBUST_LINK_ONLY:-} ]]; then
 # ------------------------------------------------------------- 1. IPv4 and IPv6 ----
+case_begin "(1) IPv4 and IPv6 SMC-R echoes in turn under CPU load, smcr-stat read live"
 server echo4 echo-server 10.77.0.2 7701
 server echo6 echo-server fd77::2 7701
 load=()
@@ -93,6 +91,7 @@ fi
 sed 's/^/    /' "$work/families.out"
 
 # --------------------------------------------------------------------- 2. fork ----
+case_begin "(2) fork and exec across a live SMC-R connection, an accept-then-fork server"
 client fork 300 fork-client 10.77.0.2 10.77.0.1 7701 "$stat_tool"
 sed 's/^/    /' "$work/fork.out"
 grep -q '^ok: (a)' "$work/fork.out" && pass "fork (a): a child exited, the parent's SMC-R connection carried on" ||
@@ -140,6 +139,7 @@ pids=()
 fi
 
 # ------------------------------------------------- 3. rdma link delete rxe1 ----
+case_begin "(3) rdma link delete rxe1 while 4 connections stream: resets, exact counts, then NOSMCRDEV"
 want_listening=2 server sink sink-server 10.77.0.2 7704 7705
 sink_pid=$spid
 timeout 200 "$smc_run" -d python3 "$py" stream 10.77.0.2 10.77.0.1 7704 4 150 "$stat_tool" \
@@ -235,6 +235,4 @@ else
     show "$work/after.err" cli
 fi
 rdma link add rxe1 type rxe netdev veth1 2> /dev/null
-
-echo "$passed passed, $failed failed (${SECONDS}s in the guest)"
-[[ $failed == 0 ]]
+tap_done

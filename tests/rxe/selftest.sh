@@ -9,7 +9,7 @@
 # that the kernel's own SMC-R (AF_SMC) moves its data over RoCE, as rxe-vm configures it;
 # then smcr's own verbs layer (src/smcr/ib.c, wr.c) and the engine over its verbs
 # transport (src/smcr/verbs.c) between the two "hosts".
-# Prints one line per check and "N passed, N failed"; exit 0 only if all passed.
+# Prints TAP, one subtest per check (tests/rxe/case_lib.sh).
 set -u
 probe=${1:?usage: selftest.sh PATH/TO/mr_access_probe PATH/TO/smc_echo}
 smc_echo=${2:?usage: selftest.sh PATH/TO/mr_access_probe PATH/TO/smc_echo PATH/TO/verbs_stream}
@@ -22,9 +22,7 @@ verbs_engine=${4:?$usage}
     exit 2
 }
 
-passed=0 failed=0
-pass() { echo "PASS: $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
+source "$(dirname -- "${BASH_SOURCE[0]}")/case_lib.sh"
 check() { # NAME COMMAND...: pass if COMMAND succeeds
     local name=$1; shift
     if "$@"; then pass "$name"; else fail "$name"; fi
@@ -379,5 +377,4 @@ lgr_break "server's veth down, 4 connections" 7485 'ip link set veth1 down'
 ip link set veth1 up
 
 rm -rf "$logs"
-echo "$passed passed, $failed failed (${SECONDS}s in the guest)"
-[[ $failed == 0 ]]
+tap_done
