@@ -69,6 +69,7 @@ live_record() {
         out=$("$stat_tool" --json -p "$1" 2>/dev/null | tr -d '\n' |
             grep -o "\"state\": \"${2:-live}\", \"mode\": \"[^\"]*\"" | head -n1 | sed -E 's/.*"mode": "([^"]*)"/\1/')
         [[ -n $out ]] && { echo "$out"; return; }
+        [[ -n $1 ]] && kill -0 "$1" 2>/dev/null || break # gone: it publishes nothing more
         sleep 0.2
     done
     echo none

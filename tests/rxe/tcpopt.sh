@@ -86,6 +86,8 @@ live_record() {
             grep -o '"state": "[a-z]*", "mode": "[^"]*"[^}]*"fallback_name": [^,]*' | head -n1 |
             sed -E 's/.*"mode": "([^"]*)".*"fallback_code": "?([^",]*)"?, "fallback_name": "?([^"]*)"?/\1 \3(\2)/')
         [[ -n $out ]] && { echo "$out"; return; }
+        # a process that is gone publishes nothing more (its log then says why)
+        [[ -n $1 ]] && kill -0 "$1" 2>/dev/null || break
         sleep 0.2
     done
     echo none
