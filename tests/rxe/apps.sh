@@ -13,10 +13,9 @@
 #    one namespace and policy routing both cross the veth pair (docs/rxe-vm.md).
 # Plus: IPv6 (fd77::1 -> fd77::2) in SMC-R mode, and a capture on veth0 decoded by
 # tshark: our CLC over TCP, CDC over RoCEv2.
-# socat moves a 256 MiB file each way (RXE_SOCAT_MIB to change it while iterating): about
-# 4 MB/s over SMC-R with socat's 8 KiB writes under TCG on a loaded 2-core host, so ~1 min
-# per direction plus the handshake (several seconds under load); the guest has -m 1536 for
-# the file and its copy on the guest's tmpfs. Other durations stay small because QEMU's TCG
+# socat moves a 32 MiB file each way (RXE_SOCAT_MIB to change it): its ring of 256 KiB wraps
+# 128 times, at about 4 MB/s over SMC-R with socat's 8 KiB writes under TCG on a loaded
+# 2-core host (a file of more than ~400 MiB and its copy need rxe-vm -m for the tmpfs). Other durations stay small because QEMU's TCG
 # makes soft-RoCE slow: iperf3 runs 1 s. Fail-fast, like the host's apps tests (lib.sh).
 #   usage: apps.sh   (environment as tests/apps: SMC_RUN, SMCR_LIB, SMCR_BUILD_DIR)
 source "$(dirname -- "${BASH_SOURCE[0]}")/../apps/smc_lib.sh"
@@ -343,7 +342,7 @@ socat_move() {
     assert_smc_log "$name" 1
     wire_end "$name" "$size" 1
 }
-socat_mib=${RXE_SOCAT_MIB:-256}
+socat_mib=${RXE_SOCAT_MIB:-32}
 socat_move socat-up up 4 $((socat_mib * 1024 * 1024 + 5))
 socat_move socat-down down 4 $((socat_mib * 1024 * 1024 + 5))
 

@@ -9,7 +9,7 @@
 # option in SYN/SYN-ACK) with SMCR_UEID=RXE-VM, the kernel's user EID: nothing else is
 # configured on either side. "Host A" is 10.77.0.1 (clients), "host B" 10.77.0.2.
 #   (a) smcr client (socat) -> kernel AF_SMC server (smc_echo): an echo of MIB MiB
-#       (default 64) with equal sha256, the kernel's smc_diag says SMC-R on rxe1,
+#       (default 16) with equal sha256, the kernel's smc_diag says SMC-R on rxe1,
 #       smcr-stat says smc-r;
 #   (b) kernel AF_SMC client -> smcr server (socat, tee): the same the other way; the
 #       server's received bytes have the sha256 of the kernel client's pattern;
@@ -47,7 +47,7 @@
 set -u
 build=${1:?usage: kernel.sh BUILD_DIR PATH/TO/smc_echo [MIB]}
 ksmc=${2:?usage: kernel.sh BUILD_DIR PATH/TO/smc_echo [MIB]}
-mib=${3:-64}
+mib=${3:-16}
 smc_run=$build/scripts/smc_run
 stat_tool=$build/src/tools/smcr-stat
 A=10.77.0.1 B=10.77.0.2

@@ -10,7 +10,7 @@
 #       two links, one on each of its devices: proof that this topology is what the
 #       kernel needs for a second link (an alternate device with the group's PNET id whose
 #       netdev has an address in the subnet of the group's own one, smc_ib_determine_gid_rcu()).
-#   (a) smcr client (socat, A) -> kernel server (B), MIB MiB (default 64) echoed with equal
+#   (a) smcr client (socat, A) -> kernel server (B), MIB MiB (default 16) echoed with equal
 #       sha256 while the kernel server's group shows two links (rxe1, rxe3): smcr accepted
 #       its ADD LINK on rxe2 (our log says so) instead of rejecting it;
 #   (b) two connections of one smcr process (python, A) to one kernel server, the second
@@ -61,7 +61,7 @@
 set -u
 build=${1:?usage: link2.sh BUILD_DIR PATH/TO/smc_echo [MIB]}
 ksmc=${2:?usage: link2.sh BUILD_DIR PATH/TO/smc_echo [MIB]}
-mib=${3:-64}
+mib=${3:-16}
 A=10.77.0.1 B=10.77.0.2
 smc_run=$build/scripts/smc_run
 stat_tool=$build/src/tools/smcr-stat
