@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# smc_run itself: how it builds LD_PRELOAD, its options, what it refuses and
-# why, exit codes and signals passed through, where it finds the library
+# smc_run itself: how it builds LD_PRELOAD, its options, what it runs without
+# smcr and what it refuses, and why, exit codes and signals passed through, where it finds the library
 # (source checkout, configured build copy, installed copy).
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 # These checks run unsanitized programs with the library alone in LD_PRELOAD.
@@ -91,7 +91,15 @@ expect "stdin passes through" "through stdin" "$(cat "$work/o")"
 smc "$work/o" "$work/e" printf '%s|' 'two words' '' '*'
 expect "arguments kept verbatim" "two words||*|" "$(cat "$work/o")"
 
-log "what smc_run cannot help with is refused with a reason"
+# expect_one_warning WHAT REASON: smc_run's stderr is exactly one line, which says
+# that the command runs without smcr and why (REASON: a grep pattern).
+expect_one_warning() {
+    expect "$1: lines of stderr" 1 "$(wc -l <"$work/e")"
+    grep -q "^smc_run: running .* without smcr: .*$2" "$work/e" ||
+        fail "$1: no 'running ... without smcr: REASON' warning: $(cat "$work/e")"
+}
+
+log "what smc_run cannot run is refused; what smcr cannot work in runs without it, or is refused with --strict"
 smc "$work/o" "$work/e" no-such-command-smcr
 expect "not found" 127 "$rc"
 grep -q 'no-such-command-smcr: command not found' "$work/e" || fail "not found: no message"
@@ -106,8 +114,12 @@ expect "not executable" 126 "$rc"
 cp "$(type -P true)" "$work/setuid-true"
 chmod u+s "$work/setuid-true"
 smc "$work/o" "$work/e" "$work/setuid-true"
-expect "setuid refused" 125 "$rc"
-grep -q 'setuid/setgid: the dynamic loader ignores LD_PRELOAD' "$work/e" || fail "setuid: no reason given: $(cat "$work/e")"
+expect "setuid runs without smcr" 0 "$rc"
+expect_one_warning setuid 'setuid/setgid: the dynamic loader ignores LD_PRELOAD'
+smc "$work/o" "$work/e" --strict "$work/setuid-true"
+expect "--strict refuses setuid" 125 "$rc"
+grep -q 'setuid/setgid: the dynamic loader ignores LD_PRELOAD' "$work/e" || fail "--strict setuid: no reason given: $(cat "$work/e")"
+grep -q 'not running .*(--strict)' "$work/e" || fail "--strict setuid: does not say it refused: $(cat "$work/e")"
 smc "$work/o" "$work/e" --check "$work/setuid-true"
 expect "--check setuid" 1 "$rc"
 grep -q '^verdict: smcr cannot work in' "$work/o" || fail "--check setuid: no verdict"
@@ -117,13 +129,17 @@ grep -q 'without smcr' "$work/e" || fail "--force: no warning"
 
 cp "$(type -P true)" "$work/setgid-true"
 chmod g+s "$work/setgid-true"
-smc "$work/o" "$work/e" "$work/setgid-true"
-expect "setgid refused" 125 "$rc"
+smc "$work/o" "$work/e" -s "$work/setgid-true"
+expect "-s refuses setgid" 125 "$rc"
 
 if [[ -n ${SMCR_TEST_STATIC:-} ]]; then
+    # static_hello prints "static hello" and exits 3.
     smc "$work/o" "$work/e" "$SMCR_TEST_STATIC"
-    expect "static refused" "125 " "$rc $(cat "$work/o")"
-    grep -q 'statically linked' "$work/e" || fail "static: no reason given: $(cat "$work/e")"
+    expect "a static program runs without smcr, its exit code kept" "3 static hello" "$rc $(cat "$work/o")"
+    expect_one_warning static 'statically linked'
+    smc "$work/o" "$work/e" --strict "$SMCR_TEST_STATIC"
+    expect "--strict refuses a static program, which does not run" "125 " "$rc $(cat "$work/o")"
+    grep -q 'statically linked' "$work/e" || fail "--strict static: no reason given: $(cat "$work/e")"
     smc "$work/o" "$work/e" --check "$SMCR_TEST_STATIC"
     expect "--check static" 1 "$rc"
     grep -q '^problem: .*statically linked' "$work/o" || fail "--check static: no reason"
@@ -132,7 +148,10 @@ if [[ -n ${SMCR_TEST_STATIC:-} ]]; then
     printf '#!%s\n' "$SMCR_TEST_STATIC" >"$work/static-script"
     chmod +x "$work/static-script"
     smc "$work/o" "$work/e" "$work/static-script"
-    expect "script with a static interpreter refused" 125 "$rc"
+    expect "script with a static interpreter runs without smcr" 3 "$rc"
+    expect_one_warning "static interpreter" 'statically linked'
+    smc "$work/o" "$work/e" --strict "$work/static-script"
+    expect "--strict refuses a script with a static interpreter" 125 "$rc"
 else
     log "no static libc: the static-program checks are skipped"
 fi

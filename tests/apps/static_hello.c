@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Linked with -static: smc_run must refuse it (nothing can be preloaded into a
-// program without an ELF interpreter) and run it only with --force.
+// Linked with -static: nothing can be preloaded into a program without an ELF
+// interpreter, so smc_run runs it without smcr after one warning, and refuses it
+// with --strict.
 #include <stdio.h>
 
 int main(void)
