@@ -551,6 +551,28 @@ static int handshake_step(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kin
 	return kind == SMCR_IO_POLL ? DECIDED : -EAGAIN;
 }
 
+void smcr_smc_finish_handshake(int fd, struct smcr_fd_entry *e)
+{
+	struct smcr_sock *s = NULL;
+	struct smcr_handshake *hs;
+
+	if (!atomic_load_explicit(&e->handshake, memory_order_acquire) ||
+	    e->owner != smcr_smc_pid || !decision_lock(e))
+		return;
+	smcr_guard_enter();
+	hs = atomic_load_explicit(&e->handshake, memory_order_acquire);
+	if (hs) {
+		int rc;
+
+		do /* up to the engine's bound */
+			rc = smcr_sock_accept_step(hs, INT64_MAX, &s);
+		while (rc == SMCR_ACCEPT_PENDING);
+		handshake_end(fd, e, rc, s);
+	}
+	smcr_guard_leave();
+	decision_unlock(e);
+}
+
 /* A Proposal is in: answer it.  SMCR_ACCEPT_PENDING, or what the call returns. */
 static int handshake_start(int fd, struct smcr_fd_entry *e, int efd, enum smcr_io_kind kind,
 			   bool may_block)

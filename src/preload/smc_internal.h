@@ -37,6 +37,13 @@ bool smcr_smc_inherited(struct smcr_fd_entry *e);
  * be), else -1.  The handshake's result comes at the next smcr_smc_settle().
  */
 int smcr_smc_handshake_fd(struct smcr_fd_entry *e);
+/*
+ * Before the socket leaves this image (exec, SCM_RIGHTS): a server handshake
+ * still in progress ends now, waiting for the client up to the engine's
+ * bound, as SMC, TCP or a reset, so that no later owner can read the
+ * client's Confirm as data.
+ */
+void smcr_smc_finish_handshake(int fd, struct smcr_fd_entry *e);
 
 /* smc_poll.c */
 /* The entry just reached SMC: its epoll registrations move to the doorbell. */
