@@ -394,7 +394,8 @@ int smcr_sock_shutdown(struct smcr_sock *s, int how);
  * TCP FIN is waited for first (at most 500 ms for the whole exit: a Linux
  * peer frees its connection before that FIN, and the DELETE LINK of
  * smcr_engine_exit() must not find it in the link group).  Then
- * smcr_engine_exit().
+ * smcr_engine_exit().  A connection another live process holds (it followed
+ * fork) is only let go of: nothing is said to the peer.
  */
 bool smcr_sock_exit(struct smcr_sock *s);
 
@@ -409,7 +410,9 @@ void smcr_engine_exit(void);
 /*
  * The application closed its last reference: orderly SMC close (CDC closed,
  * or abort if unread data remains), then TCP FIN; frees everything the engine
- * owns.  Never closes tcp_fd.  `s` is invalid afterwards.
+ * owns.  Never closes tcp_fd.  `s` is invalid afterwards.  If another live
+ * process holds the connection (fork), this process only lets go: its
+ * copies are released, the connection runs on there.
  */
 void smcr_sock_close(struct smcr_sock *s);
 
@@ -424,14 +427,33 @@ void smcr_sock_close(struct smcr_sock *s);
 void smcr_sock_abort(struct smcr_sock *s, bool reset_now);
 
 /*
- * fork: a child must not use SMC connections its parent created (design §8;
- * they share rings and the peer's mailbox with the parent).  In the child,
- * call this for each inherited connection: it releases only the child's
- * copies (fds, mappings, memory), sends nothing and leaves the TCP socket
- * alone; the parent's connection is unaffected.  The child should then treat
- * the fd as reset (EPIPE/ECONNRESET), never as plain TCP.
+ * fork (design §8).  A same-host connection follows fork: its state is
+ * shared between the processes, every process that inherited it holds it
+ * and may use it as its own (each byte goes to whoever reads it, as on one
+ * TCP socket), and the last holder's smcr_sock_close() or smcr_sock_exit()
+ * is the connection's close; an earlier holder's only lets go of its hold.
+ * A holder that vanished without a word (SIGKILL) is let go of by the next
+ * one that closes.  An SMC-R connection does not follow fork (RDMA
+ * resources are the process's): a child's copy is not held.
+ *
+ * smcr_sock_held(): does this process hold `s` (it may use it)?  Costs no
+ * system call.  A connection the process does not hold must be treated as
+ * reset (EPIPE/ECONNRESET), never as plain TCP, and released with
+ * smcr_sock_forget_inherited(): that releases only this process's copies
+ * (fds, mappings, memory), sends nothing, and leaves the TCP socket and the
+ * holders' connection alone.
  */
+bool smcr_sock_held(struct smcr_sock *s);
 void smcr_sock_forget_inherited(struct smcr_sock *s);
+
+/*
+ * exec with the connection open: the engine's state cannot cross into the
+ * new image.  If another live process holds the connection, this process's
+ * hold goes (true): nothing is sent, the connection runs on in the others,
+ * and the caller must not reset it.  false: this process is its last holder
+ * (nothing changed); the caller ends it (smcr_sock_abort(), or a reset).
+ */
+bool smcr_sock_release_hold(struct smcr_sock *s);
 
 /* Name of a fallback reason ("PEERNOSMC"), or "unknown". */
 const char *smcr_fallback_reason_str(int reason);

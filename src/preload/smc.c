@@ -14,12 +14,16 @@
  * stays open until the engine has sent its last control message.
  *
  * Processes: the mode decision happens in whichever process does the first
- * I/O (accept-then-fork servers classify in the worker). An SMC connection
- * belongs to the process that made it (entry->owner): a forked child that
- * inherited it gets ECONNRESET from data calls and only forgets it on close,
- * so the parent's connection runs on (its copy polls as a reset socket).
+ * I/O (accept-then-fork servers classify in the worker). A same-host SMC
+ * connection follows fork (engine.h): every process that inherited it and
+ * holds it runs it (entry->owner becomes the child at its first look), and
+ * the last holder's close ends it. An SMC-R connection belongs to the
+ * process that made it: a forked child that inherited it gets ECONNRESET
+ * from data calls and only forgets it on close, so the parent's connection
+ * runs on (its copy polls as a reset socket).
  * exec: an SMC connection cannot cross it. The exec wrappers (wrap_exec.c)
- * reset the TCP connection of every SMC connection the process owns first,
+ * let go of every connection another process still holds, and reset the TCP
+ * connection of every other SMC connection the process owns first,
  * so the peer sees a reset at once (over SMC-R nothing else would tell it:
  * the TCP socket lives on in the new image), and the new image's fd reads
  * as a reset socket (tests/preload/test_smc.c "exec", tests/rxe/robust.sh).
@@ -229,17 +233,37 @@ static unsigned char entry_mode(const struct smcr_fd_entry *e)
 	return atomic_load_explicit(&e->mode, memory_order_acquire);
 }
 
+/*
+ * Does this process run the connection `s` of entry `e`?  The process that
+ * made it does; a forked child does if the engine lets it hold it (a
+ * same-host connection follows fork): the child's first look takes it over,
+ * later ones cost one compare.
+ */
+static bool entry_owns(struct smcr_fd_entry *e, struct smcr_sock *s)
+{
+	if (e->owner == smcr_smc_pid)
+		return true;
+	if (!s || !smcr_sock_held(s))
+		return false;
+	e->owner = smcr_smc_pid;
+	return true;
+}
+
 struct smcr_sock *smcr_smc_sock_of(struct smcr_fd_entry *e)
 {
-	if (entry_mode(e) != SMCR_FD_SMC || e->owner != smcr_smc_pid)
+	struct smcr_sock *s;
+
+	if (entry_mode(e) != SMCR_FD_SMC)
 		return NULL;
-	return atomic_load_explicit(&e->sock, memory_order_acquire);
+	s = atomic_load_explicit(&e->sock, memory_order_acquire);
+	return entry_owns(e, s) ? s : NULL;
 }
 
 bool smcr_smc_inherited(struct smcr_fd_entry *e)
 {
-	return entry_mode(e) == SMCR_FD_SMC && e->owner != smcr_smc_pid &&
-	       atomic_load_explicit(&e->sock, memory_order_acquire) != NULL;
+	struct smcr_sock *s = atomic_load_explicit(&e->sock, memory_order_acquire);
+
+	return entry_mode(e) == SMCR_FD_SMC && s != NULL && !entry_owns(e, s);
 }
 
 /* The decision is one thread's at a time; others wait for its outcome. */
@@ -936,7 +960,7 @@ void smcr_smc_after_accept(int listen_fd, int fd)
 static void release_entry(struct smcr_fd_entry *e)
 {
 	struct smcr_sock *s = atomic_load_explicit(&e->sock, memory_order_acquire);
-	bool owner = e->owner == smcr_smc_pid;
+	bool owner = entry_owns(e, s);
 	int saved = errno;
 
 	smcr_guard_enter();
@@ -947,10 +971,11 @@ static void release_entry(struct smcr_fd_entry *e)
 		e->listener = NULL;
 	}
 	if (s && owner) {
+		/* The last holder's close ends it; an earlier one's only lets go. */
 		smcr_dbg("engine fd %d: SMC connection closed", e->engine_fd);
 		smcr_sock_close(s);
 	} else if (s) {
-		/* Inherited from the parent: drop our copies, send nothing. */
+		/* Inherited and not held here: drop our copies, send nothing. */
 		smcr_sock_forget_inherited(s);
 	}
 	if (e->tcp_record && owner)
@@ -987,9 +1012,14 @@ void smcr_smc_before_exec(void)
 	for (unsigned fd = 0, high = smcr_fdtab_high(); fd < high; fd++) {
 		struct smcr_fd_entry *e = smcr_fdtab_peek((int)fd);
 
-		if (!e || entry_mode(e) != SMCR_FD_SMC || e->owner != smcr_smc_pid ||
-		    !atomic_load(&e->sock) || e->engine_fd < 0)
+		if (!e || entry_mode(e) != SMCR_FD_SMC || e->engine_fd < 0 ||
+		    !entry_owns(e, atomic_load(&e->sock)))
 			continue;
+		/* Others hold it too (it followed fork): only this process lets go. */
+		if (smcr_sock_release_hold(atomic_load(&e->sock))) {
+			smcr_dbg("fd %u: SMC connection left to its other holders before exec", fd);
+			continue;
+		}
 		if (smcr_real.connect(e->engine_fd, &unspec, sizeof(unspec)) == 0)
 			smcr_dbg("fd %u: SMC connection reset before exec", fd);
 	}
@@ -1022,8 +1052,7 @@ void smcr_smc_exit(void)
 		if (!e)
 			continue;
 		s = atomic_load(&e->sock);
-		if (entry_mode(e) == SMCR_FD_SMC && e->owner == smcr_smc_pid && s &&
-		    smcr_sock_exit(s))
+		if (entry_mode(e) == SMCR_FD_SMC && s && entry_owns(e, s) && smcr_sock_exit(s))
 			smcr_dbg("fd %u: SMC connection closed at exit", fd);
 		smcr_fdtab_put(e);
 	}
@@ -1056,8 +1085,8 @@ static struct smcr_fd_entry *acquire(int fd, enum smcr_io_kind kind, int flags,
 			return NULL;
 		}
 	}
-	if (entry_mode(e) == SMCR_FD_SMC && atomic_load(&e->sock) && e->owner != smcr_smc_pid) {
-		/* Inherited across fork: the parent runs this connection. */
+	if (smcr_smc_inherited(e)) {
+		/* Inherited across fork and not held here (SMC-R): the parent runs it. */
 		*ret = -ECONNRESET;
 		smcr_fdtab_put(e);
 		return NULL;

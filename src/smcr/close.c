@@ -19,6 +19,7 @@
 #include "smcr/libc.h"
 #include "smcr/conn.h"
 #include "smcr/engine.h"
+#include "smcr/stats.h"
 #include "smcr/sys.h"
 
 #define CLOSE_EXIT_PEER_FIN_MS 500 /* the longest an exit waits for peers' FINs, all together */
@@ -98,14 +99,14 @@ int smcr_sock_shutdown(struct smcr_sock *s, int how)
 
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
 		return -EINVAL;
-	pthread_mutex_lock(&s->lock);
+	smcr_conn_lock(s);
 	smcr_conn_progress(s);
 	if (how == SHUT_RD || how == SHUT_RDWR)
 		s->shut_rd = true;
 	if (how == SHUT_WR || how == SHUT_RDWR)
 		rc = shutdown_write_locked(s);
 	smcr_conn_progress(s); /* wake our own waiters: they must see the shutdown */
-	pthread_mutex_unlock(&s->lock);
+	smcr_conn_unlock(s);
 	return rc;
 }
 
@@ -159,12 +160,28 @@ static void close_tell_peer_locked(struct smcr_sock *s, bool at_exit)
 	smcr_libc.shutdown(s->tcp_fd, SHUT_RDWR);
 }
 
+/*
+ * Another live process holds the connection too (it followed fork): this one
+ * only lets go, as a TCP socket's close() in one of the processes sharing it
+ * does: its record closes with what it moved, its slot goes, nothing is said
+ * to the peer.  Lock held.
+ */
+static bool close_let_go_locked(struct smcr_sock *s)
+{
+	if (!smcr_hold_others_live(s))
+		return false;
+	smcr_stats_conn_close(s, 0);
+	smcr_hold_drop(s);
+	return true;
+}
+
 bool smcr_sock_exit(struct smcr_sock *s)
 {
-	if (pthread_mutex_trylock(&s->lock))
+	if (!smcr_conn_trylock(s))
 		return false;
-	close_tell_peer_locked(s, true);
-	pthread_mutex_unlock(&s->lock);
+	if (!close_let_go_locked(s))
+		close_tell_peer_locked(s, true);
+	smcr_conn_unlock(s);
 	return true;
 }
 
@@ -172,26 +189,51 @@ void smcr_sock_close(struct smcr_sock *s)
 {
 	bool clean;
 
-	pthread_mutex_lock(&s->lock);
+	smcr_conn_lock(s);
+	if (close_let_go_locked(s)) {
+		smcr_conn_unlock(s);
+		smcr_hold_forget_copies(s);
+		return;
+	}
 	close_tell_peer_locked(s, false);
 	clean = s->state != SMCR_CONN_ABORTED && (s->peer_conn_flags & SMCR_CDC_CONN_CLOSED);
-	pthread_mutex_unlock(&s->lock);
+	smcr_conn_unlock(s);
 	smcr_conn_free(s, clean);
+}
+
+bool smcr_sock_release_hold(struct smcr_sock *s)
+{
+	bool let_go;
+
+	smcr_conn_lock(s);
+	let_go = close_let_go_locked(s);
+	smcr_conn_unlock(s);
+	return let_go;
+}
+
+bool smcr_sock_held(struct smcr_sock *s)
+{
+	return smcr_hold_is_holder(s);
 }
 
 void smcr_sock_forget_inherited(struct smcr_sock *s)
 {
 	/*
-	 * The lock may have been held by a parent thread at fork time: do not
-	 * take it; this process has a single thread here and owns the copy.
+	 * A private copy (SMC-R, or a child that got no holder slot): the lock
+	 * may have been held by a parent thread at fork time, so it is not
+	 * taken; the shared state, if any, is the holders' and stays.
 	 */
+	if (s->shared) {
+		smcr_hold_forget_copies(s);
+		return;
+	}
 	s->ops->forget(s->xc);
 	free(s);
 }
 
 void smcr_sock_abort(struct smcr_sock *s, bool reset_now)
 {
-	pthread_mutex_lock(&s->lock);
+	smcr_conn_lock(s);
 	smcr_close_abort_locked(s, ECONNRESET);
 	if (reset_now) {
 		struct sockaddr unspec = { .sa_family = AF_UNSPEC };
@@ -199,6 +241,6 @@ void smcr_sock_abort(struct smcr_sock *s, bool reset_now)
 		/* With SO_LINGER 0 set, a TCP disconnect sends the RST now. */
 		smcr_libc.connect(s->tcp_fd, &unspec, sizeof(unspec));
 	}
-	pthread_mutex_unlock(&s->lock);
+	smcr_conn_unlock(s);
 	smcr_conn_free(s, false);
 }

@@ -30,6 +30,7 @@
 #include "smcr/clc.h"
 #include "smcr/policy.h"
 #include "smcr/registry.h"
+#include "smcr/share.h"
 #include "smcr/shm.h"
 #include "smcr/sys.h"
 #include "smcr/stats.h"
@@ -154,11 +155,17 @@ static int decline_reason(const struct smcr_clc_msg *m)
 struct smcr_sock *smcr_conn_new(int tcp_fd, bool server, const struct smcr_transport_ops *ops,
 				struct smcr_xconn *xc, uint32_t peer_size, int spin_us)
 {
-	struct smcr_sock *s = calloc(1, sizeof(*s));
+	/* Shared only with transport state that is shared too (shm); else private. */
+	bool shared = ops->shared && ops->shared(xc);
+	struct smcr_sock *s = shared ? smcr_share_alloc(sizeof(*s)) : NULL;
 
+	if (s)
+		s->shared = true;
+	else
+		s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
-	pthread_mutex_init(&s->lock, NULL);
+	smcr_hold_init(s);
 	s->tcp_fd = tcp_fd;
 	s->server = server;
 	s->ops = ops;
@@ -178,8 +185,12 @@ void smcr_conn_free(struct smcr_sock *s, bool clean)
 	smcr_policy_conn_ended(s);
 	smcr_stats_conn_close(s, s->state == SMCR_CONN_ABORTED);
 	s->ops->destroy(s->xc, clean);
+	smcr_hold_forget(s);
 	pthread_mutex_destroy(&s->lock);
-	free(s);
+	if (s->shared)
+		smcr_share_free(s);
+	else
+		free(s);
 }
 
 static uint32_t rmb_size_wish(const struct smcr_transport_ops *ops,
@@ -1029,12 +1040,16 @@ int smcr_conn_wait(struct smcr_sock *s, unsigned events, int64_t deadline)
 	bool spin = s->spin_us > 0 && s->ops->peer_running(s->xc) &&
 		    smcr_spin_gov_allow(&s->spin_gov),
 	     won = false;
+	struct smcr_holder *me = smcr_hold_self(s);
 
-	if (events & POLLIN)
+	if (events & POLLIN) {
 		s->waiters_rd++;
-	else
+		me->waiters_rd++;
+	} else {
 		s->waiters_wr++;
-	pthread_mutex_unlock(&s->lock);
+		me->waiters_wr++;
+	}
+	smcr_conn_unlock(s);
 	if (spin)
 		won = spin_for_ctrl(s);
 	if (won) {
@@ -1045,15 +1060,20 @@ int smcr_conn_wait(struct smcr_sock *s, unsigned events, int64_t deadline)
 		rc = smcr_sys_wait_fd_app(fd, POLLIN, deadline);
 		s->ops->set_sleeping(s->xc, false);
 	}
-	pthread_mutex_lock(&s->lock);
+	smcr_conn_lock(s);
 	if (spin) {
 		smcr_spin_gov_result(&s->spin_gov, won);
 		smcr_stats_spin(won);
 	}
-	if (events & POLLIN)
-		s->waiters_rd--;
-	else
-		s->waiters_wr--;
+	/* Our slot again: it may have moved while the lock was dropped (never for a live holder). */
+	me = smcr_hold_self(s);
+	if (events & POLLIN) {
+		s->waiters_rd -= s->waiters_rd > 0;
+		me->waiters_rd -= me->waiters_rd > 0;
+	} else {
+		s->waiters_wr -= s->waiters_wr > 0;
+		me->waiters_wr -= me->waiters_wr > 0;
+	}
 	smcr_conn_check_peer(s);
 	if (rc == 0)
 		return -EAGAIN;
@@ -1114,18 +1134,19 @@ int smcr_sock_ready_fd(const struct smcr_sock *s)
 
 void smcr_sock_set_timeouts(struct smcr_sock *s, int rcv_ms, int snd_ms)
 {
-	pthread_mutex_lock(&s->lock);
+	smcr_conn_lock(s);
 	s->rcv_timeout_ms = rcv_ms > 0 ? rcv_ms : 0;
 	s->snd_timeout_ms = snd_ms > 0 ? snd_ms : 0;
-	pthread_mutex_unlock(&s->lock);
+	smcr_conn_unlock(s);
 }
 
 void smcr_sock_set_interest(struct smcr_sock *s, unsigned events)
 {
-	pthread_mutex_lock(&s->lock);
-	s->interest = events & (POLLIN | POLLOUT);
+	smcr_conn_lock(s);
+	smcr_hold_self(s)->interest = events & (POLLIN | POLLOUT);
+	smcr_hold_sum_interest(s);
 	smcr_conn_progress(s);
-	pthread_mutex_unlock(&s->lock);
+	smcr_conn_unlock(s);
 }
 
 bool smcr_sock_peer_running(const struct smcr_sock *s)
@@ -1142,7 +1163,7 @@ unsigned smcr_sock_poll(struct smcr_sock *s)
 {
 	unsigned mask;
 
-	pthread_mutex_lock(&s->lock);
+	smcr_conn_lock(s);
 	smcr_conn_progress(s);
 	mask = smcr_conn_mask(s);
 	/*
@@ -1155,7 +1176,7 @@ unsigned smcr_sock_poll(struct smcr_sock *s)
 		smcr_conn_check_peer(s);
 		mask = smcr_conn_mask(s);
 	}
-	pthread_mutex_unlock(&s->lock);
+	smcr_conn_unlock(s);
 	return mask;
 }
 
@@ -1163,11 +1184,11 @@ int smcr_sock_take_error(struct smcr_sock *s)
 {
 	int err;
 
-	pthread_mutex_lock(&s->lock);
+	smcr_conn_lock(s);
 	smcr_conn_progress(s);
 	err = s->so_error;
 	s->so_error = 0;
-	pthread_mutex_unlock(&s->lock);
+	smcr_conn_unlock(s);
 	return err;
 }
 
@@ -1175,10 +1196,10 @@ size_t smcr_sock_readable_bytes(struct smcr_sock *s)
 {
 	size_t n;
 
-	pthread_mutex_lock(&s->lock);
+	smcr_conn_lock(s);
 	smcr_conn_progress(s);
 	n = smcr_rx_readable(s);
-	pthread_mutex_unlock(&s->lock);
+	smcr_conn_unlock(s);
 	return n;
 }
 
@@ -1186,10 +1207,10 @@ size_t smcr_sock_unacked_bytes(struct smcr_sock *s)
 {
 	size_t n;
 
-	pthread_mutex_lock(&s->lock);
+	smcr_conn_lock(s);
 	smcr_conn_progress(s);
 	n = s->peer_size - smcr_tx_space(s);
-	pthread_mutex_unlock(&s->lock);
+	smcr_conn_unlock(s);
 	return n;
 }
 

@@ -10,6 +10,15 @@
  * is stored here, so every offset derived from these fields lies in its ring.
  *
  * Locking: `lock` protects everything below it.  Blocking waits drop it.
+ *
+ * fork (design §8): a connection whose transport state lives in shared
+ * memory (shm) is itself carved from a shared arena (share.h), its lock is
+ * process-shared and robust, and `holders` names every process that may use
+ * it.  Whatever one process's calls need apart from the others' (its
+ * waiters, the events its own poll/epoll wait for, the bytes it moved) is
+ * kept in its holder slot; the connection-wide sums are what the data path
+ * reads.  The last holder to close (or exit) ends the connection as close()
+ * did before fork; the others only let go of their copies (hold.c).
  */
 #ifndef SMCR_CONN_H
 #define SMCR_CONN_H
@@ -37,8 +46,23 @@ enum smcr_conn_state {
 	SMCR_CONN_ABORTED,        /* reset: by the peer, by peer death, or by us */
 };
 
+/* One process that holds a shared connection (hold.c). */
+#define SMCR_HOLDERS_MAX 16
+
+struct smcr_holder {
+	int32_t pid;              /* 0 free; > 0 a holder; < 0 -pid of a parent whose
+				   * forked child has not taken the slot yet */
+	uint64_t start;           /* its start time (share.h); 0 unknown */
+	unsigned waiters_rd;      /* its share of the connection's waiters */
+	unsigned waiters_wr;
+	unsigned interest;        /* POLLIN/POLLOUT its outside waiters want */
+	uint64_t bytes_sent;      /* what this process moved */
+	uint64_t bytes_received;
+};
+
 struct smcr_sock {
 	pthread_mutex_t lock;
+	bool shared;                   /* in a share arena: follows fork (hold.c) */
 	int tcp_fd;
 	bool server;
 	const struct smcr_transport_ops *ops;
@@ -78,14 +102,15 @@ struct smcr_sock {
 	int rcv_timeout_ms;            /* 0 = block forever */
 	int snd_timeout_ms;
 
-	/* readiness */
+	/* readiness: sums over the holders */
 	unsigned interest;             /* POLLIN/POLLOUT wanted by outside waiters */
 	unsigned waiters_rd;           /* engine threads blocked in recv */
 	unsigned waiters_wr;           /* engine threads blocked in send */
+	struct smcr_holder holders[SMCR_HOLDERS_MAX];
 
 	/* counters, mirrored into the published record */
 	struct smcr_stats_conn *stats;
-	uint64_t bytes_sent;
+	uint64_t bytes_sent;           /* by every holder */
 	uint64_t bytes_received;
 	uint64_t cdc_sent;
 	uint64_t cdc_received;
@@ -93,6 +118,33 @@ struct smcr_sock {
 	uint64_t bytes_resent;         /* ... and written again over it */
 	int64_t opened_ms;             /* when the handshake ended (the learned policy) */
 };
+
+/* hold.c */
+/* Lock and unlock the connection; a holder that died holding it is let go of. */
+void smcr_conn_lock(struct smcr_sock *s);
+void smcr_conn_unlock(struct smcr_sock *s);
+/* false: another thread holds the lock (nothing taken). */
+bool smcr_conn_trylock(struct smcr_sock *s);
+/* The new connection's lock and first holder (this process). */
+void smcr_hold_init(struct smcr_sock *s);
+/* This process's holder slot (a private dummy if it holds none).  Lock held. */
+struct smcr_holder *smcr_hold_self(struct smcr_sock *s);
+/* Recompute `interest` from the holders'.  Lock held. */
+void smcr_hold_sum_interest(struct smcr_sock *s);
+/* Does another live process hold the connection (dead holders let go of first)?  Lock held. */
+bool smcr_hold_others_live(struct smcr_sock *s);
+/* This process's slot goes (its waiters and interest with it).  Lock held. */
+void smcr_hold_drop(struct smcr_sock *s);
+/* Is this process a holder?  No lock: only this process changes its own slot. */
+bool smcr_hold_is_holder(struct smcr_sock *s);
+/* After a hold was dropped: this process's copies go (no lock, no message). */
+void smcr_hold_forget_copies(struct smcr_sock *s);
+/* The connection is gone: out of this process's list of held connections. */
+void smcr_hold_forget(struct smcr_sock *s);
+/* fork (engine.c's order: before every other engine lock; child after share.c's). */
+void smcr_hold_fork_prepare(void);
+void smcr_hold_fork_parent(void);
+void smcr_hold_fork_child(void);
 
 /* conn.c */
 struct smcr_sock *smcr_conn_new(int tcp_fd, bool server, const struct smcr_transport_ops *ops,

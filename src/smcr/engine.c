@@ -11,6 +11,12 @@
  *
  * Lock order at fork (outermost first; code that holds two of these takes
  * them in this order too):
+ *   0. hold.c  held_lock   the shared connections this process holds; each
+ *                          one's own lock is taken under it, briefly, to
+ *                          reserve the child's holder slot (and the stats
+ *                          lock is taken under a connection's, never the
+ *                          other way round)
+ *      share.c arena_lock  this process's fork-shared arenas
  *   1. lgr.c   list_mu     the SMC-R link groups (a group's own lock is taken
  *                          under it, never the other way round)
  *   2. shm.c   pool_lock   the same-host ring pool
@@ -22,8 +28,10 @@
  */
 #include "smcr/engine.h"
 
+#include "smcr/conn.h"
 #include "smcr/eid.h"
 #include "smcr/libc.h"
+#include "smcr/share.h"
 #include "smcr/shm.h"
 #include "smcr/stats.h"
 #ifdef SMCR_HAVE_VERBS
@@ -38,6 +46,8 @@ void smcr_engine_init(const struct smcr_engine_env *env)
 
 void smcr_engine_fork_prepare(void)
 {
+	smcr_hold_fork_prepare();
+	smcr_share_fork_prepare();
 #ifdef SMCR_HAVE_VERBS
 	smcr_lgr_fork_prepare();
 #endif
@@ -60,16 +70,24 @@ void smcr_engine_fork_parent(void)
 #ifdef SMCR_HAVE_VERBS
 	smcr_lgr_fork_parent();
 #endif
+	smcr_share_fork_parent();
+	smcr_hold_fork_parent();
 }
 
-/* Only system calls and plain stores below: see each module's handler. */
+/*
+ * Only system calls and plain stores below (see each module's handler), but
+ * for the shared connections' locks hold.c takes: those live in memory the
+ * parent shares, so a parent thread that held one at fork releases it there.
+ */
 void smcr_engine_fork_child(void)
 {
+	smcr_share_fork_child(); /* first: the child's own pid */
 #ifdef SMCR_HAVE_VERBS
 	smcr_ib_fork_done();
 #endif
 	smcr_eid_fork_done();
 	smcr_stats_fork_child();
+	smcr_hold_fork_child(); /* after the child's pid and stats area */
 	smcr_shm_fork_child();
 #ifdef SMCR_HAVE_VERBS
 	smcr_lgr_fork_child();

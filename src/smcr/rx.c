@@ -195,7 +195,7 @@ ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 		return -EINVAL;
 	if (total <= 0)
 		return total;
-	pthread_mutex_lock(&s->lock);
+	smcr_conn_lock(s);
 	for (;;) {
 		uint32_t avail, n;
 		int rc;
@@ -211,6 +211,7 @@ ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 			}
 			s->rx_cons = smcr_curs_advance(s->rx_cons, n, s->rmb_size);
 			s->bytes_received += n;
+			smcr_hold_self(s)->bytes_received += n;
 			got += n;
 			smcr_rx_maybe_update_cons(s);
 			if (got == want || !(flags & MSG_WAITALL)) {
@@ -238,7 +239,7 @@ ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 	/* Readiness reflects what is left for other waiters. */
 	smcr_conn_progress(s);
 	smcr_stats_conn_update(s);
-	pthread_mutex_unlock(&s->lock);
+	smcr_conn_unlock(s);
 	return ret;
 }
 

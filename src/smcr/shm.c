@@ -81,6 +81,7 @@
 
 #include "common/log.h"
 #include "smcr/libc.h"
+#include "smcr/share.h"
 #include "smcr/stats_abi.h"
 #include "smcr/sys.h"
 #include "smcr/transport.h"
@@ -178,7 +179,9 @@ struct smcr_xconn {
 	ino_t peer_ino;
 	bool peer_gone;
 	bool signalled;      /* own_efd may have a count (we or the peer wrote it) */
+	bool in_share;       /* allocated from a share arena (follows fork) */
 };
+_Static_assert(sizeof(struct smcr_xconn) <= SMCR_SHARE_SLOT_SIZE, "fits a share slot");
 
 /* The UEID both ends put in their CLC messages: identifies this transport. */
 static const char shm_ueid[SMCR_CLC_EID_LEN + 1] = "SMCR-USERSPACE-SAMEHOST-SHM     ";
@@ -755,9 +758,39 @@ static void get_secret(uint8_t s[SHM_SECRET_LEN], uint64_t hi, uint64_t lo)
 	smcr_put_be64(s + 8, lo);
 }
 
+/*
+ * Connection state lives in fork-shared memory (share.h), so that a forked
+ * child's copy of the connection is the same connection (design §8): the
+ * cursors' companions here (mailbox sequence numbers, doorbell state) must
+ * be one for every process that holds it.  Private memory if none is left.
+ */
+static struct smcr_xconn *xconn_alloc(void)
+{
+	struct smcr_xconn *xc = smcr_share_alloc(sizeof(*xc));
+
+	if (xc) {
+		xc->in_share = true;
+		return xc;
+	}
+	return calloc(1, sizeof(*xc));
+}
+
+static void xconn_free(struct smcr_xconn *xc)
+{
+	if (xc->in_share)
+		smcr_share_free(xc);
+	else
+		free(xc);
+}
+
+static bool shm_shared(const struct smcr_xconn *xc)
+{
+	return xc->in_share;
+}
+
 static int shm_create(int tcp_fd, uint32_t size, int timeout_ms, struct smcr_xconn **out)
 {
-	struct smcr_xconn *xc = calloc(1, sizeof(*xc));
+	struct smcr_xconn *xc = xconn_alloc();
 
 	(void)tcp_fd; /* server_attach gets it when it is needed */
 	if (!xc)
@@ -1412,9 +1445,14 @@ static void shm_destroy(struct smcr_xconn *xc, bool clean)
 	smcr_sys_close(xc->knock_fd);
 	smcr_sys_close(xc->own_efd);
 	region_put(xc->own, clean);
-	free(xc);
+	xconn_free(xc);
 }
 
+/*
+ * This process's copies only: its mappings, its fd numbers (the other
+ * holders' fd tables have their own), its copy of the region record.
+ * Nothing in `xc` changes when it is shared: the holders still use it.
+ */
 static void shm_forget(struct smcr_xconn *xc)
 {
 	if (!xc)
@@ -1427,7 +1465,8 @@ static void shm_forget(struct smcr_xconn *xc)
 	smcr_sys_close(xc->rv_fd);
 	smcr_sys_close(xc->own_efd);
 	region_free(xc->own); /* unmap and close our copy only */
-	free(xc);
+	if (!xc->in_share)
+		free(xc);
 }
 
 static void shm_info(const struct smcr_xconn *xc, struct smcr_xconn_info *out)
@@ -1459,6 +1498,7 @@ const struct smcr_transport_ops smcr_shm_ops = {
 	.peer_running = shm_peer_running,
 	.set_sleeping = shm_set_sleeping,
 	.destroy = shm_destroy,
+	.shared = shm_shared,
 	.forget = shm_forget,
 };
 

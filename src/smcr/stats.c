@@ -38,6 +38,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/compiler.h"
 #include "common/log.h"
 #include "smcr/libc.h"
 #include "smcr/clc.h"
@@ -266,6 +267,18 @@ void smcr_stats_fork_child(void)
 	f->pid = (int32_t)getpid(); /* its exit handler must not unlink the parent's file */
 	area_path[0] = '\0';
 	publish_pending = true;
+}
+
+/*
+ * fork child, after smcr_stats_fork_child(): the record of a connection the
+ * child holds (it followed fork) stays reserved in the child's area, even if
+ * the parent, running on meanwhile, closed its share before the child's
+ * handler looked at the parent's slots.  A plain store.
+ */
+void smcr_stats_fork_keep(struct smcr_stats_conn *c)
+{
+	if (c && !stats_off && area)
+		c->state = SMCR_STATS_CONN_INHERITED;
 }
 
 void smcr_stats_fork_prepare(void)
@@ -520,14 +533,78 @@ void smcr_stats_tcp_close(struct smcr_tcp_record *rec)
 		record_free(c);
 }
 
-/* Counters and phase: the state is read unlocked, as of this update. */
+/*
+ * Counters and phase: the state is read unlocked, as of this update.  Bytes
+ * are this process's (its holder slot): a connection that followed fork
+ * shows in each holder's file with what that process moved, so the sum over
+ * the files counts every byte once.  CDC counts are the connection's.
+ */
+static void own_bytes(const struct smcr_sock *s, uint64_t *sent, uint64_t *received)
+{
+	const struct smcr_holder *h;
+
+	if (!s->shared) {
+		*sent = s->bytes_sent;
+		*received = s->bytes_received;
+		return;
+	}
+	h = smcr_hold_self((struct smcr_sock *)(uintptr_t)s);
+	*sent = h->bytes_sent;
+	*received = h->bytes_received;
+}
+
 static void record_counters(struct smcr_stats_conn *c, const struct smcr_sock *s)
 {
+	uint64_t sent, received;
+
+	own_bytes(s, &sent, &received);
 	SET(c->conn_phase, phase_of(s->state));
-	SET(c->bytes_sent, s->bytes_sent);
-	SET(c->bytes_received, s->bytes_received);
+	SET(c->bytes_sent, sent);
+	SET(c->bytes_received, received);
 	SET(c->cdc_sent, s->cdc_sent);
 	SET(c->cdc_received, s->cdc_received);
+}
+
+/*
+ * A forked child's first stats event on a connection it holds: the slot its
+ * parent's record had (INHERITED in the child's area since the fork) becomes
+ * the child's own record of the connection.  Under stats_lock, so that it
+ * happens once; stats_get() published the child's file first.
+ */
+static void record_adopt(struct smcr_stats_conn *c, const struct smcr_sock *s)
+{
+	struct smcr_xconn_info xi;
+	struct record_init ri;
+
+	if (!stats_get() || stats_off)
+		return;
+	s->ops->info(s->xc, &xi);
+	record_init_of(&ri, s->tcp_fd, xi.mode, s->server ? 1u : 0u, 0);
+	pthread_mutex_lock(&stats_lock);
+	if (__atomic_load_n(&c->state, __ATOMIC_RELAXED) == SMCR_STATS_CONN_INHERITED) {
+		record_begin(c);
+		SET(c->state, (uint32_t)SMCR_STATS_CONN_LIVE);
+		SET(c->generation, c->generation + 1);
+		SET(c->mode, ri.mode);
+		SET(c->role, ri.role);
+		SET(c->tcp_fd, (int32_t)ri.tcp_fd);
+		SET(c->fallback_reason, 0u);
+		SET(c->rmb_size, s->rmb_size);
+		SET(c->peer_rmb_size, s->peer_size);
+		for (unsigned b = 0; b < 16; b++) {
+			SET(c->local_addr[b], ri.local_addr[b]);
+			SET(c->peer_addr[b], ri.peer_addr[b]);
+		}
+		SET(c->local_port, ri.local_port);
+		SET(c->peer_port, ri.peer_port);
+		SET(c->link_group, xi.link_group);
+		for (unsigned b = 0; b < sizeof(c->device); b++)
+			SET(c->device[b], xi.device[b]);
+		record_counters(c, s);
+		record_end(c);
+		ADD(area->conns_open, 1);
+	}
+	pthread_mutex_unlock(&stats_lock);
 }
 
 void smcr_stats_conn_update(const struct smcr_sock *s)
@@ -536,6 +613,11 @@ void smcr_stats_conn_update(const struct smcr_sock *s)
 
 	if (!c || stats_off)
 		return;
+	if (unlikely(__atomic_load_n(&c->state, __ATOMIC_RELAXED) != SMCR_STATS_CONN_LIVE)) {
+		if (s->shared && smcr_hold_is_holder((struct smcr_sock *)(uintptr_t)s))
+			record_adopt(c, s);
+		return;
+	}
 	record_begin(c);
 	record_counters(c, s);
 	record_end(c);
@@ -545,12 +627,20 @@ void smcr_stats_conn_close(const struct smcr_sock *s, int aborted)
 {
 	struct smcr_stats_file *f = area;
 	struct smcr_stats_conn *c = s->stats;
+	uint64_t sent, received;
 
 	if (!f || stats_off)
 		return;
+	if (c && __atomic_load_n(&c->state, __ATOMIC_RELAXED) != SMCR_STATS_CONN_LIVE) {
+		/* A forked child's that it never used: the slot is free for its own. */
+		if (__atomic_load_n(&c->state, __ATOMIC_RELAXED) == SMCR_STATS_CONN_INHERITED)
+			record_free(c);
+		return;
+	}
+	own_bytes(s, &sent, &received);
 	SUB(f->conns_open, 1);
-	ADD(f->bytes_sent, s->bytes_sent);
-	ADD(f->bytes_received, s->bytes_received);
+	ADD(f->bytes_sent, sent);
+	ADD(f->bytes_received, received);
 	if (aborted)
 		ADD(f->aborts, 1);
 	if (c) {

@@ -49,6 +49,8 @@ bool smcr_stats_runtime_dir(char *out, size_t len);
 void smcr_stats_fork_prepare(void);
 void smcr_stats_fork_parent(void);
 void smcr_stats_fork_child(void);
+/* After it: a connection the child holds keeps its record's slot (hold.c). */
+void smcr_stats_fork_keep(struct smcr_stats_conn *c);
 void smcr_stats_exit(void);
 
 #endif /* SMCR_STATS_H */

@@ -167,9 +167,19 @@ struct smcr_transport_ops {
 	void (*destroy)(struct smcr_xconn *xc, bool clean);
 
 	/*
-	 * In a forked child: let go of this process's copies (mappings, fds)
-	 * without touching anything shared with the parent, which still owns
-	 * the connection: no message, no zeroing, no pooling.
+	 * Optional (NULL: never).  Does `xc` live in fork-shared memory
+	 * (share.h) and hold nothing a forked child could not use as its own
+	 * (its fds and mappings are inherited; shm)?  Then the connection
+	 * follows fork: every process that holds it may use it (design §8).
+	 */
+	bool (*shared)(const struct smcr_xconn *xc);
+
+	/*
+	 * In a process that lets go of a connection others still run (a forked
+	 * child's private copy, or a holder that closed before the last one):
+	 * release this process's copies (mappings, fds) without touching
+	 * anything shared: no message, no zeroing, no pooling, and `xc` itself
+	 * stays if it is shared.
 	 */
 	void (*forget)(struct smcr_xconn *xc);
 };

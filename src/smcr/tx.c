@@ -81,7 +81,7 @@ ssize_t smcr_sock_sendv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 
 	if (total < 0)
 		return total;
-	pthread_mutex_lock(&s->lock);
+	smcr_conn_lock(s);
 	for (;;) {
 		uint32_t space, n;
 		int rc;
@@ -129,13 +129,14 @@ ssize_t smcr_sock_sendv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 		s->tx_prod = smcr_curs_advance(s->tx_prod, n, s->peer_size);
 		sent += n;
 		s->bytes_sent += n;
+		smcr_hold_self(s)->bytes_sent += n;
 		if (want - sent > 0)
 			s->tx_blocked_sent = true;
 		smcr_conn_send_cdc(s, want - sent > 0 ? SMCR_CDC_PROD_WRITE_BLOCKED : 0);
 	}
 	smcr_conn_progress(s);
 	smcr_stats_conn_update(s);
-	pthread_mutex_unlock(&s->lock);
+	smcr_conn_unlock(s);
 	return ret;
 }
 

@@ -9,8 +9,8 @@
  *                     select, peek, shutdown, fork-accept, plain-server,
  *                     plain-client, speak-first, speak-first-plain, epoll-multi,
  *                     idle, exec, kill, listener-closed, rcvtimeo, calls,
- *                     fork-client, pingpong, idle-waits, rcvbuf, exit-open,
- *                     exit-unread
+ *                     fork-client, fork-share, pingpong, idle-waits, rcvbuf,
+ *                     exit-open, exit-unread
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -1502,34 +1502,186 @@ static int case_calls(void)
 	return t_result();
 }
 
-/* ---- a forked child of an SMC client: its copy is dead, the parent's lives on ----------------- */
+/* ---- SMC connections that follow fork ------------------------------------------------------ */
 
-static void client_forks(void)
+/*
+ * This process's stats after it closed its share of a connection that
+ * followed fork: exactly the bytes it moved itself, in its own file, so that
+ * the files of all holders count each byte once.  `made` says whether this
+ * process made the handshake (a holder by fork made none).
+ */
+static void check_stats_holder(uint64_t sent, uint64_t received, bool made)
+{
+	const struct smcr_stats_file *f = my_stats();
+
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	if (f->bytes_sent != sent || f->bytes_received != received)
+		fprintf(stderr, "pid %d: stats show %llu sent, %llu received; expected %llu, %llu\n",
+			(int)getpid(), (unsigned long long)f->bytes_sent,
+			(unsigned long long)f->bytes_received, (unsigned long long)sent,
+			(unsigned long long)received);
+	CHECK(f->bytes_sent == sent && f->bytes_received == received);
+	CHECK(made ? f->handshakes_smc >= 1 : f->handshakes_smc == 0);
+	CHECK(f->fallbacks == 0 && f->aborts == 0 && f->conns_open == 0);
+}
+
+/* While open: this process's own live smc-shm record of the connection. */
+static void check_live_record(void)
+{
+	const struct smcr_stats_file *f = my_stats();
+	bool live = false;
+
+	CHECK(f != NULL);
+	for (unsigned i = 0; f && i < SMCR_STATS_MAX_CONNS; i++)
+		if (f->conns[i].state == SMCR_STATS_CONN_LIVE &&
+		    f->conns[i].mode == SMCR_STATS_MODE_SMC_SHM)
+			live = true;
+	if (!live)
+		fprintf(stderr, "pid %d: no live smc-shm record\n", (int)getpid());
+	CHECK(live);
+}
+
+#define SHARE_LEN (16u * 1024 * 1024)
+
+/* Writes SHARE_LEN bytes of pattern `seed`, then shuts down writing. */
+static void write_pattern(int fd, uint32_t seed)
+{
+	unsigned char *data = malloc(SHARE_LEN);
+
+	fill(data, SHARE_LEN, seed);
+	CHECK(t_write_all(fd, data, SHARE_LEN) == 0);
+	CHECK(shutdown(fd, SHUT_WR) == 0);
+	free(data);
+}
+
+/*
+ * Reads until EOF; every byte must be pattern `seed`'s at its offset (exact,
+ * not a checksum) and there must be SHARE_LEN of them.
+ */
+static void read_pattern(int fd, uint32_t seed, size_t already)
+{
+	unsigned char *want = malloc(SHARE_LEN), buf[65536];
+	size_t got = already, bad = 0;
+
+	fill(want, SHARE_LEN, seed);
+	for (;;) {
+		ssize_t n = read(fd, buf, sizeof(buf));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			perror("read");
+		CHECK(n >= 0);
+		if (n <= 0)
+			break;
+		if (got + (size_t)n > SHARE_LEN || memcmp(buf, want + got, (size_t)n) != 0)
+			bad++;
+		got += (size_t)n;
+	}
+	if (got != SHARE_LEN || bad)
+		fprintf(stderr, "pid %d: read %zu of %u bytes, %zu reads differ from the pattern\n",
+			(int)getpid(), got, SHARE_LEN, bad);
+	CHECK(got == SHARE_LEN && bad == 0);
+	free(want);
+}
+
+/*
+ * rsync's receiver and generator: the process reads the connection while its
+ * forked child writes to it, 16 MiB each way, on both ends.  Every byte
+ * arrives once, in order; each process's stats count what it moved.
+ */
+static void client_fork_share(void)
 {
 	int fd = connect_to_server(0);
-	pid_t child;
+	pid_t writer;
 
 	CHECK(fd >= 0);
 	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
-	child = fork();
-	if (child == 0) {
-		char c;
-
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-
-		/*
-		 * The parent runs this connection: the child's copy reads as reset,
-		 * and polls as a reset socket (at once, not on the quiet TCP socket).
-		 */
-		CHECK(poll(&p, 1, 5000) == 1 && (p.revents & (POLLIN | POLLERR)));
-		CHECK_FAILS(recv(fd, &c, 1, 0), ECONNRESET);
-		CHECK_FAILS(recv(fd, &c, 1, MSG_DONTWAIT), ECONNRESET);
+	writer = fork();
+	if (writer == 0) {
+		CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+		write_pattern(fd, 1);
+		check_live_record();
 		close(fd);
+		check_stats_holder(SHARE_LEN, 0, false);
+		fflush(stderr);
 		_exit(t_result());
 	}
-	reap(child, "forked child");
-	echo_client(fd);
+	read_pattern(fd, 2, 0);
+	check_live_record();
+	reap(writer, "client's writer");
 	close(fd);
+	check_stats_holder(0, SHARE_LEN, true);
+}
+
+static int case_fork_share(void)
+{
+	pid_t client = spawn(client_fork_share), writer;
+	int fd = accept(listen_fd, NULL, NULL);
+	unsigned char first[1000], want[1000];
+
+	CHECK(fd >= 0);
+	/* The first read decides the mode (SMC) in this process; then fork. */
+	CHECK(t_read_all(fd, first, sizeof(first)) == 0);
+	fill(want, sizeof(want), 1);
+	CHECK(memcmp(first, want, sizeof(want)) == 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	writer = fork();
+	if (writer == 0) {
+		close(listen_fd);
+		write_pattern(fd, 2);
+		close(fd);
+		check_stats_holder(SHARE_LEN, 0, false);
+		fflush(stderr);
+		_exit(t_result());
+	}
+	read_pattern(fd, 1, sizeof(first));
+	reap(writer, "server's writer");
+	close(fd);
+	check_stats_holder(0, SHARE_LEN, true);
+	reap(client, "client");
+	return t_result();
+}
+
+/*
+ * A client forks two children and closes its own copy at once (the
+ * accept-then-fork pattern); one child is killed (SIGKILL) while it holds the
+ * connection, the other runs an echo over it and closes last.  The server
+ * must read EOF after all the data, not a reset: the closing child is the
+ * last live holder, so its close is the connection's orderly close.
+ */
+static void client_forks(void)
+{
+	int fd = connect_to_server(0), go[2];
+	pid_t idle, worker;
+	char c = 0;
+
+	CHECK(fd >= 0 && pipe(go) == 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	idle = fork();
+	if (idle == 0) {
+		pause();
+		_exit(0);
+	}
+	worker = fork();
+	if (worker == 0) {
+		CHECK(read(go[0], &c, 1) == 1);
+		CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+		echo_client(fd);
+		check_live_record();
+		close(fd);
+		check_stats_holder(BIG, BIG, false);
+		fflush(stderr);
+		_exit(t_result());
+	}
+	close(fd);
+	kill(idle, SIGKILL);
+	waitpid(idle, NULL, 0);
+	CHECK(write(go[1], &c, 1) == 1);
+	reap(worker, "forked worker");
+	check_stats_holder(0, 0, true);
 }
 
 static int case_fork_client(void)
@@ -1538,9 +1690,10 @@ static int case_fork_client(void)
 	int fd = accept(listen_fd, NULL, NULL);
 
 	CHECK(fd >= 0);
-	echo_blocking(fd);
+	echo_blocking(fd); /* a reset instead of EOF fails here */
 	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
 	close(fd);
+	check_stats_holder(BIG, BIG, true);
 	reap(client, "client");
 	return t_result();
 }
@@ -1634,6 +1787,8 @@ int main(int argc, char **argv)
 		rc = case_calls();
 	else if (!strcmp(which, "fork-client"))
 		rc = case_fork_client();
+	else if (!strcmp(which, "fork-share"))
+		rc = case_fork_share();
 	else if (!strcmp(which, "eintr"))
 		rc = case_eintr();
 	else if (!strcmp(which, "half-proposal"))
