@@ -19,12 +19,18 @@
  * supersedes every older one and a slot that is simply overwritten loses
  * nothing; the sender never waits for the receiver to drain a queue.
  *
- * Doorbell: an eventfd per side.  The receiver sets `armed` in its control
- * page when it may go to sleep; the sender rings (eventfd write) only if it
- * swapped `armed` from 1 to 0, so a busy stream pays no system call per CDC
- * (benchmarks.md §2, "Doorbells").  The engine's readiness fd is an epoll
- * instance holding our eventfd and the UNIX socket to the peer: it turns
- * readable on a CDC and also when the peer process dies (socket hang-up).
+ * Doorbell: the UNIX socket the rendezvous left connected between the two
+ * ends.  The receiver sets `armed` in its control page when it may go to
+ * sleep; the sender rings (a one-byte send) only if it swapped `armed` from
+ * 1 to 0, so a busy stream pays no system call per CDC (benchmarks.md §2,
+ * "Doorbells").  Every send and receive on it says MSG_DONTWAIT: whether a
+ * call of ours may block is decided per call, never by a file's O_NONBLOCK,
+ * which a peer holding the same open file description could clear (an
+ * eventfd shared through SCM_RIGHTS let a peer fill its counter, clear the
+ * flag and block our write forever).  Nothing but our memfd is ever handed
+ * to the peer.  The engine's readiness fd is an epoll instance holding that
+ * socket and a private eventfd (our own "still ready" signal, never shared):
+ * it turns readable on a ring and also when the peer process dies (hang-up).
  *
  * Who may attach (design §7): the client sends a 128-bit secret Sc inside its
  * CLC Proposal (SMC-Dv2 ISM GID fields), the server answers with its own Ss
@@ -53,11 +59,15 @@
  * Buffers come from a per-process pool by size class; a new one has its first
  * 64 KiB pre-faulted (a fresh memfd costs ~3 us per 4 KiB page in first-touch
  * faults, benchmarks.md §2), the rest faults in once, as a stream first
- * reaches it.  A region that was shared goes back to the pool tagged with its peer's
- * pid and is handed only to that same peer process again (it may still have
- * the old mapping).  It is zeroed before reuse, and only once the peer is
- * done with it: at close if the peer closed first, else when its last CDC in
- * our mailbox says closed/abort ("draining" until then).
+ * reaches it.  A mapping cannot be revoked, so a region once handed to a peer
+ * stays that peer's until it is destroyed: it goes back to the pool owned by
+ * the peer's proven process identity (struct shm_peer below: a pidfd, and a
+ * start time that shows the process sent the peer's proof) and is handed to
+ * nobody but that same live process again; a region whose peer could not be
+ * proven, or that reached two identities, is destroyed.  It is zeroed before
+ * reuse, and only once the peer is done with it: at close if the peer closed
+ * first, else when its last CDC in our mailbox says closed/abort ("draining"
+ * until then).
  */
 #include "smcr/shm.h"
 
@@ -76,11 +86,13 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "common/log.h"
 #include "smcr/libc.h"
+#include "smcr/rendezvous.h"
 #include "smcr/share.h"
 #include "smcr/stats_abi.h"
 #include "smcr/sys.h"
@@ -94,8 +106,6 @@
 #define SHM_CTRL_LEN 4096u
 #define SHM_GUARD_LEN 4096u
 #define SHM_MAGIC 0x534d4352u /* "SMCR" */
-#define SHM_PROOF_MAGIC 0x534d5250u
-#define SHM_PROOF_VERSION 1u
 #define SHM_CDC_WORDS (SMCR_CDC_MSG_LEN / 4)
 #define SHM_CHID 0xFFFFu       /* emulated-ISM CHID, as loopback-ism uses */
 #define SHM_MAX_CLASS 15u      /* 512 MiB */
@@ -103,7 +113,7 @@
 #define SHM_POOL_BYTES_PER_CLASS (32u << 20) /* and up to this many bytes of them */
 #define SHM_PREFAULT_LEN (64u * 1024)     /* of a new ring, faulted in at creation */
 #define SHM_ACCEPT_ATTEMPTS 4  /* strangers that may knock before we give up */
-#define SHM_SECRET_LEN 16
+#define SHM_SECRET_LEN SMCR_RV_SECRET_LEN
 #define SHM_MAILBOX_TRIES 64
 /*
  * Accept's DMBE index (an ISM DMB element number, 0 in the classic order):
@@ -130,22 +140,13 @@ struct shm_ctrl {
 _Static_assert(sizeof(struct shm_ctrl) <= SHM_CTRL_LEN, "control area fits its page");
 _Static_assert(offsetof(struct shm_ctrl, armed) == 64, "armed has its own cache line");
 
-/* What each side presents over the rendezvous socket, with its two fds. */
-struct shm_proof {
-	uint32_t magic;
-	uint32_t version;
-	uint8_t secret[SHM_SECRET_LEN];
-	uint32_t ring_size;
-	uint32_t reserved;
-};
-
 struct shm_region {
 	struct shm_region *next;
 	int fd;
 	uint8_t *base;     /* ctrl page + ring; a guard page follows */
 	size_t map_len;    /* including the guard page */
 	uint32_t ring_size;
-	pid_t tag;         /* 0: never shared; else the peer that had it */
+	struct shm_peer *owner; /* NULL: never shared; else the one peer that may have it */
 	bool draining;     /* the peer may still write: not zeroed yet */
 	uint32_t dirty;    /* ring bytes from offset 0 the peer may have written */
 };
@@ -160,16 +161,18 @@ struct smcr_xconn {
 	size_t peer_map_len;
 	uint32_t peer_ring_size;
 	struct shm_ctrl *peer_ctrl;
-	int own_efd;
-	int peer_efd;
+	int own_efd; /* private: "still ready" while nothing new came (never shared) */
 	int ep_fd;   /* readiness: own_efd + unix_fd */
-	int unix_fd; /* connected to the peer for the connection's life */
+	int unix_fd; /* connected to the peer for the connection's life; its doorbell */
 	int rv_fd;   /* rendezvous listener during the handshake (client or server) */
 	int knock_fd; /* server, classic order: a knock whose proof has not come yet */
 	unsigned knocks; /* ... and how many there were */
 	uint8_t own_secret[SHM_SECRET_LEN];
 	uint8_t peer_secret[SHM_SECRET_LEN];
 	pid_t peer_pid;      /* announced (server) or from SO_PEERCRED (client) */
+	uid_t peer_uid;      /* from SO_PEERCRED */
+	struct shm_peer *peer; /* the process proven to have sent the peer's proof */
+	int64_t rv_since_ns; /* CLOCK_BOOTTIME before our rendezvous socket existed */
 	uint64_t token;      /* the server's token (its rendezvous name in the classic order) */
 	uint64_t rv_token;   /* client: our own rendezvous name, offered in the Proposal */
 	uint32_t tx_seq;     /* our mailbox writes into the peer's page */
@@ -178,7 +181,8 @@ struct smcr_xconn {
 	dev_t peer_dev;      /* the peer's memfd, for the mapping cache */
 	ino_t peer_ino;
 	bool peer_gone;
-	bool signalled;      /* own_efd may have a count (we or the peer wrote it) */
+	bool signalled;      /* own_efd has a count (we wrote it) */
+	bool rang;           /* unix_fd may hold the peer's rings (it swapped `armed`) */
 	bool in_share;       /* allocated from a share arena (follows fork) */
 };
 _Static_assert(sizeof(struct smcr_xconn) <= SMCR_SHARE_SLOT_SIZE, "fits a share slot");
@@ -191,9 +195,199 @@ static const char shm_ueid[SMCR_CLC_EID_LEN + 1] = "SMCR-USERSPACE-SAMEHOST-SHM 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shm_region *pool[SHM_MAX_CLASS + 1];
 
+/*
+ * A peer process, proven (design §7): the
+ * process that sent a peer's proof is the one holding `pidfd`.  A pid alone
+ * proves nothing: SO_PEERCRED and SCM_CREDENTIALS report the number a
+ * process had when it connected or sent, and that number may belong to
+ * another process by the time we look.  So we open a pidfd for the number
+ * and read that process's start time: if it started before our end of the
+ * rendezvous socket existed (so before the proof could be sent) and is still
+ * alive after we read it, it held the number all along and is the sender.
+ * While its pidfd says it lives, no other process can have its number: a
+ * later proof from that number is then from it too.  Under pool_lock.
+ */
+struct shm_peer {
+	struct shm_peer *next;
+	pid_t pid;
+	uid_t uid;
+	int pidfd;
+	int64_t started_by_ns; /* CLOCK_BOOTTIME: it had started by then */
+	unsigned refs;         /* regions it owns + connections that proved it */
+	bool dead;
+};
+
+static struct shm_peer *peers;
+
+static int64_t boottime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * When `pid` had started at the latest (/proc/PID/stat field 22, clock
+ * ticks since boot, rounded down by the kernel: one tick added), or -1.
+ */
+static int64_t proc_started_by_ns(pid_t pid)
+{
+	char path[48], buf[512];
+	const char *p;
+	long hz = sysconf(_SC_CLK_TCK);
+	unsigned long long ticks;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = smcr_libc.open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = smcr_libc.read(fd, buf, sizeof(buf) - 1);
+	smcr_sys_close(fd);
+	if (n <= 0 || hz <= 0)
+		return -1;
+	buf[n] = '\0';
+	/* After the command name's last ')': state is field 3, starttime 22. */
+	p = strrchr(buf, ')');
+	for (int field = 2; p && field < 21; field++)
+		p = strchr(p + 1, ' ');
+	if (!p || sscanf(p + 1, "%llu", &ticks) != 1 || ticks > (1ull << 40))
+		return -1;
+	return (int64_t)((ticks + 1) * (1000000000ull / (unsigned long long)hz));
+}
+
+/* Still the process we opened? (A pidfd turns readable when it exits.) */
+static bool peer_alive(struct shm_peer *p)
+{
+	struct pollfd pfd = { .fd = p->pidfd, .events = POLLIN };
+
+	if (!p->dead && smcr_libc.poll(&pfd, 1, 0) != 0)
+		p->dead = true;
+	return !p->dead;
+}
+
+static void peer_unref_locked(struct shm_peer *p)
+{
+	struct shm_peer **pp;
+
+	if (!p || --p->refs > 0)
+		return;
+	for (pp = &peers; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	smcr_sys_close(p->pidfd);
+	free(p);
+}
+
+static void peer_unref(struct shm_peer *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&pool_lock);
+	peer_unref_locked(p);
+	pthread_mutex_unlock(&pool_lock);
+}
+
+static struct shm_peer *peer_find_locked(pid_t pid)
+{
+	for (struct shm_peer *p = peers; p; p = p->next)
+		if (p->pid == pid && !p->dead)
+			return p;
+	return NULL;
+}
+
+/* A new record for whatever process has `pid` now (not yet proven to be anyone). */
+static struct shm_peer *peer_open(pid_t pid, uid_t uid)
+{
+	struct shm_peer *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->pid = pid;
+	p->uid = uid;
+	p->refs = 1;
+	p->pidfd = smcr_sys_fd_high((int)syscall(SYS_pidfd_open, pid, 0));
+	p->started_by_ns = p->pidfd >= 0 ? proc_started_by_ns(pid) : -1;
+	if (p->started_by_ns < 0) {
+		smcr_sys_close(p->pidfd);
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+/*
+ * The live record for `pid` if we have one (a reference), for a region we
+ * hand over before the peer's proof arrives: only its pooled regions may go
+ * to the process that has that number now.
+ */
+static struct shm_peer *peer_known_alive(pid_t pid, uid_t uid)
+{
+	struct shm_peer *p;
+
+	pthread_mutex_lock(&pool_lock);
+	p = peer_find_locked(pid);
+	if (p && p->uid == uid)
+		p->refs++;
+	else
+		p = NULL;
+	pthread_mutex_unlock(&pool_lock);
+	if (p && !peer_alive(p)) {
+		peer_unref(p);
+		p = NULL;
+	}
+	return p;
+}
+
 static unsigned size_class(uint32_t size)
 {
 	return smcr_clc_rmbe_compress(size, SHM_MAX_CLASS);
+}
+
+/*
+ * The process that sent a proof as (pid, uid) at some moment after
+ * `since_ns`, if that can be proven (a reference), else NULL.  Costs one
+ * poll() for a process we know, a pidfd_open() and a /proc read the first
+ * time.
+ */
+static struct shm_peer *peer_prove(pid_t pid, uid_t uid, int64_t since_ns)
+{
+	struct shm_peer *p, *known;
+
+	if (pid <= 0)
+		return NULL;
+	p = peer_known_alive(pid, uid);
+	if (p) {
+		/* Started before the proof could be sent, alive after: its sender. */
+		if (p->started_by_ns <= since_ns)
+			return p;
+		peer_unref(p);
+		return NULL;
+	}
+	p = peer_open(pid, uid);
+	if (!p)
+		return NULL;
+	if (p->started_by_ns > since_ns || !peer_alive(p)) {
+		peer_unref(p);
+		return NULL;
+	}
+	pthread_mutex_lock(&pool_lock);
+	/* One record per process: two threads may have proven it at once. */
+	known = peer_find_locked(pid);
+	if (known && known->started_by_ns == p->started_by_ns && known->uid == uid) {
+		known->refs++;
+		pthread_mutex_unlock(&pool_lock);
+		peer_unref(p);
+		return known;
+	}
+	p->next = peers;
+	peers = p;
+	pthread_mutex_unlock(&pool_lock);
+	return p;
 }
 
 /* Map ctrl+ring of `fd` shared, followed by a guard page that is never mapped. */
@@ -215,14 +409,23 @@ static uint8_t *map_with_guard(int fd, uint32_t ring_size, size_t *map_len)
 	return p;
 }
 
-static void region_free(struct shm_region *r)
+/* pool_lock held if the region has an owner (or in the fork child). */
+static void region_free_locked(struct shm_region *r)
 {
 	if (!r)
 		return;
 	if (r->base)
 		munmap(r->base, r->map_len);
 	smcr_sys_close(r->fd);
+	peer_unref_locked(r->owner);
 	free(r);
+}
+
+static void region_free(struct shm_region *r)
+{
+	pthread_mutex_lock(&pool_lock);
+	region_free_locked(r);
+	pthread_mutex_unlock(&pool_lock);
 }
 
 static struct shm_region *region_create(uint32_t ring_size)
@@ -370,7 +573,7 @@ void smcr_shm_fork_child(void)
 			struct shm_region *r = pool[c];
 
 			pool[c] = r->next;
-			region_free(r);
+			region_free_locked(r);
 		}
 	}
 	pthread_mutex_init(&pool_lock, NULL);
@@ -440,23 +643,40 @@ static void region_zero(struct shm_region *r)
 }
 
 /*
- * A pooled region that is fresh or was last shared with `peer` (and the peer
- * is done with it), else a new one.
+ * A pooled region that was never shared or is owned by `peer` (a live,
+ * proven process; NULL: none) and that the peer is done with, else a new
+ * one.  Regions of processes found dead on the way are destroyed: their old
+ * mappings may live on in any process those handed them to.
  */
-static struct shm_region *region_get(uint32_t ring_size, pid_t peer)
+static struct shm_region *region_get(uint32_t ring_size, struct shm_peer *peer)
 {
 	unsigned c = size_class(ring_size);
-	struct shm_region **pp, *r = NULL;
+	struct shm_region **pp, *r = NULL, *dead = NULL;
 
 	pthread_mutex_lock(&pool_lock);
-	for (pp = &pool[c]; *pp; pp = &(*pp)->next) {
-		if ((*pp)->tag != 0 && (*pp)->tag != peer)
+	for (pp = &pool[c]; *pp;) {
+		struct shm_region *cand = *pp;
+
+		if (cand->owner && cand->owner->dead) {
+			*pp = cand->next;
+			cand->next = dead;
+			dead = cand;
 			continue;
-		if ((*pp)->draining && !region_peer_finished(*pp))
+		}
+		if ((cand->owner && cand->owner != peer) ||
+		    (cand->draining && !region_peer_finished(cand))) {
+			pp = &cand->next;
 			continue;
-		r = *pp;
+		}
+		r = cand;
 		*pp = r->next;
 		break;
+	}
+	while (dead) {
+		struct shm_region *d = dead;
+
+		dead = d->next;
+		region_free_locked(d);
 	}
 	pthread_mutex_unlock(&pool_lock);
 	if (r && r->draining) {
@@ -469,7 +689,6 @@ static struct shm_region *region_get(uint32_t ring_size, pid_t peer)
 	if (!r)
 		return NULL;
 	r->next = NULL;
-	r->tag = peer;
 	return r;
 }
 
@@ -486,12 +705,16 @@ static unsigned pool_capacity(uint32_t ring_size)
 }
 
 /*
- * Back to the pool.  `peer_done`: the peer already closed, so zero it now;
- * otherwise it waits ("draining") until its last CDC says the peer is done.
- * A full pool drops its oldest region, not this one: the newest is the one
- * most likely to fit the next connection (same peer, done draining soonest).
+ * Back to the pool, owned by `peer`, the process proven to have sent this
+ * connection's peer proof (NULL: not proven).  A region handed to a process
+ * we could not prove, or to a second process after another, is destroyed:
+ * whoever had it may keep its mapping forever.  `peer_done`: the peer
+ * already closed, so zero it now; otherwise it waits ("draining") until its
+ * last CDC says the peer is done.  A full pool drops its oldest region, not
+ * this one: the newest is the one most likely to fit the next connection
+ * (same peer, done draining soonest).
  */
-static void region_put(struct shm_region *r, bool peer_done)
+static void region_put(struct shm_region *r, bool peer_done, struct shm_peer *peer)
 {
 	struct shm_region **pp, *evict = NULL;
 	unsigned c, n = 0;
@@ -499,7 +722,8 @@ static void region_put(struct shm_region *r, bool peer_done)
 	if (!r)
 		return;
 	c = size_class(r->ring_size);
-	if (smcr_clc_rmbe_size((uint8_t)c) != r->ring_size) {
+	if (smcr_clc_rmbe_size((uint8_t)c) != r->ring_size || !peer ||
+	    (r->owner && r->owner != peer)) {
 		region_free(r);
 		return;
 	}
@@ -507,6 +731,10 @@ static void region_put(struct shm_region *r, bool peer_done)
 		region_zero(r);
 	r->draining = !peer_done;
 	pthread_mutex_lock(&pool_lock);
+	if (!r->owner) {
+		r->owner = peer;
+		peer->refs++;
+	}
 	r->next = pool[c];
 	pool[c] = r;
 	for (pp = &pool[c]; *pp; pp = &(*pp)->next) {
@@ -516,25 +744,11 @@ static void region_put(struct shm_region *r, bool peer_done)
 			break;
 		}
 	}
+	region_free_locked(evict);
 	pthread_mutex_unlock(&pool_lock);
-	region_free(evict);
 }
 
 /* ---- fd plumbing -------------------------------------------------------------- */
-
-/* Is `fd` what the peer says it is ("anon_inode:[eventfd]", "/memfd:...")? */
-static bool fd_is(int fd, const char *prefix)
-{
-	char path[64], target[128];
-	ssize_t n;
-
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	n = readlink(path, target, sizeof(target) - 1);
-	if (n < 0)
-		return false;
-	target[n] = '\0';
-	return strncmp(target, prefix, strlen(prefix)) == 0;
-}
 
 static void rv_name(uint64_t token, struct sockaddr_un *sa, socklen_t *len)
 {
@@ -546,6 +760,19 @@ static void rv_name(uint64_t token, struct sockaddr_un *sa, socklen_t *len)
 	n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "smcr/rv/%016llx",
 		     (unsigned long long)token);
 	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+/*
+ * Every rendezvous socket of ours asks for its peer's credentials with each
+ * message (SCM_CREDENTIALS): the process that sent the proof, not the one
+ * that once created a listener (SO_PEERCRED), identifies the peer
+ * (peer_prove).  A listener passes the option on to the sockets it accepts.
+ */
+static int rv_passcred(int fd)
+{
+	int one = 1;
+
+	return smcr_libc.setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
 }
 
 /*
@@ -568,7 +795,7 @@ static int rv_listen(uint64_t *token, int *out)
 		if (fd < 0)
 			return -errno;
 		rv_name(*token, &sa, &salen);
-		if (smcr_libc.bind(fd, (struct sockaddr *)&sa, salen) == 0 &&
+		if (rv_passcred(fd) == 0 && smcr_libc.bind(fd, (struct sockaddr *)&sa, salen) == 0 &&
 		    smcr_libc.listen(fd, SHM_ACCEPT_ATTEMPTS) == 0) {
 			*out = fd;
 			return 0;
@@ -579,84 +806,78 @@ static int rv_listen(uint64_t *token, int *out)
 	return err;
 }
 
+/*
+ * Our proof and our memfd, never anything else: the peer gets no file whose
+ * open file description (O_NONBLOCK and all) it could change under us.
+ * MSG_DONTWAIT: a peer that does not read cannot hold us here.
+ */
 static int send_proof(int sock, const uint8_t secret[SHM_SECRET_LEN], uint32_t ring_size,
-		      int memfd, int efd)
+		      int memfd)
 {
-	struct shm_proof proof = {
-		.magic = SHM_PROOF_MAGIC, .version = SHM_PROOF_VERSION, .ring_size = ring_size,
-	};
+	struct smcr_rv_proof proof = { .ring_size = ring_size };
+	uint8_t wire[SMCR_RV_PROOF_LEN];
 	union {
-		char buf[CMSG_SPACE(2 * sizeof(int))];
+		char buf[CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} u;
-	struct iovec iov = { .iov_base = &proof, .iov_len = sizeof(proof) };
+	struct iovec iov = { .iov_base = wire, .iov_len = sizeof(wire) };
 	struct msghdr mh = {
 		.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
 		.msg_controllen = sizeof(u.buf),
 	};
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-	int fds[2] = { memfd, efd };
 
 	memcpy(proof.secret, secret, SHM_SECRET_LEN);
+	smcr_rv_proof_encode(&proof, wire);
 	memset(u.buf, 0, sizeof(u.buf));
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(fds));
-	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
-	if (smcr_libc.sendmsg(sock, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof(proof))
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &memfd, sizeof(int));
+	if (smcr_libc.sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(wire))
 		return -EPROTO;
 	return 0;
 }
 
-/* Receive a proof and exactly two fds (anything else: -EPROTO, fds closed). */
-static int recv_proof(int sock, int64_t deadline, struct shm_proof *proof, int fds[2])
+/*
+ * Receive a proof with exactly one fd (the peer's memfd, *memfd) and its
+ * sender's credentials (*cred): 0, -ETIMEDOUT, or -EPROTO (fds closed).
+ */
+static int recv_proof(int sock, int64_t deadline, struct smcr_rv_proof *proof, int *memfd,
+		      struct ucred *cred)
 {
 	union {
-		char buf[CMSG_SPACE(4 * sizeof(int))];
+		char buf[SMCR_RV_ANC_SPACE];
 		struct cmsghdr align;
 	} u;
-	struct iovec iov = { .iov_base = proof, .iov_len = sizeof(*proof) };
+	uint8_t wire[SMCR_RV_PROOF_LEN + 1];
+	struct iovec iov = { .iov_base = wire, .iov_len = sizeof(wire) };
 	struct msghdr mh = {
 		.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
 		.msg_controllen = sizeof(u.buf),
 	};
-	struct cmsghdr *cm;
-	int got = 0, rc;
+	struct smcr_rv_anc anc;
+	int rc;
 	ssize_t n;
 
-	fds[0] = fds[1] = -1;
+	*memfd = -1;
 	rc = smcr_sys_wait_fd(sock, POLLIN, deadline);
 	if (rc <= 0)
 		return rc == 0 ? -ETIMEDOUT : rc;
 	n = smcr_libc.recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 	if (n < 0)
 		return -errno;
-	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-		size_t k, cnt;
-
-		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-			continue;
-		cnt = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (k = 0; k < cnt; k++) {
-			int fd;
-
-			memcpy(&fd, CMSG_DATA(cm) + k * sizeof(int), sizeof(int));
-			/* The memfd (first) lives only until attach_peer() maps it. */
-			if (got == 0)
-				fds[got++] = fd;
-			else if (got == 1)
-				fds[got++] = smcr_sys_fd_high(fd);
-			else
-				smcr_sys_close(fd);
-		}
-	}
-	if (n != (ssize_t)sizeof(*proof) || got != 2 || (mh.msg_flags & MSG_CTRUNC) ||
-	    proof->magic != SHM_PROOF_MAGIC || proof->version != SHM_PROOF_VERSION) {
-		smcr_sys_close(fds[0]);
-		smcr_sys_close(fds[1]);
-		fds[0] = fds[1] = -1;
+	smcr_rv_anc_parse(u.buf, mh.msg_controllen, &anc);
+	if (smcr_rv_proof_decode(wire, (size_t)n, proof) != SMCR_WIRE_OK ||
+	    anc.nfds != 1 || anc.extra || !anc.has_cred || (mh.msg_flags & (MSG_CTRUNC | MSG_TRUNC))) {
+		for (unsigned i = 0; i < anc.nfds; i++)
+			smcr_sys_close(anc.fds[i]);
 		return -EPROTO;
 	}
+	/* Lives only until attach_peer() maps it: no move above the floor. */
+	*memfd = anc.fds[0];
+	cred->pid = anc.pid;
+	cred->uid = anc.uid;
 	return 0;
 }
 
@@ -670,28 +891,18 @@ static bool secret_equal(const uint8_t *a, const uint8_t *b)
 	return d == 0;
 }
 
-/* Take over the peer's memfd and eventfd after checking what they are. */
-static int attach_peer(struct smcr_xconn *xc, int fds[2], uint32_t ring_size)
+/* Map the peer's memfd after checking what it is (closed either way). */
+static int attach_peer(struct smcr_xconn *xc, int memfd, uint32_t ring_size)
 {
 	struct stat st;
 	int seals;
 
-	/* (Only shmem files take seals: the seal check below proves "memfd".) */
-	if (!fd_is(fds[1], "anon_inode:[eventfd]"))
-		goto bad;
-	/*
-	 * A blocking eventfd near its maximum count would block our doorbell
-	 * write forever: make it non-blocking (its file description is the
-	 * peer's, so this only changes what the peer gave us).
-	 */
-	if (smcr_libc.fcntl(fds[1], F_SETFL, O_NONBLOCK) < 0)
-		goto bad;
 	if (ring_size < smcr_clc_rmbe_size(0) || ring_size > smcr_clc_rmbe_size(SHM_MAX_CLASS) ||
 	    smcr_clc_rmbe_size(size_class(ring_size)) != ring_size)
 		goto bad;
-	/* Sealed against shrinking, and large enough: no SIGBUS while we write. */
-	seals = smcr_libc.fcntl(fds[0], F_GET_SEALS);
-	if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(fds[0], &st) < 0 ||
+	/* Only shmem files take seals: sealed against shrinking, and large enough: no SIGBUS. */
+	seals = smcr_libc.fcntl(memfd, F_GET_SEALS);
+	if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(memfd, &st) < 0 ||
 	    st.st_size < (off_t)SHM_CTRL_LEN + ring_size)
 		goto bad;
 	xc->peer_dev = st.st_dev;
@@ -699,17 +910,15 @@ static int attach_peer(struct smcr_xconn *xc, int fds[2], uint32_t ring_size)
 	xc->peer_base = peer_map_get(st.st_dev, st.st_ino, ring_size, &xc->peer_map_len);
 	/* Not pre-faulted: a short connection touches few of the peer's pages. */
 	if (!xc->peer_base)
-		xc->peer_base = map_with_guard(fds[0], ring_size, &xc->peer_map_len);
+		xc->peer_base = map_with_guard(memfd, ring_size, &xc->peer_map_len);
 	if (!xc->peer_base)
 		goto bad;
-	smcr_sys_close(fds[0]);
+	smcr_sys_close(memfd);
 	xc->peer_ctrl = (struct shm_ctrl *)(void *)xc->peer_base;
 	xc->peer_ring_size = ring_size;
-	xc->peer_efd = fds[1];
 	return 0;
 bad:
-	smcr_sys_close(fds[0]);
-	smcr_sys_close(fds[1]);
+	smcr_sys_close(memfd);
 	return SMCR_CLC_DECL_INTERR;
 }
 
@@ -731,9 +940,16 @@ static int make_ready_fd(struct smcr_xconn *xc)
 	return 0;
 }
 
-static int own_region(struct smcr_xconn *xc)
+/*
+ * Our ring, just before its memfd goes to the peer: `peer` is the process
+ * it goes to if we know it for sure, else NULL (then never a region another
+ * process had).
+ */
+static int own_region(struct smcr_xconn *xc, struct shm_peer *peer)
 {
-	xc->own = region_get(xc->want_size, xc->peer_pid);
+	if (xc->own)
+		return 0;
+	xc->own = region_get(xc->want_size, peer);
 	if (!xc->own)
 		return SMCR_CLC_DECL_MEM;
 	xc->own_ctrl = (struct shm_ctrl *)(void *)xc->own->base;
@@ -797,7 +1013,7 @@ static int shm_create(int tcp_fd, uint32_t size, int timeout_ms, struct smcr_xco
 		return -ENOMEM;
 	xc->timeout_ms = timeout_ms;
 	xc->want_size = size;
-	xc->own_efd = xc->peer_efd = xc->ep_fd = xc->unix_fd = xc->rv_fd = xc->knock_fd = -1;
+	xc->own_efd = xc->ep_fd = xc->unix_fd = xc->rv_fd = xc->knock_fd = -1;
 	xc->own_efd = smcr_sys_eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (xc->own_efd < 0 || smcr_sys_random(xc->own_secret, sizeof(xc->own_secret)) < 0) {
 		int err = -errno;
@@ -854,6 +1070,7 @@ static int shm_client_propose(struct smcr_xconn *xc, struct smcr_clc_msg *prop)
 	 * part of a short connection's setup.  Without it (bind failed, older
 	 * server) the classic order still works.
 	 */
+	xc->rv_since_ns = boottime_ns();
 	if (rv_listen(&xc->rv_token, &xc->rv_fd) == 0) {
 		p->ism_gid_cnt = 2;
 		p->ism_gids[1].gid = xc->rv_token;
@@ -895,17 +1112,25 @@ static void fill_own_dmb(const struct smcr_xconn *xc, struct smcr_clc_msg *m, ui
 	a->ism_chid = SHM_CHID;
 	a->dmb_token = xc->token;
 	a->dmbe_idx = 0;
-	a->dmbe_size = (uint8_t)size_class(xc->own->ring_size);
+	/* Our ring may not exist yet: it is taken only when we know who gets it. */
+	a->dmbe_size = (uint8_t)size_class(xc->want_size);
 	memcpy(a->eid, shm_ueid, SMCR_CLC_EID_LEN);
 }
 
 /*
- * Knock on the rendezvous the Proposal named and leave our proof and fds
+ * Knock on the rendezvous the Proposal named and leave our proof and memfd
  * there: 0, or -1 (then the classic order).  They go only to the proposer:
  * the listener's creator must be the pid the Proposal announced (a name
  * squatted by another process fails that), and the client uses them only
  * after it checked our secret against the Accept.  Non-blocking connect: a
  * backlog a stranger filled must not stall us.
+ *
+ * The client's own proof comes later on this socket; until then we know
+ * only a pid that may have changed hands since the listener was made.  So
+ * a ring that was shared before goes out here only if the process we
+ * proved under that pid still lives (then nobody else can have it), and
+ * the ring is kept afterwards only if the client's proof shows that same
+ * process (region_put).
  */
 static int server_knock(struct smcr_xconn *xc, uint64_t name)
 {
@@ -913,13 +1138,16 @@ static int server_knock(struct smcr_xconn *xc, uint64_t name)
 	socklen_t clen = sizeof(cred);
 	struct sockaddr_un sa;
 	socklen_t salen;
-	int sock = smcr_sys_fd_high(
-		smcr_libc.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+	struct shm_peer *known;
+	int sock, rc;
 
+	xc->rv_since_ns = boottime_ns();
+	sock = smcr_sys_fd_high(
+		smcr_libc.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
 	if (sock < 0)
 		return -1;
 	rv_name(name, &sa, &salen);
-	if (smcr_libc.connect(sock, (struct sockaddr *)&sa, salen) < 0 ||
+	if (rv_passcred(sock) < 0 || smcr_libc.connect(sock, (struct sockaddr *)&sa, salen) < 0 ||
 	    smcr_libc.getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0)
 		goto classic;
 	if (cred.pid != xc->peer_pid) {
@@ -927,7 +1155,10 @@ static int server_knock(struct smcr_xconn *xc, uint64_t name)
 			  (int)xc->peer_pid);
 		goto classic;
 	}
-	if (send_proof(sock, xc->own_secret, xc->own->ring_size, xc->own->fd, xc->own_efd) < 0)
+	known = peer_known_alive(cred.pid, cred.uid);
+	rc = own_region(xc, known);
+	peer_unref(known);
+	if (rc || send_proof(sock, xc->own_secret, xc->own->ring_size, xc->own->fd) < 0)
 		goto classic;
 	xc->unix_fd = sock;
 	return 0;
@@ -940,7 +1171,6 @@ static int shm_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg *p
 			     struct smcr_clc_msg *acc)
 {
 	const struct smcr_clc_proposal *p = &prop->proposal;
-	int rc;
 
 	if (!smcr_shm_offer_is_ours(prop))
 		return SMCR_CLC_DECL_NOSMCD2DEV;
@@ -948,9 +1178,6 @@ static int shm_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg *p
 	xc->peer_pid = (pid_t)smcr_get_be32(p->peer_id);
 	if (xc->peer_pid <= 0)
 		return SMCR_CLC_DECL_CNFERR;
-	rc = own_region(xc);
-	if (rc)
-		return rc;
 	if (offers_rendezvous(p) && smcr_sys_random(&xc->token, sizeof(xc->token)) == 0 &&
 	    server_knock(xc, p->ism_gids[1].gid) == 0) {
 		fill_own_dmb(xc, acc, SMCR_CLC_ACCEPT);
@@ -958,6 +1185,7 @@ static int shm_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg *p
 		return 0;
 	}
 	/* Classic order: our rendezvous, named by the token; the client knocks. */
+	xc->rv_since_ns = boottime_ns();
 	if (rv_listen(&xc->token, &xc->rv_fd) < 0)
 		return SMCR_CLC_DECL_INTERR;
 	fill_own_dmb(xc, acc, SMCR_CLC_ACCEPT);
@@ -972,37 +1200,63 @@ static bool accept_is_ours(const struct smcr_clc_msg *m)
 	       m->accept.dmbe_size <= SHM_MAX_CLASS;
 }
 
+/*
+ * The peer's proof on `sock`: its secret must be the one the CLC exchange
+ * gave us and its ring `size` (0: any size); then its ring is mapped and
+ * its sender proven if it can be (xc->peer, for the pool).  0, -ETIMEDOUT or
+ * -EPROTO (nothing usable came), or a decline reason.
+ */
+static int take_proof(struct smcr_xconn *xc, int sock, int64_t deadline, uint32_t size)
+{
+	struct smcr_rv_proof proof;
+	struct ucred cred = { 0 };
+	int memfd, rc = recv_proof(sock, deadline, &proof, &memfd, &cred);
+
+	if (rc < 0)
+		return rc;
+	if (!secret_equal(proof.secret, xc->peer_secret) || (size && proof.ring_size != size)) {
+		smcr_sys_close(memfd);
+		smcr_warn("rendezvous: wrong secret from pid %d", (int)cred.pid);
+		return SMCR_CLC_DECL_CNFERR;
+	}
+	rc = attach_peer(xc, memfd, proof.ring_size);
+	if (rc)
+		return rc;
+	xc->peer = peer_prove(cred.pid, cred.uid, xc->rv_since_ns);
+	return 0;
+}
+
 /* Check the server's proof (its secret from the Accept, the ring it named) and map its ring. */
 static int client_take_proof(struct smcr_xconn *xc, int sock, int64_t deadline, uint32_t size)
 {
-	struct shm_proof proof;
-	int fds[2], rc;
+	int rc = take_proof(xc, sock, deadline, size);
 
-	rc = recv_proof(sock, deadline, &proof, fds);
 	if (rc < 0)
 		return rc == -ETIMEDOUT ? SMCR_CLC_DECL_TIMEOUT_AL : SMCR_CLC_DECL_PEERDECL;
-	if (!secret_equal(proof.secret, xc->peer_secret) || proof.ring_size != size) {
-		smcr_sys_close(fds[0]);
-		smcr_sys_close(fds[1]);
-		return SMCR_CLC_DECL_CNFERR;
-	}
-	return attach_peer(xc, fds, size);
+	return rc;
 }
 
-/* Our ring, for the peer process we now know, and our proof with its fds on unix_fd. */
-static int client_give_proof(struct smcr_xconn *xc)
+/* Our ring (see own_region for `to`), and our proof with its memfd on unix_fd. */
+static int client_give_proof(struct smcr_xconn *xc, struct shm_peer *to)
 {
-	int rc = own_region(xc);
+	int rc = own_region(xc, to);
 
 	if (rc)
 		return rc;
-	if (send_proof(xc->unix_fd, xc->own_secret, xc->own->ring_size, xc->own->fd,
-		       xc->own_efd) < 0)
+	if (send_proof(xc->unix_fd, xc->own_secret, xc->own->ring_size, xc->own->fd) < 0)
 		return SMCR_CLC_DECL_INTERR;
 	return 0;
 }
 
-/* Classic order: knock on the server's rendezvous, prove ourselves, take its answer. */
+/*
+ * Classic order: knock on the server's rendezvous, prove ourselves, take its
+ * answer.  Never blocks on the server: a rendezvous that does not take our
+ * knock at once (its backlog full: it does not accept) is given up, and its
+ * answer is awaited only until the CLC wait bound; either way TCP it is
+ * (TIMEOUT_AL in the stats).  Our ring goes out before the server's proof
+ * comes, as in server_knock: one that was shared before only to the process
+ * we proved under the listener's pid, if it still lives.
+ */
 static int client_knock(struct smcr_xconn *xc, uint64_t name, uint32_t size)
 {
 	int64_t deadline = smcr_sys_deadline(xc->timeout_ms);
@@ -1010,18 +1264,28 @@ static int client_knock(struct smcr_xconn *xc, uint64_t name, uint32_t size)
 	socklen_t clen = sizeof(cred);
 	struct sockaddr_un sa;
 	socklen_t salen;
+	struct shm_peer *known;
 	int rc;
 
-	xc->unix_fd = smcr_sys_fd_high(smcr_libc.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-	if (xc->unix_fd < 0)
+	xc->rv_since_ns = boottime_ns();
+	xc->unix_fd = smcr_sys_fd_high(
+		smcr_libc.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+	if (xc->unix_fd < 0 || rv_passcred(xc->unix_fd) < 0)
 		return SMCR_CLC_DECL_INTERR;
 	rv_name(name, &sa, &salen);
-	if (smcr_libc.connect(xc->unix_fd, (struct sockaddr *)&sa, salen) < 0)
+	if (smcr_libc.connect(xc->unix_fd, (struct sockaddr *)&sa, salen) < 0) {
+		if (errno == EAGAIN) {
+			smcr_warn("rendezvous: the server's does not accept: TCP");
+			return SMCR_CLC_DECL_TIMEOUT_AL;
+		}
 		return SMCR_CLC_DECL_NOSMCD2DEV;
+	}
 	if (smcr_libc.getsockopt(xc->unix_fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0)
 		return SMCR_CLC_DECL_INTERR;
 	xc->peer_pid = cred.pid;
-	rc = client_give_proof(xc);
+	known = peer_known_alive(cred.pid, cred.uid);
+	rc = client_give_proof(xc, known);
+	peer_unref(known);
 	if (rc)
 		return rc;
 	/* The server answers only once it has committed to this connection. */
@@ -1062,7 +1326,8 @@ static int client_take_knock(struct smcr_xconn *xc, uint32_t size)
 	}
 	if (rc)
 		return rc;
-	return client_give_proof(xc);
+	/* The server's proof came first: our ring goes to the process it proved. */
+	return client_give_proof(xc, xc->peer);
 }
 
 static int shm_client_attach(struct smcr_xconn *xc, const struct smcr_clc_msg *acc,
@@ -1099,8 +1364,7 @@ static int server_try_one(struct smcr_xconn *xc, int sock, int64_t deadline)
 {
 	struct ucred cred;
 	socklen_t clen = sizeof(cred);
-	struct shm_proof proof;
-	int fds[2], rc;
+	int rc;
 
 	if (smcr_libc.getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0 ||
 	    cred.pid != xc->peer_pid) {
@@ -1108,22 +1372,13 @@ static int server_try_one(struct smcr_xconn *xc, int sock, int64_t deadline)
 			  (int)xc->peer_pid);
 		return SMCR_CLC_DECL_CNFERR;
 	}
-	rc = recv_proof(sock, deadline, &proof, fds);
-	if (rc < 0)
-		return SMCR_CLC_DECL_CNFERR;
-	if (!secret_equal(proof.secret, xc->peer_secret)) {
-		smcr_sys_close(fds[0]);
-		smcr_sys_close(fds[1]);
-		smcr_warn("rendezvous: wrong secret from pid %d", (int)cred.pid);
-		return SMCR_CLC_DECL_CNFERR;
-	}
-	rc = attach_peer(xc, fds, proof.ring_size);
+	rc = take_proof(xc, sock, deadline, 0);
 	if (rc)
-		return rc;
+		return rc < 0 ? SMCR_CLC_DECL_CNFERR : rc;
 	/* Everything that can fail comes before the answer: the answer commits us. */
 	xc->unix_fd = sock;
-	if (make_ready_fd(xc) < 0 ||
-	    send_proof(sock, xc->own_secret, xc->own->ring_size, xc->own->fd, xc->own_efd) < 0) {
+	if (own_region(xc, xc->peer) || make_ready_fd(xc) < 0 ||
+	    send_proof(sock, xc->own_secret, xc->own->ring_size, xc->own->fd) < 0) {
 		xc->unix_fd = -1;
 		return SMCR_CLC_DECL_INTERR;
 	}
@@ -1152,22 +1407,15 @@ static int proof_queued(int sock)
  */
 static int server_take_proof(struct smcr_xconn *xc)
 {
-	struct shm_proof proof;
-	int fds[2], rc = proof_queued(xc->unix_fd);
+	int rc = proof_queued(xc->unix_fd);
 
 	if (rc == 0)
 		return -EAGAIN;
 	if (rc < 0) /* it hung up: declined, most likely (its Decline follows) */
 		return SMCR_CLC_DECL_PEERDECL;
-	if (recv_proof(xc->unix_fd, smcr_sys_now_ms(), &proof, fds) < 0)
+	rc = take_proof(xc, xc->unix_fd, smcr_sys_now_ms(), 0);
+	if (rc < 0)
 		return SMCR_CLC_DECL_CNFERR;
-	if (!secret_equal(proof.secret, xc->peer_secret)) {
-		smcr_sys_close(fds[0]);
-		smcr_sys_close(fds[1]);
-		smcr_warn("rendezvous: wrong secret from pid %d", (int)xc->peer_pid);
-		return SMCR_CLC_DECL_CNFERR;
-	}
-	rc = attach_peer(xc, fds, proof.ring_size);
 	if (rc)
 		return rc;
 	return make_ready_fd(xc) < 0 ? SMCR_CLC_DECL_INTERR : 0;
@@ -1271,12 +1519,56 @@ static int shm_write_peer(struct smcr_xconn *xc, uint32_t offset, const void *sr
 	return 0;
 }
 
-static void ring_doorbell(int efd)
+/* Our own "still ready" signal: an eventfd nobody else holds. */
+static void signal_self(struct smcr_xconn *xc)
 {
 	uint64_t one = 1;
 
-	/* EAGAIN means the counter is already huge: the reader will wake anyway. */
-	(void)!smcr_libc.write(efd, &one, sizeof(one));
+	(void)!smcr_libc.write(xc->own_efd, &one, sizeof(one));
+}
+
+/*
+ * Wake the peer: one byte on the rendezvous socket.  Blocking is decided
+ * here, per call: EAGAIN means its queue is full, so it has rings to wake
+ * it already.
+ */
+static void ring_peer(struct smcr_xconn *xc)
+{
+	static const char bell = 0;
+
+	(void)!smcr_libc.send(xc->unix_fd, &bell, sizeof(bell), MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+#define SHM_RINGS_PER_DRAIN 8
+
+/*
+ * Take the peer's rings off the socket, several in one call: a ring per
+ * re-arm may have piled up while we stayed ready.  What a hostile peer
+ * sends beyond that only wakes us again (then shm_peer_gone sees it).
+ * 1: drained (or nothing there), 0: the peer hung up.
+ */
+static int drain_rings(struct smcr_xconn *xc)
+{
+	char buf[SHM_RINGS_PER_DRAIN][8];
+	struct mmsghdr mm[SHM_RINGS_PER_DRAIN];
+	struct iovec iov[SHM_RINGS_PER_DRAIN];
+	int n;
+
+	memset(mm, 0, sizeof(mm));
+	for (int i = 0; i < SHM_RINGS_PER_DRAIN; i++) {
+		iov[i] = (struct iovec){ .iov_base = buf[i], .iov_len = sizeof(buf[i]) };
+		mm[i].msg_hdr.msg_iov = &iov[i];
+		mm[i].msg_hdr.msg_iovlen = 1;
+	}
+	/* (The engine's own socket: no wrapper to bypass, so the system call itself.) */
+	n = (int)syscall(SYS_recvmmsg, xc->unix_fd, mm, SHM_RINGS_PER_DRAIN, MSG_DONTWAIT, NULL);
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? 1 : 0;
+	/* A ring is one byte: an empty message is the end of the stream. */
+	for (int i = 0; i < n; i++)
+		if (mm[i].msg_len == 0)
+			return 0;
+	return 1;
 }
 
 /* Our CPU, + 1, for the peer's spin decision (rseq makes sched_getcpu() cheap). */
@@ -1304,19 +1596,28 @@ static int shm_send_ctrl(struct smcr_xconn *xc, const uint8_t msg[SMCR_CDC_MSG_L
 	publish_cpu(xc);
 	/* Pairs with shm_settle(): ring only if the peer said it may sleep. */
 	if (atomic_exchange_explicit(&pc->armed, 0, memory_order_seq_cst))
-		ring_doorbell(xc->peer_efd);
+		ring_peer(xc);
 	return 0;
 }
 
+/*
+ * Has the peer hung up?  A ring nobody announced (the peer sent without
+ * swapping `armed`, or we have not looked at `armed` yet) counts as a ring:
+ * the next settle takes it off, so it cannot keep our ready fd readable for
+ * ever, and a waiter that relies on it is not robbed of it here.
+ */
 static bool shm_peer_gone(struct smcr_xconn *xc)
 {
 	struct pollfd p = { .fd = xc->unix_fd, .events = POLLIN | POLLRDHUP };
 
 	if (xc->peer_gone)
 		return true;
-	/* Nothing is ever sent after the rendezvous: any event means gone (or hostile). */
-	if (smcr_libc.poll(&p, 1, 0) > 0 && p.revents)
-		xc->peer_gone = true;
+	if (smcr_libc.poll(&p, 1, 0) > 0) {
+		if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))
+			xc->peer_gone = true;
+		else if (p.revents & POLLIN)
+			xc->rang = true;
+	}
 	return xc->peer_gone;
 }
 
@@ -1364,9 +1665,10 @@ static int shm_ready_fd(const struct smcr_xconn *xc)
 }
 
 /*
- * Doorbell state: `own_efd` has a count if we signalled it (`signalled`) or
- * the peer rang (it swapped `armed` 1 -> 0 first).  Draining costs a read(),
- * signalling a write(); both happen only when the wanted state changes.
+ * Doorbell state: `own_efd` has a count if we signalled it (`signalled`),
+ * the socket holds rings if the peer swapped `armed` 1 -> 0 (`rang`).
+ * Draining costs a system call per source, signalling one; each happens
+ * only when the wanted state changes.
  */
 static bool shm_settle(struct smcr_xconn *xc, bool ready)
 {
@@ -1376,19 +1678,27 @@ static bool shm_settle(struct smcr_xconn *xc, bool ready)
 
 	if (atomic_load_explicit(armed, memory_order_acquire) == 0) {
 		/* The peer rang (or is about to: a spurious wake-up at worst). */
-		xc->signalled = true;
+		xc->rang = true;
 		atomic_store_explicit(armed, 1, memory_order_seq_cst);
 		look_again = true; /* a message may have beaten the store */
 	}
 	if (ready) {
-		if (!xc->signalled) {
-			ring_doorbell(xc->own_efd);
+		if (!xc->signalled && !xc->rang) {
+			signal_self(xc);
 			xc->signalled = true;
 		}
-	} else if (xc->signalled) {
+		return look_again;
+	}
+	if (xc->rang) {
+		if (drain_rings(xc) == 0)
+			xc->peer_gone = true;
+		xc->rang = false;
+		look_again = true; /* the drain may have eaten a ring that just came */
+	}
+	if (xc->signalled) {
 		(void)!smcr_libc.read(xc->own_efd, &v, sizeof(v));
 		xc->signalled = false;
-		look_again = true; /* the read may have eaten a ring that just came */
+		look_again = true;
 	}
 	return look_again;
 }
@@ -1438,13 +1748,13 @@ static void shm_destroy(struct smcr_xconn *xc, bool clean)
 		peer_map_put(xc);
 	if (xc->own)
 		xc->own->dirty = xc->rx_dirty;
-	smcr_sys_close(xc->peer_efd);
 	smcr_sys_close(xc->ep_fd);
 	smcr_sys_close(xc->unix_fd);
 	smcr_sys_close(xc->rv_fd);
 	smcr_sys_close(xc->knock_fd);
 	smcr_sys_close(xc->own_efd);
-	region_put(xc->own, clean);
+	region_put(xc->own, clean, xc->peer);
+	peer_unref(xc->peer);
 	xconn_free(xc);
 }
 
@@ -1459,12 +1769,12 @@ static void shm_forget(struct smcr_xconn *xc)
 		return;
 	if (xc->peer_base)
 		munmap(xc->peer_base, xc->peer_map_len);
-	smcr_sys_close(xc->peer_efd);
 	smcr_sys_close(xc->ep_fd);
 	smcr_sys_close(xc->unix_fd);
 	smcr_sys_close(xc->rv_fd);
 	smcr_sys_close(xc->own_efd);
 	region_free(xc->own); /* unmap and close our copy only */
+	peer_unref(xc->peer);
 	if (!xc->in_share)
 		free(xc);
 }
