@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Writes valid CLC, LLC and CDC messages of every form into a directory, as
- * fuzzer seeds next to the kernel captures: gen_seeds clc|llc|cdc|genl DIR.
+ * fuzzer seeds next to the kernel captures: gen_seeds clc|llc|cdc|genl|rv DIR.
  * For genl (netlink replies) only the ends of a reply: the kernel's captured
  * dumps (tests/data/kernel-smcr/genl-*.bin) are the seeds with content.
  */
@@ -14,6 +14,9 @@
 #include "smcr/cdc.h"
 #include "smcr/clc.h"
 #include "smcr/llc.h"
+#include "smcr/rendezvous.h"
+
+#include <sys/socket.h>
 
 static const char *out_dir;
 static unsigned seed_no;
@@ -159,10 +162,46 @@ static void gen_genl(void)
 		}
 }
 
+/*
+ * Rendezvous (fuzz_rv's layout: proof length, proof, control buffer): a
+ * proof with its memfd and its sender's credentials, as recvmsg fills them.
+ */
+static void gen_rv(void)
+{
+	struct smcr_rv_proof p = { .ring_size = 16u * 1024 << 4 };
+	uint8_t b[1 + SMCR_RV_PROOF_LEN + SMCR_RV_ANC_SPACE];
+	union {
+		uint8_t buf[SMCR_RV_ANC_SPACE];
+		struct cmsghdr align;
+	} u;
+	struct msghdr mh = { .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *cm;
+	struct ucred cred = { .pid = 4242, .uid = 1000, .gid = 1000 };
+	int fd = 7;
+
+	memset(&u, 0, sizeof(u));
+	memset(p.secret, 0x5a, sizeof(p.secret));
+	b[0] = SMCR_RV_PROOF_LEN;
+	smcr_rv_proof_encode(&p, b + 1);
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_CREDENTIALS;
+	cm->cmsg_len = CMSG_LEN(sizeof(cred));
+	memcpy(CMSG_DATA(cm), &cred, sizeof(cred));
+	cm = CMSG_NXTHDR(&mh, cm);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(fd));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(fd));
+	memcpy(b + 1 + SMCR_RV_PROOF_LEN, u.buf, sizeof(u.buf));
+	write_seed("rv", b, sizeof(b));
+	write_seed("rv", b, 1 + SMCR_RV_PROOF_LEN); /* no ancillary data */
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
-		fprintf(stderr, "usage: gen_seeds clc|llc|cdc|genl DIR\n");
+		fprintf(stderr, "usage: gen_seeds clc|llc|cdc|genl|rv DIR\n");
 		return 2;
 	}
 	out_dir = argv[2];
@@ -174,6 +213,8 @@ int main(int argc, char **argv)
 		gen_cdc();
 	else if (strcmp(argv[1], "genl") == 0)
 		gen_genl();
+	else if (strcmp(argv[1], "rv") == 0)
+		gen_rv();
 	else
 		return 2;
 	return 0;

@@ -11,7 +11,10 @@ fuzzer=$1 gen_seeds=$2 kind=$3 seconds=$4 kernel_dir=$5 kept=${6:-}
 work=$(mktemp -d "${TMPDIR:-/tmp}/smcr-fuzz-$kind.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/corpus" "$work/artifacts"
-cp "$kernel_dir"/"$kind"-*.bin "$work/corpus/"
+# (the same-host rendezvous has no kernel counterpart: our own seeds only)
+for f in "$kernel_dir"/"$kind"-*.bin; do
+	[ -e "$f" ] && cp "$f" "$work/corpus/"
+done
 if [ -n "$kept" ] && [ -d "$kept" ]; then
 	find "$kept" -type f -exec cp {} "$work/corpus/" \;
 fi
