@@ -17,8 +17,10 @@
  *                          lock is taken under a connection's, never the
  *                          other way round)
  *      share.c arena_lock  this process's fork-shared arenas
- *   1. lgr.c   list_mu     the SMC-R link groups (a group's own lock is taken
- *                          under it, never the other way round)
+ *   1. lgr.c   smcr_lgrs.mu the SMC-R link groups (lgr_int.h); a group's
+ *                          own lock (smcr_lgr.mu) is taken under it, and
+ *                          under a connection's lock (smcr_conn_lock), never
+ *                          the other way round
  *   2. shm.c   pool_lock   the same-host ring pool
  *   3. stats.c stats_lock  publishing the stats file
  *   4. eid.c   kernel_mu   the kernel's UEID table, read once

@@ -29,9 +29,9 @@
  * CDC is merged into the last one (cursors are cumulative, flags ORed), so a
  * connection nobody reads never holds the link's receive slots.
  *
- * Locking: one mutex per group around every wr.c call and all group state;
- * the engine's connection lock is always taken before it, never after.  A
- * global mutex guards the list of groups.  Blocking waits (CONFIRM LINK,
+ * Locking: one mutex per group (smcr_lgr.mu) around every wr.c call and
+ * all group state, and one for the list of groups; lgr_int.h says what each
+ * protects, engine.c gives the order.  Blocking waits (CONFIRM LINK,
  * send-queue room) run with the group mutex held only inside wr.c's bounded
  * waits, which keep re-posting receive slots as they poll.
  *
@@ -40,7 +40,7 @@
  * DELETE LINK (all, orderly) goes to the peer and the QP, CQs, buffers and
  * device context are freed.  A failed group (QP error, device event, the
  * peer's DELETE LINK, a protocol violation) resets every connection on it
- * and is never matched again.  See lgr.c for the one helper thread.
+ * and is never matched again.  See lgr_worker.c for the worker thread.
  *
  * Second link (SMC-Rv2, lgr_llc.c), both roles as the kernel's
  * smc_llc_srv_add_link() / smc_llc_cli_add_link():
@@ -133,10 +133,10 @@
 #define SMCR_LGR_LLC_FIRST_WAIT_MS 5000 /* kernel: SMC_LLC_WAIT_FIRST_TIME (CONFIRM LINK) */
 /*
  * A group no application thread took completions from for this long is
- * watched by the helper thread (lgr.c): it sleeps on the group's channel fd
+ * watched by the worker thread (lgr_worker.c): it sleeps on the group's channel fd
  * and answers LLC requests as they come (a Linux peer's TEST LINK or CONFIRM
  * RKEY wants its answer within SMC_LLC_WAIT_TIME, else it takes the link
- * down).  Shorter, and the helper would wake with the application's threads
+ * down).  Shorter, and the worker would wake with the application's threads
  * for data completions; the longest an LLC request waits while an
  * application thread is busy elsewhere.
  */
@@ -229,8 +229,8 @@ enum smcr_lgr_state {
 };
 
 struct smcr_lgr {
-	struct smcr_lgr *next_lgr; /* global list */
-	pthread_mutex_t mu;
+	struct smcr_lgr *next_lgr; /* the process's list (protected by smcr_lgrs.mu, lgr_int.h) */
+	pthread_mutex_t mu;         /* protects all below and every wr.c call on its links */
 	uint32_t id;
 	struct smcr_lgr_key key;
 	enum smcr_lgr_state state;
@@ -259,7 +259,7 @@ struct smcr_lgr {
 	uint32_t llc_qhead, llc_qcount;
 	int64_t last_rx_ms;        /* any message received (keepalive) */
 	int64_t last_drain_ms;     /* completions last taken by an application thread */
-	bool watched;              /* the helper sleeps on its channel (lgr.c): kick it for LLC */
+	bool watched;              /* the worker sleeps on its channel (lgr_worker.c): kick it for LLC */
 	int64_t testlink_sent_ms;  /* our TEST LINK request outstanding since; 0 = none */
 	bool peer_deleted;         /* the peer sent DELETE LINK */
 	uint64_t probes_sent;      /* TEST LINK requests; responses come in order */
@@ -361,7 +361,7 @@ struct smcr_lgr_buf *smcr_lgr_buf_get(struct smcr_lgr *lgr, uint32_t size, bool 
  * A fresh RMB on a group whose link is up already (not first contact): tell
  * the peer its rkey with LLC CONFIRM RKEY, as Linux does before its Accept or
  * Confirm on a reused group (the CLC message names it too, which is all a
- * single-link peer needs; the answer is waited for only with two links, lgr.c).  An RMB deregistered
+ * single-link peer needs; the answer is waited for only with two links, lgr_buf.c).  An RMB deregistered
  * while the group lives is withdrawn with DELETE RKEY (smcr_lgr_buf_put): a
  * Linux peer keeps every rkey it was told in a table of 255 per group.
  */
@@ -439,47 +439,6 @@ uint32_t smcr_lgr_qpn(const struct smcr_lgr *lgr);
 void smcr_lgr_set_idle_ms(int ms);
 /* Tests and stats: groups alive in this process, QPs among them. */
 unsigned smcr_lgr_count(void);
-
-/* lgr_llc.c, group mutex held. */
-/* A received LLC message, queued by the rx handler: handle it (may send). */
-/* `raw` holds min(len, SMCR_LGR_LLC_MSG_MAX) bytes of a `len`-byte message. */
-void smcr_lgr_llc_handle(struct smcr_lgr *lgr, unsigned link, const uint8_t *raw, uint32_t len);
-int smcr_lgr_llc_send_confirm_link(struct smcr_lgr *lgr, bool response, int timeout_ms);
-/* lgr.c, group mutex held: the second link, for lgr_llc.c's ADD LINK. */
-/* Open it towards the peer's QP `peer` on another device; register every buffer on it. */
-int smcr_lgr_alt_open(struct smcr_lgr *lgr, const struct smcr_ib_qp_info *peer,
-		      uint8_t link_num);
-/* Server: the reserved device's QP (INIT) and every buffer on its PD.  0 or -errno (closed). */
-int smcr_lgr_alt_start(struct smcr_lgr *lgr);
-/* The second link's QP to RTS towards the peer's new QP.  0 or -errno. */
-int smcr_lgr_alt_connect(struct smcr_lgr *lgr, const struct smcr_ib_qp_info *peer);
-/* Server: the ADD LINK or CONFIRM LINK of the second link went unanswered: give it up. */
-void smcr_lgr_llc_alt_timeout(struct smcr_lgr *lgr);
-/* Drop it (QP to error, MRs deregistered, device closed). */
-void smcr_lgr_alt_close(struct smcr_lgr *lgr);
-/* The wr link a connection's traffic (or link index `i`'s LLC) goes on. */
-struct smcr_wr_link *smcr_lgr_wr(struct smcr_lgr *lgr, unsigned i);
-int smcr_lgr_llc_send_test_link(struct smcr_lgr *lgr);
-void smcr_lgr_llc_send_delete_link(struct smcr_lgr *lgr, uint32_t reason, bool orderly);
-/* CONFIRM RKEY (confirm) or DELETE RKEY of one RMB, v2, no response awaited. */
-int smcr_lgr_llc_send_rkey(struct smcr_lgr *lgr, bool confirm, uint32_t rkey, uint64_t vaddr);
-/* DELETE LINK of one link (`link_num`, orderly: the group goes on), no response awaited. */
-void smcr_lgr_llc_send_delete_link_one(struct smcr_lgr *lgr, uint8_t link_num, uint32_t reason);
-/*
- * lgr.c, group mutex held: the second link goes down (failover, see above);
- * peer_asked: the peer's DELETE LINK says so (we answered it already).
- */
-void smcr_lgr_alt_down_locked(struct smcr_lgr *lgr, const char *why, bool peer_asked);
-/* lgr.c, group mutex held: the peer's RMB with `rkey` on link `link` (new: made), or NULL. */
-struct smcr_lgr_rtoken *smcr_lgr_rtoken_get_locked(struct smcr_lgr *lgr, unsigned link,
-						   uint32_t rkey);
-void smcr_lgr_rtoken_del_locked(struct smcr_lgr *lgr, unsigned link, uint32_t rkey);
-/* lgr.c, group mutex held: a TEST LINK response came in. */
-void smcr_lgr_probe_answered_locked(struct smcr_lgr *lgr);
-/* lgr.c, group mutex held: the group fails, every connection resets. */
-void smcr_lgr_fail_locked(struct smcr_lgr *lgr, const char *why);
-/* The same, logged as a failure or (an orderly end) as information. */
-void smcr_lgr_end_locked(struct smcr_lgr *lgr, const char *why, bool failure);
 
 /* Process life cycle, called only by engine.c (its lock order, its exit order). */
 void smcr_lgr_fork_prepare(void);

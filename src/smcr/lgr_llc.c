@@ -7,7 +7,7 @@
  *                 in RTS, the client answers it (and sends nothing over the
  *                 QP before it saw it); the group is ACTIVE from then on.
  *   TEST LINK     requests are answered by echoing them (flag 0x80); the
- *                 reaper (lgr.c) sends one when nothing arrived for
+ *                 worker (lgr_worker.c) sends one when nothing arrived for
  *                 SMCR_LGR_KEEPALIVE_MS, as the kernel does.
  *   DELETE LINK   from the peer: the group ends (every connection resets);
  *                 like the kernel, we then send our own "delete all" (no
@@ -52,15 +52,15 @@
  *                 remembered (the peer's rkey of each RMB on each link: a
  *                 connection that moves needs its twin) and answered
  *                 positively (a Linux peer sends them around every
- *                 reused RMB and waits 2 s for the answer: lgr.c takes LLC
- *                 work during handshakes and from the reaper).  We send
+ *                 reused RMB and waits 2 s for the answer: lgr_link.c takes LLC
+ *                 work during handshakes and from the worker).  We send
  *                 CONFIRM RKEY for an RMB registered on a group that is up
  *                 already, and DELETE RKEY for one deregistered while the
  *                 group lives, without waiting for the answer: with a single
  *                 link the rkey and address in CLC are all a peer needs
  *                 (af_smc.c takes the rtoken from the Accept/Confirm).  With
  *                 two links CONFIRM RKEY's answer is awaited before our CLC
- *                 Confirm, as the kernel's client does (lgr.c says why).
+ *                 Confirm, as the kernel's client does (lgr_buf.c says why).
  * Everything is sent in the v2 form (the group was set up by CLC v2).
  */
 #include <errno.h>
@@ -70,6 +70,7 @@
 #include "common/log.h"
 #include "smcr/lgr.h"
 #include "smcr/llc.h"
+#include "smcr/lgr_int.h"
 #include "smcr/sys.h"
 
 static int send_llc_on(struct smcr_lgr *g, unsigned link, const struct smcr_llc_msg *m,
@@ -259,7 +260,7 @@ static void note_add_link_rkeys(struct smcr_lgr *g, unsigned link,
  * the group (smcr_lgr_alt_reserve): its QP, every buffer on its PD, and ADD
  * LINK to the client over the first link, as the kernel's
  * smc_llc_srv_add_link(); the answer is awaited for SMCR_LGR_LLC_WAIT_MS
- * (the reaper gives it up then).
+ * (the worker gives it up then).
  */
 static void srv_add_link(struct smcr_lgr *g)
 {

@@ -31,6 +31,7 @@
 
 #include "common/real.h"
 #include "smcr/lgr.h"
+#include "smcr/lgr_int.h"
 #include "smcr/llc.h"
 #include "smcr/wire.h"
 #include "testdata.h"
