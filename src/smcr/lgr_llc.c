@@ -472,13 +472,197 @@ static bool alt_in_use(const struct smcr_lgr *g)
 	return false;
 }
 
+/* A received LLC message, as each handler gets it. */
+struct llc_rx {
+	struct smcr_lgr *g;
+	unsigned link;                 /* the link it came on (0, 1) */
+	const uint8_t *raw;            /* min(len, SMCR_LGR_LLC_MSG_MAX) bytes of it */
+	uint32_t len;                  /* as received */
+	const struct smcr_llc_msg *m;  /* decoded */
+	bool resp;                     /* a response (SMCR_LLC_FLAG_RESP) */
+	bool server;                   /* our role in the group */
+};
+
+/* Server: the client confirmed our second link (on itself, as the kernel and we answer). */
+static void second_link_confirmed(struct smcr_lgr *g)
+{
+	g->alt.state = SMCR_LGR_LINK_UP;
+	smcr_info("verbs: link group %u: second link %u up on %s (peer QP %u)", g->id,
+		  g->alt.link_num, g->alt.port->name, g->alt.peer_qpn);
+}
+
+/* Client: the server confirms the second link on its new QP, once. */
+static void confirm_second_link(const struct llc_rx *rx)
+{
+	struct smcr_lgr *g = rx->g;
+
+	if (rx->resp || rx->server || g->alt.state != SMCR_LGR_LINK_PENDING) {
+		smcr_lgr_fail_locked(g, "unexpected CONFIRM LINK on the second link");
+		return;
+	}
+	if (send_confirm_link_on(g, 1, true, SMCR_LGR_LLC_WAIT_MS)) {
+		smcr_lgr_fail_locked(g, "cannot answer CONFIRM LINK on the second link");
+		return;
+	}
+	g->alt.state = SMCR_LGR_LINK_UP;
+	smcr_info("verbs: link group %u: second link %u up", g->id, g->alt.link_num);
+}
+
+/* First contact: the server asks, the client answers, once; the group is ACTIVE. */
+static void confirm_first_link(const struct llc_rx *rx)
+{
+	struct smcr_lgr *g = rx->g;
+
+	if (rx->resp != rx->server || g->state != SMCR_LGR_PENDING) {
+		smcr_lgr_fail_locked(g, "unexpected CONFIRM LINK");
+		return;
+	}
+	if (!rx->resp) /* the server's link id, adopted */
+		g->link_num = rx->m->confirm_link.link_num;
+	if (!rx->resp && smcr_lgr_llc_send_confirm_link(g, true, SMCR_LGR_LLC_WAIT_MS)) {
+		smcr_lgr_fail_locked(g, "cannot answer CONFIRM LINK");
+		return;
+	}
+	g->state = SMCR_LGR_ACTIVE;
+	if (rx->server && g->alt.state == SMCR_LGR_LINK_ADDING && !g->alt.since_ms)
+		srv_add_link(g);
+}
+
+static void llc_rx_confirm_link(const struct llc_rx *rx)
+{
+	struct smcr_lgr *g = rx->g;
+
+	if (rx->server && rx->resp && g->alt.state == SMCR_LGR_LINK_PENDING &&
+	    rx->m->confirm_link.link_num == g->alt.link_num)
+		second_link_confirmed(g);
+	else if (rx->link == 1)
+		confirm_second_link(rx);
+	else
+		confirm_first_link(rx);
+}
+
+static void llc_rx_test_link(const struct llc_rx *rx)
+{
+	struct smcr_lgr *g = rx->g;
+
+	if (!rx->resp)
+		answer(g, rx->link, rx->raw, rx->len, 0);
+	else if (g->probes_answered < g->probes_sent)
+		smcr_lgr_probe_answered_locked(g);
+}
+
+/*
+ * The second link only, the kernel's smc_llc_process_cli_delete_link
+ * (client: answered, reason 0, on the link it came on) and
+ * smc_llc_process_srv_delete_link (server: its connections move first, then
+ * the request goes back to the client, which answers it): dropped, its
+ * connections on the first link, the group goes on with one link.
+ */
+static void delete_second_link(const struct llc_rx *rx)
+{
+	struct smcr_lgr *g = rx->g;
+
+	if (!rx->server)
+		answer_delete_link(g, rx->link, rx->raw, rx->len, 0);
+	if (g->state == SMCR_LGR_DEAD)
+		return;
+	if (alt_in_use(g)) {
+		smcr_lgr_alt_down_locked(g, "the peer deleted it (DELETE LINK)", true);
+	} else {
+		smcr_info("verbs: link group %u: the peer deleted the second link", g->id);
+		smcr_lgr_alt_close(g);
+	}
+	if (rx->server && g->state != SMCR_LGR_DEAD)
+		send_back(g, rx->link, rx->raw, rx->len);
+}
+
+static void llc_rx_delete_link(const struct llc_rx *rx)
+{
+	struct smcr_lgr *g = rx->g;
+	const struct smcr_llc_msg *m = rx->m;
+	bool all = m->hdr.flags & SMCR_LLC_FLAG_DEL_LINK_ALL;
+
+	if (rx->resp)
+		return;
+	if (!all && link_index(g, m->delete_link.link_num) == 1) {
+		delete_second_link(rx);
+		return;
+	}
+	if (!all && !rx->server && link_index(g, m->delete_link.link_num) < 0) {
+		/* a link we dropped already (the server's echo of our own DELETE LINK) */
+		answer_delete_link(g, rx->link, rx->raw, rx->len, SMCR_LLC_DEL_NOLNK);
+		return;
+	}
+	if (!all && m->delete_link.link_num != g->link_num &&
+	    (g->alt.state == SMCR_LGR_LINK_NONE || m->delete_link.link_num != g->alt.link_num)) {
+		/* a link we do not have (a second link given up): nothing to do */
+		smcr_dbg("verbs: link group %u: DELETE LINK %u ignored", g->id,
+			 m->delete_link.link_num);
+		return;
+	}
+	g->peer_deleted = true;
+	smcr_lgr_llc_send_delete_link(g, m->delete_link.reason, false);
+	smcr_lgr_end_locked(g, "the peer deleted the link (DELETE LINK)",
+			    !(m->hdr.flags & SMCR_LLC_FLAG_DEL_LINK_ORDERLY));
+}
+
+static void llc_rx_add_link(const struct llc_rx *rx)
+{
+	if (rx->resp) {
+		if (rx->server)
+			srv_add_link_answer(rx->g, rx->link, rx->m);
+		return;
+	}
+	/* no alternate path: rejected (a v2 receiver keys on 0x40) */
+	if (add_link(rx->g, rx->link, rx->m))
+		answer(rx->g, rx->link, rx->raw, rx->len, SMCR_LLC_FLAG_ADD_LINK_REJ);
+}
+
+static void llc_rx_confirm_rkey(const struct llc_rx *rx)
+{
+	struct smcr_lgr *g = rx->g;
+
+	if (rx->resp) {
+		if (g->rkey_confirms_answered < g->rkey_confirms_sent)
+			g->rkey_confirms_answered++; /* smcr_lgr_rkey_confirm waits for it */
+		return;
+	}
+	note_confirm_rkey(g, rx->link, &rx->m->confirm_rkey);
+	answer(g, rx->link, rx->raw, rx->len, 0);
+}
+
+static void llc_rx_delete_rkey(const struct llc_rx *rx)
+{
+	const struct smcr_llc_delete_rkey *d = &rx->m->delete_rkey;
+
+	if (rx->resp)
+		return;
+	for (unsigned i = 0; i < d->num_rkeys && i < SMCR_LLC_DEL_RKEY_V2_MAX; i++)
+		smcr_lgr_rtoken_del_locked(rx->g, rx->link, d->rkeys[i]);
+	answer(rx->g, rx->link, rx->raw, rx->len, 0); /* every rkey known */
+}
+
+/*
+ * One handler a message type, as net/smc dispatches; other types are
+ * dropped, as Linux does.
+ */
+static void (*const llc_rx_handlers[])(const struct llc_rx *rx) = {
+	[SMCR_LLC_CONFIRM_LINK] = llc_rx_confirm_link,
+	[SMCR_LLC_ADD_LINK] = llc_rx_add_link,
+	[SMCR_LLC_DELETE_LINK] = llc_rx_delete_link,
+	[SMCR_LLC_CONFIRM_RKEY] = llc_rx_confirm_rkey,
+	[SMCR_LLC_TEST_LINK] = llc_rx_test_link,
+	[SMCR_LLC_DELETE_RKEY] = llc_rx_delete_rkey,
+};
+
 void smcr_lgr_llc_handle(struct smcr_lgr *g, unsigned link, const uint8_t *raw, uint32_t len)
 {
 	uint32_t kept = len < SMCR_LGR_LLC_MSG_MAX ? len : SMCR_LGR_LLC_MSG_MAX;
 	bool server = g->key.role == SMCR_LGR_SERVER;
 	struct smcr_llc_msg m;
 	enum smcr_llc_err err;
-	bool resp;
+	struct llc_rx rx = { .g = g, .link = link, .raw = raw, .len = len, .m = &m,
+			     .server = server };
 
 	/* an ADD LINK answer longer than we keep: its head has all a server needs */
 	if (smcr_llc_decode(raw, kept, &m, &err) != SMCR_WIRE_OK &&
@@ -490,123 +674,8 @@ void smcr_lgr_llc_handle(struct smcr_lgr *g, unsigned link, const uint8_t *raw, 
 			answer(g, link, raw, len, SMCR_LLC_FLAG_ADD_LINK_REJ);
 		return; /* unknown types are dropped, as Linux does */
 	}
-	resp = m.hdr.flags & SMCR_LLC_FLAG_RESP;
-	switch (m.hdr.type) {
-	case SMCR_LLC_CONFIRM_LINK:
-		if (server && resp && g->alt.state == SMCR_LGR_LINK_PENDING &&
-		    m.confirm_link.link_num == g->alt.link_num) {
-			/* our second link, confirmed (on itself, as the kernel and we answer) */
-			g->alt.state = SMCR_LGR_LINK_UP;
-			smcr_info("verbs: link group %u: second link %u up on %s (peer QP %u)", g->id,
-				  g->alt.link_num, g->alt.port->name, g->alt.peer_qpn);
-			return;
-		}
-		if (link == 1) {
-			/* the second link: the server confirms it on its new QP, once */
-			if (resp || server || g->alt.state != SMCR_LGR_LINK_PENDING) {
-				smcr_lgr_fail_locked(g, "unexpected CONFIRM LINK on the second link");
-				return;
-			}
-			if (send_confirm_link_on(g, 1, true, SMCR_LGR_LLC_WAIT_MS)) {
-				smcr_lgr_fail_locked(g, "cannot answer CONFIRM LINK on the second link");
-				return;
-			}
-			g->alt.state = SMCR_LGR_LINK_UP;
-			smcr_info("verbs: link group %u: second link %u up", g->id, g->alt.link_num);
-			return;
-		}
-		/* the server asks, the client answers, once */
-		if (resp != server || g->state != SMCR_LGR_PENDING) {
-			smcr_lgr_fail_locked(g, "unexpected CONFIRM LINK");
-			return;
-		}
-		if (!resp) /* the server's link id, adopted */
-			g->link_num = m.confirm_link.link_num;
-		if (!resp && smcr_lgr_llc_send_confirm_link(g, true, SMCR_LGR_LLC_WAIT_MS)) {
-			smcr_lgr_fail_locked(g, "cannot answer CONFIRM LINK");
-			return;
-		}
-		g->state = SMCR_LGR_ACTIVE;
-		if (server && g->alt.state == SMCR_LGR_LINK_ADDING && !g->alt.since_ms)
-			srv_add_link(g);
-		return;
-	case SMCR_LLC_TEST_LINK:
-		if (!resp)
-			answer(g, link, raw, len, 0);
-		else if (g->probes_answered < g->probes_sent)
-			smcr_lgr_probe_answered_locked(g);
-		return;
-	case SMCR_LLC_DELETE_LINK:
-		if (resp)
-			return;
-		if (!(m.hdr.flags & SMCR_LLC_FLAG_DEL_LINK_ALL) &&
-		    link_index(g, m.delete_link.link_num) == 1) {
-			/*
-			 * The second link only, the kernel's smc_llc_process_cli_delete_link
-			 * (client: answered, reason 0, on the link it came on) and
-			 * smc_llc_process_srv_delete_link (server: its connections move
-			 * first, then the request goes back to the client, which answers
-			 * it): dropped, its connections on the first link, the group goes
-			 * on with one link.
-			 */
-			if (!server)
-				answer_delete_link(g, link, raw, len, 0);
-			if (g->state == SMCR_LGR_DEAD)
-				return;
-			if (alt_in_use(g)) {
-				smcr_lgr_alt_down_locked(g, "the peer deleted it (DELETE LINK)", true);
-			} else {
-				smcr_info("verbs: link group %u: the peer deleted the second link", g->id);
-				smcr_lgr_alt_close(g);
-			}
-			if (server && g->state != SMCR_LGR_DEAD)
-				send_back(g, link, raw, len);
-			return;
-		}
-		if (!(m.hdr.flags & SMCR_LLC_FLAG_DEL_LINK_ALL) && !server &&
-		    link_index(g, m.delete_link.link_num) < 0) {
-			/* a link we dropped already (the server's echo of our own DELETE LINK) */
-			answer_delete_link(g, link, raw, len, SMCR_LLC_DEL_NOLNK);
-			return;
-		}
-		if (!(m.hdr.flags & SMCR_LLC_FLAG_DEL_LINK_ALL) && m.delete_link.link_num != g->link_num &&
-		    (g->alt.state == SMCR_LGR_LINK_NONE || m.delete_link.link_num != g->alt.link_num)) {
-			/* a link we do not have (a second link given up): nothing to do */
-			smcr_dbg("verbs: link group %u: DELETE LINK %u ignored", g->id,
-				 m.delete_link.link_num);
-			return;
-		}
-		g->peer_deleted = true;
-		smcr_lgr_llc_send_delete_link(g, m.delete_link.reason, false);
-		smcr_lgr_end_locked(g, "the peer deleted the link (DELETE LINK)",
-				    !(m.hdr.flags & SMCR_LLC_FLAG_DEL_LINK_ORDERLY));
-		return;
-	case SMCR_LLC_ADD_LINK:
-		if (resp) {
-			if (server)
-				srv_add_link_answer(g, link, &m);
-			return;
-		}
-		/* no alternate path: rejected (a v2 receiver keys on 0x40) */
-		if (add_link(g, link, &m))
-			answer(g, link, raw, len, SMCR_LLC_FLAG_ADD_LINK_REJ);
-		return;
-	case SMCR_LLC_CONFIRM_RKEY:
-	case SMCR_LLC_DELETE_RKEY: /* every rkey known */
-		if (resp) {
-			if (m.hdr.type == SMCR_LLC_CONFIRM_RKEY &&
-			    g->rkey_confirms_answered < g->rkey_confirms_sent)
-				g->rkey_confirms_answered++; /* smcr_lgr_rkey_confirm waits for it */
-			return;
-		}
-		if (m.hdr.type == SMCR_LLC_CONFIRM_RKEY)
-			note_confirm_rkey(g, link, &m.confirm_rkey);
-		else
-			for (unsigned i = 0; i < m.delete_rkey.num_rkeys && i < SMCR_LLC_DEL_RKEY_V2_MAX; i++)
-				smcr_lgr_rtoken_del_locked(g, link, m.delete_rkey.rkeys[i]);
-		answer(g, link, raw, len, 0);
-		return;
-	default:
-		return;
-	}
+	rx.resp = m.hdr.flags & SMCR_LLC_FLAG_RESP;
+	if (m.hdr.type < sizeof(llc_rx_handlers) / sizeof(llc_rx_handlers[0]) &&
+	    llc_rx_handlers[m.hdr.type])
+		llc_rx_handlers[m.hdr.type](&rx);
 }
