@@ -240,66 +240,109 @@ static size_t watch_fds_locked(const struct smcr_lgr *g, struct pollfd *p)
 	return n;
 }
 
+/* One pass over the groups: when to wake next, and the fds to sleep on. */
+struct worker_round {
+	int64_t now;
+	int64_t next;         /* the earliest deadline seen */
+	struct pollfd *pfd;   /* [0]: the kick eventfd, then each watched group's */
+	size_t n, cap;
+};
+
+static void wake_by(struct worker_round *r, int64_t at)
+{
+	if (at < r->next)
+		r->next = at;
+}
+
+/*
+ * One group, list mutex held: its timers and LLC work, and whether the
+ * worker sleeps on its channel.  True if it must be freed now.
+ */
+static bool visit(struct worker_round *r, struct smcr_lgr *g)
+{
+	uint64_t seen;
+	bool go, watch;
+
+	if (pthread_mutex_trylock(&g->mu)) {
+		/* an application thread is in it: in use, looked at again later */
+		wake_by(r, r->now + SMCR_LGR_LLC_WATCH_MS);
+		return false;
+	}
+	seen = delivered_locked(g);
+	go = tick_locked(g, r->now, &r->next, &watch);
+	if (go && g->state != SMCR_LGR_DEAD && g->connected) {
+		/* idle: tell the peer, as the kernel (all links, orderly) */
+		smcr_lgr_llc_send_delete_link(g, SMCR_LLC_DEL_PROG_INIT_TERM, true);
+		(void)smcr_wr_flush(g->link, LGR_EXIT_FLUSH_MS);
+		g->state = SMCR_LGR_DEAD;
+	}
+	if (watch && delivered_locked(g) != seen) {
+		/* we took CDCs: their readers come for them (and for the rest) */
+		g->last_drain_ms = r->now;
+		watch = false;
+		wake_by(r, r->now + SMCR_LGR_LLC_WATCH_MS);
+	}
+	g->watched = false;
+	if (!go && watch && g->state != SMCR_LGR_DEAD && watch_locked(g)) {
+		if (r->n + LGR_WATCH_FDS <= r->cap)
+			r->n += watch_fds_locked(g, r->pfd + r->n);
+		else /* no memory: a timer */
+			wake_by(r, r->now + SMCR_LGR_LLC_WATCH_MS);
+	}
+	pthread_mutex_unlock(&g->mu);
+	return go;
+}
+
+/* Room for the kick fd and every group's watch fds (on no memory: what there is). */
+static void round_start(struct worker_round *r)
+{
+	size_t want = 1 + LGR_WATCH_FDS * (size_t)smcr_lgrs.num;
+
+	/* no deadline anywhere: a day; a wake-up is an event, a kick or a deadline */
+	r->now = smcr_sys_now_ms();
+	r->next = r->now + 86400000;
+	r->n = 0;
+	if (want > r->cap) {
+		struct pollfd *bigger = realloc(r->pfd, want * sizeof(*r->pfd));
+
+		if (bigger) {
+			r->pfd = bigger;
+			r->cap = want;
+		}
+	}
+	if (r->cap)
+		r->pfd[r->n++] = (struct pollfd){ .fd = smcr_lgrs.worker_kick_fd, .events = POLLIN };
+}
+
+/* List mutex dropped: until the next deadline, a kick or a watched fd's event. */
+static void round_sleep(struct worker_round *r)
+{
+	int64_t now = smcr_sys_now_ms();
+	int timeout = 0;
+
+	if (r->next > now)
+		timeout = r->next - now > 86400000 ? 86400000 : (int)(r->next - now);
+	/* n == 0 (no memory): a plain sleep */
+	if (smcr_libc.poll(r->pfd, r->n, timeout) > 0 && (r->pfd[0].revents & POLLIN)) {
+		uint64_t v;
+
+		(void)!smcr_libc.read(r->pfd[0].fd, &v, sizeof(v));
+	}
+}
+
 static void *worker(void *arg)
 {
-	struct pollfd *pfd = NULL;
-	size_t cap = 0;
+	struct worker_round r = { 0 };
 
 	(void)arg;
 	(void)pthread_setname_np(pthread_self(), "smcr-lgr");
 	pthread_mutex_lock(&smcr_lgrs.mu);
 	while (smcr_lgrs.head) {
-		/* no deadline anywhere: a day; a wake-up is an event, a kick or a deadline */
-		int64_t now = smcr_sys_now_ms(), next = now + 86400000;
-		size_t n = 0, want = 1 + LGR_WATCH_FDS * (size_t)smcr_lgrs.num;
-		int timeout;
-
-		if (want > cap) {
-			struct pollfd *bigger = realloc(pfd, want * sizeof(*pfd));
-
-			if (bigger) {
-				pfd = bigger;
-				cap = want;
-			}
-		}
-		if (cap)
-			pfd[n++] = (struct pollfd){ .fd = smcr_lgrs.worker_kick_fd, .events = POLLIN };
+		round_start(&r);
 		for (struct smcr_lgr **p = &smcr_lgrs.head; *p;) {
 			struct smcr_lgr *g = *p;
-			uint64_t seen;
-			bool go, watch;
 
-			if (pthread_mutex_trylock(&g->mu)) {
-				/* an application thread is in it: in use, looked at again later */
-				if (now + SMCR_LGR_LLC_WATCH_MS < next)
-					next = now + SMCR_LGR_LLC_WATCH_MS;
-				p = &g->next_lgr;
-				continue;
-			}
-			seen = delivered_locked(g);
-			go = tick_locked(g, now, &next, &watch);
-			if (go && g->state != SMCR_LGR_DEAD && g->connected) {
-				/* idle: tell the peer, as the kernel (all links, orderly) */
-				smcr_lgr_llc_send_delete_link(g, SMCR_LLC_DEL_PROG_INIT_TERM, true);
-				(void)smcr_wr_flush(g->link, LGR_EXIT_FLUSH_MS);
-				g->state = SMCR_LGR_DEAD;
-			}
-			if (watch && delivered_locked(g) != seen) {
-				/* we took CDCs: their readers come for them (and for the rest) */
-				g->last_drain_ms = now;
-				watch = false;
-				if (now + SMCR_LGR_LLC_WATCH_MS < next)
-					next = now + SMCR_LGR_LLC_WATCH_MS;
-			}
-			g->watched = false;
-			if (!go && watch && g->state != SMCR_LGR_DEAD && watch_locked(g)) {
-				if (n + LGR_WATCH_FDS <= cap)
-					n += watch_fds_locked(g, pfd + n);
-				else if (now + SMCR_LGR_LLC_WATCH_MS < next) /* no memory: a timer */
-					next = now + SMCR_LGR_LLC_WATCH_MS;
-			}
-			pthread_mutex_unlock(&g->mu);
-			if (!go) {
+			if (!visit(&r, g)) {
 				p = &g->next_lgr;
 				continue;
 			}
@@ -310,23 +353,14 @@ static void *worker(void *arg)
 		}
 		if (!smcr_lgrs.head)
 			break;
-		if (n == 0 || pfd[0].fd < 0) { /* no kick can reach us: look every so often */
-			if (now + SMCR_LGR_LLC_WATCH_MS < next)
-				next = now + SMCR_LGR_LLC_WATCH_MS;
-		}
+		if (r.n == 0 || r.pfd[0].fd < 0) /* no kick can reach us: look every so often */
+			wake_by(&r, r.now + SMCR_LGR_LLC_WATCH_MS);
 		pthread_mutex_unlock(&smcr_lgrs.mu);
-		now = smcr_sys_now_ms();
-		timeout = next <= now ? 0 : next - now > 86400000 ? 86400000 : (int)(next - now);
-		/* n == 0 (no memory): a plain sleep */
-		if (smcr_libc.poll(pfd, n, timeout) > 0 && (pfd[0].revents & POLLIN)) {
-			uint64_t v;
-
-			(void)!smcr_libc.read(pfd[0].fd, &v, sizeof(v));
-		}
+		round_sleep(&r);
 		pthread_mutex_lock(&smcr_lgrs.mu);
 	}
 	smcr_lgrs.worker_running = false;
 	pthread_mutex_unlock(&smcr_lgrs.mu);
-	free(pfd);
+	free(r.pfd);
 	return NULL;
 }
