@@ -26,7 +26,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <time.h>
+
+#include "common/clock.h" /* smcr_now_ns(): how long a spin ran */
 
 #define SMCR_SPIN_GOV_MAX_SHIFT 8u
 
@@ -62,14 +63,6 @@ static inline void smcr_cpu_relax(void)
 #elif defined(__aarch64__)
 	__asm__ __volatile__("yield");
 #endif
-}
-
-static inline int64_t smcr_spin_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 #endif

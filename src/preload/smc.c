@@ -51,6 +51,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/config.h"
 #include "common/log.h"
 #include "preload/preload.h"
@@ -200,14 +201,6 @@ static void reg_put(struct listener_reg *r)
 }
 
 /* ---- small helpers ----------------------------------------------------------- */
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* poll one fd through libc; 1 ready, 0 timeout, -errno. */
 static int wait_fd(int fd, short events, int timeout_ms)
@@ -558,7 +551,7 @@ static int64_t io_deadline(int fd, enum smcr_io_kind kind, bool may_block)
 	if (kind == SMCR_IO_POLL || !may_block)
 		return 0;
 	ms = timeval_ms(fd, kind == SMCR_IO_WRITE ? SO_SNDTIMEO : SO_RCVTIMEO);
-	return ms > 0 ? now_ms() + ms : INT64_MAX; /* the engine's own bound ends it anyway */
+	return ms > 0 ? smcr_now_ms() + ms : INT64_MAX; /* the engine's own bound ends it anyway */
 }
 
 static int handshake_step(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, bool may_block)
@@ -696,7 +689,7 @@ static int server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 		}
 		/* NEED_MORE: a valid Proposal prefix, or nothing yet. */
 		if (pending_bytes(fd) > 0) {
-			int64_t now = now_ms();
+			int64_t now = smcr_now_ms();
 
 			if (partial_deadline < 0)
 				partial_deadline = now + PARTIAL_PROPOSAL_MS;
@@ -780,12 +773,12 @@ int smcr_smc_settle(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, boo
 		if (rcv_timeout == 0) {
 			rcv_timeout = timeval_ms(fd, SO_RCVTIMEO);
 			if (rcv_timeout > 0)
-				deadline = now_ms() + rcv_timeout;
+				deadline = smcr_now_ms() + rcv_timeout;
 			else
 				rcv_timeout = -1;
 		}
 		rc = wait_fd(fd, POLLIN,
-			     rcv_timeout < 0 ? -1 : (int)(deadline > now_ms() ? deadline - now_ms() : 0));
+			     rcv_timeout < 0 ? -1 : (int)(deadline > smcr_now_ms() ? deadline - smcr_now_ms() : 0));
 		if (rc < 0)
 			return rc;
 		if (rc == 0)

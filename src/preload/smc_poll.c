@@ -652,7 +652,7 @@ static void spin_set_collect(int epfd, struct smcr_smc_spin_set *set)
 int smcr_smc_epoll_spin(int epfd, struct epoll_event *events, int maxevents,
 			const sigset_t *mask, bool pwait, struct smcr_smc_spin_set *set)
 {
-	int64_t end = smcr_spin_now_ns() + (int64_t)smcr_smc_spin_us * 1000;
+	int64_t end = smcr_now_ns() + (int64_t)smcr_smc_spin_us * 1000;
 	bool spun = false, allow;
 
 	spin_set_collect(epfd, set);
@@ -669,7 +669,7 @@ int smcr_smc_epoll_spin(int epfd, struct epoll_event *events, int maxevents,
 			return n;
 		}
 		spun = true;
-		if (smcr_spin_now_ns() > end)
+		if (smcr_now_ns() > end)
 			break;
 		smcr_cpu_relax();
 	}
@@ -729,14 +729,6 @@ bool smcr_smc_select_needed(int nfds, const fd_set *r, const fd_set *w, const fd
 			return true;
 	}
 	return false;
-}
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 struct poll_slot {
@@ -824,12 +816,12 @@ int smcr_smc_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeo
 {
 	struct poll_slot stack_slots[32], *slots = stack_slots;
 	struct pollfd stack_copy[32], *copy = stack_copy;
-	int64_t deadline = timeout ? now_ns() + timeout->tv_sec * 1000000000LL + timeout->tv_nsec
+	int64_t deadline = timeout ? smcr_now_ns() + timeout->tv_sec * 1000000000LL + timeout->tv_nsec
 				   : -1;
 	/* Opt-in spin: non-blocking rounds until this, while a peer runs. */
 	int64_t spin_end = smcr_smc_spin_us > 0 && !(timeout && !timeout->tv_sec && !timeout->tv_nsec) &&
 				   smcr_spin_gov_allow(&poll_gov)
-				   ? now_ns() + (int64_t)smcr_smc_spin_us * 1000
+				   ? smcr_now_ns() + (int64_t)smcr_smc_spin_us * 1000
 				   : 0;
 	bool spun = false, won = false;
 	int rc = -1, err = 0;
@@ -886,7 +878,7 @@ int smcr_smc_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeo
 			}
 		}
 		if (!ready && spin_end) {
-			spinning = now_ns() < spin_end && slots_peer_running(slots, nfds);
+			spinning = smcr_now_ns() < spin_end && slots_peer_running(slots, nfds);
 			if (!spinning)
 				spin_end = 0;
 			spun |= spinning;
@@ -896,7 +888,7 @@ int smcr_smc_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeo
 			left.tv_nsec = 0;
 			tp = &left;
 		} else if (deadline >= 0) {
-			int64_t ns = deadline - now_ns();
+			int64_t ns = deadline - smcr_now_ns();
 
 			if (ns < 0)
 				ns = 0;
@@ -929,7 +921,7 @@ int smcr_smc_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeo
 		}
 		rc = count;
 		won |= spinning && count;
-		if (count || (deadline >= 0 && now_ns() >= deadline))
+		if (count || (deadline >= 0 && smcr_now_ns() >= deadline))
 			break;
 		if (spinning)
 			smcr_cpu_relax();

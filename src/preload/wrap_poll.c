@@ -129,14 +129,6 @@ SMCR_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 	return smcr_smc_epoll_ctl(epfd, op, fd, event);
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /*
  * Reports of SMC doorbells and candidates are translated; when every report
  * was a spurious doorbell, wait again for what is left of the timeout.
@@ -144,7 +136,7 @@ static int64_t mono_ms(void)
 static int epoll_wait_loop(int epfd, struct epoll_event *events, int maxevents, int timeout,
 			   const sigset_t *mask, bool pwait)
 {
-	int64_t deadline = timeout > 0 ? mono_ms() + timeout : 0;
+	int64_t deadline = timeout > 0 ? smcr_now_ms() + timeout : 0;
 	int wait_ms = timeout;
 
 	for (;;) {
@@ -157,7 +149,7 @@ static int epoll_wait_loop(int epfd, struct epoll_event *events, int maxevents, 
 		if (n > 0 || timeout == 0)
 			return n;
 		if (timeout > 0) {
-			int64_t left = deadline - mono_ms();
+			int64_t left = deadline - smcr_now_ms();
 
 			if (left <= 0)
 				return 0;
@@ -181,11 +173,11 @@ static int epoll_wait_translated(int epfd, struct epoll_event *events, int maxev
 	if (smcr_smc_spin_us <= 0 || timeout == 0 || !smcr_smc_epoll_active() ||
 	    smcr_guard_inside())
 		return epoll_wait_loop(epfd, events, maxevents, timeout, mask, pwait);
-	start = mono_ms();
+	start = smcr_now_ms();
 	n = smcr_smc_epoll_spin(epfd, events, maxevents, mask, pwait, &spin);
 	if (n == 0) {
 		if (timeout > 0) {
-			int64_t left = timeout - (mono_ms() - start);
+			int64_t left = timeout - (smcr_now_ms() - start);
 
 			timeout = left > 0 ? (int)left : 0;
 		}
@@ -220,7 +212,7 @@ SMCR_EXPORT int epoll_pwait2(int epfd, struct epoll_event *events, int maxevents
 	SMCR_REAL_OR_ENOSYS(epoll_pwait2);
 	if (smcr_smc_spin_us > 0 && ms != 0 && smcr_smc_epoll_active() && !smcr_guard_inside()) {
 		/* As epoll_wait: spin first, then wait for what is left of the timeout. */
-		int64_t start = smcr_spin_now_ns();
+		int64_t start = smcr_now_ns();
 
 		n = smcr_smc_epoll_spin(epfd, events, maxevents, mask, true, &spin);
 		if (n != 0) {
@@ -229,7 +221,7 @@ SMCR_EXPORT int epoll_pwait2(int epfd, struct epoll_event *events, int maxevents
 		}
 		if (timeout) {
 			int64_t ns = timeout->tv_sec * 1000000000LL + timeout->tv_nsec -
-				     (smcr_spin_now_ns() - start);
+				     (smcr_now_ns() - start);
 
 			if (ns < 0)
 				ns = 0;

@@ -126,7 +126,7 @@ static void exit_wait_peer_fin(struct smcr_sock *s)
 {
 	static int64_t deadline; /* atexit runs once, in one thread */
 	struct pollfd p = { .fd = s->tcp_fd, .events = POLLRDHUP };
-	int64_t now = smcr_sys_now_ms();
+	int64_t now = smcr_now_ms();
 
 	if (!deadline)
 		deadline = now + CLOSE_EXIT_PEER_FIN_MS;
@@ -135,7 +135,7 @@ static void exit_wait_peer_fin(struct smcr_sock *s)
 
 		if (n > 0 || (n < 0 && errno != EINTR))
 			break;
-		now = smcr_sys_now_ms();
+		now = smcr_now_ms();
 	}
 }
 

@@ -176,7 +176,7 @@ struct smcr_sock *smcr_conn_new(int tcp_fd, bool server, const struct smcr_trans
 	s->state = SMCR_CONN_ACTIVE;
 	s->spin_us = spin_us;
 	s->stats = smcr_stats_conn_open(s);
-	s->opened_ms = smcr_sys_now_ms();
+	s->opened_ms = smcr_now_ms();
 	return s;
 }
 
@@ -314,7 +314,7 @@ static int client_handshake(int fd, const struct smcr_transport_ops *ops, struct
 	if (rc)
 		return rc;
 	smcr_dbg("fd %d: Proposal sent %lld us after the handshake began", fd,
-		 (long long)((smcr_sys_now_ns() - t0) / 1000));
+		 (long long)((smcr_now_ns() - t0) / 1000));
 	rc = client_peek_reply(fd, ops, xc, smcr_sys_deadline(wait > CLC_FIRST_REPLY_MS ? wait
 										 : CLC_FIRST_REPLY_MS));
 	if (rc == 0)
@@ -326,7 +326,7 @@ static int client_handshake(int fd, const struct smcr_transport_ops *ops, struct
 	if (reply.hdr.type != SMCR_CLC_ACCEPT)
 		return -EPROTO;
 	smcr_dbg("fd %d: Accept read %lld us after the handshake began", fd,
-		 (long long)((smcr_sys_now_ns() - t0) / 1000));
+		 (long long)((smcr_now_ns() - t0) / 1000));
 	memset(&conf, 0, sizeof(conf));
 	rc = ops->client_attach(xc, &reply, &conf, peer_size);
 	if (rc > 0) {
@@ -338,7 +338,7 @@ static int client_handshake(int fd, const struct smcr_transport_ops *ops, struct
 		return rc;
 	rc = clc_send(fd, &conf, smcr_sys_deadline(wait));
 	smcr_dbg("fd %d: Confirm sent %lld us after the handshake began", fd,
-		 (long long)((smcr_sys_now_ns() - t0) / 1000));
+		 (long long)((smcr_now_ns() - t0) / 1000));
 	return rc;
 }
 
@@ -356,7 +356,7 @@ int smcr_sock_connect(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr
 	struct smcr_xconn *xc = NULL;
 	struct sockaddr_storage peer;
 	uint32_t peer_size = 0;
-	int64_t t0 = smcr_sys_now_ns();
+	int64_t t0 = smcr_now_ns();
 	int rc;
 
 	*out = NULL;
@@ -382,7 +382,7 @@ int smcr_sock_connect(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr
 			rc = -ENOMEM; /* after Confirm: too late to decline */
 	}
 	if (ops != &smcr_shm_ops && peer_addr(tcp_fd, &peer))
-		smcr_policy_rdma_result((struct sockaddr *)&peer, rc, smcr_sys_now_ms());
+		smcr_policy_rdma_result((struct sockaddr *)&peer, rc, smcr_now_ms());
 	if (rc == 0)
 		return 0;
 	if (xc)
@@ -443,7 +443,7 @@ int smcr_sock_classify_wait(int tcp_fd, int timeout_ms)
 			struct pollfd none = { .fd = -1 };
 
 			smcr_libc.poll(&none, 0, 1);
-			if (deadline >= 0 && smcr_sys_now_ms() >= deadline)
+			if (deadline >= 0 && smcr_now_ms() >= deadline)
 				return SMCR_CLASSIFY_NEED_MORE;
 		}
 	}
@@ -551,7 +551,7 @@ static int hs_finish(struct smcr_handshake *hs, const struct smcr_clc_msg *peeke
 	struct smcr_clc_msg reply;
 	int wait = CLC_WAIT_MS, rc;
 
-	rc = clc_recv(hs->tcp_fd, &reply, smcr_sys_now_ms()); /* all there: never waits */
+	rc = clc_recv(hs->tcp_fd, &reply, smcr_now_ms()); /* all there: never waits */
 	if (rc)
 		return rc;
 	if (reply.hdr.type != peeked->hdr.type)
@@ -610,7 +610,7 @@ static int hs_advance(struct smcr_handshake *hs)
 		 */
 		need++;
 	}
-	if (smcr_sys_now_ms() >= hs->deadline) {
+	if (smcr_now_ms() >= hs->deadline) {
 		smcr_warn("fd %d: no Confirm within %d ms of our Accept", hs->tcp_fd,
 			  (int)(hs->deadline - hs->accept_ns / 1000000));
 		return -ETIMEDOUT;
@@ -691,7 +691,7 @@ int smcr_sock_accept_step(struct smcr_handshake *hs, int64_t deadline, struct sm
 	*out = NULL;
 	for (;;) {
 		rc = hs_advance(hs);
-		if (rc != SMCR_ACCEPT_PENDING || smcr_sys_now_ms() >= deadline)
+		if (rc != SMCR_ACCEPT_PENDING || smcr_now_ms() >= deadline)
 			break;
 		hs_wait(hs, deadline);
 	}
@@ -702,7 +702,7 @@ int smcr_sock_accept_step(struct smcr_handshake *hs, int64_t deadline, struct sm
 	hs_clear_lowat(hs);
 	if (rc == 0) {
 		smcr_dbg("fd %d: Confirm taken %lld us after our Accept", hs->tcp_fd,
-			 (long long)((smcr_sys_now_ns() - hs->accept_ns) / 1000));
+			 (long long)((smcr_now_ns() - hs->accept_ns) / 1000));
 		*out = smcr_conn_new(hs->tcp_fd, true, hs->ops, hs->xc, hs->peer_size, hs->spin_us);
 		if (*out) {
 			hs->xc = NULL; /* the connection's now */
@@ -752,13 +752,13 @@ static int server_answer(int fd, const struct smcr_transport_ops *ops, struct sm
 	rc = decline > 0 ? decline : ops->server_accept(xc, prop, &acc);
 	if (rc > 0) {
 		/* a few dozen bytes into an idle socket's empty send buffer: never waits */
-		int drc = clc_send_decline(fd, (uint32_t)rc, smcr_sys_now_ms());
+		int drc = clc_send_decline(fd, (uint32_t)rc, smcr_now_ms());
 
 		return drc < 0 ? drc : rc;
 	}
 	if (rc < 0)
 		return rc;
-	return clc_send(fd, &acc, smcr_sys_now_ms());
+	return clc_send(fd, &acc, smcr_now_ms());
 }
 
 int smcr_sock_accept_start(int tcp_fd, const struct smcr_sock_opts *opts,
@@ -773,8 +773,8 @@ int smcr_sock_accept_start(int tcp_fd, const struct smcr_sock_opts *opts,
 
 	*out = NULL;
 	/* Classified already: the whole Proposal is in, reading it never waits. */
-	rc = clc_recv(tcp_fd, &prop, smcr_sys_now_ms());
-	prop_ns = smcr_sys_now_ns();
+	rc = clc_recv(tcp_fd, &prop, smcr_now_ms());
+	prop_ns = smcr_now_ns();
 	if (rc == 0 && prop.hdr.type != SMCR_CLC_PROPOSAL)
 		rc = -EPROTO;
 	if (rc == 0) {
@@ -801,7 +801,7 @@ int smcr_sock_accept_start(int tcp_fd, const struct smcr_sock_opts *opts,
 		hs->ops = ops;
 		hs->xc = xc;
 		hs->spin_us = opts ? opts->spin_us : 0;
-		hs->accept_ns = smcr_sys_now_ns();
+		hs->accept_ns = smcr_now_ns();
 		hs->deadline = smcr_sys_deadline(clc_wait_ms(opts));
 		hs->attach_rc = -EAGAIN;
 		hs->wait_fd = hs->timer_fd = hs->watched_xfd = -1;
@@ -1017,14 +1017,14 @@ void smcr_conn_check_peer(struct smcr_sock *s)
  */
 static bool spin_for_ctrl(struct smcr_sock *s)
 {
-	int64_t end = smcr_spin_now_ns() + (int64_t)s->spin_us * 1000;
+	int64_t end = smcr_now_ns() + (int64_t)s->spin_us * 1000;
 	unsigned i = 0;
 
 	while (s->ops->peer_running(s->xc)) {
 		if (s->ops->ctrl_pending(s->xc))
 			return true;
 		smcr_cpu_relax();
-		if ((++i & 63) == 0 && smcr_spin_now_ns() > end)
+		if ((++i & 63) == 0 && smcr_now_ns() > end)
 			break;
 	}
 	return false;

@@ -80,7 +80,7 @@ void smcr_eid_fork_done(void)
 
 static void kernel_read(struct smcr_genl_ueids *t)
 {
-	int64_t t0 = smcr_sys_now_ns();
+	int64_t t0 = smcr_now_ns();
 	const char *what = "no generic netlink socket";
 	char names[SMCR_CLC_MAX_EIDS * (SMCR_CLC_EID_LEN + 2)] = "";
 	int fd;
@@ -112,7 +112,7 @@ static void kernel_read(struct smcr_genl_ueids *t)
 			 i ? ", " : "", smcr_eid_len(t->eid[i]), (const char *)t->eid[i]);
 	smcr_dbg("SMC-Rv2: the kernel's user EID table: %s (%u valid, %u not; read in %lld us)",
 		 t->n ? names : "empty", t->n, t->bad,
-		 (long long)((smcr_sys_now_ns() - t0) / 1000));
+		 (long long)((smcr_now_ns() - t0) / 1000));
 }
 
 static const struct smcr_genl_ueids *kernel_table(void)

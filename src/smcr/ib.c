@@ -724,7 +724,7 @@ uint32_t smcr_ib_random_psn(void)
 	uint32_t psn = 0;
 
 	if (smcr_sys_random(&psn, sizeof(psn)) < 0)
-		psn = (uint32_t)smcr_sys_now_ms();
+		psn = (uint32_t)smcr_now_ms();
 	return psn & 0xffffffu;
 }
 
@@ -748,7 +748,7 @@ void smcr_ib_fork_done(void)
 
 static void *prep_thread(void *arg)
 {
-	int64_t t0 = smcr_sys_now_ns();
+	int64_t t0 = smcr_now_ns();
 	int n = -1;
 
 	(void)arg;
@@ -770,7 +770,7 @@ static void *prep_thread(void *arg)
 	}
 	pthread_mutex_unlock(&prep_mu);
 	smcr_dbg("verbs: libibverbs and its providers loaded ahead (%d devices) in %lld us", n,
-		 (long long)((smcr_sys_now_ns() - t0) / 1000));
+		 (long long)((smcr_now_ns() - t0) / 1000));
 	return NULL;
 }
 

@@ -271,7 +271,7 @@ int smcr_lgr_create(const struct smcr_lgr_key *key, struct smcr_ib_port **port,
 		smcr_lgr_free(g);
 		return rc;
 	}
-	g->last_rx_ms = smcr_sys_now_ms();
+	g->last_rx_ms = smcr_now_ms();
 	pthread_mutex_lock(&smcr_lgrs.mu);
 	g->id = next_id = (next_id + 1) & 0xffffffu ? (next_id + 1) & 0xffffffu : 1;
 	g->next_lgr = smcr_lgrs.head;
@@ -292,7 +292,7 @@ void smcr_lgr_put(struct smcr_lgr *g)
 	pthread_mutex_lock(&g->mu);
 	idle = --g->refs == 0;
 	if (idle)
-		g->idle_since_ms = smcr_sys_now_ms();
+		g->idle_since_ms = smcr_now_ms();
 	pthread_mutex_unlock(&g->mu);
 	if (idle) {
 		pthread_mutex_lock(&smcr_lgrs.mu);

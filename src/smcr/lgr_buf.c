@@ -153,7 +153,7 @@ void smcr_lgr_buf_put(struct smcr_lgr *g, struct smcr_lgr_buf *b, bool reuse)
  */
 void smcr_lgr_rkey_confirm(struct smcr_lgr *g, const struct smcr_lgr_buf *b)
 {
-	int64_t deadline = smcr_sys_now_ms() + SMCR_LGR_LLC_WAIT_MS;
+	int64_t deadline = smcr_now_ms() + SMCR_LGR_LLC_WAIT_MS;
 	uint64_t mine = 0;
 
 	pthread_mutex_lock(&g->mu);
@@ -164,7 +164,7 @@ void smcr_lgr_rkey_confirm(struct smcr_lgr *g, const struct smcr_lgr_buf *b)
 			mine = ++g->rkey_confirms_sent;
 	}
 	while (mine && g->state == SMCR_LGR_ACTIVE && g->alt.state == SMCR_LGR_LINK_UP &&
-	       g->rkey_confirms_answered < mine && smcr_sys_now_ms() < deadline) {
+	       g->rkey_confirms_answered < mine && smcr_now_ms() < deadline) {
 		if (smcr_lgr_arm_locked(g) < 0) {
 			smcr_lgr_fail_locked(g, "cannot arm the completion queue");
 			break;
@@ -173,7 +173,7 @@ void smcr_lgr_rkey_confirm(struct smcr_lgr *g, const struct smcr_lgr_buf *b)
 		if (g->rkey_confirms_answered >= mine)
 			break;
 		pthread_mutex_unlock(&g->mu);
-		(void)smcr_sys_wait_fd(g->epfd, POLLIN, smcr_sys_now_ms() + LGR_WAIT_SLICE_MS);
+		(void)smcr_sys_wait_fd(g->epfd, POLLIN, smcr_now_ms() + LGR_WAIT_SLICE_MS);
 		pthread_mutex_lock(&g->mu);
 	}
 	pthread_mutex_unlock(&g->mu);

@@ -93,7 +93,7 @@ static void on_message(struct smcr_lgr *g, unsigned link, const uint8_t *msg, ui
 {
 	uint32_t slot;
 
-	g->last_rx_ms = smcr_sys_now_ms();
+	g->last_rx_ms = smcr_now_ms();
 	if (g->state == SMCR_LGR_DEAD)
 		return;
 	if (msg[0] == SMCR_CDC_MSG_TYPE) {
@@ -168,7 +168,7 @@ void smcr_lgr_poll_locked(struct smcr_lgr *g)
 
 void smcr_lgr_drain_locked(struct smcr_lgr *g)
 {
-	g->last_drain_ms = smcr_sys_now_ms();
+	g->last_drain_ms = smcr_now_ms();
 	smcr_lgr_poll_locked(g);
 }
 
@@ -255,7 +255,7 @@ int smcr_lgr_wait_active_locked(struct smcr_lgr *g, int64_t deadline)
 			return 0;
 		if (g->state == SMCR_LGR_DEAD)
 			return -ECONNRESET;
-		left = deadline - smcr_sys_now_ms();
+		left = deadline - smcr_now_ms();
 		if (left <= 0)
 			return -ETIMEDOUT;
 		if (smcr_wr_arm(g->link) < 0)
@@ -265,7 +265,7 @@ int smcr_lgr_wait_active_locked(struct smcr_lgr *g, int64_t deadline)
 			continue;
 		pthread_mutex_unlock(&g->mu);
 		rc = smcr_sys_wait_fd(smcr_wr_fd(g->link), POLLIN,
-				      smcr_sys_now_ms() +
+				      smcr_now_ms() +
 					      (left < LGR_WAIT_SLICE_MS ? left : LGR_WAIT_SLICE_MS));
 		pthread_mutex_lock(&g->mu);
 		if (rc < 0)

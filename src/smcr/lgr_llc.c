@@ -298,7 +298,7 @@ static void srv_add_link(struct smcr_lgr *g)
 	if (rc)
 		smcr_lgr_alt_close(g);
 	else
-		g->alt.since_ms = smcr_sys_now_ms();
+		g->alt.since_ms = smcr_now_ms();
 }
 
 /*
@@ -340,7 +340,7 @@ static void srv_add_link_answer(struct smcr_lgr *g, unsigned link, const struct 
 		return;
 	}
 	g->alt.state = SMCR_LGR_LINK_PENDING;
-	g->alt.since_ms = smcr_sys_now_ms();
+	g->alt.since_ms = smcr_now_ms();
 }
 
 void smcr_lgr_llc_alt_timeout(struct smcr_lgr *g)

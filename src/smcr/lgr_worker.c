@@ -299,7 +299,7 @@ static void round_start(struct worker_round *r)
 	size_t want = 1 + LGR_WATCH_FDS * (size_t)smcr_lgrs.num;
 
 	/* no deadline anywhere: a day; a wake-up is an event, a kick or a deadline */
-	r->now = smcr_sys_now_ms();
+	r->now = smcr_now_ms();
 	r->next = r->now + 86400000;
 	r->n = 0;
 	if (want > r->cap) {
@@ -317,7 +317,7 @@ static void round_start(struct worker_round *r)
 /* List mutex dropped: until the next deadline, a kick or a watched fd's event. */
 static void round_sleep(struct worker_round *r)
 {
-	int64_t now = smcr_sys_now_ms();
+	int64_t now = smcr_now_ms();
 	int timeout = 0;
 
 	if (r->next > now)

@@ -119,13 +119,13 @@ int smcr_sock_connect_learned(const struct sockaddr *dst, socklen_t len)
 	/* Only where SMC could be proposed at all: nothing to learn elsewhere. */
 	if (!dest_is_loopback(&d) && !smcr_policy_match(cfg->peers, cfg->n_peers, dst))
 		return 0;
-	return smcr_learn_keep_tcp(dest_key(&d), smcr_sys_now_ms()) ? SMCR_REASON_SHORTFLOWS : 0;
+	return smcr_learn_keep_tcp(dest_key(&d), smcr_now_ms()) ? SMCR_REASON_SHORTFLOWS : 0;
 }
 
 void smcr_policy_conn_ended(const struct smcr_sock *s)
 {
 	struct sockaddr_in6 peer = { .sin6_family = AF_INET6 };
-	int64_t now = smcr_sys_now_ms();
+	int64_t now = smcr_now_ms();
 	struct dest d;
 
 	/* The client decides, so the client learns; the record says where to. */
@@ -232,7 +232,7 @@ bool smcr_policy_announce(const struct smcr_config *cfg, const struct sockaddr *
 	    smcr_policy_match(cfg->deny, cfg->n_deny, dst))
 		return false;
 	pthread_mutex_lock(&neg_lock);
-	e = neg_find(&d, smcr_sys_now_ms());
+	e = neg_find(&d, smcr_now_ms());
 	pthread_mutex_unlock(&neg_lock);
 	return !e;
 }
@@ -255,7 +255,7 @@ static int announced_peer(const struct smcr_config *cfg, int tcp_fd,
 	*ops = NULL;
 	if (cfg->transport != SMCR_CONFIG_TRANSPORT_SHM &&
 	    smcr_libc.getpeername(tcp_fd, (struct sockaddr *)&peer, &plen) == 0 &&
-	    smcr_policy_rdma_peer(cfg, (struct sockaddr *)&peer, true, smcr_sys_now_ms()) == 0)
+	    smcr_policy_rdma_peer(cfg, (struct sockaddr *)&peer, true, smcr_now_ms()) == 0)
 		*ops = smcr_policy_verbs_ops();
 	if (!*ops)
 		*ops = &smcr_shm_ops;
@@ -289,7 +289,7 @@ int smcr_policy_client(const struct smcr_config *cfg, int tcp_fd,
 				   rdma_only && !smcr_policy_match(cfg->peers, cfg->n_peers,
 								   (struct sockaddr *)&peer) &&
 					   smcr_peer_is_registered(tcp_fd),
-				   smcr_sys_now_ms());
+				   smcr_now_ms());
 	if (rc)
 		return rc;
 	*ops = smcr_policy_verbs_ops();

@@ -1315,7 +1315,7 @@ static int client_take_knock(struct smcr_xconn *xc, uint32_t size)
 			smcr_sys_close(sock);
 			continue;
 		}
-		rc = client_take_proof(xc, sock, smcr_sys_now_ms(), size);
+		rc = client_take_proof(xc, sock, smcr_now_ms(), size);
 		if (rc == 0) {
 			xc->unix_fd = sock;
 			xc->peer_pid = cred.pid;
@@ -1413,7 +1413,7 @@ static int server_take_proof(struct smcr_xconn *xc)
 		return -EAGAIN;
 	if (rc < 0) /* it hung up: declined, most likely (its Decline follows) */
 		return SMCR_CLC_DECL_PEERDECL;
-	rc = take_proof(xc, xc->unix_fd, smcr_sys_now_ms(), 0);
+	rc = take_proof(xc, xc->unix_fd, smcr_now_ms(), 0);
 	if (rc < 0)
 		return SMCR_CLC_DECL_CNFERR;
 	if (rc)
@@ -1445,7 +1445,7 @@ static int server_take_knock(struct smcr_xconn *xc)
 	rc = proof_queued(xc->knock_fd);
 	if (rc == 0)
 		return -EAGAIN;
-	rc = rc < 0 ? SMCR_CLC_DECL_CNFERR : server_try_one(xc, xc->knock_fd, smcr_sys_now_ms());
+	rc = rc < 0 ? SMCR_CLC_DECL_CNFERR : server_try_one(xc, xc->knock_fd, smcr_now_ms());
 	if (rc == 0) {
 		xc->knock_fd = -1; /* unix_fd now */
 		return 0;

@@ -66,25 +66,9 @@ void smcr_sys_close(int fd)
 	errno = saved;
 }
 
-int64_t smcr_sys_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t smcr_sys_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 int64_t smcr_sys_deadline(int ms)
 {
-	return ms < 0 ? -1 : smcr_sys_now_ms() + ms;
+	return ms < 0 ? -1 : smcr_now_ms() + ms;
 }
 
 /*
@@ -126,7 +110,7 @@ static int wait_fds(struct pollfd *p, unsigned n, int64_t deadline_ms, bool for_
 		int rc;
 
 		if (deadline_ms >= 0) {
-			int64_t left = deadline_ms - smcr_sys_now_ms();
+			int64_t left = deadline_ms - smcr_now_ms();
 
 			if (left <= 0)
 				timeout = 0;
@@ -146,7 +130,7 @@ static int wait_fds(struct pollfd *p, unsigned n, int64_t deadline_ms, bool for_
 		}
 		if (rc > 0)
 			return 1;
-		if (deadline_ms >= 0 && smcr_sys_now_ms() >= deadline_ms)
+		if (deadline_ms >= 0 && smcr_now_ms() >= deadline_ms)
 			return 0;
 	}
 }

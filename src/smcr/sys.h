@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/clock.h" /* smcr_now_ms(), smcr_now_ns(): deadlines below are on it */
+
 struct pollfd;
 
 /* Fill buf with kernel randomness; 0 or -errno. */
@@ -34,10 +36,6 @@ int smcr_sys_fd_high(int fd);
 
 /* Close an fd we own, keeping errno. */
 void smcr_sys_close(int fd);
-
-/* Milliseconds / nanoseconds on CLOCK_MONOTONIC. */
-int64_t smcr_sys_now_ms(void);
-int64_t smcr_sys_now_ns(void);
 
 /*
  * poll() one fd for `events` until `deadline_ms` (CLOCK_MONOTONIC; < 0 =

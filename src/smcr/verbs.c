@@ -173,12 +173,12 @@ static int open_port(struct smcr_xconn *xc)
 
 	if (xc->port)
 		return 0;
-	t0 = smcr_sys_now_ns();
+	t0 = smcr_now_ns();
 	if (xc->at_known)
 		rc = smcr_ib_port_open_at(&xc->at, xc->gid, &xc->port);
 	else
 		rc = smcr_ib_port_open((struct sockaddr *)&xc->local, &xc->port);
-	xc->open_ns += smcr_sys_now_ns() - t0;
+	xc->open_ns += smcr_now_ns() - t0;
 	if (rc == 0)
 		memcpy(xc->mac, xc->port->mac, SMCR_IB_MAC_LEN);
 	return rc;
@@ -192,20 +192,20 @@ static int open_port(struct smcr_xconn *xc)
  */
 static void open_ahead(struct smcr_xconn *xc)
 {
-	int64_t t0 = smcr_sys_now_ns(), t1;
+	int64_t t0 = smcr_now_ns(), t1;
 	int rc;
 
 	if (xc->server || xc->ahead_done || !xc->at_known)
 		return;
 	xc->ahead_done = true;
 	rc = open_port(xc);
-	t1 = smcr_sys_now_ns();
+	t1 = smcr_now_ns();
 	if (rc == 0)
 		rc = smcr_wr_link_create(xc->port, &xc->link);
 	smcr_dbg("verbs: after the Proposal, device %s port %u GID index %u: opened in %lld us, "
 		 "QP made in %lld us: %s",
 		 xc->at.dev, xc->at.port_num, xc->at.gid_index, (long long)((t1 - t0) / 1000),
-		 (long long)((smcr_sys_now_ns() - t1) / 1000), rc ? strerror(-rc) : "ok");
+		 (long long)((smcr_now_ns() - t1) / 1000), rc ? strerror(-rc) : "ok");
 }
 
 static int verbs_create(int tcp_fd, uint32_t size, int timeout_ms, struct smcr_xconn **out)
@@ -233,13 +233,13 @@ static int verbs_create(int tcp_fd, uint32_t size, int timeout_ms, struct smcr_x
 	 * opened once it is sent, open_ahead(), or for a server's Accept).
 	 */
 	if (!smcr_lgr_local_mac(xc->gid, xc->mac)) {
-		int64_t t0 = smcr_sys_now_ns();
+		int64_t t0 = smcr_now_ns();
 
 		rc = smcr_ibsys_find_gid(SMCR_IBSYS_ROOT, xc->gid, &xc->at);
 		smcr_dbg("verbs: sysfs: RoCE v2 GID %s on %s port %u index %u (%s) in %lld us",
 			 rc ? "not found" : "found", xc->at.dev, xc->at.port_num,
 			 xc->at.gid_index, xc->at.ndev,
-			 (long long)((smcr_sys_now_ns() - t0) / 1000));
+			 (long long)((smcr_now_ns() - t0) / 1000));
 		if (rc)
 			goto fail;
 		xc->at_known = true;
@@ -506,7 +506,7 @@ static int verbs_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg 
 			return SMCR_CLC_DECL_MAXLINKERR;
 	}
 	xc->server = true;
-	t0 = smcr_sys_now_ns();
+	t0 = smcr_now_ns();
 	lgr_key(xc, p->peer_id, p->roce_gid, &k);
 	xc->lgr = smcr_lgr_find(&k, 0);
 	/* a group still confirming its link: the kernel waits for it too */
@@ -524,14 +524,14 @@ static int verbs_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg 
 		xc->lgr->max_conns = xc->max_conns;
 		xc->lgr->max_links = xc->max_links;
 	}
-	t1 = smcr_sys_now_ns();
+	t1 = smcr_now_ns();
 	rc = join_group(xc);
 	if (rc)
 		return rc;
 	if (!xc->first_contact) /* the link with fewer connections (the Accept names it) */
 		smcr_lgr_conn_assign(xc->lgr, &xc->lc);
 	fill_accept(xc, acc, SMCR_CLC_ACCEPT);
-	t2 = smcr_sys_now_ns();
+	t2 = smcr_now_ns();
 	/* a Linux client waits 6 s for the Accept: these times show where a slow one went */
 	smcr_dbg("verbs: Accept (%s, EID %.*s) ready: device open %lld us, group %lld us, "
 		 "buffers %lld us",
@@ -570,7 +570,7 @@ static int verbs_client_attach(struct smcr_xconn *xc, const struct smcr_clc_msg 
 			       struct smcr_clc_msg *conf, uint32_t *peer_ring_size)
 {
 	const struct smcr_clc_accept *a = &acc->accept;
-	int64_t t0 = smcr_sys_now_ns();
+	int64_t t0 = smcr_now_ns();
 	struct smcr_lgr_key k;
 	int rc;
 
@@ -606,7 +606,7 @@ static int verbs_client_attach(struct smcr_xconn *xc, const struct smcr_clc_msg 
 	smcr_dbg("verbs: Confirm (%s, EID %.*s) ready in %lld us",
 		 acc->hdr.flag ? "first contact" : "group reused", smcr_eid_len(xc->eid),
 		 (const char *)xc->eid,
-		 (long long)((smcr_sys_now_ns() - t0) / 1000));
+		 (long long)((smcr_now_ns() - t0) / 1000));
 	return 0;
 }
 
@@ -624,7 +624,7 @@ static int verbs_clc_wait(struct smcr_xconn *xc, int64_t deadline)
 {
 	open_ahead(xc);
 	for (;;) {
-		int64_t slice = smcr_sys_now_ms() + VERBS_CLC_SLICE_MS;
+		int64_t slice = smcr_now_ms() + VERBS_CLC_SLICE_MS;
 		int w;
 
 		smcr_lgr_service(xc->lgr, xc->gid, xc->server ? SMCR_LGR_SERVER : SMCR_LGR_CLIENT);
@@ -633,7 +633,7 @@ static int verbs_clc_wait(struct smcr_xconn *xc, int64_t deadline)
 		w = smcr_sys_wait_fd(xc->tcp_fd, POLLIN, slice);
 		if (w != 0)
 			return w;
-		if (deadline >= 0 && smcr_sys_now_ms() >= deadline)
+		if (deadline >= 0 && smcr_now_ms() >= deadline)
 			return 0;
 	}
 }
@@ -651,7 +651,7 @@ static int peek_clc(struct smcr_xconn *xc, struct smcr_clc_msg *msg)
 	size_t len;
 	ssize_t n;
 
-	if (verbs_clc_wait(xc, smcr_sys_now_ms()) <= 0)
+	if (verbs_clc_wait(xc, smcr_now_ms()) <= 0)
 		return -EAGAIN;
 	n = smcr_libc.recv(xc->tcp_fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
@@ -885,7 +885,7 @@ static void tcp_hang_up(struct smcr_xconn *xc)
 	struct epoll_event ev = { .events = EPOLLIN };
 
 	(void)smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_DEL, xc->tcp_fd, NULL);
-	xc->fin_since_ms = smcr_sys_now_ms();
+	xc->fin_since_ms = smcr_now_ms();
 	if (!smcr_lgr_probe(xc->lgr, &xc->lc)) {
 		xc->gone = true;
 		return;
@@ -962,7 +962,7 @@ static bool verbs_peer_gone(struct smcr_xconn *xc)
 		xc->gone = true;
 		return true;
 	}
-	if (gone_poll_due(xc, delivered, smcr_sys_now_ms())) {
+	if (gone_poll_due(xc, delivered, smcr_now_ms())) {
 		n = smcr_libc.poll(p, xc->lc.hup_probe ? 2 : 3, 0);
 		if ((n < 0 || p[0].revents || p[1].revents) &&
 		    smcr_lgr_dead_check(xc->lgr, true, NULL, NULL)) {
@@ -995,7 +995,7 @@ static bool verbs_peer_gone(struct smcr_xconn *xc)
 			xc->gone = true;
 		else
 			fin_was_orderly(xc);
-	} else if (smcr_sys_now_ms() - xc->fin_since_ms >= VERBS_FIN_GRACE_MS) {
+	} else if (smcr_now_ms() - xc->fin_since_ms >= VERBS_FIN_GRACE_MS) {
 		xc->gone = xc->peer_dead = true;
 	}
 	return xc->gone;

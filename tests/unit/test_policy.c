@@ -409,7 +409,7 @@ static void test_learn_connect_verdict(void **state)
 
 	(void)state;
 	assert_int_equal(smcr_sock_connect_learned((struct sockaddr *)&lo, sizeof(struct sockaddr_in)), 0);
-	shorts(loopback_key(7000), SMCR_LEARN_TCP_ON, smcr_sys_now_ms());
+	shorts(loopback_key(7000), SMCR_LEARN_TCP_ON, smcr_now_ms());
 	assert_int_equal(smcr_sock_connect_learned((struct sockaddr *)&lo, sizeof(struct sockaddr_in)),
 			 SMCR_REASON_SHORTFLOWS);
 	assert_int_equal(smcr_sock_connect_learned((struct sockaddr *)&mapped,
