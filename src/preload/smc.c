@@ -54,6 +54,7 @@
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "common/sockaddr.h"
 #include "preload/preload.h"
 #include "preload/smc_internal.h"
 #include "smcr/engine.h"
@@ -85,15 +86,6 @@ static struct {
 } own_listeners[OWN_LISTENERS];
 static pthread_mutex_t own_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static uint16_t sockaddr_port(const struct sockaddr_storage *ss)
-{
-	if (ss->ss_family == AF_INET)
-		return ntohs(((const struct sockaddr_in *)(const void *)ss)->sin_port);
-	if (ss->ss_family == AF_INET6)
-		return ntohs(((const struct sockaddr_in6 *)(const void *)ss)->sin6_port);
-	return 0;
-}
-
 static uint16_t local_port(int fd)
 {
 	struct sockaddr_storage ss;
@@ -101,7 +93,7 @@ static uint16_t local_port(int fd)
 
 	if (smcr_real.getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
 		return 0;
-	return sockaddr_port(&ss);
+	return smcr_sockaddr_port(&ss);
 }
 
 static void own_listener_set(uint16_t port, pid_t pid, bool add)
@@ -135,7 +127,7 @@ static bool peer_in_this_process(int fd)
 
 	if (smcr_real.getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
 		return false;
-	port = sockaddr_port(&ss);
+	port = smcr_sockaddr_port(&ss);
 	pthread_mutex_lock(&own_lock);
 	for (unsigned i = 0; i < OWN_LISTENERS; i++)
 		if (own_listeners[i].port == port && own_listeners[i].pid == smcr_smc_pid)

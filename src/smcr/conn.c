@@ -26,6 +26,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "common/sockaddr.h"
 #include "smcr/libc.h"
 #include "smcr/clc.h"
 #include "smcr/policy.h"
@@ -238,13 +239,6 @@ static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_st
 			      &((const struct sockaddr_in6 *)(const void *)b)->sin6_addr,
 			      sizeof(struct in6_addr)) == 0;
 	return false;
-}
-
-static uint16_t sockaddr_port(const struct sockaddr_storage *ss)
-{
-	if (ss->ss_family == AF_INET)
-		return ntohs(((const struct sockaddr_in *)(const void *)ss)->sin_port);
-	return ntohs(((const struct sockaddr_in6 *)(const void *)ss)->sin6_port);
 }
 
 bool smcr_peer_is_registered(int tcp_fd)
@@ -875,7 +869,7 @@ int smcr_listener_register(int listen_fd, struct smcr_listener **out)
 		return -errno;
 	if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6)
 		return -EAFNOSUPPORT;
-	rc = smcr_registry_add(listen_fd, sockaddr_port(&ss), &reg);
+	rc = smcr_registry_add(listen_fd, smcr_sockaddr_port(&ss), &reg);
 	/* Registered by another process already (prefork, SO_REUSEPORT): fine;
 	 * by another user: warned, and clients will not believe it. */
 	if (rc < 0 && rc != -EADDRINUSE)

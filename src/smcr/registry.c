@@ -56,6 +56,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/sockaddr.h"
 #include "smcr/libc.h"
 #include "smcr/sys.h"
 
@@ -94,8 +95,6 @@ static socklen_t registry_sockaddr(unsigned long long ns, uint16_t port, struct 
 	n = registry_name(ns, port, sa->sun_path + 1, sizeof(sa->sun_path) - 1);
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }
-
-static uint16_t port_of(const struct sockaddr_storage *ss);
 
 /* ---- sock_diag ----------------------------------------------------------------------- */
 
@@ -363,8 +362,8 @@ static uint32_t server_end_owner(int nl, const struct sockaddr_storage *self,
 		.sdiag_protocol = IPPROTO_TCP,
 		.idiag_states = ~0u,
 		.id = {
-			.idiag_sport = htons(port_of(peer)),
-			.idiag_dport = htons(port_of(self)),
+			.idiag_sport = htons(smcr_sockaddr_port(peer)),
+			.idiag_dport = htons(smcr_sockaddr_port(self)),
 			.idiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE },
 		},
 	};
@@ -443,13 +442,6 @@ static struct addr16 addr16_of(const struct sockaddr_storage *ss)
 		memcpy(a.b, &((const struct sockaddr_in6 *)(const void *)ss)->sin6_addr, 16);
 	}
 	return a;
-}
-
-static uint16_t port_of(const struct sockaddr_storage *ss)
-{
-	if (ss->ss_family == AF_INET)
-		return ntohs(((const struct sockaddr_in *)(const void *)ss)->sin_port);
-	return ntohs(((const struct sockaddr_in6 *)(const void *)ss)->sin6_port);
 }
 
 /*
@@ -584,7 +576,7 @@ bool smcr_registry_vouches(int tcp_fd, const struct sockaddr_storage *peer)
 {
 	struct sockaddr_storage self;
 	socklen_t self_len = sizeof(self);
-	uint16_t port = port_of(peer);
+	uint16_t port = smcr_sockaddr_port(peer);
 	struct addr16 dst = addr16_of(peer);
 	uint32_t registrant, listener = NO_UID;
 	unsigned long long ns;
