@@ -124,9 +124,13 @@ void smcr_engine_fork_parent(void);
 void smcr_engine_fork_child(void);
 
 /*
- * The engine's fds (rendezvous sockets, rings, doorbells, its duplicates of
- * TCP sockets) are close-on-exec and live at or above this number, away from
- * the numbers a program expects its next open() or socket() to return.
+ * The engine's fds (rendezvous sockets, rings, doorbells, epoll sets, its
+ * duplicates of TCP sockets) are close-on-exec and live at or above this
+ * number, away from the numbers a program expects its next open() or
+ * socket() to return, and out of its low range: programs size tables by
+ * their own fd count (wrk's event loop holds 10 + 3 x connections entries)
+ * and would otherwise meet sockets numbered past their table.  Where
+ * RLIMIT_NOFILE is lower, fds stay where they are.
  */
 #define SMCR_ENGINE_FD_FLOOR 256
 

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "smcr/engine.h"
 #include "smcr/libc.h"
 
 int smcr_sys_random(void *buf, size_t len)
@@ -35,9 +36,9 @@ int smcr_sys_fd_high(int fd)
 {
 	int saved = errno, high;
 
-	if (fd < 0 || fd >= SMCR_SYS_FD_FLOOR)
+	if (fd < 0 || fd >= SMCR_ENGINE_FD_FLOOR)
 		return fd;
-	high = smcr_libc.fcntl(fd, F_DUPFD_CLOEXEC, SMCR_SYS_FD_FLOOR);
+	high = smcr_libc.fcntl(fd, F_DUPFD_CLOEXEC, SMCR_ENGINE_FD_FLOOR);
 	if (high < 0) {
 		errno = saved;
 		return fd;

@@ -22,16 +22,7 @@ int smcr_sys_random(void *buf, size_t len);
 int smcr_sys_eventfd(unsigned int initval, int flags);
 int smcr_sys_memfd(const char *name, unsigned int flags);
 
-/*
- * The library's own long-lived fds (rings, doorbells, epoll sets, UNIX
- * sockets) live at or above this number, out of the application's low range:
- * programs size tables by their own fd count (wrk's event loop holds
- * 10 + 3 x connections entries) and would otherwise meet sockets numbered
- * past their table.  Where RLIMIT_NOFILE is lower, fds stay where they are.
- */
-#define SMCR_SYS_FD_FLOOR 256
-
-/* Moves `fd` (close-on-exec) to SMCR_SYS_FD_FLOOR or above; returns the fd to use. */
+/* Moves `fd` (close-on-exec) to SMCR_ENGINE_FD_FLOOR or above; returns the fd to use. */
 int smcr_sys_fd_high(int fd);
 
 /* Close an fd we own, keeping errno. */
