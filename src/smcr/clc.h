@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "smcr/decline.h"
 #include "smcr/wire.h"
 
 /* "SMCR" and "SMCD" in EBCDIC, at the start and end of every message. */
@@ -84,52 +85,7 @@ enum smcr_clc_path {
 	 SMCR_CLC_MAX_CONFIRM_GIDS * SMCR_CLC_GID_LEN)
 #define SMCR_CLC_MAX_LEN SMCR_CLC_PROP_MAX_LEN /* a receive buffer of this size always fits */
 
-/* Decline reason codes ("peer diagnosis"), Linux SMC_CLC_DECL_*. */
-enum smcr_clc_decl {
-	SMCR_CLC_DECL_MEM = 0x01010000,
-	SMCR_CLC_DECL_TIMEOUT_CL = 0x02010000,
-	SMCR_CLC_DECL_TIMEOUT_AL = 0x02020000,
-	SMCR_CLC_DECL_CNFERR = 0x03000000,
-	SMCR_CLC_DECL_PEERNOSMC = 0x03010000,
-	SMCR_CLC_DECL_IPSEC = 0x03020000,
-	SMCR_CLC_DECL_NOSMCDEV = 0x03030000,
-	SMCR_CLC_DECL_NOSMCDDEV = 0x03030001,
-	SMCR_CLC_DECL_NOSMCRDEV = 0x03030002,
-	SMCR_CLC_DECL_NOISM2SUPP = 0x03030003,
-	SMCR_CLC_DECL_NOV2EXT = 0x03030004,
-	SMCR_CLC_DECL_NOV2DEXT = 0x03030005,
-	SMCR_CLC_DECL_NOSEID = 0x03030006,
-	SMCR_CLC_DECL_NOSMCD2DEV = 0x03030007,
-	SMCR_CLC_DECL_NOUEID = 0x03030008,
-	SMCR_CLC_DECL_RELEASEERR = 0x03030009,
-	SMCR_CLC_DECL_MAXCONNERR = 0x0303000A,
-	SMCR_CLC_DECL_MAXLINKERR = 0x0303000B,
-	SMCR_CLC_DECL_MODEUNSUPP = 0x03040000,
-	SMCR_CLC_DECL_RMBE_EC = 0x03050000,
-	SMCR_CLC_DECL_OPTUNSUPP = 0x03060000,
-	SMCR_CLC_DECL_DIFFPREFIX = 0x03070000,
-	SMCR_CLC_DECL_GETVLANERR = 0x03080000,
-	SMCR_CLC_DECL_ISMVLANERR = 0x03090000,
-	SMCR_CLC_DECL_NOACTLINK = 0x030A0000,
-	SMCR_CLC_DECL_NOSRVLINK = 0x030B0000,
-	SMCR_CLC_DECL_VERSMISMAT = 0x030C0000,
-	SMCR_CLC_DECL_MAX_DMB = 0x030D0000,
-	SMCR_CLC_DECL_NOROUTE = 0x030E0000,
-	SMCR_CLC_DECL_NOINDIRECT = 0x030F0000,
-	SMCR_CLC_DECL_SYNCERR = 0x04000000,
-	SMCR_CLC_DECL_PEERDECL = 0x05000000,
-	SMCR_CLC_DECL_INTERR = 0x09990000,
-	SMCR_CLC_DECL_ERR_RTOK = 0x09990001,
-	SMCR_CLC_DECL_ERR_RDYLNK = 0x09990002,
-	SMCR_CLC_DECL_ERR_REGBUF = 0x09990003,
-	/* smcr's own, never on the wire: the learned policy kept it TCP (learn.h) */
-	SMCR_CLC_DECL_SHORTFLOWS = 0x0A010000,
-	/* smcr's own, sent: a same-host offer whose source is not this host (engine.h) */
-	SMCR_CLC_DECL_NOTLOCAL = 0x0A020000,
-};
-
-/* "NOSMCRDEV" etc. for a known code, NULL otherwise. */
-const char *smcr_clc_decl_name(uint32_t code);
+/* Decline reason codes and their names: smcr/decline.h (include/, shared with smcr-stat). */
 
 /* OS types in Decline v2 and the first-contact extension. */
 #define SMCR_CLC_OS_ZOS 1

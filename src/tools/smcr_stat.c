@@ -43,6 +43,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
+#include "smcr/decline.h"
 #include "smcr/stats_abi.h"
 #include "smcr/stats_dir.h"
 
@@ -133,63 +134,13 @@ static void *xcalloc(size_t n, size_t size)
 
 /* ---- fallback reason names (Linux's SMC_CLC_DECL_* identifiers) ------------------- */
 
-struct reason_name {
-	uint32_t code;
-	const char *name;
-};
-
-/* Decline codes as defined by the kernel's SMC implementation (peer diagnosis). */
-/* clang-format off */
-static const struct reason_name reason_names[] = {
-	{0x01010000, "MEM"},
-	{0x02010000, "TIMEOUT_CL"},
-	{0x02020000, "TIMEOUT_AL"},
-	{0x03000000, "CNFERR"},
-	{0x03010000, "PEERNOSMC"},
-	{0x03020000, "IPSEC"},
-	{0x03030000, "NOSMCDEV"},
-	{0x03030001, "NOSMCDDEV"},
-	{0x03030002, "NOSMCRDEV"},
-	{0x03030003, "NOISM2SUPP"},
-	{0x03030004, "NOV2EXT"},
-	{0x03030005, "NOV2DEXT"},
-	{0x03030006, "NOSEID"},
-	{0x03030007, "NOSMCD2DEV"},
-	{0x03030008, "NOUEID"},
-	{0x03030009, "RELEASEERR"},
-	{0x0303000A, "MAXCONNERR"},
-	{0x0303000B, "MAXLINKERR"},
-	{0x03040000, "MODEUNSUPP"},
-	{0x03050000, "RMBE_EC"},
-	{0x03060000, "OPTUNSUPP"},
-	{0x03070000, "DIFFPREFIX"},
-	{0x03080000, "GETVLANERR"},
-	{0x03090000, "ISMVLANERR"},
-	{0x030A0000, "NOACTLINK"},
-	{0x030B0000, "NOSRVLINK"},
-	{0x030C0000, "VERSMISMAT"},
-	{0x030D0000, "MAX_DMB"},
-	{0x030E0000, "NOROUTE"},
-	{0x030F0000, "NOINDIRECT"},
-	{0x04000000, "SYNCERR"},
-	{0x05000000, "PEERDECL"},
-	{0x09990000, "INTERR"},
-	{0x09990001, "ERR_RTOK"},
-	{0x09990002, "ERR_RDYLNK"},
-	{0x09990003, "ERR_REGBUF"},
-	{0x0A010000, "SHORTFLOWS"}, /* smcr's own: the learned policy kept it TCP */
-	{0x0A020000, "NOTLOCAL"},   /* smcr's own: a same-host offer from another host */
-};
-/* clang-format on */
-
 static const char *reason_name(uint32_t code)
 {
+	const char *name = smcr_clc_decl_name(code);
+
 	if (code == 0)
 		return "NONE";
-	for (size_t i = 0; i < sizeof(reason_names) / sizeof(reason_names[0]); i++)
-		if (reason_names[i].code == code)
-			return reason_names[i].name;
-	return "UNKNOWN";
+	return name ? name : "UNKNOWN";
 }
 
 static const char *mode_name(uint32_t mode)

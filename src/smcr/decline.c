@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Decline reason names (include/smcr/decline.h): the library's logs and
+ * smcr-stat print the same names, Linux's SMC_CLC_DECL_* identifiers.
+ */
+#include "smcr/decline.h"
+
+#include <stddef.h>
+
+const char *smcr_clc_decl_name(uint32_t code)
+{
+	static const struct {
+		uint32_t code;
+		const char *name;
+	} names[] = {
+		{ SMCR_CLC_DECL_MEM, "MEM" },
+		{ SMCR_CLC_DECL_TIMEOUT_CL, "TIMEOUT_CL" },
+		{ SMCR_CLC_DECL_TIMEOUT_AL, "TIMEOUT_AL" },
+		{ SMCR_CLC_DECL_CNFERR, "CNFERR" },
+		{ SMCR_CLC_DECL_PEERNOSMC, "PEERNOSMC" },
+		{ SMCR_CLC_DECL_IPSEC, "IPSEC" },
+		{ SMCR_CLC_DECL_NOSMCDEV, "NOSMCDEV" },
+		{ SMCR_CLC_DECL_NOSMCDDEV, "NOSMCDDEV" },
+		{ SMCR_CLC_DECL_NOSMCRDEV, "NOSMCRDEV" },
+		{ SMCR_CLC_DECL_NOISM2SUPP, "NOISM2SUPP" },
+		{ SMCR_CLC_DECL_NOV2EXT, "NOV2EXT" },
+		{ SMCR_CLC_DECL_NOV2DEXT, "NOV2DEXT" },
+		{ SMCR_CLC_DECL_NOSEID, "NOSEID" },
+		{ SMCR_CLC_DECL_NOSMCD2DEV, "NOSMCD2DEV" },
+		{ SMCR_CLC_DECL_NOUEID, "NOUEID" },
+		{ SMCR_CLC_DECL_RELEASEERR, "RELEASEERR" },
+		{ SMCR_CLC_DECL_MAXCONNERR, "MAXCONNERR" },
+		{ SMCR_CLC_DECL_MAXLINKERR, "MAXLINKERR" },
+		{ SMCR_CLC_DECL_MODEUNSUPP, "MODEUNSUPP" },
+		{ SMCR_CLC_DECL_RMBE_EC, "RMBE_EC" },
+		{ SMCR_CLC_DECL_OPTUNSUPP, "OPTUNSUPP" },
+		{ SMCR_CLC_DECL_DIFFPREFIX, "DIFFPREFIX" },
+		{ SMCR_CLC_DECL_GETVLANERR, "GETVLANERR" },
+		{ SMCR_CLC_DECL_ISMVLANERR, "ISMVLANERR" },
+		{ SMCR_CLC_DECL_NOACTLINK, "NOACTLINK" },
+		{ SMCR_CLC_DECL_NOSRVLINK, "NOSRVLINK" },
+		{ SMCR_CLC_DECL_VERSMISMAT, "VERSMISMAT" },
+		{ SMCR_CLC_DECL_MAX_DMB, "MAX_DMB" },
+		{ SMCR_CLC_DECL_NOROUTE, "NOROUTE" },
+		{ SMCR_CLC_DECL_NOINDIRECT, "NOINDIRECT" },
+		{ SMCR_CLC_DECL_SYNCERR, "SYNCERR" },
+		{ SMCR_CLC_DECL_PEERDECL, "PEERDECL" },
+		{ SMCR_CLC_DECL_INTERR, "INTERR" },
+		{ SMCR_CLC_DECL_ERR_RTOK, "ERR_RTOK" },
+		{ SMCR_CLC_DECL_ERR_RDYLNK, "ERR_RDYLNK" },
+		{ SMCR_CLC_DECL_ERR_REGBUF, "ERR_REGBUF" },
+		{ SMCR_CLC_DECL_SHORTFLOWS, "SHORTFLOWS" },
+		{ SMCR_CLC_DECL_NOTLOCAL, "NOTLOCAL" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (names[i].code == code)
+			return names[i].name;
+	return NULL;
+}
