@@ -659,13 +659,6 @@ int smcr_wr_wait_done(struct smcr_wr_link *link, uint64_t mark, int timeout_ms)
 	}
 }
 
-bool smcr_wr_msg_pending(struct smcr_wr_link *link)
-{
-	if (!link->rx_count)
-		poll_cq(link);
-	return link->rx_count || link->error;
-}
-
 int smcr_wr_recv_msg(struct smcr_wr_link *link, uint8_t msg[SMCR_WR_MSG_LEN])
 {
 	uint32_t slot;

@@ -161,9 +161,6 @@ int smcr_wr_wait_done(struct smcr_wr_link *link, uint64_t mark, int timeout_ms);
  */
 int smcr_wr_recv_msg(struct smcr_wr_link *link, uint8_t msg[SMCR_WR_MSG_LEN]);
 
-/* Take completions: is a message waiting, or has the link failed? */
-bool smcr_wr_msg_pending(struct smcr_wr_link *link);
-
 /*
  * The receive completion channel's fd (non-blocking): readable once the
  * armed receive CQ produced an event, for an incoming message or a failure
