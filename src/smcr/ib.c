@@ -310,8 +310,8 @@ static int open_first(bool (*want)(const char *name, const void *arg), const voi
 		goto fail;
 	/*
 	 * Its async events are read under a group's mutex by whoever services
-	 * the group (device_events_locked): a blocking read there held the
-	 * mutex until the device's next event, so the reaper, finding nothing
+	 * the group (smcr_lgr_device_events_locked): a blocking read there held the
+	 * mutex until the device's next event, so the link-group worker, finding nothing
 	 * on a server's second device reserved at the Accept, stalled that
 	 * connection's handshake (rxe-link2 (e), TEST LINK unanswered).
 	 */

@@ -71,7 +71,7 @@
  * FIN was an orderly shutdown or half-close); recv_ctrl() then resets after
  * the last message that did arrive.
  *
- * Buffers (lgr.c's pool): the RMB is registered LOCAL_WRITE|REMOTE_WRITE
+ * Buffers (lgr_buf.c's pool): the RMB is registered LOCAL_WRITE|REMOTE_WRITE
  * only, advertised by a random IOVA rather than its address; the send buffer
  * with no access flags at all (the NIC reads it locally for RDMA WRITE).
  * Both go back to their group's pool zeroed when the connection ends

@@ -70,7 +70,7 @@ int smcr_wr_link_create(struct smcr_ib_port *port, struct smcr_wr_link **out);
 /* What the peer needs to reach this link (goes into CLC). */
 void smcr_wr_link_info(const struct smcr_wr_link *link, struct smcr_ib_qp_info *out);
 /*
- * Shared links (lgr.c): hand every received message to `fn` the moment its
+ * Shared links (lgr_link.c): hand every received message to `fn` the moment its
  * completion is taken, from inside whichever wr call polled the CQ, and
  * re-post its slot at once, as the kernel's receive tasklet does.  A link
  * carrying many connections must never hold receive slots hostage to one

@@ -31,7 +31,7 @@
 #       the kernel probes a connection held idle 9 s, smcr answers (its helper thread:
 #       the application sleeps), and data still flows on the same link group; then
 #       with the kernel's off and SMCR_TESTLINK_TIME=2, smcr probes and the kernel
-#       answers; smcr's helper thread wakes for those messages only, not on a timer
+#       answers; smcr's link-group worker thread wakes for those messages only, not on a timer
 #       (its wake-ups while idle are bounded by the LLC requests, not by the time);
 #   (h) tshark decodes the CLC v2 Proposal/Accept/Confirm of smcr<->smcr, smcr ->
 #       kernel and kernel -> smcr with no malformed or warning mark, and SMC's option
@@ -111,13 +111,13 @@ capture_stop() { sleep 0.5; kill -INT "$cap_pid" 2>/dev/null; wait "$cap_pid" 2>
 
 # ------------------------------------------- (g) TEST LINK on an idle link, both ways ----
 # The kernel sends TEST LINK on a link idle for net.smc.smcr_testlink_time and takes
-# the link down when it has no answer within 2 s; smcr's helper thread sleeps on an idle
+# the link down when it has no answer within 2 s; smcr's link-group worker thread sleeps on an idle
 # group's completion channel and answers at once (an application asleep in time.sleep()
 # takes no completion). With
 # the time at 2 s, a connection held idle 9 s sees ~4 of them; afterwards data must
 # still flow over SMC-R on the same link group. Then the other way: smcr's own TEST
 # LINK (SMCR_TESTLINK_TIME=2) with the kernel's off, answered by the kernel.
-# Voluntary context switches of every thread but the main one: smcr's helper thread
+# Voluntary context switches of every thread but the main one: smcr's link-group worker thread
 # (the only other thread of these programs; its sleeps are the wake-ups counted).
 cat > "$logs/helper_wakeups.py" <<'PY'
 import os, re
@@ -242,14 +242,14 @@ testlink_case() {
     kreq=$(count_in "$logs/$name.llc" "$k" 272c0000) kresp=$(count_in "$logs/$name.llc" "$k" 272c0080)
     sreq=$(count_in "$logs/$name.llc" "$s" 272c0000) sresp=$(count_in "$logs/$name.llc" "$s" 272c0080)
     local what="TEST LINK requests/answers: kernel $kreq/$kresp, smcr $sreq/$sresp" wake
-    # The helper thread sleeps on an idle group's completion channel and wakes for its
+    # The link-group worker thread sleeps on an idle group's completion channel and wakes for its
     # messages (and deadlines such as our own TEST LINK), not on a timer: while the
     # application sleeps, its wake-ups are bounded by the LLC requests exchanged (at
     # most 4 each: the request's event, our answer's completion, a kick, a retry), not
     # by the idle time (the old 250 ms timer: ~36 in 9 s).
     wake=$(grep -o 'helper wake-ups while idle: [0-9-]*' "$logs/$name.s" | grep -o '[0-9-]*$')
     [[ -n $wake && $wake -le $((4 * (kreq + sreq) + 4)) ]] || ok=0
-    what+="; smcr's helper thread woke ${wake:-?} times while idle (at most $((4 * (kreq + sreq) + 4)))"
+    what+="; smcr's link-group worker thread woke ${wake:-?} times while idle (at most $((4 * (kreq + sreq) + 4)))"
     # An unanswered TEST LINK ends the link within 2 s (the kernel) or SMCR_TESTLINK_TIME
     # (smcr), and the echo after the idle time with it: so the echo above proves every
     # probe was answered in time; the capture shows that there were probes and answers.
