@@ -200,6 +200,34 @@ static int clc_recv(int fd, struct smcr_clc_msg *m)
 	}
 }
 
+/*
+ * server_attach() never waits for the client: wait here, as the engine's handshake
+ * does, on the TCP socket and the transport's fd until it attaches or CLC_WAIT_MS passes.
+ */
+static int server_attach_wait(const struct smcr_transport_ops *ops, struct smcr_xconn *xc,
+			      int fd, uint32_t *peer_size)
+{
+	struct timespec t0, t;
+	int rc;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
+				       { .fd = ops->server_wait_fd ? ops->server_wait_fd(xc) : -1,
+					 .events = POLLIN } };
+		long waited_ms;
+
+		rc = ops->server_attach(xc, fd, peer_size);
+		if (rc != -EAGAIN)
+			return rc;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		waited_ms = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+		if (waited_ms >= CLC_WAIT_MS)
+			return -ETIMEDOUT;
+		(void)poll(p, p[1].fd >= 0 ? 2 : 1, 10);
+	}
+}
+
 static int decline(int fd, int reason)
 {
 	struct smcr_clc_msg d;
@@ -279,7 +307,7 @@ static struct smcr_sock *server_handshake(int fd)
 	}
 	if (clc_send(fd, &acc))
 		goto fail;
-	rc = ops->server_attach(xc, fd, &peer_size);
+	rc = server_attach_wait(ops, xc, fd, &peer_size);
 	if (rc) {
 		failf("server attach", rc);
 		goto fail;
