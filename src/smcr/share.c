@@ -28,6 +28,17 @@
 #include "smcr/libc.h"
 #include "smcr/sys.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define SHARE_LSAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SHARE_LSAN 1
+#endif
+#endif
+#ifdef SHARE_LSAN
+#include <sanitizer/lsan_interface.h>
+#endif
+
 #define SHARE_SLOTS 63u
 #define SHARE_MAX_ARENAS 1024u
 
@@ -119,6 +130,14 @@ static struct share_arena *arena_new(void)
 	if (a == MAP_FAILED)
 		return NULL;
 	a->creator = smcr_share_pid();
+#ifdef SHARE_LSAN
+	/*
+	 * The leak checker scans the heap, not mappings: objects in an arena
+	 * point at heap memory (a connection's ring record) that would
+	 * otherwise read as leaked while the connection is alive.
+	 */
+	__lsan_register_root_region(a, ARENA_LEN);
+#endif
 	arenas[n_arenas] = a;
 	__atomic_store_n(&n_arenas, n_arenas + 1, __ATOMIC_RELEASE);
 	return a;
