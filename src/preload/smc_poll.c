@@ -220,16 +220,52 @@ static int rec_kernel_ctl(struct ep_rec *r, int op, struct smcr_sock *s)
 	return smcr_real.epoll_ctl(r->epfd, op, r->fd, &ev);
 }
 
-/* Take a record out of the kernel's set, wherever it is registered now.  ep_lock held. */
-static void rec_kernel_del(struct ep_rec *r, struct smcr_sock *s)
+/*
+ * Take a record out of the kernel's set, wherever it is registered now.
+ * Returns what the kernel said.  ep_lock held.
+ */
+static int rec_kernel_del(struct ep_rec *r, struct smcr_sock *s)
 {
 	struct epoll_event dummy = { 0 };
 
 	if (r->on_doorbell)
-		smcr_real.epoll_ctl(r->epfd, EPOLL_CTL_DEL, smcr_sock_ready_fd(s), &dummy);
-	else
-		smcr_real.epoll_ctl(r->epfd, EPOLL_CTL_DEL, r->hs_fd >= 0 ? r->hs_fd : r->fd,
-				    &dummy);
+		return smcr_real.epoll_ctl(r->epfd, EPOLL_CTL_DEL, smcr_sock_ready_fd(s), &dummy);
+	return smcr_real.epoll_ctl(r->epfd, EPOLL_CTL_DEL, r->hs_fd >= 0 ? r->hs_fd : r->fd,
+				   &dummy);
+}
+
+/*
+ * The kernel's answer `err` for a record's own registration says the epoll
+ * instance the record was made for is gone: its fd was closed (EBADF), or
+ * its number now names another epoll instance (ENOENT) or no epoll at all
+ * (EINVAL; a one-shot exclusive registration that exists answers MOD with
+ * EINVAL too).  A record is keyed by the epfd's number, which the kernel
+ * reuses: such a record must die, as the kernel's registration did.
+ */
+static bool rec_gone_errno(const struct ep_rec *r, int op, int err)
+{
+	if (err == EBADF || err == ENOENT)
+		return true;
+	return err == EINVAL && !(op == EPOLL_CTL_MOD && (r->events & EPOLLEXCLUSIVE));
+}
+
+/*
+ * Does the kernel still hold the registration behind record r?  Asked only
+ * when the application adds its fd to an epfd of the same number again: a
+ * MOD with what is registered now changes nothing (at most an edge-triggered
+ * registration that is ready reports once more, which epoll allows).
+ * ep_lock held.
+ */
+static bool rec_gone(struct ep_rec *r, struct smcr_sock *s)
+{
+	int saved = errno;
+	bool gone;
+
+	if (r->on_doorbell && !s)
+		return false; /* no doorbell to ask about here */
+	gone = rec_kernel_ctl(r, EPOLL_CTL_MOD, s) < 0 && rec_gone_errno(r, EPOLL_CTL_MOD, errno);
+	errno = saved;
+	return gone;
 }
 
 /*
@@ -242,10 +278,20 @@ static void entry_rewatch(struct smcr_fd_entry *e, struct smcr_sock *s, int hs_f
 	int saved = errno;
 
 	pthread_mutex_lock(&ep_lock);
-	for (struct ep_rec *r = rec_at(e->epoll_regs); r; r = rec_at(r->next)) {
+	for (struct ep_rec *r = rec_at(e->epoll_regs), *next; r; r = next) {
+		next = rec_at(r->next);
 		if ((r->on_doorbell == (s != NULL) && r->hs_fd == hs_fd) || (r->on_doorbell && !s))
 			continue; /* there already (or on the doorbell: SMC is for good) */
-		rec_kernel_del(r, NULL);
+		if (rec_kernel_del(r, NULL) < 0 && rec_gone_errno(r, EPOLL_CTL_DEL, errno)) {
+			/*
+			 * Its epoll instance was closed: registering it again would put
+			 * the application's old data into whatever epoll fd has its
+			 * number now.
+			 */
+			rec_unlink(e, r);
+			rec_free(r);
+			continue;
+		}
 		r->on_doorbell = s != NULL;
 		r->hs_fd = s ? -1 : hs_fd;
 		if (rec_kernel_ctl(r, EPOLL_CTL_ADD, s) < 0)
@@ -328,6 +374,12 @@ int smcr_smc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 	}
 	pthread_mutex_lock(&ep_lock);
 	r = rec_find(e, epfd, fd);
+	if (r && op == EPOLL_CTL_ADD && rec_gone(r, s)) {
+		/* left over from a closed epoll instance whose number came back */
+		rec_unlink(e, r);
+		rec_free(r);
+		r = NULL;
+	}
 	if (!r && (op != EPOLL_CTL_ADD || (mode != SMCR_FD_CANDIDATE && mode != SMCR_FD_SMC))) {
 		pthread_mutex_unlock(&ep_lock);
 		smcr_fdtab_put(e);

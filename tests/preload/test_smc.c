@@ -10,7 +10,7 @@
  *                     plain-client, speak-first, speak-first-plain, epoll-multi,
  *                     idle, exec, kill, listener-closed, rcvtimeo, calls,
  *                     fork-client, fork-share, pingpong, idle-waits, rcvbuf,
- *                     exit-open, exit-unread
+ *                     exit-open, exit-unread, epoll-reuse
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -964,6 +964,103 @@ static int case_epoll_multi(void)
 	return t_result();
 }
 
+/* ---- epoll: an epoll fd's number comes back ---------------------------------------------- */
+
+static void client_epoll_reuse(void)
+{
+	int fd = connect_to_server(0);
+	char buf[8];
+
+	CHECK(fd >= 0);
+	CHECK(write(fd, "ping", 4) == 4);
+	CHECK(recv(fd, buf, 4, MSG_WAITALL) == 4 && memcmp(buf, "pong", 4) == 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(write(fd, "more", 4) == 4);
+	CHECK(recv(fd, buf, 1, 0) == 0); /* the server shuts its side down */
+	close(fd);
+}
+
+/* The kernel hands out the lowest free number: a new epoll fd gets the closed one's. */
+static int epoll_reusing(int closed)
+{
+	int ep = epoll_create1(0);
+
+	if (ep != closed)
+		fprintf(stderr, "epoll fd %d, expected the closed one's number %d\n", ep, closed);
+	CHECK(ep == closed);
+	return ep;
+}
+
+/*
+ * A socket registered in an epoll instance that is closed, then registered
+ * in a new instance that got the same fd number (CPython's test_epoll
+ * test_add): the new instance holds none of the old registrations, so adding
+ * succeeds as on TCP (twice still fails), and the old one's data is never
+ * reported, whether the socket was a candidate or SMC when the instance
+ * closed, and when it turns SMC after that.
+ */
+static int case_epoll_reuse(void)
+{
+	pid_t client = spawn(client_epoll_reuse);
+	int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK), ep, pending;
+	struct epoll_event ev = { .events = EPOLLIN }, out[4];
+	struct pollfd p;
+	char buf[8];
+	ssize_t n = -1;
+
+	CHECK(fd >= 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_CANDIDATE);
+	/* A connecting client of this process, never used: as in test_add. */
+	pending = connect_to_server(SOCK_NONBLOCK);
+	CHECK(pending >= 0);
+	ep = epoll_create1(0);
+	ev.data.u64 = 1;
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, pending, &ev) == 0);
+	close(ep);
+	ep = epoll_reusing(ep);
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, pending, &ev) == 0);
+	CHECK(epoll_ctl(ep, EPOLL_CTL_DEL, pending, NULL) == 0);
+	/* Still a candidate: the Proposal and "ping" classify it (the registrations move). */
+	p.fd = fd;
+	p.events = POLLIN;
+	for (int i = 0; i < 100 && (n = read(fd, buf, 4)) < 0 && errno == EAGAIN; i++)
+		CHECK(poll(&p, 1, 100) >= 0);
+	CHECK(n == 4 && memcmp(buf, "ping", 4) == 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	ev.data.u64 = 2;
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == -1 && errno == EEXIST);
+	CHECK(write(fd, "pong", 4) == 4);
+	/* "more": one report, the live registration's. */
+	n = epoll_wait(ep, out, 4, 5000);
+	if (n != 1 || out[0].data.u64 != 2)
+		fprintf(stderr, "epoll_wait: %zd reports, first data %llu (want 1, data 2)\n", n,
+			n > 0 ? (unsigned long long)out[0].data.u64 : 0ull);
+	CHECK(n == 1 && out[0].data.u64 == 2);
+	CHECK(read(fd, buf, sizeof(buf)) == 4 && memcmp(buf, "more", 4) == 0);
+
+	/* SMC now, registered on the engine's doorbell: the same once more. */
+	close(ep);
+	ep = epoll_reusing(ep);
+	ev.data.u64 = 3;
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == -1 && errno == EEXIST);
+	CHECK(shutdown(fd, SHUT_WR) == 0);
+	n = epoll_wait(ep, out, 4, 5000); /* the client's end of stream */
+	CHECK(n == 1 && out[0].data.u64 == 3);
+	CHECK(read(fd, buf, sizeof(buf)) == 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	check_stats_smc(12);
+	CHECK(epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL) == 0);
+	CHECK(epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL) == -1 && errno == ENOENT);
+	close(ep);
+	close(fd);
+	close(pending);
+	reap(client, "client");
+	return t_result();
+}
+
 /* ---- an idle connection costs no CPU --------------------------------------------------- */
 
 static double cpu_seconds(void)
@@ -1763,6 +1860,8 @@ int main(int argc, char **argv)
 		rc = case_speak_first(true);
 	else if (!strcmp(which, "epoll-multi"))
 		rc = case_epoll_multi();
+	else if (!strcmp(which, "epoll-reuse"))
+		rc = case_epoll_reuse();
 	else if (!strcmp(which, "idle"))
 		rc = case_idle();
 	else if (!strcmp(which, "idle-waits"))
