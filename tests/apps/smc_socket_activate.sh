@@ -138,7 +138,9 @@ run_case() {
     cmd+=("$PYTHON" "$work/service.py" "$how")
     start_server plain "$name-server" "${cmd[@]}"
     wait_listen "$server_pid" "$port"
+    [[ -n ${slow_activator:-} ]] && first_client_before_exec "$name" "$cmode" "$port"
     for k in 1 2; do
+        [[ -n ${slow_activator:-} && $k -eq 1 ]] && continue
         run_client "$cmode" "$name-client$k" 60 "$PYTHON" "$work/client.py" "$port" "$bytes" "client$k"
         [[ $exit_code -eq 0 ]] && grep -q '^intact ' "$work/$name-client$k.$cmode.out" ||
             fail "$name: client $k did not get its data back intact: $(cat "$work/$name-client$k.$cmode.out") (exit $exit_code)"
@@ -154,6 +156,29 @@ run_case() {
     log "$name: 2 x $((bytes >> 20)) MiB echoed intact; stats (SMC handshakes, fallbacks, reasons):" \
         "client 1: $(outcome client1); client 2: $(outcome client2); service: $(outcome service);" \
         "activator: $activator_outcome"
+}
+
+# first_client_before_exec NAME CMODE PORT: client 1 connects while the
+# activator is stopped, so that it looks the listener up (and proposes, if
+# smcr serves the listener) before the activator execs the service: as a
+# client of a busy host may. Sets exit_code as run_client does.
+first_client_before_exec() {
+    local name=$1 cmode=$2 port=$3 prefix=() client i
+    [[ $cmode == smcr ]] && prefix=("${smcr_prefix[@]}")
+    kill -STOP "$server_pid"
+    timeout -k 5 60 "${prefix[@]}" "$PYTHON" "$work/client.py" "$port" "$bytes" client1 \
+        </dev/null >"$work/$name-client1.$cmode.out" 2>"$work/$name-client1.$cmode.err" &
+    client=$!
+    # its Proposal sent (it then waits for the answer), or its decision made
+    for ((i = 0; i < 200; i++)); do
+        grep -qE 'Proposal sent|tcp-fallback' "$work/$name-client1.$cmode.err" && break
+        sleep 0.05
+    done
+    kill -CONT "$server_pid"
+    exit_code=0
+    wait "$client" || exit_code=$?
+    [[ $exit_code -eq 0 ]] && grep -q '^intact ' "$work/$name-client1.$cmode.out" ||
+        fail "$name: client 1 did not get its data back intact: $(cat "$work/$name-client1.$cmode.out") (exit $exit_code)"
 }
 
 # expect WHO OUTCOME [WHY]: WHO's stats (client1, client2, service: "SMC
@@ -212,12 +237,14 @@ group_dropped_accept() {
 
 # A listener that goes to a program without smcr while a connection waits in
 # its backlog: that connection's client looked the listener up while smcr still
-# served it, and proposed; its Proposal then reaches the service as data. What
+# served it, and proposed; its Proposal then reaches the service as data. (The
+# activator is stopped while the first client connects, so that the client
+# always looks before the exec; otherwise which comes first is a race.) What
 # would keep it TCP (settling connections still in the backlog before the exec,
 # or a registry entry the client cannot see once the listener is leaving) is not
 # built yet: this group is a known failure (tests/apps/meson.build).
 group_dropped_listen() {
-    run_case dropped-listen dropped smcr
+    slow_activator=1 run_case dropped-listen dropped smcr
     expect service none
     expect client1 "0 1 PEERNOSMC:1"
     expect client2 "0 1 PEERNOSMC:1"
