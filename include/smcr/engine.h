@@ -185,9 +185,10 @@ int smcr_sock_connect_learned(const struct sockaddr *dst, socklen_t len);
 
 enum smcr_classify {
 	SMCR_CLASSIFY_TCP = 0,       /* first bytes are not a CLC Proposal: plain TCP */
-	SMCR_CLASSIFY_NEED_MORE = 1, /* a valid Proposal prefix so far, or nothing yet */
+	SMCR_CLASSIFY_NEED_MORE = 1, /* a valid Proposal prefix so far, the rest in flight */
 	SMCR_CLASSIFY_PROPOSAL = 2,  /* an exact, complete Proposal: run smcr_sock_accept() */
 	SMCR_CLASSIFY_EOF = 3,       /* peer closed before sending anything */
+	SMCR_CLASSIFY_NOTHING = 4,   /* no byte yet: the peek itself said EAGAIN */
 };
 
 /*
@@ -198,7 +199,8 @@ int smcr_sock_classify(int tcp_fd);
 
 /*
  * smcr_sock_classify() waiting up to `timeout_ms` (< 0: forever) for a final
- * answer, for a blocking first read.  Returns NEED_MORE only on timeout.
+ * answer, for a blocking first read.  Returns NEED_MORE (never NOTHING) only
+ * on timeout.
  */
 int smcr_sock_classify_wait(int tcp_fd, int timeout_ms);
 

@@ -679,8 +679,12 @@ static int server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 			atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
 			return DECIDED;
 		}
-		/* NEED_MORE: a valid Proposal prefix, or nothing yet. */
-		if (pending_bytes(fd) > 0) {
+		/*
+		 * NEED_MORE: a valid Proposal prefix, the rest in flight. NOTHING:
+		 * not a byte yet, which the peek's own EAGAIN said, so a
+		 * non-blocking read costs one system call, as without us.
+		 */
+		if (c == SMCR_CLASSIFY_NEED_MORE && pending_bytes(fd) > 0) {
 			int64_t now = smcr_now_ms();
 
 			if (partial_deadline < 0)

@@ -401,7 +401,7 @@ int smcr_sock_classify(int tcp_fd)
 
 	n = smcr_libc.recv(tcp_fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
 	if (n < 0)
-		return errno == EAGAIN || errno == EWOULDBLOCK ? SMCR_CLASSIFY_NEED_MORE : -errno;
+		return errno == EAGAIN || errno == EWOULDBLOCK ? SMCR_CLASSIFY_NOTHING : -errno;
 	if (n == 0)
 		return SMCR_CLASSIFY_EOF;
 	switch (smcr_clc_decode(buf, (size_t)n, &msg, &len, &err)) {
@@ -422,7 +422,7 @@ int smcr_sock_classify_wait(int tcp_fd, int timeout_ms)
 	for (;;) {
 		int c = smcr_sock_classify(tcp_fd), w;
 
-		if (c != SMCR_CLASSIFY_NEED_MORE)
+		if (c != SMCR_CLASSIFY_NEED_MORE && c != SMCR_CLASSIFY_NOTHING)
 			return c;
 		w = smcr_sys_wait_fd(tcp_fd, POLLIN, deadline);
 		if (w < 0)
@@ -433,7 +433,8 @@ int smcr_sock_classify_wait(int tcp_fd, int timeout_ms)
 		 * Readable but still undecided: a Proposal prefix whose rest is in
 		 * flight.  poll() would return at once again; pace the retries.
 		 */
-		if (smcr_sock_classify(tcp_fd) == SMCR_CLASSIFY_NEED_MORE) {
+		c = smcr_sock_classify(tcp_fd);
+		if (c == SMCR_CLASSIFY_NEED_MORE || c == SMCR_CLASSIFY_NOTHING) {
 			struct pollfd none = { .fd = -1 };
 
 			smcr_libc.poll(&none, 0, 1);

@@ -186,9 +186,9 @@ static void real_pair_open(struct real_pair *p)
 	p->sfd = accept4(p->lfd, NULL, NULL, SOCK_CLOEXEC);
 	if (p->sfd < 0)
 		die("accept");
-	for (int i = 0; i < 5000 && c == SMCR_CLASSIFY_NEED_MORE; i++) {
+	for (int i = 0; i < 5000 && (c == SMCR_CLASSIFY_NEED_MORE || c == SMCR_CLASSIFY_NOTHING); i++) {
 		c = smcr_sock_classify(p->sfd);
-		if (c == SMCR_CLASSIFY_NEED_MORE)
+		if (c == SMCR_CLASSIFY_NEED_MORE || c == SMCR_CLASSIFY_NOTHING)
 			poll(NULL, 0, 1);
 	}
 	if (c != SMCR_CLASSIFY_PROPOSAL ||

@@ -98,7 +98,7 @@ static int classify_wait(int fd)
 	for (int i = 0; i < 5000; i++) {
 		int c = smcr_sock_classify(fd);
 
-		if (c != SMCR_CLASSIFY_NEED_MORE)
+		if (c != SMCR_CLASSIFY_NEED_MORE && c != SMCR_CLASSIFY_NOTHING)
 			return c;
 		poll(NULL, 0, 1);
 	}
@@ -930,7 +930,8 @@ static void test_non_clc_first_bytes_are_tcp(void **state)
 	pair_listen(&p);
 	p.cfd = tcp_connect(p.port);
 	p.sfd = accept4(p.lfd, NULL, NULL, SOCK_CLOEXEC);
-	assert_int_equal(smcr_sock_classify(p.sfd), SMCR_CLASSIFY_NEED_MORE);
+	/* Nothing sent yet: told apart from a prefix, so no FIONREAD is needed. */
+	assert_int_equal(smcr_sock_classify(p.sfd), SMCR_CLASSIFY_NOTHING);
 	assert_int_equal(send(p.cfd, "GET / HTTP/1.0\r\n", 16, 0), 16);
 	assert_int_equal(classify_wait(p.sfd), SMCR_CLASSIFY_TCP);
 	/* Peeked, never consumed. */
