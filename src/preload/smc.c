@@ -949,9 +949,17 @@ void smcr_smc_after_accept(int listen_fd, int fd)
 static void release_entry(struct smcr_fd_entry *e)
 {
 	struct smcr_sock *s = atomic_load_explicit(&e->sock, memory_order_acquire);
-	bool owner = entry_owns(e, s);
-	int saved = errno;
+	bool owner;
+	int saved;
 
+	/* Most sockets never got any of it: their close costs no more than without us. */
+	if (!s && !e->epoll_regs && !e->listener && !e->tcp_record && e->engine_fd < 0 &&
+	    !atomic_load_explicit(&e->handshake, memory_order_acquire)) {
+		e->epoll_events = 0;
+		return;
+	}
+	owner = entry_owns(e, s);
+	saved = errno;
 	smcr_guard_enter();
 	smcr_smc_epoll_forget(e, owner ? s : NULL);
 	handshake_release(e);
