@@ -52,6 +52,12 @@ enum smcr_clc_decl {
 	SMCR_CLC_DECL_SHORTFLOWS = 0x0A010000,
 	/* smcr's own, sent: a same-host offer whose source is not this host (include/smcr/engine.h) */
 	SMCR_CLC_DECL_NOTLOCAL = 0x0A020000,
+	/*
+	 * smcr's own, sent: an accepted connection left its program image before
+	 * its handshake (exec into a program without smcr, or passed to another
+	 * process over SCM_RIGHTS)
+	 */
+	SMCR_CLC_DECL_HANDOFF = 0x0A030000,
 };
 
 /* "NOSMCRDEV" etc. for a known code, NULL otherwise. */

@@ -233,6 +233,11 @@ int smcr_sock_classify_wait(int tcp_fd, int timeout_ms);
  */
 #define SMCR_ACCEPT_PENDING 1
 #define SMCR_REASON_NOTLOCAL 0x0A020000 /* smcr's own: a same-host offer from elsewhere */
+/*
+ * An accepted connection left the program image before its handshake (exec
+ * into a program that runs no smcr, or passed over SCM_RIGHTS): declined.
+ */
+#define SMCR_REASON_HANDOFF 0x0A030000
 struct smcr_handshake;
 int smcr_sock_accept_start(int tcp_fd, const struct smcr_sock_opts *opts,
 			   struct smcr_handshake **hs);

@@ -22,6 +22,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "preload/handoff.h"
 #include "preload/preload.h"
 #include "smcr/engine.h"
 
@@ -175,6 +176,8 @@ static void init_all(void)
 	if (smcr_preload_active) {
 		engine_init();
 		smcr_smc_init();
+		/* sockets an earlier image of this process handed over (exec) */
+		smcr_handoff_adopt();
 		atexit(at_exit);
 	}
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
@@ -251,6 +254,7 @@ bool smcr_preload_in_vfork_child(void)
 smcr_vfork_fn *smcr_vfork_prepare(void)
 {
 	smcr_preload_enter();
+	smcr_handoff_note_vfork();
 	smcr_vfork_parent = getpid();
 	return smcr_real.vfork ? smcr_real.vfork : smcr_real.fork;
 }

@@ -987,6 +987,79 @@ static void release_entry(struct smcr_fd_entry *e)
 }
 
 /*
+ * An accepted connection whose Proposal this process has not read is leaving
+ * for a program that will not run smcr (exec of a static program, or of one
+ * whose environment drops LD_PRELOAD), or for another process (SCM_RIGHTS).
+ * Its new owner would read a Proposal as data, so it is settled here, in
+ * either of two ways that leave a clean TCP stream at both ends: a Proposal
+ * already there is declined (reason HANDOFF); a client that may yet propose
+ * (a local one, one whose SYN announced SMC, one in SMCR_PEERS) gets as long
+ * to do so as when the server speaks first (SMCR_SPEAK_FIRST_WAIT_MS), which
+ * is when an smcr client proposes: right after its connect() returns. Any
+ * other client is a plain TCP peer: nothing to wait for.  A handshake already
+ * under way is finished instead (up to the engine's bound): it may end in SMC,
+ * which the caller then ends like any SMC connection that cannot follow.
+ */
+void smcr_smc_settle_for_handoff(int fd, struct smcr_fd_entry *e, const char *why)
+{
+	int64_t deadline = now_ms() + speak_first_wait_ms;
+	bool may_propose;
+
+	if (atomic_load_explicit(&e->handshake, memory_order_acquire)) {
+		smcr_smc_finish_handshake(fd, e);
+		return;
+	}
+	if (!decision_lock(e))
+		return;
+	smcr_guard_enter();
+	may_propose = (entry_flags(e) & SMCR_FD_F_PEER_SMC) || peer_is_local(fd) ||
+		      smcr_peer_may_propose(fd);
+	while (entry_mode(e) == SMCR_FD_CANDIDATE) {
+		int c = smcr_sock_classify(fd), rc;
+		int64_t left = deadline - now_ms();
+
+		if (c == SMCR_CLASSIFY_PROPOSAL) {
+			rc = smcr_sock_decline_late_proposal(fd, SMCR_REASON_HANDOFF);
+			if (rc < 0)
+				fail_connection(fd, e, -rc, "server");
+			else
+				go_fallback(fd, e, SMCR_REASON_HANDOFF, false, "server", why);
+		} else if (c == SMCR_CLASSIFY_TCP || c == SMCR_CLASSIFY_EOF || c < 0) {
+			go_fallback(fd, e, REASON_PEERNOSMC, true, "server", why);
+		} else if (may_propose && left > 0 && pending_bytes(fd) > 0) {
+			/* A Proposal prefix: the rest is on its way (the socket polls readable). */
+			nanosleep(&(struct timespec){ .tv_nsec = 1000 * 1000 }, NULL);
+		} else if (!may_propose || left <= 0 || wait_fd(fd, POLLIN, (int)left) <= 0) {
+			/* Nothing came: whatever comes later is the new owner's, as TCP. */
+			go_fallback(fd, e, pending_bytes(fd) > 0 ? REASON_PEERNOSMC : SMCR_REASON_HANDOFF,
+				    true, "server", why);
+		}
+	}
+	drop_listener_ref(e);
+	smcr_guard_leave();
+	decision_unlock(e);
+}
+
+/*
+ * The receiver of an SMC connection over SCM_RIGHTS has neither its rings nor
+ * its doorbells: the connection ends now, as a reset both the peer and the
+ * receiver see (and this process's copy reads as reset too), never as a TCP
+ * socket that silently carries nothing.
+ */
+void smcr_smc_end_for_handoff(int fd, struct smcr_fd_entry *e)
+{
+	static const struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+
+	if (e->owner != smcr_smc_pid || e->engine_fd < 0)
+		return;
+	smcr_guard_enter();
+	if (smcr_real.connect(e->engine_fd, &unspec, sizeof(unspec)) == 0)
+		smcr_warn("fd %d: SMC connection reset: passed to another process over SCM_RIGHTS,"
+			  " which cannot share it", fd);
+	smcr_guard_leave();
+}
+
+/*
  * exec (wrap_exec.c): an SMC connection cannot cross it, and nothing in the
  * new image would ever tell the peer: over SMC-R the TCP socket stays open
  * in the new image and quiet, and the peer's link would learn of the

@@ -43,6 +43,13 @@ void smcr_smc_unlock(void);
 void smcr_smc_reinit_child(void);
 /* exec is about to replace this process: reset the SMC connections it owns. */
 void smcr_smc_before_exec(void);
+/*
+ * An unclassified accepted connection leaves this image for one without smcr,
+ * or this process (SCM_RIGHTS): a Proposal is declined first (reason HANDOFF).
+ */
+void smcr_smc_settle_for_handoff(int fd, struct smcr_fd_entry *e, const char *why);
+/* An SMC connection passed over SCM_RIGHTS cannot follow: it is reset, visibly. */
+void smcr_smc_end_for_handoff(int fd, struct smcr_fd_entry *e);
 /* exit(): the SMC connections this process owns close as the kernel would close TCP. */
 void smcr_smc_exit(void);
 

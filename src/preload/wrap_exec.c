@@ -1,29 +1,65 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The exec family: before the process image is replaced, the SMC
- * connections it owns are reset (smc.c, smcr_smc_before_exec: design §8,
- * "an SMC-mode connection cannot cross exec; it must end visibly").
+ * The exec family: what the sockets of this image become in the next one.
  *
- * Only an exec that can succeed resets anything: the file is looked up
+ * The next image learns what this one knew (handoff.c): an accepted
+ * connection not classified yet, and a registered listener, are handed over
+ * in the environment (SMCR_INHERIT) when the new image will load smcr, and
+ * settled first when it will not (a Proposal declined, reason HANDOFF), so
+ * its new owner never reads a CLC byte. SMC connections cannot cross exec:
+ * they end visibly (smc.c, smcr_smc_before_exec: design §8).
+ *
+ * Whether the new image loads smcr is decided from what the dynamic loader
+ * will do: the new environment's LD_PRELOAD names this library (or this
+ * process got it from /etc/ld.so.preload), SMCR_DISABLE is not set in it,
+ * and the file is a dynamically linked ELF program of this library's class
+ * and machine (or a "#!" script whose interpreter is), neither setuid,
+ * setgid nor with file capabilities (the loader ignores LD_PRELOAD then).
+ * A wrong "yes" would leave a Proposal unread by anyone, so every doubt
+ * answers "no": the cost of "no" is only a connection that stays TCP.
+ *
+ * Only an exec that can succeed changes anything: the file is looked up
  * first (access X_OK, along PATH for the p variants), so a program that
  * tries one name after another keeps its connections through the failures.
  * libc's own execs (execl* call execve internally, posix_spawn and system
  * run in a child) do not pass through here, hence the l variants are
  * wrapped too; a child's exec never touches its parent's connections.
  */
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
+#include "preload/handoff.h"
 #include "preload/preload.h"
 #include "preload/smc.h"
 
 extern char **environ;
+
+/* Environments longer than this are not copied: no handover (a bound on the copy). */
+#define HANDOFF_MAX_ENV 4096u
+/* "#!" interpreters followed, as the kernel does (BINPRM_MAX_RECURSION). */
+#define SCRIPT_DEPTH 4
+
+#if defined(__x86_64__)
+#define OWN_MACHINE EM_X86_64
+#elif defined(__aarch64__)
+#define OWN_MACHINE EM_AARCH64
+#elif defined(__powerpc64__)
+#define OWN_MACHINE EM_PPC64
+#elif defined(__s390x__)
+#define OWN_MACHINE EM_S390
+#else
+#define OWN_MACHINE EM_NONE /* unknown here: no image is said to load smcr */
+#endif
 
 static bool runnable(const char *path)
 {
@@ -32,24 +68,25 @@ static bool runnable(const char *path)
 	return access(path, X_OK) == 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* execvp's search: a name with a slash as it is, else along PATH. */
-static bool runnable_on_path(const char *file)
+/* execvp's search: a name with a slash as it is, else along PATH; the path found in `out`. */
+static bool runnable_on_path(const char *file, char out[PATH_MAX])
 {
 	const char *path = getenv("PATH"), *p;
-	char buf[PATH_MAX];
 
 	if (!*file)
 		return false;
-	if (strchr(file, '/'))
+	if (strchr(file, '/')) {
+		snprintf(out, PATH_MAX, "%s", file);
 		return runnable(file);
+	}
 	if (!path)
 		path = "/bin:/usr/bin";
 	for (p = path;; p++) {
 		const char *end = strchrnul(p, ':');
-		int n = end == p ? snprintf(buf, sizeof(buf), "%s", file)
-				 : snprintf(buf, sizeof(buf), "%.*s/%s", (int)(end - p), p, file);
+		int n = end == p ? snprintf(out, PATH_MAX, "%s", file)
+				 : snprintf(out, PATH_MAX, "%.*s/%s", (int)(end - p), p, file);
 
-		if (n > 0 && (size_t)n < sizeof(buf) && runnable(buf))
+		if (n > 0 && n < PATH_MAX && runnable(out))
 			return true;
 		if (!*end)
 			return false;
@@ -57,59 +94,186 @@ static bool runnable_on_path(const char *file)
 	}
 }
 
-static void before_exec(bool will_run)
+static bool file_loads_preload(const char *path, int depth);
+
+/* "#!interpreter ...": does the interpreter load it? */
+static bool script_loads_preload(const char *head, size_t n, int depth)
 {
-	if (will_run)
-		smcr_smc_before_exec();
+	char interp[256];
+	size_t i = 2, j = 0;
+
+	while (i < n && (head[i] == ' ' || head[i] == '\t'))
+		i++;
+	while (i < n && j + 1 < sizeof(interp) && head[i] != ' ' && head[i] != '\t' &&
+	       head[i] != '\n' && head[i] != '\0')
+		interp[j++] = head[i++];
+	interp[j] = '\0';
+	return j > 0 && depth < SCRIPT_DEPTH && file_loads_preload(interp, depth + 1);
 }
 
-static int do_execve(const char *path, char *const argv[], char *const envp[])
+/* A dynamically linked ELF of our class and machine: has a PT_INTERP header. */
+static bool elf_is_dynamic(int fd, const Elf64_Ehdr *eh)
 {
+	if (eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_machine != OWN_MACHINE ||
+	    eh->e_phentsize != sizeof(Elf64_Phdr) || eh->e_phnum == 0 || eh->e_phnum > 128)
+		return false;
+	for (unsigned i = 0; i < eh->e_phnum; i++) {
+		Elf64_Phdr ph;
+
+		if (pread(fd, &ph, sizeof(ph), (off_t)(eh->e_phoff + i * sizeof(ph))) !=
+		    (ssize_t)sizeof(ph))
+			return false;
+		if (ph.p_type == PT_INTERP)
+			return true;
+	}
+	return false;
+}
+
+/* Will the dynamic loader run `path` with LD_PRELOAD honoured? */
+static bool file_loads_preload(const char *path, int depth)
+{
+	union {
+		Elf64_Ehdr eh;
+		char head[256];
+	} u;
+	struct stat st;
+	bool yes = false;
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (st.st_mode & (S_ISUID | S_ISGID)) ||
+	    fgetxattr(fd, "security.capability", NULL, 0) >= 0)
+		goto out; /* secure execution: the loader ignores LD_PRELOAD */
+	memset(&u, 0, sizeof(u));
+	n = pread(fd, &u, sizeof(u), 0);
+	if (n >= (ssize_t)sizeof(Elf64_Ehdr) && !memcmp(u.eh.e_ident, ELFMAG, SELFMAG))
+		yes = elf_is_dynamic(fd, &u.eh);
+	else if (n > 2 && u.head[0] == '#' && u.head[1] == '!')
+		yes = script_loads_preload(u.head, (size_t)n, depth);
+out:
+	close(fd);
+	return yes;
+}
+
+static size_t env_count(char *const envp[])
+{
+	size_t n = 0;
+
+	while (envp && envp[n])
+		n++;
+	return n;
+}
+
+/* `envp` without any SMCR_INHERIT of its own, plus `var`, into `out` (n + 2 slots). */
+static void env_with(char *const envp[], size_t n, const char *var, char **out)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(envp[i], "SMCR_INHERIT=", 13) != 0)
+			out[k++] = envp[i];
+	out[k++] = (char *)var;
+	out[k] = NULL;
+}
+
+enum exec_how { EXEC_PATH, EXEC_SEARCH, EXEC_FD };
+
+static int real_exec(enum exec_how how, const char *name, int fd, char *const argv[],
+		     char *const envp[])
+{
+	switch (how) {
+	case EXEC_PATH:
+		return smcr_real.execve(name, argv, envp);
+	case EXEC_SEARCH:
+		SMCR_REAL_OR_ENOSYS(execvpe);
+		return smcr_real.execvpe(name, argv, envp);
+	default:
+		SMCR_REAL_OR_ENOSYS(fexecve);
+		return smcr_real.fexecve(fd, argv, envp);
+	}
+}
+
+/*
+ * The program the exec will run, in `buf`; NULL if the exec cannot succeed
+ * (then nothing changes).
+ */
+static const char *exec_target(enum exec_how how, const char *name, int fd, char buf[PATH_MAX])
+{
+	struct stat st;
+
+	switch (how) {
+	case EXEC_PATH:
+		return runnable(name) ? name : NULL;
+	case EXEC_SEARCH:
+		return runnable_on_path(name, buf) ? buf : NULL;
+	default:
+		if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+			return NULL;
+		snprintf(buf, PATH_MAX, "/proc/self/fd/%d", fd);
+		return buf;
+	}
+}
+
+static int exec_common(enum exec_how how, const char *name, int fd, char *const argv[],
+		       char *const envp[])
+{
+	char buf[PATH_MAX];
+	const char *prog = NULL, *var = NULL;
+	struct smcr_handoff h;
+	size_t n = env_count(envp), len = (n + 2) * sizeof(char *);
+	char **env = MAP_FAILED;
+	int rc, err;
+
 	smcr_preload_enter();
-	before_exec(runnable(path));
-	return smcr_real.execve(path, argv, envp);
+	if (smcr_preload_active && smcr_smc_enabled)
+		prog = exec_target(how, name, fd, buf);
+	if (prog) {
+		bool keeps = n < HANDOFF_MAX_ENV && smcr_handoff_env_keeps(envp) &&
+			     file_loads_preload(prog, 0);
+
+		/* mmap, not malloc: a vfork child shares its parent's heap and locks */
+		if (keeps)
+			env = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+				   -1, 0);
+		var = smcr_handoff_before_exec(&h, env != MAP_FAILED);
+		smcr_smc_before_exec();
+	}
+	if (env == MAP_FAILED)
+		return real_exec(how, name, fd, argv, envp);
+	if (var)
+		env_with(envp, n, var, env);
+	rc = real_exec(how, name, fd, argv, var ? env : envp);
+	err = errno;
+	munmap(env, len);
+	errno = err;
+	return rc;
 }
 
 SMCR_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-	return do_execve(path, argv, envp);
+	return exec_common(EXEC_PATH, path, -1, argv, envp);
 }
 
 SMCR_EXPORT int execv(const char *path, char *const argv[])
 {
-	smcr_preload_enter();
-	before_exec(runnable(path));
-	return smcr_real.execv(path, argv);
+	return exec_common(EXEC_PATH, path, -1, argv, environ);
 }
 
 SMCR_EXPORT int execvp(const char *file, char *const argv[])
 {
-	smcr_preload_enter();
-	before_exec(runnable_on_path(file));
-	return smcr_real.execvp(file, argv);
-}
-
-static int do_execvpe(const char *file, char *const argv[], char *const envp[])
-{
-	smcr_preload_enter();
-	SMCR_REAL_OR_ENOSYS(execvpe);
-	before_exec(runnable_on_path(file));
-	return smcr_real.execvpe(file, argv, envp);
+	return exec_common(EXEC_SEARCH, file, -1, argv, environ);
 }
 
 SMCR_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	return do_execvpe(file, argv, envp);
+	return exec_common(EXEC_SEARCH, file, -1, argv, envp);
 }
 
 SMCR_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-	struct stat st;
-
-	smcr_preload_enter();
-	SMCR_REAL_OR_ENOSYS(fexecve);
-	before_exec(fstat(fd, &st) == 0 && S_ISREG(st.st_mode));
-	return smcr_real.fexecve(fd, argv, envp);
+	return exec_common(EXEC_FD, NULL, fd, argv, envp);
 }
 
 /*
@@ -167,15 +331,15 @@ static size_t count_args(va_list ap)
 
 SMCR_EXPORT int execl(const char *path, const char *arg, ...)
 {
-	L_VARIANT(do_execve(path, argv, envp), NULL);
+	L_VARIANT(exec_common(EXEC_PATH, path, -1, argv, envp), NULL);
 }
 
 SMCR_EXPORT int execlp(const char *file, const char *arg, ...)
 {
-	L_VARIANT(do_execvpe(file, argv, envp), NULL);
+	L_VARIANT(exec_common(EXEC_SEARCH, file, -1, argv, envp), NULL);
 }
 
 SMCR_EXPORT int execle(const char *path, const char *arg, ...)
 {
-	L_VARIANT(do_execve(path, argv, envp), &envp);
+	L_VARIANT(exec_common(EXEC_PATH, path, -1, argv, envp), &envp);
 }

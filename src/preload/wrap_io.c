@@ -23,6 +23,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "preload/handoff.h"
 #include "preload/preload.h"
 
 /* glibc's fortify entry points; declared only under _FORTIFY_SOURCE. */
@@ -255,9 +256,18 @@ SMCR_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 	return smcr_real.sendto(fd, buf, len, flags, addr, addrlen);
 }
 
+/* fds passed over a UNIX socket: what their new owner cannot know is settled first. */
+static SMCR_COLD __attribute__((noinline)) void before_passing(const struct msghdr *msg)
+{
+	if (smcr_preload_tracking())
+		smcr_handoff_before_send_fds(msg);
+}
+
 SMCR_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	smcr_preload_enter();
+	if (unlikely(msg && msg->msg_controllen))
+		before_passing(msg);
 	if (smcr_preload_divert(fd))
 		return divert_sendmsg(fd, msg, flags);
 	return smcr_real.sendmsg(fd, msg, flags);
@@ -266,6 +276,9 @@ SMCR_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 SMCR_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 {
 	smcr_preload_enter();
+	for (unsigned int i = 0; vec && i < vlen; i++)
+		if (unlikely(vec[i].msg_hdr.msg_controllen))
+			before_passing(&vec[i].msg_hdr);
 	if (smcr_preload_divert(fd))
 		return divert_mmsg(fd, vec, vlen, flags, true);
 	SMCR_REAL_OR_ENOSYS(sendmmsg);

@@ -51,6 +51,7 @@ const char *smcr_clc_decl_name(uint32_t code)
 		{ SMCR_CLC_DECL_ERR_REGBUF, "ERR_REGBUF" },
 		{ SMCR_CLC_DECL_SHORTFLOWS, "SHORTFLOWS" },
 		{ SMCR_CLC_DECL_NOTLOCAL, "NOTLOCAL" },
+		{ SMCR_CLC_DECL_HANDOFF, "HANDOFF" },
 	};
 	size_t i;
 

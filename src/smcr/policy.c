@@ -92,6 +92,7 @@ bool smcr_policy_match(const struct smcr_config_cidr *list, unsigned n,
 
 _Static_assert(SMCR_REASON_SHORTFLOWS == SMCR_CLC_DECL_SHORTFLOWS, "one code, two headers");
 _Static_assert(SMCR_REASON_NOTLOCAL == SMCR_CLC_DECL_NOTLOCAL, "one code, two headers");
+_Static_assert(SMCR_REASON_HANDOFF == SMCR_CLC_DECL_HANDOFF, "one code, two headers");
 
 static uint64_t dest_key(const struct dest *d)
 {
