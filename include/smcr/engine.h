@@ -124,6 +124,14 @@ void smcr_engine_fork_parent(void);
 void smcr_engine_fork_child(void);
 
 /*
+ * vfork: a child is about to run on this process's memory and may call the
+ * engine (to settle a socket before its exec).  Whatever the engine creates
+ * lazily that such a call needs (the stats file) is created now, in the
+ * parent: the child's would carry the child's pid and vanish at its exec.
+ */
+void smcr_engine_vfork_prepare(void);
+
+/*
  * The engine's fds (rendezvous sockets, rings, doorbells, epoll sets, its
  * duplicates of TCP sockets) are close-on-exec and live at or above this
  * number, away from the numbers a program expects its next open() or

@@ -45,6 +45,7 @@
 #include "common/log.h"
 #include "preload/preload.h"
 #include "preload/smc.h"
+#include "smcr/engine.h"
 
 #define INHERIT_VAR "SMCR_INHERIT"
 /* A vfork child looks for the parent's connections among this many fds. */
@@ -122,6 +123,11 @@ void smcr_handoff_note_vfork(void)
 
 		if (e && unsettled_accepted(e) && socket_inode((int)fd, &ino))
 			vfork_noted[vfork_n_noted++] = (struct noted){ ino, e };
+	}
+	if (vfork_n_noted) {
+		smcr_guard_enter();
+		smcr_engine_vfork_prepare();
+		smcr_guard_leave();
 	}
 }
 

@@ -96,6 +96,11 @@ void smcr_engine_fork_child(void)
 #endif
 }
 
+void smcr_engine_vfork_prepare(void)
+{
+	(void)smcr_stats_area();
+}
+
 /*
  * Link groups first: their DELETE LINK may still count in the stats; the
  * stats file goes last.

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Accepted connections that leave the program image or the process before
+# their first byte is read: an inetd-style server hands each connection to a
+# child program as its stdin and stdout (subprocess.Popen, which uses vfork,
+# and fork + dup2 + exec), or passes it to a worker process over a UNIX
+# socket (SCM_RIGHTS). The child is cat (dynamically linked: it loads smcr
+# again and takes the connection over) or static_cat (linked -static: smcr can
+# never be in it). Each client sends 1 MiB and checks that every byte comes
+# back. With both ends under smc_run:
+#  - into cat: SMC (the child's and the client's logs say smc-shm);
+#  - into static_cat, or over SCM_RIGHTS: plain TCP, reason HANDOFF in both
+#    logs and in the server's published stats (the Proposal was declined
+#    before the socket left);
+#  - an SMC connection passed over SCM_RIGHTS: reset, visibly (the worker and
+#    the client both see an error at once, the server's log says why), never
+#    a connection that silently carries nothing;
+# and with only one end under smc_run, every case is plain TCP and intact.
+source "$(dirname -- "${BASH_SOURCE[0]}")/smc_lib.sh"
+static_cat=${SMCR_TEST_STATIC_CAT:-}
+[[ -x $static_cat ]] || skip "static_cat is not built (no libc.a for -static)"
+SMCR_STAT=${SMCR_BUILD_DIR:-}/src/tools/smcr-stat
+[[ -x $SMCR_STAT ]] || SMCR_STAT=$apps_dir/../../scripts/smcr-stat
+
+cat >"$work/server.py" <<'PY'
+# server.py HOW PORT [PROG]: serves connections one at a time.
+#   popen: Popen(PROG, stdin=conn, stdout=conn)  fork: fork, dup2 onto 0/1, exec PROG
+#   pass: the connection goes over SCM_RIGHTS to a worker that echoes it
+#   pass_smc: the first 4 bytes are read here (the handshake runs), then it is passed
+import os, socket, subprocess, sys
+how, port, prog = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+ls = socket.socket()
+ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind(("127.0.0.1", port))
+ls.listen(8)
+if how.startswith("pass"):
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    if os.fork() == 0:
+        ours.close()
+        while True:
+            msg, fds, _, _ = socket.recv_fds(theirs, 16, 1)
+            if not fds:
+                os._exit(0)
+            c = socket.socket(fileno=fds[0])
+            try:
+                head = msg[4:]
+                if head:
+                    c.sendall(head)
+                while b := c.recv(65536):
+                    c.sendall(b)
+                print("worker: connection ended cleanly", file=sys.stderr, flush=True)
+            except OSError as e:
+                print(f"worker: connection error: {e}", file=sys.stderr, flush=True)
+            c.close()
+    theirs.close()
+while True:
+    conn, _ = ls.accept()
+    if how == "popen":
+        subprocess.Popen(prog, stdin=conn, stdout=conn).wait()
+    elif how == "fork":
+        pid = os.fork()
+        if pid == 0:
+            os.dup2(conn.fileno(), 0)
+            os.dup2(conn.fileno(), 1)
+            os.execvp(prog[0], prog)
+        os.waitpid(pid, 0)
+    else:
+        head = conn.recv(4, socket.MSG_WAITALL) if how == "pass_smc" else b""
+        socket.send_fds(ours, [b"conn" + head], [conn.fileno()])
+    conn.close()
+PY
+
+cat >"$work/client.py" <<'PY'
+# client.py PORT BYTES: sends BYTES, reads them back; prints "intact SHA" or the error.
+import hashlib, os, socket, sys, threading
+port, n = int(sys.argv[1]), int(sys.argv[2])
+data = os.urandom(n)
+s = socket.create_connection(("127.0.0.1", port))
+s.settimeout(30)
+def send():
+    try:
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+t = threading.Thread(target=send)
+t.start()
+got = bytearray()
+try:
+    while b := s.recv(65536):
+        got += b
+except OSError as e:
+    print(f"error: {e.__class__.__name__}")
+    sys.exit(2)
+t.join()
+if bytes(got) != data:
+    print(f"corrupt: {len(got)} of {n} bytes")
+    sys.exit(1)
+print("intact", hashlib.sha256(got).hexdigest()[:16])
+PY
+
+# serve SMODE CMODE NAME HOW [PROG]: one connection of 1 MiB through a fresh server.
+serve() {
+    local smode=$1 cmode=$2 name=$3 how=$4 port
+    shift 4
+    port=$(free_port 4)
+    start_server "$smode" "$name-server" "$PYTHON" "$work/server.py" "$how" "$port" "$@"
+    wait_listen "$server_pid" "$port"
+    run_client "$cmode" "$name-client" 60 "$PYTHON" "$work/client.py" "$port" $((1 << 20))
+    # the server's stats while it still runs (its children have exited)
+    mode_stats "$server_pid" $(descendants "$server_pid") >"$work/$name.stats" 2>/dev/null || true
+    stop_server "$server_pid"
+}
+
+# intact NAME: the client got its megabyte back.
+intact() {
+    [[ $exit_code -eq 0 ]] && grep -q '^intact ' "$work/$1-client.$cmode_used.out" ||
+        fail "$1: the client did not get its data back intact: $(cat "$work/$1-client.$cmode_used.out") (exit $exit_code)"
+    log "$1: 1 MiB echoed intact ($(cat "$work/$1-client.$cmode_used.out"))"
+}
+
+# smc_both NAME: both ends' logs say smc-shm, and no fallback.
+smc_both() {
+    assert_smc_log "$1-server" 1
+    assert_smc_log "$1-client" 1
+}
+
+# handoff_both NAME: both ends fell back with HANDOFF (logs), the server counts it (stats).
+handoff_both() {
+    local n
+    assert_fallback_log "$1-server" HANDOFF 1
+    assert_fallback_log "$1-client" HANDOFF 1
+    n=$(tr ',' '\n' <<<"$(cut -d' ' -f3 "$work/$1.stats")" | sed -n 's/^HANDOFF://p')
+    [[ ${n:-0} -ge 1 ]] || fail "$1: the server's stats do not count the HANDOFF fallback: $(cat "$work/$1.stats")"
+    log "$1: the server's published stats count $n HANDOFF fallback(s)"
+}
+
+cmode_used=smcr
+serve smcr smcr popen-cat popen cat;              intact popen-cat;    smc_both popen-cat
+serve smcr smcr fork-cat fork cat;                intact fork-cat;     smc_both fork-cat
+serve smcr smcr popen-static popen "$static_cat"; intact popen-static; handoff_both popen-static
+serve smcr smcr fork-static fork "$static_cat";   intact fork-static
+assert_fallback_log fork-static-server HANDOFF 1
+assert_fallback_log fork-static-client HANDOFF 1
+serve smcr smcr pass pass;                        intact pass;         handoff_both pass
+
+# An SMC connection passed over SCM_RIGHTS: ended visibly at both ends.
+serve smcr smcr pass-smc pass_smc
+grep -q '^error: ' "$work/pass-smc-client.smcr.out" ||
+    fail "pass-smc: the client did not see its connection end: $(cat "$work/pass-smc-client.smcr.out")"
+grep -q 'passed to another process over SCM_RIGHTS' "$work/pass-smc-server.smcr.err" ||
+    fail "pass-smc: the server's log does not say why the connection was reset"
+grep -q 'worker: connection error' "$work/pass-smc-server.smcr.err" ||
+    fail "pass-smc: the worker did not see the reset"
+log "pass-smc: an SMC connection passed over SCM_RIGHTS was reset at both ends, and the log says why"
+
+# Only one end under smc_run: plain TCP, intact.
+for pair in "smcr plain" "plain smcr"; do
+    read -r smode cmode <<<"$pair"
+    cmode_used=$cmode
+    for how in "popen cat" "fork $static_cat" "pass"; do
+        name=one-$smode-${how%% *}
+        # shellcheck disable=SC2086
+        serve "$smode" "$cmode" "$name" $how
+        intact "$name"
+        side=$([[ $smode == smcr ]] && echo server || echo client)
+        n=$(grep -c ': smc-[a-z]* (' "$work/$name-$side.smcr.err" || true)
+        [[ $n -eq 0 ]] || fail "$name: SMC with only one end under smc_run"
+    done
+done
+log "with one end under smc_run every case stayed TCP and intact"
