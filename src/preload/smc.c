@@ -1002,7 +1002,7 @@ static void release_entry(struct smcr_fd_entry *e)
  */
 void smcr_smc_settle_for_handoff(int fd, struct smcr_fd_entry *e, const char *why)
 {
-	int64_t deadline = now_ms() + speak_first_wait_ms;
+	int64_t deadline = smcr_now_ms() + speak_first_wait_ms;
 	bool may_propose;
 
 	if (atomic_load_explicit(&e->handshake, memory_order_acquire)) {
@@ -1016,7 +1016,7 @@ void smcr_smc_settle_for_handoff(int fd, struct smcr_fd_entry *e, const char *wh
 		      smcr_peer_may_propose(fd);
 	while (entry_mode(e) == SMCR_FD_CANDIDATE) {
 		int c = smcr_sock_classify(fd), rc;
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - smcr_now_ms();
 
 		if (c == SMCR_CLASSIFY_PROPOSAL) {
 			rc = smcr_sock_decline_late_proposal(fd, SMCR_REASON_HANDOFF);
