@@ -1015,32 +1015,33 @@ static void test_ring_never_goes_to_a_recycled_pid(void **state)
  */
 static void test_ring_stays_with_its_process(void **state)
 {
+	static const int order[3] = { 0, 1, 0 }; /* A, then B, then A again */
 	struct pool_setup ps;
 	struct smcr_sock *s;
 	pid_t kid[2];
 	ino_t ino[3];
-	int sfd;
+	int sfd, cmd[2][2];
 	char go = 'g';
 
 	(void)state;
 	pool_setup(&ps);
 	for (int k = 0; k < 2; k++) {
+		/* a command pipe each: "connect" reaches the process it names */
+		assert_int_equal(pipe(cmd[k]), 0);
 		kid[k] = fork();
 		assert_true(kid[k] >= 0);
 		if (kid[k] == 0) {
-			poll(NULL, 0, 50);
-			(void)!read(ps.cmd[0], &go, 1);
-			write_ino(ps.rep[1], lone_client(ps.port));
-			(void)!read(ps.cmd[0], &go, 1);
-			if (k == 0)
+			for (int i = 0; i < (k == 0 ? 2 : 1); i++) {
+				if (read(cmd[k][0], &go, 1) != 1)
+					_exit(1);
 				write_ino(ps.rep[1], lone_client(ps.port));
+			}
 			pause();
 			_exit(0);
 		}
 	}
-	/* A (kid 0) first, then B (kid 1), then A again. */
 	for (int i = 0; i < 3; i++) {
-		assert_int_equal(write(ps.cmd[1], &go, 1), 1);
+		assert_int_equal(write(cmd[order[i]][1], &go, 1), 1);
 		s = serve_one(ps.lfd, &sfd);
 		ino[i] = read_ino(ps.rep[0]);
 		assert_true(ino[i] != 0);
@@ -1051,6 +1052,8 @@ static void test_ring_stays_with_its_process(void **state)
 	for (int k = 0; k < 2; k++) {
 		kill(kid[k], SIGKILL);
 		waitpid(kid[k], NULL, 0);
+		close(cmd[k][0]);
+		close(cmd[k][1]);
 	}
 	pool_teardown(&ps);
 }
