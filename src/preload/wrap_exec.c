@@ -139,7 +139,7 @@ static bool file_loads_preload(const char *path, int depth)
 	struct stat st;
 	bool yes = false;
 	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = smcr_real.open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0)
 		return false;
@@ -153,7 +153,7 @@ static bool file_loads_preload(const char *path, int depth)
 	else if (n > 2 && u.head[0] == '#' && u.head[1] == '!')
 		yes = script_loads_preload(u.head, (size_t)n, depth);
 out:
-	close(fd);
+	smcr_real.close(fd);
 	return yes;
 }
 
