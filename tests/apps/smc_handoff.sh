@@ -70,34 +70,6 @@ while True:
     conn.close()
 PY
 
-cat >"$work/client.py" <<'PY'
-# client.py PORT BYTES: sends BYTES, reads them back; prints "intact SHA" or the error.
-import hashlib, os, socket, sys, threading
-port, n = int(sys.argv[1]), int(sys.argv[2])
-data = os.urandom(n)
-s = socket.create_connection(("127.0.0.1", port))
-s.settimeout(30)
-def send():
-    try:
-        s.sendall(data)
-        s.shutdown(socket.SHUT_WR)
-    except OSError:
-        pass
-t = threading.Thread(target=send)
-t.start()
-got = bytearray()
-try:
-    while b := s.recv(65536):
-        got += b
-except OSError as e:
-    print(f"error: {e.__class__.__name__}")
-    sys.exit(2)
-t.join()
-if bytes(got) != data:
-    print(f"corrupt: {len(got)} of {n} bytes")
-    sys.exit(1)
-print("intact", hashlib.sha256(got).hexdigest()[:16])
-PY
 
 # serve SMODE CMODE NAME HOW [PROG]: one connection of 1 MiB through a fresh server.
 serve() {
@@ -106,7 +78,7 @@ serve() {
     port=$(free_port 4)
     start_server "$smode" "$name-server" "$PYTHON" "$work/server.py" "$how" "$port" "$@"
     wait_listen "$server_pid" "$port"
-    run_client "$cmode" "$name-client" 60 "$PYTHON" "$work/client.py" "$port" $((1 << 20))
+    run_client "$cmode" "$name-client" 60 "$PYTHON" "$apps_dir/echo_once.py" "$port" $((1 << 20))
     # the server's stats while it still runs (its children have exited)
     mode_stats "$server_pid" $(descendants "$server_pid") >"$work/$name.stats" 2>/dev/null || true
     stop_server "$server_pid"

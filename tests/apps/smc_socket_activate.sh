@@ -18,18 +18,8 @@ need systemd-socket-activate
 activate=$(command -v systemd-socket-activate)
 bytes=$((4 << 20))
 
-# own_stats (python): this process's counters as smcr-stat publishes them,
-# into $work/stats.NAME.PID (nothing when smcr is not loaded here).
-cat >"$work/own_stats.py" <<'PY'
-import os, subprocess
-def own_stats(name):
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    out = subprocess.run([os.environ["SMCR_STAT"], "stats", "--json", "-p", str(os.getpid()),
-                          "--dir", os.environ["XDG_RUNTIME_DIR"] + "/smcr"],
-                         env=env, capture_output=True, text=True).stdout
-    with open(f"{os.environ['STATS_DIR']}/stats.{name}.{os.getpid()}", "w") as f:
-        f.write(out)
-PY
+# own_stats.py (the service imports it from beside itself)
+cp "$apps_dir/own_stats.py" "$work/"
 
 cat >"$work/service.py" <<'PY'
 # service.py listen|accept: a socket-activated echo service. fd 3 is the
@@ -52,39 +42,6 @@ for i in range(1 if how == "accept" else 2):
 own_stats("service")
 PY
 
-cat >"$work/client.py" <<'PY'
-# client.py PORT BYTES NAME: sends BYTES, reads them back; prints "intact SHA256"
-# or the error; its stats are NAME's.
-import hashlib, os, socket, sys, threading
-sys.path.insert(0, os.path.dirname(sys.argv[0]))
-from own_stats import own_stats
-port, n, name = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-data = os.urandom(n)
-s = socket.create_connection(("127.0.0.1", port))
-s.settimeout(30)
-def send():
-    try:
-        s.sendall(data)
-        s.shutdown(socket.SHUT_WR)
-    except OSError:
-        pass
-t = threading.Thread(target=send)
-t.start()
-got = bytearray()
-try:
-    while b := s.recv(65536):
-        got += b
-except OSError as e:
-    print(f"error: {e.__class__.__name__}: {e}")
-    sys.exit(2)
-t.join()
-own_stats(name)
-want, have = hashlib.sha256(data).hexdigest(), hashlib.sha256(got).hexdigest()
-if have != want:
-    print(f"corrupt: {len(got)} of {n} bytes, sha256 {have[:16]}, sent {want[:16]}")
-    sys.exit(1)
-print("intact", have)
-PY
 export SMCR_STAT STATS_DIR
 
 # outcome WHO: "SMC FALLBACKS REASONS" summed over WHO's recorded stats, or
@@ -141,7 +98,7 @@ run_case() {
     [[ -n ${slow_activator:-} ]] && first_client_before_exec "$name" "$cmode" "$port"
     for k in 1 2; do
         [[ -n ${slow_activator:-} && $k -eq 1 ]] && continue
-        run_client "$cmode" "$name-client$k" 60 "$PYTHON" "$work/client.py" "$port" "$bytes" "client$k"
+        run_client "$cmode" "$name-client$k" 60 "$PYTHON" "$apps_dir/echo_once.py" "$port" "$bytes" "client$k"
         [[ $exit_code -eq 0 ]] && grep -q '^intact ' "$work/$name-client$k.$cmode.out" ||
             fail "$name: client $k did not get its data back intact: $(cat "$work/$name-client$k.$cmode.out") (exit $exit_code)"
     done
@@ -166,7 +123,7 @@ first_client_before_exec() {
     local name=$1 cmode=$2 port=$3 prefix=() client i
     [[ $cmode == smcr ]] && prefix=("${smcr_prefix[@]}")
     kill -STOP "$server_pid"
-    timeout -k 5 60 "${prefix[@]}" "$PYTHON" "$work/client.py" "$port" "$bytes" client1 \
+    timeout -k 5 60 "${prefix[@]}" "$PYTHON" "$apps_dir/echo_once.py" "$port" "$bytes" client1 \
         </dev/null >"$work/$name-client1.$cmode.out" 2>"$work/$name-client1.$cmode.err" &
     client=$!
     # its Proposal sent (it then waits for the answer), or its decision made
