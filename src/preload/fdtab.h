@@ -93,6 +93,17 @@ int smcr_fdtab_init(unsigned nslots);
 void smcr_fdtab_fini(void);
 
 /* Hot path: the entry for fd, or NULL. No reference taken. */
+/* An entry's SMCR_FD_F_* flags, and its mode (acquire: what the decider published with it). */
+static inline unsigned smcr_fd_entry_flags(const struct smcr_fd_entry *e)
+{
+	return atomic_load_explicit(&e->flags, memory_order_relaxed);
+}
+
+static inline unsigned char smcr_fd_entry_mode(const struct smcr_fd_entry *e)
+{
+	return atomic_load_explicit(&e->mode, memory_order_acquire);
+}
+
 static inline struct smcr_fd_entry *smcr_fdtab_peek(int fd)
 {
 	if (unlikely((unsigned)fd >= smcr_fdtab_nslots))

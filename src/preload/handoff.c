@@ -65,30 +65,20 @@ static __thread unsigned vfork_n_noted;
 static char self_name[64];
 static bool from_ld_so_preload;
 
-static unsigned entry_flags(const struct smcr_fd_entry *e)
-{
-	return atomic_load_explicit(&e->flags, memory_order_relaxed);
-}
-
-static unsigned char entry_mode(const struct smcr_fd_entry *e)
-{
-	return atomic_load_explicit(&e->mode, memory_order_acquire);
-}
-
 /* An accepted connection whose mode is not decided yet. */
 static bool unsettled_accepted(const struct smcr_fd_entry *e)
 {
-	unsigned f = entry_flags(e);
+	unsigned f = smcr_fd_entry_flags(e);
 
-	return entry_mode(e) == SMCR_FD_CANDIDATE && (f & SMCR_FD_F_ACCEPTED) &&
+	return smcr_fd_entry_mode(e) == SMCR_FD_CANDIDATE && (f & SMCR_FD_F_ACCEPTED) &&
 	       !(f & SMCR_FD_F_LISTENING);
 }
 
 /* A listener this process registered for SMC. */
 static bool registered_listener(const struct smcr_fd_entry *e)
 {
-	return entry_mode(e) == SMCR_FD_CANDIDATE && (entry_flags(e) & SMCR_FD_F_LISTENING) &&
-	       e->listener;
+	return smcr_fd_entry_mode(e) == SMCR_FD_CANDIDATE &&
+	       (smcr_fd_entry_flags(e) & SMCR_FD_F_LISTENING) && e->listener;
 }
 
 /* fd survives exec: open and not close-on-exec. */
@@ -151,7 +141,7 @@ static void hand_over(struct smcr_handoff *h, int fd, struct smcr_fd_entry *e, b
 	ino_t ino;
 
 	if (unsettled_accepted(e)) {
-		const char *kind = (entry_flags(e) & SMCR_FD_F_PEER_SMC) ? "ap" : "a";
+		const char *kind = (smcr_fd_entry_flags(e) & SMCR_FD_F_PEER_SMC) ? "ap" : "a";
 
 		if (keeps_smcr && socket_inode(fd, &ino) && append(h, fd, ino, kind)) {
 			smcr_dbg("fd %d: handed over to the new program image before its handshake", fd);
@@ -222,7 +212,7 @@ void smcr_handoff_before_send_fds(const struct msghdr *msg)
 				continue;
 			if (unsettled_accepted(e))
 				smcr_smc_settle_for_handoff(fd, e, "passed over SCM_RIGHTS");
-			else if (entry_mode(e) == SMCR_FD_SMC)
+			else if (smcr_fd_entry_mode(e) == SMCR_FD_SMC)
 				smcr_smc_end_for_handoff(fd, e);
 			smcr_fdtab_put(e);
 		}

@@ -203,19 +203,9 @@ static int wait_fd(int fd, short events, int timeout_ms)
 	return rc < 0 ? -errno : rc;
 }
 
-static unsigned entry_flags(const struct smcr_fd_entry *e)
-{
-	return atomic_load_explicit(&e->flags, memory_order_relaxed);
-}
-
 static void add_flags(struct smcr_fd_entry *e, unsigned flags)
 {
 	atomic_fetch_or_explicit(&e->flags, flags, memory_order_relaxed);
-}
-
-static unsigned char entry_mode(const struct smcr_fd_entry *e)
-{
-	return atomic_load_explicit(&e->mode, memory_order_acquire);
 }
 
 /*
@@ -238,7 +228,7 @@ struct smcr_sock *smcr_smc_sock_of(struct smcr_fd_entry *e)
 {
 	struct smcr_sock *s;
 
-	if (entry_mode(e) != SMCR_FD_SMC)
+	if (smcr_fd_entry_mode(e) != SMCR_FD_SMC)
 		return NULL;
 	s = atomic_load_explicit(&e->sock, memory_order_acquire);
 	return entry_owns(e, s) ? s : NULL;
@@ -248,7 +238,7 @@ bool smcr_smc_inherited(struct smcr_fd_entry *e)
 {
 	struct smcr_sock *s = atomic_load_explicit(&e->sock, memory_order_acquire);
 
-	return entry_mode(e) == SMCR_FD_SMC && s != NULL && !entry_owns(e, s);
+	return smcr_fd_entry_mode(e) == SMCR_FD_SMC && s != NULL && !entry_owns(e, s);
 }
 
 /* The decision is one thread's at a time; others wait for its outcome. */
@@ -300,8 +290,8 @@ static void apply_timeouts(int fd, struct smcr_sock *s)
 /* A decided connection no longer keeps its listener registered. */
 static void drop_listener_ref(struct smcr_fd_entry *e)
 {
-	if ((entry_flags(e) & SMCR_FD_F_ACCEPTED) && e->listener &&
-	    entry_mode(e) != SMCR_FD_CANDIDATE) {
+	if ((smcr_fd_entry_flags(e) & SMCR_FD_F_ACCEPTED) && e->listener &&
+	    smcr_fd_entry_mode(e) != SMCR_FD_CANDIDATE) {
 		reg_put(e->listener);
 		e->listener = NULL;
 	}
@@ -324,15 +314,20 @@ static void go_fallback(int fd, struct smcr_fd_entry *e, uint32_t reason, bool c
 }
 
 /*
- * A hard handshake error leaves the stream in an unknown state: reset it
- * (connect(AF_UNSPEC) disconnects a TCP socket with an RST); the kernel then
- * fails every further call on it.
+ * connect(AF_UNSPEC) disconnects a TCP socket with an RST: the peer sees a
+ * reset at once, and the kernel fails every further call on the socket.
  */
+static bool tcp_reset(int fd)
+{
+	static const struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+
+	return smcr_real.connect(fd, &unspec, sizeof(unspec)) == 0;
+}
+
+/* A hard handshake error leaves the stream in an unknown state: reset it. */
 static void fail_connection(int fd, struct smcr_fd_entry *e, int err, const char *role)
 {
-	struct sockaddr sa = { .sa_family = AF_UNSPEC };
-
-	smcr_real.connect(fd, &sa, sizeof(sa));
+	tcp_reset(fd);
 	e->fallback_reason = err == ETIMEDOUT ? REASON_TIMEOUT_CL : REASON_INTERR;
 	atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
 	smcr_warn("fd %d: SMC handshake failed (%s): %s; connection reset", fd, role,
@@ -412,7 +407,7 @@ static int client_decide(int fd, struct smcr_fd_entry *e)
 	char byte;
 	int efd, rc;
 
-	if (!(entry_flags(e) & SMCR_FD_F_CONNECTED)) {
+	if (!(smcr_fd_entry_flags(e) & SMCR_FD_F_CONNECTED)) {
 		struct sockaddr_storage ss;
 		socklen_t len = sizeof(ss);
 
@@ -632,7 +627,7 @@ static void handshake_release(struct smcr_fd_entry *e)
  */
 static int server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, bool may_block)
 {
-	bool spoke_first = entry_flags(e) & SMCR_FD_F_SPOKE_FIRST;
+	bool spoke_first = smcr_fd_entry_flags(e) & SMCR_FD_F_SPOKE_FIRST;
 	bool waited = false;
 	int64_t partial_deadline = -1;
 
@@ -710,7 +705,7 @@ static int server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 			if (spoke_first)
 				return DECIDED;
 			if (!waited && speak_first_wait_ms > 0 &&
-			    ((entry_flags(e) & SMCR_FD_F_PEER_SMC) || peer_is_local(fd) ||
+			    ((smcr_fd_entry_flags(e) & SMCR_FD_F_PEER_SMC) || peer_is_local(fd) ||
 			     smcr_peer_may_propose(fd))) {
 				/*
 				 * A local smcr client, or one whose SYN announced SMC,
@@ -742,16 +737,16 @@ int smcr_smc_settle(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, boo
 		unsigned flags;
 		int rc = DECIDED;
 
-		if (entry_mode(e) != SMCR_FD_CANDIDATE || !smcr_smc_enabled)
+		if (smcr_fd_entry_mode(e) != SMCR_FD_CANDIDATE || !smcr_smc_enabled)
 			return 0;
-		flags = entry_flags(e);
+		flags = smcr_fd_entry_flags(e);
 		if ((flags & SMCR_FD_F_LISTENING) ||
 		    !(flags & (SMCR_FD_F_ACCEPTED | SMCR_FD_F_CONNECTING)))
 			return 0;
 		if (!decision_lock(e))
 			return 0;
 		smcr_guard_enter();
-		if (entry_mode(e) == SMCR_FD_CANDIDATE) {
+		if (smcr_fd_entry_mode(e) == SMCR_FD_CANDIDATE) {
 			if (flags & SMCR_FD_F_ACCEPTED)
 				rc = server_decide(fd, e, kind, may_block);
 			else
@@ -798,7 +793,8 @@ void smcr_smc_before_listen(int fd)
 	if (!smcr_smc_enabled || !smcr_preload_table_writable())
 		return;
 	e = smcr_fdtab_peek(fd);
-	if (!e || (entry_flags(e) & SMCR_FD_F_LISTENING) || entry_mode(e) != SMCR_FD_CANDIDATE)
+	if (!e || (smcr_fd_entry_flags(e) & SMCR_FD_F_LISTENING) ||
+	    smcr_fd_entry_mode(e) != SMCR_FD_CANDIDATE)
 		return;
 	smcr_guard_enter();
 	smcr_tcpopt_mark_listen(fd);
@@ -829,8 +825,8 @@ void smcr_smc_before_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	if (!smcr_smc_enabled || !smcr_preload_table_writable())
 		return;
 	e = smcr_fdtab_peek(fd);
-	if (!e || (entry_flags(e) & (SMCR_FD_F_CONNECTING | SMCR_FD_F_LISTENING)) ||
-	    entry_mode(e) != SMCR_FD_CANDIDATE)
+	if (!e || (smcr_fd_entry_flags(e) & (SMCR_FD_F_CONNECTING | SMCR_FD_F_LISTENING)) ||
+	    smcr_fd_entry_mode(e) != SMCR_FD_CANDIDATE)
 		return;
 	smcr_guard_enter();
 	reason = smcr_sock_connect_learned(addr, len);
@@ -1012,9 +1008,9 @@ void smcr_smc_settle_for_handoff(int fd, struct smcr_fd_entry *e, const char *wh
 	if (!decision_lock(e))
 		return;
 	smcr_guard_enter();
-	may_propose = (entry_flags(e) & SMCR_FD_F_PEER_SMC) || peer_is_local(fd) ||
+	may_propose = (smcr_fd_entry_flags(e) & SMCR_FD_F_PEER_SMC) || peer_is_local(fd) ||
 		      smcr_peer_may_propose(fd);
-	while (entry_mode(e) == SMCR_FD_CANDIDATE) {
+	while (smcr_fd_entry_mode(e) == SMCR_FD_CANDIDATE) {
 		int c = smcr_sock_classify(fd), rc;
 		int64_t left = deadline - smcr_now_ms();
 
@@ -1048,12 +1044,10 @@ void smcr_smc_settle_for_handoff(int fd, struct smcr_fd_entry *e, const char *wh
  */
 void smcr_smc_end_for_handoff(int fd, struct smcr_fd_entry *e)
 {
-	static const struct sockaddr unspec = { .sa_family = AF_UNSPEC };
-
-	if (e->owner != smcr_smc_pid || e->engine_fd < 0)
+	if (e->engine_fd < 0 || !entry_owns(e, atomic_load(&e->sock)))
 		return;
 	smcr_guard_enter();
-	if (smcr_real.connect(e->engine_fd, &unspec, sizeof(unspec)) == 0)
+	if (tcp_reset(e->engine_fd))
 		smcr_warn("fd %d: SMC connection reset: passed to another process over SCM_RIGHTS,"
 			  " which cannot share it", fd);
 	smcr_guard_leave();
@@ -1073,7 +1067,6 @@ void smcr_smc_end_for_handoff(int fd, struct smcr_fd_entry *e)
  */
 void smcr_smc_before_exec(void)
 {
-	static const struct sockaddr unspec = { .sa_family = AF_UNSPEC };
 	int saved = errno;
 
 	if (!smcr_smc_enabled || getpid() != smcr_smc_pid)
@@ -1082,7 +1075,7 @@ void smcr_smc_before_exec(void)
 	for (unsigned fd = 0, high = smcr_fdtab_high(); fd < high; fd++) {
 		struct smcr_fd_entry *e = smcr_fdtab_peek((int)fd);
 
-		if (!e || entry_mode(e) != SMCR_FD_SMC || e->engine_fd < 0 ||
+		if (!e || smcr_fd_entry_mode(e) != SMCR_FD_SMC || e->engine_fd < 0 ||
 		    !entry_owns(e, atomic_load(&e->sock)))
 			continue;
 		/* Others hold it too (it followed fork): only this process lets go. */
@@ -1090,7 +1083,7 @@ void smcr_smc_before_exec(void)
 			smcr_dbg("fd %u: SMC connection left to its other holders before exec", fd);
 			continue;
 		}
-		if (smcr_real.connect(e->engine_fd, &unspec, sizeof(unspec)) == 0)
+		if (tcp_reset(e->engine_fd))
 			smcr_dbg("fd %u: SMC connection reset before exec", fd);
 	}
 	smcr_guard_leave();
@@ -1122,7 +1115,7 @@ void smcr_smc_exit(void)
 		if (!e)
 			continue;
 		s = atomic_load(&e->sock);
-		if (entry_mode(e) == SMCR_FD_SMC && s && entry_owns(e, s) && smcr_sock_exit(s))
+		if (smcr_fd_entry_mode(e) == SMCR_FD_SMC && s && entry_owns(e, s) && smcr_sock_exit(s))
 			smcr_dbg("fd %u: SMC connection closed at exit", fd);
 		smcr_fdtab_put(e);
 	}
@@ -1132,7 +1125,7 @@ void smcr_smc_exit(void)
 
 static bool wants_nonblock(const struct smcr_fd_entry *e, int flags)
 {
-	return (flags & MSG_DONTWAIT) || (entry_flags(e) & SMCR_FD_F_NONBLOCK);
+	return (flags & MSG_DONTWAIT) || (smcr_fd_entry_flags(e) & SMCR_FD_F_NONBLOCK);
 }
 
 /*
@@ -1148,7 +1141,7 @@ static struct smcr_fd_entry *acquire(int fd, enum smcr_io_kind kind, int flags,
 	*sock = NULL;
 	if (!e)
 		return NULL;
-	if (entry_mode(e) == SMCR_FD_CANDIDATE) {
+	if (smcr_fd_entry_mode(e) == SMCR_FD_CANDIDATE) {
 		*ret = smcr_smc_settle(fd, e, kind, !wants_nonblock(e, flags));
 		if (*ret < 0) {
 			smcr_fdtab_put(e);
