@@ -1063,6 +1063,19 @@ static int case_epoll_reuse(void)
 
 /* ---- an idle connection costs no CPU --------------------------------------------------- */
 
+/*
+ * An idle wait must cost no CPU.  The CPU time a process is charged is only
+ * evidence, not proof: on a virtual machine whose host does not report steal
+ * time (this project's CI runs on one) a vCPU preempted by the host charges
+ * the whole pause to whichever task it was running, so one short spin can be
+ * billed hundreds of milliseconds.  Hence each idle measurement is made in
+ * IDLE_ROUNDS rounds and the cheapest counts: a busy loop of ours costs CPU
+ * in every round, a host's pause hits one.  What the spin does is proved from
+ * the library's own counters (spins_won + spins_lost, waits_slept).
+ */
+#define IDLE_CPU_LIMIT 0.05
+#define IDLE_ROUNDS 3
+
 static double cpu_seconds(void)
 {
 	struct timespec ts;
@@ -1071,19 +1084,64 @@ static double cpu_seconds(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* The cheapest of the rounds measured so far. */
+struct idle_meter {
+	double start, best;
+};
+
+static void idle_begin(struct idle_meter *m)
+{
+	if (m->start == 0 && m->best == 0)
+		m->best = 1e9;
+	m->start = cpu_seconds();
+}
+
+static void idle_end(struct idle_meter *m)
+{
+	double used = cpu_seconds() - m->start;
+
+	if (used < m->best)
+		m->best = used;
+}
+
+static void check_idle(const struct idle_meter *m, const char *what)
+{
+	if (m->best > IDLE_CPU_LIMIT)
+		fprintf(stderr, "pid %d: %s used %.3f s of CPU in its cheapest of %d rounds\n",
+			(int)getpid(), what, m->best, IDLE_ROUNDS);
+	CHECK(m->best >= 0 && m->best <= IDLE_CPU_LIMIT);
+}
+
+/* Bounded spins this process has started (each ends within SMCR_SPIN_US). */
+static uint64_t spins_started(void)
+{
+	const struct smcr_stats_file *f = my_stats();
+
+	return f ? f->spins_won + f->spins_lost : UINT64_MAX;
+}
+
+/*
+ * The client: after its first byte, IDLE_ROUNDS times a blocking read of
+ * ~400 ms while the server idles in poll and epoll_wait, then the end.
+ */
 static void client_idle(void)
 {
 	int fd = connect_to_server(0);
+	struct idle_meter m = { 0 };
 	char buf[4];
 
 	CHECK(fd >= 0);
 	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
 	CHECK(write(fd, "x", 1) == 1);
-	/* The server waits a second in poll, epoll and a blocking read. */
-	CHECK(recv(fd, buf, 1, 0) == 1);
-	usleep(300 * 1000);
-	CHECK(write(fd, "y", 1) == 1);
+	for (int round = 0; round < IDLE_ROUNDS; round++) {
+		idle_begin(&m);
+		CHECK(recv(fd, buf, 1, 0) == 1 && buf[0] == 'z');
+		idle_end(&m);
+		usleep(300 * 1000);
+		CHECK(write(fd, "y", 1) == 1);
+	}
 	CHECK(recv(fd, buf, 1, 0) == 0);
+	check_idle(&m, "a blocking read on an idle connection");
 	close(fd);
 }
 
@@ -1093,27 +1151,27 @@ static int case_idle(void)
 	int fd = accept(listen_fd, NULL, NULL), ep = epoll_create1(0);
 	struct epoll_event ev = { .events = EPOLLIN }, out;
 	struct pollfd p;
-	double before;
+	struct idle_meter waits = { 0 }, read_wait = { 0 };
 	char c;
 
 	CHECK(fd >= 0);
 	CHECK(read(fd, &c, 1) == 1);
 	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
-	before = cpu_seconds();
 	p.fd = fd;
 	p.events = POLLIN;
-	CHECK(poll(&p, 1, 400) == 0);
 	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
-	CHECK(epoll_wait(ep, &out, 1, 400) == 0);
-	CHECK(write(fd, "z", 1) == 1);
-	CHECK(read(fd, &c, 1) == 1 && c == 'y'); /* blocks about 300 ms */
-	{
-		double used = cpu_seconds() - before;
-
-		if (used > 0.05)
-			fprintf(stderr, "idle waits used %.3f s of CPU\n", used);
-		CHECK(used <= 0.05);
+	for (int round = 0; round < IDLE_ROUNDS; round++) {
+		idle_begin(&waits);
+		CHECK(poll(&p, 1, 200) == 0);
+		CHECK(epoll_wait(ep, &out, 1, 200) == 0);
+		idle_end(&waits);
+		CHECK(write(fd, "z", 1) == 1);
+		idle_begin(&read_wait);
+		CHECK(read(fd, &c, 1) == 1 && c == 'y'); /* blocks about 300 ms */
+		idle_end(&read_wait);
 	}
+	check_idle(&waits, "idle poll and epoll waits");
+	check_idle(&read_wait, "a blocking read on an idle connection");
 	close(ep);
 	close(fd);
 	reap(client, "client");
@@ -1125,20 +1183,10 @@ static int case_idle(void)
  * wait of ours, so it looks "running"), then both ends asleep.  A spin that
  * ran its whole budget before every wait would cost 200 x budget: with
  * SMCR_SPIN_US=1000 0.2 s of CPU, over the limit; the governor (common/spin.h)
- * must cut it to a few spins.  Then the client sleeps in a blocking read
- * while the server idles: neither may use CPU.  CPU time from getrusage.
+ * must cut it to a few spins, which the stats count.  Then the client sleeps
+ * in a blocking read while the server idles: neither may use CPU, and
+ * neither may spin more than once per wait.
  */
-static double rusage_cpu_seconds(void)
-{
-	struct rusage ru;
-
-	if (getrusage(RUSAGE_SELF, &ru) < 0)
-		return -1;
-	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-#define IDLE_CPU_LIMIT 0.05
 
 /* Different CPUs for the two ends (where there are two): the peer then looks
  * "running elsewhere", the case in which a spin would start. */
@@ -1157,8 +1205,9 @@ static int idle_pipe[2];
 
 static void client_idle_waits(void)
 {
+	struct idle_meter m = { 0 };
+	uint64_t spins;
 	int fd;
-	double before, used;
 	char buf[4];
 
 	pin_to_cpu(1);
@@ -1170,14 +1219,31 @@ static void client_idle_waits(void)
 	/* Busy elsewhere (a pipe is no wait of ours) until the server's waits are done. */
 	CHECK(read(idle_pipe[0], buf, 1) == 1);
 	CHECK(write(fd, "y", 1) == 1);
-	before = rusage_cpu_seconds();
-	CHECK(recv(fd, buf, 1, 0) == 0); /* the server closes after ~0.5 s */
-	used = rusage_cpu_seconds() - before;
-	if (used > IDLE_CPU_LIMIT)
-		fprintf(stderr, "client: a blocking read on an idle connection used %.3f s of CPU\n",
-			used);
-	CHECK(used >= 0 && used <= IDLE_CPU_LIMIT);
+	spins = spins_started();
+	for (int round = 0; round < IDLE_ROUNDS; round++) {
+		idle_begin(&m);
+		CHECK(recv(fd, buf, 1, 0) == 1 && buf[0] == 'w'); /* ~0.5 s each */
+		idle_end(&m);
+	}
+	CHECK(recv(fd, buf, 1, 0) == 0);
+	if (spins_started() - spins > IDLE_ROUNDS + 1)
+		fprintf(stderr, "client: %llu spins in %d blocking reads\n",
+			(unsigned long long)(spins_started() - spins), IDLE_ROUNDS + 1);
+	CHECK(spins_started() - spins <= IDLE_ROUNDS + 1);
+	check_idle(&m, "client: a blocking read on an idle connection");
 	close(fd);
+}
+
+/* The governor's bound on spins in `waits` waits: one, then 1, 3, 7, ... skipped. */
+static unsigned governor_max_spins(unsigned waits)
+{
+	unsigned spins = 0, at = 0;
+
+	for (unsigned losses = 1; at < waits; losses += losses < 8) {
+		spins++;
+		at += 1u + ((1u << losses) - 1u);
+	}
+	return spins;
 }
 
 static int case_idle_waits(void)
@@ -1186,7 +1252,8 @@ static int case_idle_waits(void)
 	int fd, ep = epoll_create1(0), timeouts = 0;
 	struct epoll_event ev = { .events = EPOLLIN }, out;
 	struct pollfd p = { .events = POLLIN };
-	double before, used;
+	struct idle_meter waits = { 0 }, idle = { 0 };
+	uint64_t spins;
 	char c;
 
 	CHECK(pipe(idle_pipe) == 0);
@@ -1199,26 +1266,41 @@ static int case_idle_waits(void)
 	CHECK(write(fd, "z", 1) == 1);
 	p.fd = fd;
 	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
-	before = rusage_cpu_seconds();
-	/* 100 poll and 100 epoll waits of 5 ms that time out, ~1 s together. */
-	for (int i = 0; i < 100; i++) {
-		timeouts += poll(&p, 1, 5) == 0;
-		timeouts += epoll_wait(ep, &out, 1, 5) == 0;
+	/* IDLE_ROUNDS x 100 poll and 100 epoll waits of 5 ms that time out, ~1 s each. */
+	spins = spins_started();
+	for (int round = 0; round < IDLE_ROUNDS; round++) {
+		idle_begin(&waits);
+		for (int i = 0; i < 100; i++) {
+			timeouts += poll(&p, 1, 5) == 0;
+			timeouts += epoll_wait(ep, &out, 1, 5) == 0;
+		}
+		idle_end(&waits);
 	}
-	used = rusage_cpu_seconds() - before;
-	if (used > IDLE_CPU_LIMIT)
-		fprintf(stderr, "server: 200 idle waits used %.3f s of CPU\n", used);
-	CHECK(used >= 0 && used <= IDLE_CPU_LIMIT);
-	CHECK(timeouts == 200); /* the client stays silent until told */
+	spins = spins_started() - spins;
+	/* poll and epoll each have their governor: each may lose a spin on its own. */
+	if (spins > 2 * governor_max_spins(100 * IDLE_ROUNDS))
+		fprintf(stderr, "server: %llu spins in %d idle waits, the governor allows %u\n",
+			(unsigned long long)spins, 200 * IDLE_ROUNDS,
+			2 * governor_max_spins(100 * IDLE_ROUNDS));
+	CHECK(spins <= 2 * governor_max_spins(100 * IDLE_ROUNDS));
+	check_idle(&waits, "server: 200 idle waits");
+	CHECK(timeouts == 200 * IDLE_ROUNDS); /* the client stays silent until told */
 	CHECK(write(idle_pipe[1], "g", 1) == 1);
-	/* Blocking read until the client's byte, then both idle: half a second. */
+	/* Blocking read until the client's byte, then both idle: half a second a round. */
 	CHECK(read(fd, &c, 1) == 1 && c == 'y');
-	before = rusage_cpu_seconds();
-	CHECK(epoll_wait(ep, &out, 1, 500) == 0);
-	used = rusage_cpu_seconds() - before;
-	if (used > IDLE_CPU_LIMIT)
-		fprintf(stderr, "server: an idle 0.5 s epoll_wait used %.3f s of CPU\n", used);
-	CHECK(used >= 0 && used <= IDLE_CPU_LIMIT);
+	spins = spins_started();
+	for (int round = 0; round < IDLE_ROUNDS; round++) {
+		idle_begin(&idle);
+		CHECK(epoll_wait(ep, &out, 1, 500) == 0);
+		idle_end(&idle);
+		CHECK(write(fd, "w", 1) == 1);
+	}
+	spins = spins_started() - spins;
+	if (spins > IDLE_ROUNDS)
+		fprintf(stderr, "server: %llu spins in %d idle epoll waits\n",
+			(unsigned long long)spins, IDLE_ROUNDS);
+	CHECK(spins <= IDLE_ROUNDS);
+	check_idle(&idle, "server: an idle 0.5 s epoll_wait");
 	close(ep);
 	close(fd);
 	reap(client, "client");
