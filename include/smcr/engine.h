@@ -478,6 +478,13 @@ bool smcr_sock_release_hold(struct smcr_sock *s);
 const char *smcr_fallback_reason_str(int reason);
 
 /*
+ * "local ADDR:PORT, peer ADDR:PORT" of a TCP socket, into buf, for log lines
+ * (two system calls: never on a data path).  Returns buf.
+ */
+#define SMCR_CONN_NAME_MAX 112
+const char *smcr_conn_name(int tcp_fd, char *buf, size_t size);
+
+/*
  * Count a fallback the engine did not decide itself (e.g. the server
  * classified a connection as plain TCP: SMCR_CLC_DECL_PEERNOSMC), so the
  * published stats show every fallback with its reason.

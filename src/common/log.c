@@ -76,9 +76,16 @@ void smcr_log_write(int level, const char *func, const char *fmt, ...)
 		level = SMCR_LOG_ERROR;
 	if (level > SMCR_LOG_TRACE)
 		level = SMCR_LOG_TRACE;
-	len = clamp_len(snprintf(line, sizeof(line), "smcr[%s %d] %s: %s: ", smcr_log_progname(),
-				 (int)getpid(), level_names[level], func),
-			sizeof(line));
+	/* Function names help a developer at debug level; a user reads plain words. */
+	if (level >= SMCR_LOG_DEBUG)
+		len = clamp_len(snprintf(line, sizeof(line), "smcr[%s %d] %s: %s: ",
+					 smcr_log_progname(), (int)getpid(), level_names[level],
+					 func),
+				sizeof(line));
+	else
+		len = clamp_len(snprintf(line, sizeof(line), "smcr[%s %d] %s: ", smcr_log_progname(),
+					 (int)getpid(), level_names[level]),
+				sizeof(line));
 	va_start(ap, fmt);
 	len += clamp_len(vsnprintf(line + len, sizeof(line) - len, fmt, ap), sizeof(line) - len);
 	va_end(ap);

@@ -302,6 +302,8 @@ static void drop_listener_ref(struct smcr_fd_entry *e)
 static void go_fallback(int fd, struct smcr_fd_entry *e, uint32_t reason, bool count,
 			const char *role, const char *why)
 {
+	char name[SMCR_CONN_NAME_MAX];
+
 	e->fallback_reason = reason;
 	if (count && reason)
 		smcr_note_fallback((int)reason);
@@ -309,8 +311,9 @@ static void go_fallback(int fd, struct smcr_fd_entry *e, uint32_t reason, bool c
 	e->owner = smcr_smc_pid;
 	e->tcp_record = smcr_stats_tcp_open(fd, strcmp(role, "server") == 0, (int)reason);
 	atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
-	smcr_info("fd %d: tcp-fallback (%s): reason 0x%08x %s%s%s", fd, role, reason,
-		  smcr_fallback_reason_str((int)reason), why ? ", " : "", why ? why : "");
+	smcr_info("fd %d: tcp-fallback (%s): reason 0x%08x %s%s%s; %s", fd, role, reason,
+		  smcr_fallback_reason_str((int)reason), why ? ", " : "", why ? why : "",
+		  smcr_conn_name(fd, name, sizeof(name)));
 }
 
 /*
@@ -327,16 +330,23 @@ static bool tcp_reset(int fd)
 /* A hard handshake error leaves the stream in an unknown state: reset it. */
 static void fail_connection(int fd, struct smcr_fd_entry *e, int err, const char *role)
 {
+	char name[SMCR_CONN_NAME_MAX] = "";
+
+	/* named while it still has a peer */
+	if (smcr_log_enabled(SMCR_LOG_WARN))
+		smcr_conn_name(fd, name, sizeof(name));
 	tcp_reset(fd);
 	e->fallback_reason = err == ETIMEDOUT ? REASON_TIMEOUT_CL : REASON_INTERR;
 	atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
-	smcr_warn("fd %d: SMC handshake failed (%s): %s; connection reset", fd, role,
-		  strerror(err));
+	smcr_warn("fd %d: SMC handshake failed (%s): %s; connection reset; %s", fd, role,
+		  strerror(err), name);
 }
 
 static void go_smc(int fd, struct smcr_fd_entry *e, int efd, struct smcr_sock *s,
 		   const char *role)
 {
+	char name[SMCR_CONN_NAME_MAX];
+
 	e->engine_fd = efd;
 	e->owner = smcr_smc_pid;
 	apply_timeouts(fd, s);
@@ -344,8 +354,8 @@ static void go_smc(int fd, struct smcr_fd_entry *e, int efd, struct smcr_sock *s
 	atomic_store_explicit(&e->mode, SMCR_FD_SMC, memory_order_release);
 	smcr_smc_epoll_move(e, s);
 	smcr_smc_update_interest(e, s);
-	smcr_info("fd %d: %s (%s): rmb %u, peer rmb %u", fd, smcr_sock_mode_name(s), role,
-		  smcr_sock_rcvbuf(s), smcr_sock_sndbuf(s));
+	smcr_info("fd %d: %s (%s): rmb %u, peer rmb %u; %s", fd, smcr_sock_mode_name(s), role,
+		  smcr_sock_rcvbuf(s), smcr_sock_sndbuf(s), smcr_conn_name(fd, name, sizeof(name)));
 }
 
 /* The result of smcr_sock_connect/accept on efd. Returns 0 or -errno to report. */
@@ -1046,10 +1056,15 @@ void smcr_smc_end_for_handoff(int fd, struct smcr_fd_entry *e)
 {
 	if (e->engine_fd < 0 || !entry_owns(e, atomic_load(&e->sock)))
 		return;
+	char name[SMCR_CONN_NAME_MAX] = "";
+
 	smcr_guard_enter();
+	/* named while it still has a peer */
+	if (smcr_log_enabled(SMCR_LOG_WARN))
+		smcr_conn_name(e->engine_fd, name, sizeof(name));
 	if (tcp_reset(e->engine_fd))
 		smcr_warn("fd %d: SMC connection reset: passed to another process over SCM_RIGHTS,"
-			  " which cannot share it", fd);
+			  " which cannot share it; %s", fd, name);
 	smcr_guard_leave();
 }
 

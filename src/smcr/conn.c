@@ -285,7 +285,10 @@ static int client_peek_reply(int fd, const struct smcr_transport_ops *ops, struc
 			return -errno;
 		}
 		if (smcr_clc_frame(buf, (size_t)n, &len, &err) == SMCR_WIRE_INVALID) {
-			smcr_warn("fd %d: server sent data before answering our CLC Proposal", fd);
+			char name[SMCR_CONN_NAME_MAX];
+
+			smcr_warn("fd %d: server sent data before answering our CLC Proposal; %s",
+				  fd, smcr_conn_name(fd, name, sizeof(name)));
 			return -EPROTO;
 		}
 		return 0; /* a valid prefix: clc_recv() waits for the rest */
@@ -504,7 +507,10 @@ static int peek_clc_msg(int fd, struct smcr_clc_msg *msg, int *need)
 		return -ESHUTDOWN;
 	if (smcr_clc_frame(buf, (size_t)n, &len, &err) == SMCR_WIRE_INVALID ||
 	    (len && (len > sizeof(buf) || len < SMCR_CLC_HDR_LEN))) {
-		smcr_warn("fd %d: the client sent no valid CLC message after our Accept", fd);
+		char name[SMCR_CONN_NAME_MAX];
+
+		smcr_warn("fd %d: the client sent no valid CLC message after our Accept; %s", fd,
+			  smcr_conn_name(fd, name, sizeof(name)));
 		return -EPROTO;
 	}
 	if (len)
@@ -512,7 +518,10 @@ static int peek_clc_msg(int fd, struct smcr_clc_msg *msg, int *need)
 	if (len == 0 || (size_t)n < len)
 		return 0;
 	if (smcr_clc_decode(buf, len, msg, &len, &err) != SMCR_WIRE_OK) {
-		smcr_warn("fd %d: invalid CLC message: %s", fd, smcr_clc_err_str(err));
+		char name[SMCR_CONN_NAME_MAX];
+
+		smcr_warn("fd %d: invalid CLC message: %s; %s", fd, smcr_clc_err_str(err),
+			  smcr_conn_name(fd, name, sizeof(name)));
 		return -EPROTO;
 	}
 	return 1;
@@ -606,8 +615,11 @@ static int hs_advance(struct smcr_handshake *hs)
 		need++;
 	}
 	if (smcr_now_ms() >= hs->deadline) {
-		smcr_warn("fd %d: no Confirm within %d ms of our Accept", hs->tcp_fd,
-			  (int)(hs->deadline - hs->accept_ns / 1000000));
+		char name[SMCR_CONN_NAME_MAX];
+
+		smcr_warn("fd %d: no Confirm within %d ms of our Accept; %s", hs->tcp_fd,
+			  (int)(hs->deadline - hs->accept_ns / 1000000),
+			  smcr_conn_name(hs->tcp_fd, name, sizeof(name)));
 		return -ETIMEDOUT;
 	}
 	hs_set_lowat(hs, need);

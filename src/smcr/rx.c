@@ -31,7 +31,10 @@ uint32_t smcr_rx_readable(const struct smcr_sock *s)
 
 static void rx_violation(struct smcr_sock *s, const char *what, const char *why)
 {
-	smcr_warn("fd %d: peer sent %s (%s): aborting the connection", s->tcp_fd, what, why);
+	char name[SMCR_CONN_NAME_MAX];
+
+	smcr_warn("fd %d: peer sent %s (%s): aborting the connection; %s", s->tcp_fd, what, why,
+		  smcr_conn_name(s->tcp_fd, name, sizeof(name)));
 	smcr_close_abort_locked(s, ECONNRESET);
 }
 

@@ -260,7 +260,7 @@ smc_lines() { grep -c ": $smc_mode (" "$work/$1.smcr.err" || true; }
 # assert_smc_log NAME MIN: NAME (run with mode smcr) logged at least MIN SMC
 # connections and no fallback.
 assert_smc_log() {
-    local name=$1 min=$2 n fallbacks
+    local name=$1 min=$2 n fallbacks unnamed
     n=$(smc_lines "$name")
     fallbacks=$(grep -c ': tcp-fallback (' "$work/$name.smcr.err" || true)
     if [[ $fallbacks -ne 0 ]]; then
@@ -268,6 +268,10 @@ assert_smc_log() {
         fail "$name: $fallbacks connection(s) fell back to TCP"
     fi
     [[ $n -ge $min ]] || fail "$name: $n connection(s) in SMC mode in its log, expected at least $min"
+    # each line names the connection's addresses, not only its fd
+    unnamed=$(grep ": $smc_mode (" "$work/$name.smcr.err" |
+        grep -cvE '; local [^ ]+:[0-9]+, peer [^ ]+:[0-9]+$' || true)
+    [[ $unnamed -eq 0 ]] || fail "$name: $unnamed SMC log line(s) without local and peer address"
     log "$name: $n connection(s) in SMC mode (SMC_DEBUG log), no fallback"
 }
 

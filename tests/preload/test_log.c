@@ -39,6 +39,26 @@ static int count(const char *haystack, const char *needle)
 	return n;
 }
 
+/*
+ * Lines of level `level` ("info") that begin with a function name ("] info:
+ * detect: "): a user reads plain words at info level and above.
+ */
+static int lines_naming_functions(const char *log, const char *level)
+{
+	char tag[32];
+	int n = 0;
+
+	snprintf(tag, sizeof(tag), "] %s: ", level);
+	for (const char *p = log; (p = strstr(p, tag)); p++) {
+		const char *w = p + strlen(tag), *q = w;
+
+		while ((*q >= 'a' && *q <= 'z') || (*q >= '0' && *q <= '9') || *q == '_')
+			q++;
+		n += q > w && q[0] == ':' && q[1] == ' ';
+	}
+	return n;
+}
+
 /* Runs "self --child" with the given environment additions; returns the log. */
 static const char *run_child(const char *self, const char *debug, const char *extra_name,
 			     const char *extra_value)
@@ -99,6 +119,10 @@ int main(int argc, char **argv)
 	CHECK(strstr(log, expect) != NULL);
 	CHECK(strstr(log, "smcr[test_log ") != NULL);
 	CHECK(count(log, "AF_INET TCP socket tracked") == 1);
+	/* Debug lines name the function (for developers), info lines do not. */
+	CHECK(lines_naming_functions(log, "debug") >= 1);
+	CHECK(lines_naming_functions(log, "info") == 0);
+	CHECK(lines_naming_functions(log, "warning") == 0);
 	if (t_failures)
 		fprintf(stderr, "log was:\n%s\n", log);
 
