@@ -23,6 +23,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdbool.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
@@ -65,6 +66,14 @@
 	X(int, execvp, (const char *, char *const[]), true)                                \
 	X(int, execvpe, (const char *, char *const[], char *const[]), false)               \
 	X(int, fexecve, (int, char *const[], char *const[]), false)                        \
+	X(int, posix_spawn, (pid_t *, const char *, const posix_spawn_file_actions_t *,    \
+			     const posix_spawnattr_t *, char *const[], char *const[]), true)   \
+	X(int, posix_spawnp, (pid_t *, const char *, const posix_spawn_file_actions_t *,   \
+			      const posix_spawnattr_t *, char *const[], char *const[]), true)  \
+	X(int, posix_spawn_file_actions_adddup2, (posix_spawn_file_actions_t *, int, int), \
+	  true)                                                                            \
+	X(int, posix_spawn_file_actions_init, (posix_spawn_file_actions_t *), true)        \
+	X(int, posix_spawn_file_actions_destroy, (posix_spawn_file_actions_t *), true)     \
 	/* fd-creating calls: the kernel may reuse a number we still remember */          \
 	X(int, open, (const char *, int, ...), true)                                       \
 	X(int, open64, (const char *, int, ...), false)                                    \

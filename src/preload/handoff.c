@@ -191,6 +191,60 @@ const char *smcr_handoff_before_exec(struct smcr_handoff *h, bool keeps_smcr)
 	return strlen(h->var) > sizeof(INHERIT_VAR) ? h->var : NULL;
 }
 
+/*
+ * One socket a spawned child may inherit: at its own number unless
+ * close-on-exec, and at every number a dup2 of the file actions gives it.
+ * The parent keeps it, so an accepted connection handed over stays
+ * unsettled here too (the parent of an inetd-style server closes its copy).
+ */
+static void spawn_hand_over(struct smcr_handoff *h, int fd, struct smcr_fd_entry *e,
+			    bool keeps_smcr, const struct smcr_spawn_dup2 *dups, unsigned n_dups)
+{
+	bool accepted = unsettled_accepted(e), crosses = false, handed = true;
+	const char *kind = !accepted				     ? "l"
+			   : (smcr_fd_entry_flags(e) & SMCR_FD_F_PEER_SMC) ? "ap"
+									   : "a";
+	ino_t ino;
+
+	if (!socket_inode(fd, &ino))
+		return;
+	if (survives_exec(fd)) {
+		crosses = true;
+		handed = keeps_smcr && append(h, fd, ino, kind);
+	}
+	for (unsigned i = 0; i < n_dups; i++) {
+		if (dups[i].fd != fd)
+			continue;
+		crosses = true;
+		handed = handed && keeps_smcr && append(h, dups[i].newfd, ino, kind);
+	}
+	if (crosses && handed)
+		smcr_dbg("fd %d: handed over to a spawned program image", fd);
+	else if (crosses && accepted)
+		smcr_smc_settle_for_handoff(fd, e, keeps_smcr ? "too many sockets to hand over"
+							      : "spawn of a program without smcr");
+}
+
+const char *smcr_handoff_before_spawn(struct smcr_handoff *h, bool keeps_smcr,
+				      const struct smcr_spawn_dup2 *dups, unsigned n_dups,
+				      bool dups_known)
+{
+	snprintf(h->var, sizeof(h->var), "%s=", INHERIT_VAR);
+	if (!smcr_preload_active || !smcr_smc_enabled)
+		return NULL;
+	for (unsigned fd = 0, high = smcr_fdtab_high(); fd < high; fd++) {
+		struct smcr_fd_entry *e = smcr_fdtab_peek((int)fd);
+
+		if (!e || !(unsettled_accepted(e) || registered_listener(e)))
+			continue;
+		if (dups_known)
+			spawn_hand_over(h, (int)fd, e, keeps_smcr, dups, n_dups);
+		else if (unsettled_accepted(e))
+			smcr_smc_settle_for_handoff((int)fd, e, "spawn with file actions not followed");
+	}
+	return strlen(h->var) > sizeof(INHERIT_VAR) ? h->var : NULL;
+}
+
 void smcr_handoff_before_send_fds(const struct msghdr *msg)
 {
 	if (!smcr_smc_enabled || !msg || msg->msg_controllen == 0)

@@ -33,15 +33,16 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 /*
  * The library's one fork handler: every global lock, in acquisition order,
- * the interposer's (fd table, then the SMC glue's) outside the engine's
- * (src/smcr/engine.c lists those).  A lock missing here can leave a forked
- * child of a multi-threaded program with a lock held by a thread that does
- * not exist there.
+ * the interposer's (spawn's file actions, fd table, then the SMC glue's)
+ * outside the engine's (src/smcr/engine.c lists those).  A lock missing here
+ * can leave a forked child of a multi-threaded program with a lock held by a
+ * thread that does not exist there.
  */
 static void atfork_prepare(void)
 {
 	/* Bind first: binding takes locks of its own (dlsym, pthread_once). */
 	smcr_real_bind();
+	smcr_spawn_fork_prepare();
 	smcr_fdtab_lock();
 	smcr_smc_lock();
 	smcr_engine_fork_prepare();
@@ -52,6 +53,7 @@ static void atfork_parent(void)
 	smcr_engine_fork_parent();
 	smcr_smc_unlock();
 	smcr_fdtab_unlock();
+	smcr_spawn_fork_parent();
 }
 
 static void atfork_child(void)
@@ -59,6 +61,7 @@ static void atfork_child(void)
 	smcr_engine_fork_child();
 	smcr_fdtab_reinit_child();
 	smcr_smc_reinit_child();
+	smcr_spawn_fork_child();
 }
 
 /* The library's one exit handler: connections first, then the engine's exit. */

@@ -24,11 +24,19 @@
  * libc's own execs (execl* call execve internally, posix_spawn and system
  * run in a child) do not pass through here, hence the l variants are
  * wrapped too; a child's exec never touches its parent's connections.
+ * posix_spawn is judged here, in the parent, before the child exists: its
+ * file actions' dup2s are recorded as the program adds them, so a socket
+ * that reaches the child only through a dup2 (a close-on-exec connection
+ * made the child's stdin) is found too. system() and popen() are not
+ * followed: an unread connection that is not close-on-exec reaches their
+ * shell unannounced (a shell that reads its parent's socket is rare).
  */
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -342,4 +350,147 @@ SMCR_EXPORT int execlp(const char *file, const char *arg, ...)
 SMCR_EXPORT int execle(const char *path, const char *arg, ...)
 {
 	L_VARIANT(exec_common(EXEC_PATH, path, -1, argv, envp), &envp);
+}
+
+/* ---- posix_spawn ---------------------------------------------------------------------- */
+
+/*
+ * The dup2s of live file-actions objects, by object. When one does not fit,
+ * every spawn with file actions settles its unsettled connections until the
+ * table is empty again: never a socket in a child that nobody told.
+ */
+#define SPAWN_DUPS_MAX 64
+
+static pthread_mutex_t spawn_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	const posix_spawn_file_actions_t *fa;
+	struct smcr_spawn_dup2 dup;
+} spawn_dups[SPAWN_DUPS_MAX];
+static unsigned spawn_n_dups;
+static bool spawn_dups_lost;
+
+/* init.c's fork handler: a leaf lock, taken before all others. */
+void smcr_spawn_fork_prepare(void)
+{
+	pthread_mutex_lock(&spawn_lock);
+}
+
+void smcr_spawn_fork_parent(void)
+{
+	pthread_mutex_unlock(&spawn_lock);
+}
+
+void smcr_spawn_fork_child(void)
+{
+	pthread_mutex_init(&spawn_lock, NULL);
+}
+
+static void spawn_forget(const posix_spawn_file_actions_t *fa)
+{
+	unsigned k = 0;
+
+	pthread_mutex_lock(&spawn_lock);
+	for (unsigned i = 0; i < spawn_n_dups; i++)
+		if (spawn_dups[i].fa != fa)
+			spawn_dups[k++] = spawn_dups[i];
+	spawn_n_dups = k;
+	if (k == 0)
+		spawn_dups_lost = false;
+	pthread_mutex_unlock(&spawn_lock);
+}
+
+SMCR_EXPORT int posix_spawn_file_actions_init(posix_spawn_file_actions_t *fa)
+{
+	smcr_preload_enter();
+	spawn_forget(fa);
+	return smcr_real.posix_spawn_file_actions_init(fa);
+}
+
+SMCR_EXPORT int posix_spawn_file_actions_destroy(posix_spawn_file_actions_t *fa)
+{
+	smcr_preload_enter();
+	spawn_forget(fa);
+	return smcr_real.posix_spawn_file_actions_destroy(fa);
+}
+
+SMCR_EXPORT int posix_spawn_file_actions_adddup2(posix_spawn_file_actions_t *fa, int fd, int newfd)
+{
+	int rc;
+
+	smcr_preload_enter();
+	rc = smcr_real.posix_spawn_file_actions_adddup2(fa, fd, newfd);
+	if (rc != 0 || !smcr_preload_active || !smcr_smc_enabled)
+		return rc;
+	pthread_mutex_lock(&spawn_lock);
+	if (spawn_n_dups < SPAWN_DUPS_MAX) {
+		spawn_dups[spawn_n_dups].fa = fa;
+		spawn_dups[spawn_n_dups].dup = (struct smcr_spawn_dup2){ fd, newfd };
+		spawn_n_dups++;
+	} else {
+		spawn_dups_lost = true;
+	}
+	pthread_mutex_unlock(&spawn_lock);
+	return rc;
+}
+
+/* The recorded dup2s of `fa` into `out`; false if some may be missing. */
+static bool spawn_dups_of(const posix_spawn_file_actions_t *fa,
+			  struct smcr_spawn_dup2 out[SPAWN_DUPS_MAX], unsigned *n)
+{
+	bool known;
+
+	*n = 0;
+	if (!fa)
+		return true;
+	pthread_mutex_lock(&spawn_lock);
+	for (unsigned i = 0; i < spawn_n_dups; i++)
+		if (spawn_dups[i].fa == fa)
+			out[(*n)++] = spawn_dups[i].dup;
+	known = !spawn_dups_lost;
+	pthread_mutex_unlock(&spawn_lock);
+	return known;
+}
+
+static int spawn_common(bool search, pid_t *pid, const char *file,
+			const posix_spawn_file_actions_t *fa, const posix_spawnattr_t *attr,
+			char *const argv[], char *const envp[])
+{
+	struct smcr_spawn_dup2 dups[SPAWN_DUPS_MAX];
+	char buf[PATH_MAX];
+	const char *prog = NULL, *var = NULL;
+	struct smcr_handoff h;
+	size_t n = env_count(envp);
+	char **env = NULL;
+	unsigned n_dups;
+	bool known;
+	int rc;
+
+	smcr_preload_enter();
+	if (smcr_preload_active && smcr_smc_enabled)
+		prog = search ? (runnable_on_path(file, buf) ? buf : NULL)
+			      : (runnable(file) ? file : NULL);
+	if (prog) {
+		if (n < HANDOFF_MAX_ENV && smcr_handoff_env_keeps(envp) && file_loads_preload(prog, 0))
+			env = malloc((n + 2) * sizeof(char *));
+		known = spawn_dups_of(fa, dups, &n_dups);
+		var = smcr_handoff_before_spawn(&h, env != NULL, dups, n_dups, known);
+		if (var)
+			env_with(envp, n, var, env);
+	}
+	rc = search ? smcr_real.posix_spawnp(pid, file, fa, attr, argv, var ? env : envp)
+		    : smcr_real.posix_spawn(pid, file, fa, attr, argv, var ? env : envp);
+	free(env);
+	return rc;
+}
+
+SMCR_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+			    const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	return spawn_common(false, pid, path, fa, attr, argv, envp);
+}
+
+SMCR_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+			     const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	return spawn_common(true, pid, file, fa, attr, argv, envp);
 }

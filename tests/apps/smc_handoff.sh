@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: MIT
 # Accepted connections that leave the program image or the process before
 # their first byte is read: an inetd-style server hands each connection to a
-# child program as its stdin and stdout (subprocess.Popen, which uses vfork,
-# and fork + dup2 + exec), or passes it to a worker process over a UNIX
+# child program as its stdin and stdout (subprocess.Popen, which uses vfork;
+# fork + dup2 + exec; and posix_spawn, whose file actions dup2 the
+# close-on-exec connection onto 0 and 1), or passes it to a worker process over a UNIX
 # socket (SCM_RIGHTS). The child is cat (dynamically linked: it loads smcr
 # again and takes the connection over) or static_cat (linked -static: smcr can
 # never be in it). Each client sends 1 MiB and checks that every byte comes
@@ -25,6 +26,7 @@ SMCR_STAT=${SMCR_BUILD_DIR:-}/src/tools/smcr-stat
 cat >"$work/server.py" <<'PY'
 # server.py HOW PORT [PROG]: serves connections one at a time.
 #   popen: Popen(PROG, stdin=conn, stdout=conn)  fork: fork, dup2 onto 0/1, exec PROG
+#   spawn: posix_spawnp(PROG) with file actions dup2ing the connection onto 0/1
 #   pass: the connection goes over SCM_RIGHTS to a worker that echoes it
 #   pass_smc: the first 4 bytes are read here (the handshake runs), then it is passed
 import os, socket, subprocess, sys
@@ -63,6 +65,10 @@ while True:
             os.dup2(conn.fileno(), 0)
             os.dup2(conn.fileno(), 1)
             os.execvp(prog[0], prog)
+        os.waitpid(pid, 0)
+    elif how == "spawn":
+        dup = [(os.POSIX_SPAWN_DUP2, conn.fileno(), 0), (os.POSIX_SPAWN_DUP2, conn.fileno(), 1)]
+        pid = os.posix_spawnp(prog[0], prog, os.environ, file_actions=dup)
         os.waitpid(pid, 0)
     else:
         head = conn.recv(4, socket.MSG_WAITALL) if how == "pass_smc" else b""
@@ -114,6 +120,8 @@ serve smcr smcr popen-static popen "$static_cat"; intact popen-static; handoff_b
 serve smcr smcr fork-static fork "$static_cat";   intact fork-static
 assert_fallback_log fork-static-server HANDOFF 1
 assert_fallback_log fork-static-client HANDOFF 1
+serve smcr smcr spawn-cat spawn cat;              intact spawn-cat;    smc_both spawn-cat
+serve smcr smcr spawn-static spawn "$static_cat"; intact spawn-static; handoff_both spawn-static
 serve smcr smcr pass pass;                        intact pass;         handoff_both pass
 
 # An SMC connection passed over SCM_RIGHTS: ended visibly at both ends.
@@ -130,7 +138,7 @@ log "pass-smc: an SMC connection passed over SCM_RIGHTS was reset at both ends, 
 for pair in "smcr plain" "plain smcr"; do
     read -r smode cmode <<<"$pair"
     cmode_used=$cmode
-    for how in "popen cat" "fork $static_cat" "pass"; do
+    for how in "popen cat" "fork $static_cat" "spawn cat" "pass"; do
         name=one-$smode-${how%% *}
         # shellcheck disable=SC2086
         serve "$smode" "$cmode" "$name" $how
