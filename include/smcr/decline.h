@@ -58,6 +58,11 @@ enum smcr_clc_decl {
 	 * process over SCM_RIGHTS)
 	 */
 	SMCR_CLC_DECL_HANDOFF = 0x0A030000,
+	/*
+	 * smcr's own, sent: the process confines its system calls (seccomp), so
+	 * its connections made from then on stay TCP (include/smcr/engine.h)
+	 */
+	SMCR_CLC_DECL_CONFINED = 0x0A040000,
 };
 
 /* "NOSMCRDEV" etc. for a known code, NULL otherwise. */

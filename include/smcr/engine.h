@@ -87,7 +87,8 @@ struct pollfd;
 	X(int, eventfd, (unsigned int, int))                                        \
 	X(int, memfd_create, (const char *, unsigned int))                          \
 	X(int, timerfd_create, (int, int))                                          \
-	X(int, inotify_init1, (int))
+	X(int, inotify_init1, (int))                                                \
+	X(int, prctl, (int, ...))
 
 #define SMCR_LIBC_MEMBER(ret, name, params) ret(*name) params;
 struct smcr_libc {
@@ -130,6 +131,25 @@ void smcr_engine_fork_child(void);
  * parent: the child's would carry the child's pid and vanish at its exec.
  */
 void smcr_engine_vfork_prepare(void);
+
+/*
+ * seccomp (design §8): the process is about to confine its own system calls,
+ * with a classic BPF filter program (prog, len), the strict mode (read, write,
+ * exit, sigreturn), or a filter the embedder cannot see (inherited across
+ * exec).  Called before the kernel applies it, while every call is still
+ * allowed: the engine runs the program over each call it may still make,
+ * publishes what it would publish lazily, and from then on makes only the
+ * calls the filters allow (their denials add up, as the kernel stacks
+ * filters); it makes no new connection.  The kernel refused the filter:
+ * smcr_engine_confine_undo() forgets it again.
+ */
+struct sock_filter;
+enum smcr_confine_kind { SMCR_CONFINE_FILTER, SMCR_CONFINE_STRICT, SMCR_CONFINE_UNKNOWN };
+void smcr_engine_confine(enum smcr_confine_kind kind, const struct sock_filter *prog,
+			 unsigned len);
+void smcr_engine_confine_undo(void);
+/* Has the process confined its system calls?  (A new TCP socket then passes through.) */
+bool smcr_engine_confined(void);
 
 /*
  * The engine's fds (rendezvous sockets, rings, doorbells, epoll sets, its
@@ -246,6 +266,8 @@ int smcr_sock_classify_wait(int tcp_fd, int timeout_ms);
  * into a program that runs no smcr, or passed over SCM_RIGHTS): declined.
  */
 #define SMCR_REASON_HANDOFF 0x0A030000
+/* A TCP connection of a process that confines its system calls (smcr_engine_confine). */
+#define SMCR_REASON_CONFINED 0x0A040000
 struct smcr_handshake;
 int smcr_sock_accept_start(int tcp_fd, const struct smcr_sock_opts *opts,
 			   struct smcr_handshake **hs);

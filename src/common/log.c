@@ -36,6 +36,16 @@ void smcr_log_setup(int threshold, const char *path)
 		log_path[0] = '\0';
 }
 
+bool smcr_log_opens_file(void)
+{
+	return log_path[0] != '\0';
+}
+
+void smcr_log_quiet(void)
+{
+	smcr_log_threshold = SMCR_LOG_ERROR - 1;
+}
+
 const char *smcr_log_progname(void)
 {
 	return program_invocation_short_name ? program_invocation_short_name : "?";

@@ -9,6 +9,8 @@
 #ifndef SMCR_COMMON_LOG_H
 #define SMCR_COMMON_LOG_H
 
+#include <stdbool.h>
+
 #include "common/compiler.h"
 
 enum smcr_log_level {
@@ -29,6 +31,12 @@ extern int smcr_log_threshold;
  * Requires smcr_real_bind() to have run.
  */
 void smcr_log_setup(int threshold, const char *path);
+
+/* Does a log line open a file (SMCR_LOG_FILE), or go to stderr? */
+bool smcr_log_opens_file(void);
+
+/* No more log lines in this process (its system calls are confined). */
+void smcr_log_quiet(void);
 
 void smcr_log_write(int level, const char *func, const char *fmt, ...) SMCR_PRINTF(3, 4);
 

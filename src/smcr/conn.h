@@ -139,6 +139,8 @@ void smcr_hold_drop(struct smcr_sock *s);
 bool smcr_hold_is_holder(struct smcr_sock *s);
 /* After a hold was dropped: this process's copies go (no lock, no message). */
 void smcr_hold_forget_copies(struct smcr_sock *s);
+/* fn on each shared connection this process holds, under its lock (held_lock first). */
+void smcr_hold_each(void (*fn)(const struct smcr_sock *s));
 /* The connection is gone: out of this process's list of held connections. */
 void smcr_hold_forget(struct smcr_sock *s);
 /* fork (engine.c's order: before every other engine lock; child after share.c's). */

@@ -52,6 +52,7 @@ const char *smcr_clc_decl_name(uint32_t code)
 		{ SMCR_CLC_DECL_SHORTFLOWS, "SHORTFLOWS" },
 		{ SMCR_CLC_DECL_NOTLOCAL, "NOTLOCAL" },
 		{ SMCR_CLC_DECL_HANDOFF, "HANDOFF" },
+		{ SMCR_CLC_DECL_CONFINED, "CONFINED" },
 	};
 	size_t i;
 

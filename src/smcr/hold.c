@@ -115,6 +115,17 @@ static void held_add(struct smcr_sock *s)
 	pthread_mutex_unlock(&held_lock);
 }
 
+void smcr_hold_each(void (*fn)(const struct smcr_sock *s))
+{
+	pthread_mutex_lock(&held_lock);
+	for (unsigned i = 0; i < n_held; i++) {
+		smcr_conn_lock(held[i]);
+		fn(held[i]);
+		smcr_conn_unlock(held[i]);
+	}
+	pthread_mutex_unlock(&held_lock);
+}
+
 void smcr_hold_forget(struct smcr_sock *s)
 {
 	if (!s->shared)

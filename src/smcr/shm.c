@@ -27,7 +27,10 @@
  * call of ours may block is decided per call, never by a file's O_NONBLOCK,
  * which a peer holding the same open file description could clear (an
  * eventfd shared through SCM_RIGHTS let a peer fill its counter, clear the
- * flag and block our write forever).  Nothing but our memfd is ever handed
+ * flag and block our write forever).  The socket is O_NONBLOCK from birth
+ * all the same (it is never handed to anyone), for the plain read and write
+ * a seccomp filter may leave us instead (confine.h, ring_peer, drain_rings).
+ * Nothing but our memfd is ever handed
  * to the peer.  The engine's readiness fd is an epoll instance holding that
  * socket and a private eventfd (our own "still ready" signal, never shared):
  * it turns readable on a ring and also when the peer process dies (hang-up).
@@ -91,6 +94,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "smcr/confine.h"
 #include "smcr/libc.h"
 #include "smcr/rendezvous.h"
 #include "smcr/share.h"
@@ -1305,7 +1309,7 @@ static int client_take_knock(struct smcr_xconn *xc, uint32_t size)
 	for (int attempt = 0; xc->rv_fd >= 0 && attempt < SHM_ACCEPT_ATTEMPTS; attempt++) {
 		struct ucred cred;
 		socklen_t clen = sizeof(cred);
-		int sock = smcr_libc.accept4(xc->rv_fd, NULL, NULL, SOCK_CLOEXEC);
+		int sock = smcr_libc.accept4(xc->rv_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
 		if (sock < 0)
 			break; /* nobody (else) knocked: the Accept was wrong */
@@ -1535,8 +1539,23 @@ static void signal_self(struct smcr_xconn *xc)
 static void ring_peer(struct smcr_xconn *xc)
 {
 	static const char bell = 0;
+	struct pollfd p = { .fd = xc->unix_fd, .events = POLLOUT };
 
-	(void)!smcr_libc.send(xc->unix_fd, &bell, sizeof(bell), MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (smcr_call_allowed(SMCR_CALL_SEND)) {
+		(void)!smcr_libc.send(xc->unix_fd, &bell, sizeof(bell),
+				      MSG_DONTWAIT | MSG_NOSIGNAL);
+		return;
+	}
+	/*
+	 * A seccomp filter that denies sendto (confine.h): a plain write, which
+	 * cannot block (the socket is O_NONBLOCK from birth) but, without
+	 * MSG_NOSIGNAL, would raise SIGPIPE on a peer gone: so only when poll
+	 * sees the socket writable and not hung up.  A peer that dies between
+	 * the two calls leaves that window open, for a process that does not
+	 * ignore SIGPIPE: as the next write to its TCP socket would.
+	 */
+	if (smcr_libc.poll(&p, 1, 0) == 1 && p.revents == POLLOUT)
+		(void)!smcr_libc.write(xc->unix_fd, &bell, sizeof(bell));
 }
 
 #define SHM_RINGS_PER_DRAIN 8
@@ -1547,6 +1566,24 @@ static void ring_peer(struct smcr_xconn *xc)
  * sends beyond that only wakes us again (then shm_peer_gone sees it).
  * 1: drained (or nothing there), 0: the peer hung up.
  */
+/*
+ * drain_rings() under a seccomp filter that denies recvmmsg (confine.h): a
+ * read per ring; the socket is O_NONBLOCK from birth, so none blocks.
+ */
+static int drain_rings_by_read(struct smcr_xconn *xc)
+{
+	for (int i = 0; i < SHM_RINGS_PER_DRAIN; i++) {
+		char buf[8];
+		ssize_t n = smcr_libc.read(xc->unix_fd, buf, sizeof(buf));
+
+		if (n == 0)
+			return 0;
+		if (n < 0)
+			return errno == EAGAIN || errno == EINTR ? 1 : 0;
+	}
+	return 1;
+}
+
 static int drain_rings(struct smcr_xconn *xc)
 {
 	char buf[SHM_RINGS_PER_DRAIN][8];
@@ -1554,6 +1591,8 @@ static int drain_rings(struct smcr_xconn *xc)
 	struct iovec iov[SHM_RINGS_PER_DRAIN];
 	int n;
 
+	if (!smcr_call_allowed(SMCR_CALL_RECVMMSG))
+		return drain_rings_by_read(xc);
 	memset(mm, 0, sizeof(mm));
 	for (int i = 0; i < SHM_RINGS_PER_DRAIN; i++) {
 		iov[i] = (struct iovec){ .iov_base = buf[i], .iov_len = sizeof(buf[i]) };

@@ -42,6 +42,7 @@
 #include "common/log.h"
 #include "smcr/libc.h"
 #include "smcr/clc.h"
+#include "smcr/confine.h"
 #include "smcr/conn.h"
 #include "smcr/engine.h"
 #include "smcr/stats_dir.h"
@@ -83,7 +84,7 @@ static void area_header(struct smcr_stats_file *f)
 	f->conn_size = (uint32_t)sizeof(struct smcr_stats_conn);
 	f->max_conns = SMCR_STATS_MAX_CONNS;
 	f->pid = (int32_t)getpid();
-	prctl(PR_GET_NAME, f->comm, 0, 0, 0);
+	smcr_libc.prctl(PR_GET_NAME, f->comm, 0, 0, 0);
 }
 
 static void close_dir(void)
@@ -223,11 +224,16 @@ static void area_republish(struct smcr_stats_file *f)
 	}
 }
 
+/*
+ * A confined process leaves its file (unlink may be denied): smcr-stat
+ * removes a file nobody holds the lock of any more.
+ */
 void smcr_stats_exit(void)
 {
-	if (area_path[0] && area && area->pid == (int32_t)getpid())
+	if (area_path[0] && area && area->pid == (int32_t)getpid() && !smcr_confined())
 		unlink(area_path);
 }
+
 
 /*
  * atfork child handler: only system calls and plain stores here (the child of
@@ -414,11 +420,14 @@ static void record_init_of(struct record_init *ri, int tcp_fd, uint32_t mode, ui
 	ri->role = role;
 	ri->reason = reason;
 	ri->tcp_fd = tcp_fd;
+	/* Confined (confine.h): a record without addresses rather than a killed process. */
 	len = sizeof(ss);
-	if (smcr_libc.getsockname(tcp_fd, (struct sockaddr *)&ss, &len) == 0)
+	if (smcr_call_allowed(SMCR_CALL_GETSOCKNAME) &&
+	    smcr_libc.getsockname(tcp_fd, (struct sockaddr *)&ss, &len) == 0)
 		addr_of(&ss, ri->local_addr, &ri->local_port);
 	len = sizeof(ss);
-	if (smcr_libc.getpeername(tcp_fd, (struct sockaddr *)&ss, &len) == 0)
+	if (smcr_call_allowed(SMCR_CALL_GETPEERNAME) &&
+	    smcr_libc.getpeername(tcp_fd, (struct sockaddr *)&ss, &len) == 0)
 		addr_of(&ss, ri->peer_addr, &ri->peer_port);
 }
 
@@ -746,4 +755,9 @@ const char *smcr_stats_path(void)
 {
 	stats_get();
 	return area_path;
+}
+
+void smcr_stats_confine_prepare(void)
+{
+	(void)stats_get();
 }

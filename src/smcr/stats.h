@@ -52,5 +52,7 @@ void smcr_stats_fork_child(void);
 /* After it: a connection the child holds keeps its record's slot (hold.c). */
 void smcr_stats_fork_keep(struct smcr_stats_conn *c);
 void smcr_stats_exit(void);
+/* Before seccomp confinement (confine.c): the stats file is published now, if it is not yet. */
+void smcr_stats_confine_prepare(void);
 
 #endif /* SMCR_STATS_H */
