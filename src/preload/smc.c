@@ -839,7 +839,7 @@ void smcr_smc_before_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	    smcr_fd_entry_mode(e) != SMCR_FD_CANDIDATE)
 		return;
 	smcr_guard_enter();
-	reason = smcr_sock_connect_learned(addr, len);
+	reason = smcr_engine_confined() ? SMCR_REASON_CONFINED : smcr_sock_connect_learned(addr, len);
 	if (reason) {
 		keep_tcp(fd, e, addr, reason);
 	} else {
@@ -930,8 +930,16 @@ void smcr_smc_after_accept(int listen_fd, int fd)
 
 	if (!smcr_smc_enabled || !smcr_preload_table_writable())
 		return;
-	listener = smcr_fdtab_get(listen_fd);
 	e = smcr_fdtab_peek(fd);
+	if (e && smcr_engine_confined()) {
+		/* No handshake once the process confines its system calls (wrap_seccomp.c). */
+		smcr_guard_enter();
+		go_fallback(fd, e, SMCR_REASON_CONFINED, true, "server",
+			    "the process confines its system calls");
+		smcr_guard_leave();
+		return;
+	}
+	listener = smcr_fdtab_get(listen_fd);
 	if (e && smcr_tcpopt_peer(fd) == SMCR_TCPOPT_YES) {
 		add_flags(e, SMCR_FD_F_PEER_SMC);
 		smcr_dbg("fd %d: the client's SYN announced SMC (RFC 7609 option)", fd);
@@ -998,7 +1006,8 @@ static void release_entry(struct smcr_fd_entry *e)
  * whose environment drops LD_PRELOAD), or for another process (SCM_RIGHTS).
  * Its new owner would read a Proposal as data, so it is settled here, in
  * either of two ways that leave a clean TCP stream at both ends: a Proposal
- * already there is declined (reason HANDOFF); a client that may yet propose
+ * already there is declined (reason HANDOFF; CONFINED when the process is
+ * about to confine its system calls instead); a client that may yet propose
  * (a local one, one whose SYN announced SMC, one in SMCR_PEERS) gets as long
  * to do so as when the server speaks first (SMCR_SPEAK_FIRST_WAIT_MS), which
  * is when an smcr client proposes: right after its connect() returns. Any
@@ -1006,7 +1015,7 @@ static void release_entry(struct smcr_fd_entry *e)
  * under way is finished instead (up to the engine's bound): it may end in SMC,
  * which the caller then ends like any SMC connection that cannot follow.
  */
-void smcr_smc_settle_for_handoff(int fd, struct smcr_fd_entry *e, const char *why)
+static void settle_unread(int fd, struct smcr_fd_entry *e, uint32_t reason, const char *why)
 {
 	int64_t deadline = smcr_now_ms() + speak_first_wait_ms;
 	bool may_propose;
@@ -1025,11 +1034,11 @@ void smcr_smc_settle_for_handoff(int fd, struct smcr_fd_entry *e, const char *wh
 		int64_t left = deadline - smcr_now_ms();
 
 		if (c == SMCR_CLASSIFY_PROPOSAL) {
-			rc = smcr_sock_decline_late_proposal(fd, SMCR_REASON_HANDOFF);
+			rc = smcr_sock_decline_late_proposal(fd, reason);
 			if (rc < 0)
 				fail_connection(fd, e, -rc, "server");
 			else
-				go_fallback(fd, e, SMCR_REASON_HANDOFF, false, "server", why);
+				go_fallback(fd, e, reason, false, "server", why);
 		} else if (c == SMCR_CLASSIFY_TCP || c == SMCR_CLASSIFY_EOF || c < 0) {
 			go_fallback(fd, e, REASON_PEERNOSMC, true, "server", why);
 		} else if (may_propose && left > 0 && pending_bytes(fd) > 0) {
@@ -1037,13 +1046,18 @@ void smcr_smc_settle_for_handoff(int fd, struct smcr_fd_entry *e, const char *wh
 			nanosleep(&(struct timespec){ .tv_nsec = 1000 * 1000 }, NULL);
 		} else if (!may_propose || left <= 0 || wait_fd(fd, POLLIN, (int)left) <= 0) {
 			/* Nothing came: whatever comes later is the new owner's, as TCP. */
-			go_fallback(fd, e, pending_bytes(fd) > 0 ? REASON_PEERNOSMC : SMCR_REASON_HANDOFF,
+			go_fallback(fd, e, pending_bytes(fd) > 0 ? REASON_PEERNOSMC : reason,
 				    true, "server", why);
 		}
 	}
 	drop_listener_ref(e);
 	smcr_guard_leave();
 	decision_unlock(e);
+}
+
+void smcr_smc_settle_for_handoff(int fd, struct smcr_fd_entry *e, const char *why)
+{
+	settle_unread(fd, e, SMCR_REASON_HANDOFF, why);
 }
 
 /*
@@ -1066,6 +1080,48 @@ void smcr_smc_end_for_handoff(int fd, struct smcr_fd_entry *e)
 		smcr_warn("fd %d: SMC connection reset: passed to another process over SCM_RIGHTS,"
 			  " which cannot share it; %s", fd, name);
 	smcr_guard_leave();
+}
+
+/*
+ * The process is about to confine its system calls (wrap_seccomp.c), and
+ * every call is still allowed: nothing that the filter might deny may be
+ * left to do later.  An accepted connection not classified yet is settled
+ * (reason CONFINED); a client socket whose handshake has not begun stays
+ * TCP; a handshake under way is finished; listeners leave the registry, so
+ * local clients stop proposing to them.  SMC connections stay SMC.
+ */
+void smcr_smc_before_confine(void)
+{
+	if (!smcr_smc_enabled)
+		return;
+	for (unsigned fd = 0, high = smcr_fdtab_high(); fd < high; fd++) {
+		struct smcr_fd_entry *e = smcr_fdtab_get((int)fd);
+		unsigned f;
+
+		if (!e)
+			continue;
+		f = smcr_fd_entry_flags(e);
+		if ((f & SMCR_FD_F_LISTENING) && e->listener && decision_lock(e)) {
+			smcr_guard_enter();
+			drop_listener_ref(e);
+			smcr_guard_leave();
+			decision_unlock(e);
+		} else if (smcr_fd_entry_mode(e) != SMCR_FD_CANDIDATE || (f & SMCR_FD_F_LISTENING)) {
+			/* decided already, or a listener of another process */
+		} else if (atomic_load_explicit(&e->handshake, memory_order_acquire)) {
+			smcr_smc_finish_handshake((int)fd, e);
+		} else if (f & SMCR_FD_F_ACCEPTED) {
+			settle_unread((int)fd, e, SMCR_REASON_CONFINED, "the process confines its system calls");
+		} else if ((f & (SMCR_FD_F_CONNECTING | SMCR_FD_F_CONNECTED)) && decision_lock(e)) {
+			smcr_guard_enter();
+			if (smcr_fd_entry_mode(e) == SMCR_FD_CANDIDATE)
+				go_fallback((int)fd, e, SMCR_REASON_CONFINED, true, "client",
+					    "the process confines its system calls");
+			smcr_guard_leave();
+			decision_unlock(e);
+		}
+		smcr_fdtab_put(e);
+	}
 }
 
 /*

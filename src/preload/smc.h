@@ -52,6 +52,8 @@ void smcr_smc_settle_for_handoff(int fd, struct smcr_fd_entry *e, const char *wh
 void smcr_smc_end_for_handoff(int fd, struct smcr_fd_entry *e);
 /* exit(): the SMC connections this process owns close as the kernel would close TCP. */
 void smcr_smc_exit(void);
+/* Before a seccomp filter applies (wrap_seccomp.c): nothing left undecided that needs it. */
+void smcr_smc_before_confine(void);
 
 /* ---- life cycle (wrap_socket.c) -------------------------------------------- */
 

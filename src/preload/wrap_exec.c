@@ -49,6 +49,7 @@
 #include "preload/handoff.h"
 #include "preload/preload.h"
 #include "preload/smc.h"
+#include "smcr/engine.h"
 
 extern char **environ;
 
@@ -235,7 +236,12 @@ static int exec_common(enum exec_how how, const char *name, int fd, char *const 
 	int rc, err;
 
 	smcr_preload_enter();
-	if (smcr_preload_active && smcr_smc_enabled)
+	/*
+	 * A confined process (wrap_seccomp.c) settled its sockets when it was
+	 * confined, and its filter, which the new image inherits, may deny what
+	 * judging the file takes: the exec goes as it is.
+	 */
+	if (smcr_preload_active && smcr_smc_enabled && !smcr_engine_confined())
 		prog = exec_target(how, name, fd, buf);
 	if (prog) {
 		bool keeps = n < HANDOFF_MAX_ENV && smcr_handoff_env_keeps(envp) &&
