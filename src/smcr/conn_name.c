@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "smcr/confine.h"
 #include "smcr/engine.h"
 #include "smcr/libc.h"
 
@@ -38,9 +39,12 @@ const char *smcr_conn_name(int tcp_fd, char *buf, size_t size)
 	socklen_t slen = sizeof(self), plen = sizeof(peer);
 	char a[INET6_ADDRSTRLEN + 8] = "?", b[INET6_ADDRSTRLEN + 8] = "?";
 
-	if (smcr_libc.getsockname(tcp_fd, (struct sockaddr *)&self, &slen) == 0)
+	/* A seccomp filter may deny both (confine.h): "?" rather than a killed process. */
+	if (smcr_call_allowed(SMCR_CALL_GETSOCKNAME) &&
+	    smcr_libc.getsockname(tcp_fd, (struct sockaddr *)&self, &slen) == 0)
 		format_addr(&self, a, sizeof(a));
-	if (smcr_libc.getpeername(tcp_fd, (struct sockaddr *)&peer, &plen) == 0)
+	if (smcr_call_allowed(SMCR_CALL_GETPEERNAME) &&
+	    smcr_libc.getpeername(tcp_fd, (struct sockaddr *)&peer, &plen) == 0)
 		format_addr(&peer, b, sizeof(b));
 	snprintf(buf, size, "local %s, peer %s", a, b);
 	return buf;
