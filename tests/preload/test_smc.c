@@ -13,10 +13,15 @@
  *                     exit-open, exit-unread, epoll-reuse
  */
 #include <fcntl.h>
+#include <stddef.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -1894,6 +1899,170 @@ static void private_runtime_dir(void)
 	}
 }
 
+/* ---- a process that confines its system calls (seccomp) ---------------------------------- */
+
+#define REASON_CONFINED 0x0A040000u
+#define CONFINED_LEN (256u * 1024) /* fits in a ring each way: no write waits on a read */
+
+#if defined(__x86_64__) && !defined(__ILP32__)
+#define HAVE_SECCOMP_TEST 1
+/*
+ * A filter shaped like OpenSSH's privilege-separated child's: a short allow
+ * list (no sendto, recvmmsg, recvfrom, getsockname, getpeername, epoll,
+ * eventfd, open), the process killed on anything else.  socket and connect
+ * are allowed, for a connection made after the filter.
+ */
+static int confine_self(void)
+{
+	static const int allowed[] = {
+		SYS_read, SYS_write, SYS_poll, SYS_ppoll, SYS_futex, SYS_getpid, SYS_gettid,
+		SYS_close, SYS_munmap, SYS_mmap, SYS_brk, SYS_madvise, SYS_mprotect, SYS_exit,
+		SYS_exit_group, SYS_rt_sigreturn, SYS_rt_sigprocmask, SYS_clock_gettime,
+		SYS_clock_nanosleep, SYS_nanosleep, SYS_socket, SYS_connect, SYS_shutdown,
+		SYS_getrandom, SYS_sched_yield,
+		SYS_sigaltstack, /* a sanitizer runtime's exit path (ASan), not the library's */
+	};
+	enum { N = sizeof(allowed) / sizeof(allowed[0]) };
+	struct sock_filter prog[N + 6];
+	struct sock_fprog fp = { .len = N + 6, .filter = prog };
+
+	prog[0] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+					       offsetof(struct seccomp_data, arch));
+	prog[1] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0);
+	prog[2] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+	prog[3] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+					       offsetof(struct seccomp_data, nr));
+	for (unsigned i = 0; i < N; i++)
+		prog[4 + i] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
+							   (uint32_t)allowed[i], (uint8_t)(N - i), 0);
+	prog[4 + N] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+	prog[5 + N] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return -1;
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fp);
+}
+#else
+#define HAVE_SECCOMP_TEST 0
+static int confine_self(void)
+{
+	return -1;
+}
+#endif
+
+static bool read_full(int fd, void *buf, size_t len)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = read(fd, (char *)buf + got, len - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return false;
+		got += (size_t)n;
+	}
+	return true;
+}
+
+static bool write_full(int fd, const void *buf, size_t len)
+{
+	size_t put = 0;
+
+	while (put < len) {
+		ssize_t n = write(fd, (const char *)buf + put, len - put);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return false;
+		put += (size_t)n;
+	}
+	return true;
+}
+
+/*
+ * Connects (SMC), confines itself, then under the filter: its SMC
+ * connection carries CONFINED_LEN bytes each way, a new connection stays TCP
+ * with reason CONFINED, and exit() runs the library's exit work.  Any call
+ * the filter does not allow kills it (SIGSYS): the server's reap sees that.
+ */
+static void client_confined(void)
+{
+	static unsigned char out[CONFINED_LEN], in[CONFINED_LEN];
+	const struct smcr_stats_file *f;
+	int fd = connect_to_server(0), fd2;
+	bool found = false;
+	char c[4];
+
+	CHECK(fd >= 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	f = my_stats(); /* mapped now: opening it later is not allowed */
+	CHECK(f != NULL);
+	fill(out, sizeof(out), 9);
+	CHECK(confine_self() == 0);
+	CHECK(write_full(fd, out, sizeof(out)));
+	CHECK(read_full(fd, in, sizeof(in)));
+	CHECK(memcmp(in, out, sizeof(in)) == 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+
+	fd2 = connect_to_server(0);
+	CHECK(fd2 >= 0);
+	CHECK_MODE(fd2, SMC_PRELOAD_FD_FALLBACK);
+	CHECK(write_full(fd2, "ping", 4));
+	CHECK(read_full(fd2, c, 4) && memcmp(c, "pong", 4) == 0);
+	for (unsigned i = 0; f && i < SMCR_STATS_MAX_CONNS; i++)
+		if (f->conns[i].state == SMCR_STATS_CONN_LIVE &&
+		    f->conns[i].mode == SMCR_STATS_MODE_TCP &&
+		    f->conns[i].fallback_reason == REASON_CONFINED)
+			found = true;
+	if (!found)
+		fprintf(stderr, "confined client: no live TCP record with reason CONFINED\n");
+	CHECK(found);
+	close(fd2);
+	CHECK(shutdown(fd, SHUT_WR) == 0);
+	CHECK(read(fd, c, 1) == 0);
+	close(fd);
+	exit(t_result()); /* the library's exit handler, under the filter */
+}
+
+static int case_seccomp(void)
+{
+	static unsigned char buf[CONFINED_LEN];
+	pid_t client;
+	int fd, fd2;
+	char c[4];
+
+	if (!HAVE_SECCOMP_TEST) {
+		fprintf(stderr, "SKIP: the test's filter is written for x86_64\n");
+		return T_EXIT_SKIP;
+	}
+	client = spawn(client_confined);
+	fd = accept(listen_fd, NULL, NULL);
+	CHECK(fd >= 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_CANDIDATE);
+	if (!read_full(fd, buf, sizeof(buf)) || !write_full(fd, buf, sizeof(buf))) {
+		/* the client died (SIGSYS): its second connection will never come */
+		fprintf(stderr, "the SMC connection of the confined client broke\n");
+		t_failures++;
+		close(fd);
+		reap(client, "confined client");
+		return t_result();
+	}
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	fd2 = accept(listen_fd, NULL, NULL);
+	CHECK(fd2 >= 0);
+	CHECK(read_full(fd2, c, 4) && memcmp(c, "ping", 4) == 0);
+	CHECK_MODE(fd2, SMC_PRELOAD_FD_FALLBACK);
+	CHECK(write_full(fd2, "pong", 4));
+	CHECK(read(fd2, c, 1) == 0);
+	CHECK(read(fd, c, 1) == 0); /* the client's shutdown */
+	close(fd2);
+	close(fd);
+	reap(client, "confined client");
+	return t_result();
+}
+
 int main(int argc, char **argv)
 {
 	const char *which = argc > 1 ? argv[1] : "echo";
@@ -1974,6 +2143,8 @@ int main(int argc, char **argv)
 		rc = case_eintr();
 	else if (!strcmp(which, "half-proposal"))
 		rc = case_half_proposal();
+	else if (!strcmp(which, "seccomp"))
+		rc = case_seccomp();
 	else {
 		fprintf(stderr, "unknown case %s\n", which);
 		return T_EXIT_FAIL;
