@@ -472,7 +472,8 @@ static int spawn_common(bool search, pid_t *pid, const char *file,
 	int rc;
 
 	smcr_preload_enter();
-	if (smcr_preload_active && smcr_smc_enabled)
+	/* A confined process: as exec_common. */
+	if (smcr_preload_active && smcr_smc_enabled && !smcr_engine_confined())
 		prog = search ? (runnable_on_path(file, buf) ? buf : NULL)
 			      : (runnable(file) ? file : NULL);
 	if (prog) {
