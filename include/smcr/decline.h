@@ -63,6 +63,11 @@ enum smcr_clc_decl {
 	 * its connections made from then on stay TCP (include/smcr/engine.h)
 	 */
 	SMCR_CLC_DECL_CONFINED = 0x0A040000,
+	/*
+	 * smcr's own, sent: an SMC-R first contact whose peer GID is not the
+	 * address its TCP connection comes from (src/smcr/lgr.h, "Identity")
+	 */
+	SMCR_CLC_DECL_GIDNOTPEER = 0x0A050000,
 };
 
 /* "NOSMCRDEV" etc. for a known code, NULL otherwise. */

@@ -53,6 +53,7 @@ const char *smcr_clc_decl_name(uint32_t code)
 		{ SMCR_CLC_DECL_NOTLOCAL, "NOTLOCAL" },
 		{ SMCR_CLC_DECL_HANDOFF, "HANDOFF" },
 		{ SMCR_CLC_DECL_CONFINED, "CONFINED" },
+		{ SMCR_CLC_DECL_GIDNOTPEER, "GIDNOTPEER" },
 	};
 	size_t i;
 

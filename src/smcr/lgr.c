@@ -140,13 +140,28 @@ static bool key_equal(const struct smcr_lgr_key *a, const struct smcr_lgr_key *b
 }
 
 /*
+ * The peer proved that it receives at `addr`: the group was built over a
+ * TCP connection from there, or the peer announced the group's second link
+ * at that GID over the group's first (an RC link only the peer that built
+ * it can speak on).
+ */
+static bool addr_proven(const struct smcr_lgr *g, const uint8_t addr[SMCR_IB_GID_LEN])
+{
+	if (!memcmp(g->key.peer_addr, addr, SMCR_IB_GID_LEN))
+		return true;
+	return g->alt.state == SMCR_LGR_LINK_UP && !memcmp(g->alt.peer_gid, addr, SMCR_IB_GID_LEN);
+}
+
+/*
  * Server (peer_qpn 0): the key.  Client: the key, where the peer GID is that
  * of the link reaching peer_qpn (a reused group's Accept names the link the
  * server chose, with its GID, as the kernel's smcr_lgr_match() compares).
+ * Either: from an address the group's peer proved.
  */
-static bool link_match(const struct smcr_lgr *g, const struct smcr_lgr_key *key,
-		       uint32_t peer_qpn)
+bool smcr_lgr_match(const struct smcr_lgr *g, const struct smcr_lgr_key *key, uint32_t peer_qpn)
 {
+	if (!addr_proven(g, key->peer_addr))
+		return false;
 	if (peer_qpn == 0)
 		return key_equal(&g->key, key);
 	if (g->key.role != key->role || memcmp(g->key.peer_id, key->peer_id, sizeof(key->peer_id)) ||
@@ -180,7 +195,7 @@ struct smcr_lgr *smcr_lgr_find(const struct smcr_lgr_key *key, uint32_t peer_qpn
 		 * serialises first contacts): a second connection racing the first
 		 * must not make a second group.  Client: the server named its QP.
 		 */
-		if (g->state != SMCR_LGR_DEAD && link_match(g, key, peer_qpn) &&
+		if (g->state != SMCR_LGR_DEAD && smcr_lgr_match(g, key, peer_qpn) &&
 		    g->refs < g->max_conns) {
 			g->refs++;
 			g->idle_since_ms = 0;

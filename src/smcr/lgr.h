@@ -17,6 +17,18 @@
  * "reuse" must find the group by the server's QP number, else it declines
  * with SYNCERR.
  *
+ * Those fields are only what the peer claims: anyone who learnt them could
+ * be put on a group built with someone else, and one bogus rkey or SYNCERR
+ * on it would end every connection the group carries.  So a group is also
+ * bound to what the peer proved: the TCP peer address of the connection
+ * that built it (the three-way handshake shows the peer receives there),
+ * and a first contact's peer GID must be that address (verbs.c declines
+ * GIDNOTPEER otherwise).  A later connection joins only if its own TCP peer
+ * address is one the group's peer proved: that first address, or the GID
+ * of the group's second link, which the peer announced over the group's own
+ * link (smcr_lgr_match).  A connection from anywhere else gets a group of
+ * its own, or, as a client told "reuse", declines with SYNCERR.
+ *
  * Demultiplexing: every received message is copied out of its receive slot
  * the moment its completion is taken (wr.c's rx handler) and the slot is
  * re-posted.  A CDC goes into the queue of the connection whose alert token
@@ -150,6 +162,12 @@ struct smcr_lgr_key {
 	uint8_t peer_gid[SMCR_IB_GID_LEN];
 	uint8_t local_gid[SMCR_IB_GID_LEN];
 	enum smcr_lgr_role role;
+	/*
+	 * The TCP connection's peer address in GID form (IPv6; IPv4 mapped, so
+	 * both socket families give the same bytes, smcr_ib_addr_gid): proven,
+	 * unlike the fields above.  A group's is its first contact's.
+	 */
+	uint8_t peer_addr[SMCR_IB_GID_LEN];
 };
 
 /* A registered buffer of the group's pool: an RMB or a send buffer. */
@@ -289,6 +307,13 @@ void smcr_lgr_peer_id(const uint8_t mac[SMCR_IB_MAC_LEN], uint8_t out[SMCR_CLC_P
  * if none.
  */
 struct smcr_lgr *smcr_lgr_find(const struct smcr_lgr_key *key, uint32_t peer_qpn);
+/*
+ * Would a connection with `key` (a client's: whose Accept named `peer_qpn`;
+ * a server's: 0) go on group g?  The claimed fields as the kernel compares
+ * them, and its TCP peer address one that g's peer proved (see "Identity"
+ * above).  g's state and room are not looked at.  Group mutex held.
+ */
+bool smcr_lgr_match(const struct smcr_lgr *g, const struct smcr_lgr_key *key, uint32_t peer_qpn);
 /* A live group on `local_gid` knows its device: its MAC, and true (no device scan needed). */
 bool smcr_lgr_local_mac(const uint8_t local_gid[SMCR_IB_GID_LEN], uint8_t mac[SMCR_IB_MAC_LEN]);
 /*

@@ -81,6 +81,7 @@
  */
 #include "smcr/verbs.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -127,6 +128,7 @@ struct smcr_xconn {
 	int tcp_fd;
 	struct sockaddr_storage local;
 	uint8_t gid[SMCR_IB_GID_LEN];  /* ours: the TCP connection's local address */
+	uint8_t peer_addr[SMCR_IB_GID_LEN]; /* the TCP peer's address, GID form (peer_address) */
 	uint8_t mac[SMCR_IB_MAC_LEN];
 	struct smcr_ib_port *port;     /* opened for a new group, until it takes it */
 	struct smcr_wr_link *link;     /* client: its QP, made ahead, until the group takes it */
@@ -284,6 +286,43 @@ static int make_ready_fd(struct smcr_xconn *xc)
 	return 0;
 }
 
+/*
+ * The TCP peer's address into xc->peer_addr, in GID form: what the peer
+ * proved by completing the handshake, which binds link groups (lgr.h,
+ * "Identity").  A decline reason or 0.
+ */
+static int peer_address(struct smcr_xconn *xc)
+{
+	struct sockaddr_storage peer;
+	socklen_t len = sizeof(peer);
+
+	if (smcr_libc.getpeername(xc->tcp_fd, (struct sockaddr *)&peer, &len) < 0 ||
+	    smcr_ib_addr_gid((struct sockaddr *)&peer, xc->peer_addr))
+		return SMCR_CLC_DECL_INTERR;
+	return 0;
+}
+
+/*
+ * A first contact's peer GID must be the TCP peer's address: our QP would
+ * otherwise send to a host that proved nothing, and the group be keyed on a
+ * GID its peer merely claims.  Every RoCE v2 peer we know offers the GID of
+ * its TCP connection's own address (ours: verbs_create; the kernel's:
+ * smc_ib_determine_gid() on the socket's source address); one that does
+ * not (multi-homed across devices, behind NAT) stays on TCP.  A decline
+ * reason or 0.
+ */
+static int gid_names_peer(const struct smcr_xconn *xc, const uint8_t gid[SMCR_CLC_GID_LEN])
+{
+	char g[INET6_ADDRSTRLEN], a[INET6_ADDRSTRLEN];
+
+	if (!memcmp(gid, xc->peer_addr, SMCR_IB_GID_LEN))
+		return 0;
+	smcr_info("verbs: the peer's RoCE GID %s is not its TCP address %s: declined",
+		  inet_ntop(AF_INET6, gid, g, sizeof(g)) ? g : "?",
+		  inet_ntop(AF_INET6, xc->peer_addr, a, sizeof(a)) ? a : "?");
+	return SMCR_CLC_DECL_GIDNOTPEER;
+}
+
 static void lgr_key(const struct smcr_xconn *xc, const uint8_t peer_id[SMCR_CLC_PEER_ID_LEN],
 		    const uint8_t peer_gid[SMCR_CLC_GID_LEN], struct smcr_lgr_key *k)
 {
@@ -292,6 +331,7 @@ static void lgr_key(const struct smcr_xconn *xc, const uint8_t peer_id[SMCR_CLC_
 	memcpy(k->peer_gid, peer_gid, SMCR_IB_GID_LEN);
 	memcpy(k->local_gid, xc->gid, SMCR_IB_GID_LEN);
 	k->role = xc->server ? SMCR_LGR_SERVER : SMCR_LGR_CLIENT;
+	memcpy(k->peer_addr, xc->peer_addr, SMCR_IB_GID_LEN);
 }
 
 /* A new group (first contact) on our port.  A decline reason or 0. */
@@ -506,6 +546,11 @@ static int verbs_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg 
 			return SMCR_CLC_DECL_MAXLINKERR;
 	}
 	xc->server = true;
+	rc = peer_address(xc);
+	if (!rc)
+		rc = gid_names_peer(xc, p->roce_gid);
+	if (rc)
+		return rc;
 	t0 = smcr_now_ns();
 	lgr_key(xc, p->peer_id, p->roce_gid, &k);
 	xc->lgr = smcr_lgr_find(&k, 0);
@@ -577,10 +622,15 @@ static int verbs_client_attach(struct smcr_xconn *xc, const struct smcr_clc_msg 
 	if (!is_ours(acc))
 		return SMCR_CLC_DECL_MODEUNSUPP;
 	memcpy(xc->eid, a->eid, SMCR_CLC_EID_LEN);
+	rc = peer_address(xc);
+	if (rc)
+		return rc;
 	lgr_key(xc, a->peer_id, a->gid, &k);
 	if (acc->hdr.flag) {
 		/* first contact: always a new group, even if we have one (kernel rule) */
-		rc = client_limits(xc, acc);
+		rc = gid_names_peer(xc, a->gid);
+		if (!rc)
+			rc = client_limits(xc, acc);
 		if (!rc)
 			rc = new_group(xc, &k);
 		if (!rc) {
@@ -591,6 +641,14 @@ static int verbs_client_attach(struct smcr_xconn *xc, const struct smcr_clc_msg 
 	} else {
 		xc->lgr = smcr_lgr_find(&k, a->qpn);
 		rc = xc->lgr ? 0 : SMCR_CLC_DECL_SYNCERR; /* we have no such group */
+		if (rc) {
+			char addr[INET6_ADDRSTRLEN];
+
+			smcr_info("verbs: the Accept from %s reuses a link group (peer QP %u) we "
+				  "have with no peer at that address: declined SYNCERR",
+				  inet_ntop(AF_INET6, xc->peer_addr, addr, sizeof(addr)) ? addr : "?",
+				  a->qpn);
+		}
 	}
 	if (!rc)
 		rc = join_group(xc);

@@ -13,7 +13,9 @@
  * (the client's DELETE LINK, and our own finding): the connection on the
  * second link moves to the first with its twin rkey and its last completed
  * CDC, the peer is told as the kernel's server tells it, and the group goes
- * on with one link.
+ * on with one link.  And whom a group takes (smcr_lgr_match): the claimed
+ * fields of a Proposal or Accept, over a TCP connection from an address the
+ * group's peer proved, IPv4-mapped or not.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -23,6 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -501,6 +505,104 @@ static void client_keeps_add_link_request_rkeys(void **state)
 	(void)state;
 }
 
+/* ---- whom a group takes: the claimed fields and the proven TCP peer address --------- */
+
+static void addr4(const char *ip, uint8_t out[SMCR_IB_GID_LEN])
+{
+	struct sockaddr_in in = { .sin_family = AF_INET };
+
+	assert_int_equal(inet_pton(AF_INET, ip, &in.sin_addr), 1);
+	assert_int_equal(smcr_ib_addr_gid((struct sockaddr *)&in, out), 0);
+}
+
+static void addr6(const char *ip, uint8_t out[SMCR_IB_GID_LEN])
+{
+	struct sockaddr_in6 in6 = { .sin6_family = AF_INET6 };
+
+	assert_int_equal(inet_pton(AF_INET6, ip, &in6.sin6_addr), 1);
+	assert_int_equal(smcr_ib_addr_gid((struct sockaddr *)&in6, out), 0);
+}
+
+/* The victim's claimed fields (peer id, GID 10.77.0.1), our GID 10.77.0.2. */
+static void victim_key(struct smcr_lgr_key *k, enum smcr_lgr_role role, const char *peer)
+{
+	static const uint8_t peer_id[SMCR_CLC_PEER_ID_LEN] = { 0x12, 0x34, 2, 0, 0, 0, 0, 1 };
+
+	memset(k, 0, sizeof(*k));
+	memcpy(k->peer_id, peer_id, sizeof(peer_id));
+	addr4(role == SMCR_LGR_SERVER ? "10.77.0.1" : "10.77.0.2", k->peer_gid);
+	addr4(role == SMCR_LGR_SERVER ? "10.77.0.2" : "10.77.0.1", k->local_gid);
+	k->role = role;
+	addr4(peer, k->peer_addr);
+}
+
+/*
+ * Server: a Proposal that copies the victim's peer id and GID joins the
+ * victim's group only over a TCP connection from the victim's address, in
+ * either socket family's form of it.
+ */
+static void server_group_bound_to_peer_address(void **state)
+{
+	struct smcr_lgr_key k;
+
+	g = group(SMCR_LGR_SERVER, SMCR_LGR_LINK_NONE);
+	victim_key(&g->key, SMCR_LGR_SERVER, "10.77.0.1");
+	victim_key(&k, SMCR_LGR_SERVER, "10.77.0.1");
+	assert_true(smcr_lgr_match(g, &k, 0));
+	/* an AF_INET6 listener sees an IPv4 client as ::ffff:10.77.0.1: the same peer */
+	addr6("::ffff:10.77.0.1", k.peer_addr);
+	assert_true(smcr_lgr_match(g, &k, 0));
+	/* the attacker: every claimed field the victim's, the connection from elsewhere */
+	addr4("10.77.0.5", k.peer_addr);
+	assert_false(smcr_lgr_match(g, &k, 0));
+	addr6("::ffff:10.77.0.5", k.peer_addr);
+	assert_false(smcr_lgr_match(g, &k, 0));
+	addr6("fd77::1", k.peer_addr);
+	assert_false(smcr_lgr_match(g, &k, 0));
+	/* from the victim's address, a claimed field that differs is another group still */
+	victim_key(&k, SMCR_LGR_SERVER, "10.77.0.1");
+	k.peer_id[0] ^= 1;
+	assert_false(smcr_lgr_match(g, &k, 0));
+	group_free(g);
+	(void)state;
+}
+
+/*
+ * Client: an Accept that names the victim server's group (its peer id, the
+ * QP and GID of either link) is taken only from the address the group was
+ * built with, or the second link's, which the server announced over the
+ * group's own first link.
+ */
+static void client_group_bound_to_peer_address(void **state)
+{
+	struct smcr_lgr_key k;
+
+	g = group(SMCR_LGR_CLIENT, SMCR_LGR_LINK_UP);
+	victim_key(&g->key, SMCR_LGR_CLIENT, "10.77.0.2");
+	g->peer_qpn = 17;
+	g->alt.peer_qpn = 18;
+	addr4("10.77.0.4", g->alt.peer_gid);
+	victim_key(&k, SMCR_LGR_CLIENT, "10.77.0.2");
+	assert_true(smcr_lgr_match(g, &k, 17));
+	addr4("10.77.0.4", k.peer_gid); /* the server put us on its second link */
+	assert_true(smcr_lgr_match(g, &k, 18));
+	addr6("::ffff:10.77.0.2", k.peer_addr);
+	assert_true(smcr_lgr_match(g, &k, 18));
+	addr4("10.77.0.4", k.peer_addr); /* a connection to the second link's address */
+	assert_true(smcr_lgr_match(g, &k, 18));
+	/* a server elsewhere that names the victim server's group */
+	victim_key(&k, SMCR_LGR_CLIENT, "10.77.0.9");
+	assert_false(smcr_lgr_match(g, &k, 17));
+	addr4("10.77.0.4", k.peer_gid);
+	assert_false(smcr_lgr_match(g, &k, 18));
+	/* a second link not up yet proves nothing of its address */
+	g->alt.state = SMCR_LGR_LINK_ADDING;
+	victim_key(&k, SMCR_LGR_CLIENT, "10.77.0.4");
+	assert_false(smcr_lgr_match(g, &k, 17));
+	group_free(g);
+	(void)state;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -510,6 +612,8 @@ int main(void)
 		cmocka_unit_test(server_failover_own_finding),
 		cmocka_unit_test(server_failover_twin_deleted),
 		cmocka_unit_test(client_keeps_add_link_request_rkeys),
+		cmocka_unit_test(server_group_bound_to_peer_address),
+		cmocka_unit_test(client_group_bound_to_peer_address),
 	};
 
 	smcr_real_bind();
