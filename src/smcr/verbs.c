@@ -32,16 +32,21 @@
  * Linux and v2_direct (same IP subnet: no gateway), and the client's Confirm
  * lists its GID.  Linux checks that the Confirm repeats the Accept's values
  * (RELEASEERR, MAXCONNERR, MAXLINKERR).
- *   server_accept   a live group for (peer id, peer GID, our GID) is reused
+ *   server_accept   a Proposal whose RoCE GID is not the TCP peer's address
+ *                   is declined GIDNOTPEER (lgr.h, "Identity"); a live group
+ *                   for (peer id, peer GID, our GID) built over a connection
+ *                   from the same TCP peer address is reused
  *                   (Accept without the first-contact flag, the QPN of its
  *                   link with fewer connections: the second once it is up),
  *                   otherwise a new one is made (flag set, QP in INIT);
  *                   RMB from the group's pool; a fresh alert token.
- *   client_attach   first contact: a new group, its QP to RTS; reuse: the
- *                   group must exist with a link to the QPN and GID the
- *                   server named (its first or second link), else Decline
- *                   SYNCERR (the kernel's rule); the connection then uses
- *                   that link.  Confirm likewise.
+ *   client_attach   first contact: the Accept's GID must be the TCP peer's
+ *                   address (else GIDNOTPEER), a new group, its QP to RTS;
+ *                   reuse: the group must exist with a link to the QPN and
+ *                   GID the server named (its first or second link) and a
+ *                   peer that proved this connection's TCP peer address,
+ *                   else Decline SYNCERR (the kernel's rule); the connection
+ *                   then uses that link.  Confirm likewise.
  *   server_attach   peeks (does not consume) the Confirm; first contact: QP
  *                   to RTS, LLC CONFIRM LINK request (the client answers when
  *                   it first takes completions; the group turns ACTIVE when
