@@ -1166,6 +1166,18 @@ void smcr_sock_set_sleeping(struct smcr_sock *s, bool sleeping)
 	s->ops->set_sleeping(s->xc, sleeping);
 }
 
+/* Is everything the connection's waiters wait for (POLLIN, POLLOUT) in `mask`? */
+static bool waited_for_stands(const struct smcr_sock *s, unsigned mask)
+{
+	unsigned want = s->interest & (POLLIN | POLLOUT);
+
+	if (s->waiters_rd)
+		want |= POLLIN;
+	if (s->waiters_wr)
+		want |= POLLOUT;
+	return want != 0 && (mask & want) == want;
+}
+
 unsigned smcr_sock_poll(struct smcr_sock *s)
 {
 	unsigned mask;
@@ -1175,11 +1187,14 @@ unsigned smcr_sock_poll(struct smcr_sock *s)
 	mask = smcr_conn_mask(s);
 	/*
 	 * Whether the peer still lives costs a system call; ask only when the
-	 * answer could change what we report: not while POLLIN stands anyway
-	 * (the read that follows asks itself, and a dead peer's hang-up keeps
-	 * the ready fd readable, so a waiter comes back here).
+	 * answer could change what a waiter does: not while POLLIN stands
+	 * anyway (the read that follows asks itself, and a dead peer's hang-up
+	 * keeps the ready fd readable, so a waiter comes back here), nor while
+	 * every event waited for stands (a writer that waits for POLLOUT alone
+	 * writes, and a send that finds no room asks; once it waits for POLLIN
+	 * too, we ask here).
 	 */
-	if (!(mask & POLLIN)) {
+	if (!(mask & POLLIN) && !waited_for_stands(s, mask)) {
 		smcr_conn_check_peer(s);
 		mask = smcr_conn_mask(s);
 	}
