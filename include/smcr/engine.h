@@ -226,13 +226,6 @@ enum smcr_classify {
 int smcr_sock_classify(int tcp_fd);
 
 /*
- * smcr_sock_classify() waiting up to `timeout_ms` (< 0: forever) for a final
- * answer, for a blocking first read.  Returns NEED_MORE (never NOTHING) only
- * on timeout.
- */
-int smcr_sock_classify_wait(int tcp_fd, int timeout_ms);
-
-/*
  * Server handshake after SMCR_CLASSIFY_PROPOSAL, in steps that never wait
  * for the client (as the kernel's listen worker runs it beside the
  * application, design §4):
@@ -374,7 +367,6 @@ ssize_t smcr_sock_sendv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
  * writing and everything was read), -EAGAIN when nothing is there and the
  * caller must not block, -ECONNRESET after an abort.  MSG_OOB: -EINVAL.
  */
-ssize_t smcr_sock_recv(struct smcr_sock *s, void *buf, size_t len, int flags);
 ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt, int flags);
 
 /*

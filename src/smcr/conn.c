@@ -418,35 +418,6 @@ int smcr_sock_classify(int tcp_fd)
 	}
 }
 
-int smcr_sock_classify_wait(int tcp_fd, int timeout_ms)
-{
-	int64_t deadline = smcr_sys_deadline(timeout_ms);
-
-	for (;;) {
-		int c = smcr_sock_classify(tcp_fd), w;
-
-		if (c != SMCR_CLASSIFY_NEED_MORE && c != SMCR_CLASSIFY_NOTHING)
-			return c;
-		w = smcr_sys_wait_fd(tcp_fd, POLLIN, deadline);
-		if (w < 0)
-			return w;
-		if (w == 0)
-			return SMCR_CLASSIFY_NEED_MORE;
-		/*
-		 * Readable but still undecided: a Proposal prefix whose rest is in
-		 * flight.  poll() would return at once again; pace the retries.
-		 */
-		c = smcr_sock_classify(tcp_fd);
-		if (c == SMCR_CLASSIFY_NEED_MORE || c == SMCR_CLASSIFY_NOTHING) {
-			struct pollfd none = { .fd = -1 };
-
-			smcr_libc.poll(&none, 0, 1);
-			if (deadline >= 0 && smcr_now_ms() >= deadline)
-				return SMCR_CLASSIFY_NEED_MORE;
-		}
-	}
-}
-
 /*
  * One server handshake between the Accept and the client's last word
  * (engine.h smcr_sock_accept_start/step).  Nothing here waits for the

@@ -245,10 +245,3 @@ ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 	smcr_conn_unlock(s);
 	return ret;
 }
-
-ssize_t smcr_sock_recv(struct smcr_sock *s, void *buf, size_t len, int flags)
-{
-	struct iovec iov = { .iov_base = buf, .iov_len = len };
-
-	return smcr_sock_recvv(s, &iov, 1, flags);
-}

@@ -350,14 +350,15 @@ static int recv_all(struct smcr_sock *s, void *buf, size_t len)
 	uint8_t *p = buf;
 
 	while (len) {
-		ssize_t n = smcr_sock_recv(s, p, len, 0);
+		struct iovec iov = { .iov_base = p, .iov_len = len };
+		ssize_t n = smcr_sock_recvv(s, &iov, 1, 0);
 
 		if (n <= 0) {
 			printf("    (state %d, peer flags %#x, flags sent %#x, cdc in %" PRIu64
 			       " out %" PRIu64 ")\n",
 			       (int)s->state, s->peer_conn_flags, s->conn_flags_sent,
 			       s->cdc_received, s->cdc_sent);
-			return failf("smcr_sock_recv", n ? (int)-n : ECONNRESET);
+			return failf("smcr_sock_recvv", n ? (int)-n : ECONNRESET);
 		}
 		p += n;
 		len -= (size_t)n;
@@ -526,10 +527,11 @@ static int server_traffic(struct smcr_sock *s, uint64_t total)
 	if (half < pings && check_wakes(&wakes, pings - half))
 		return -1;
 	for (uint64_t pos = 0; pos < total;) {
-		ssize_t n = smcr_sock_recv(s, buf, sizeof(buf), 0);
+		struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
+		ssize_t n = smcr_sock_recvv(s, &iov, 1, 0);
 
 		if (n <= 0)
-			return failf("smcr_sock_recv", n ? (int)-n : ECONNRESET);
+			return failf("smcr_sock_recvv", n ? (int)-n : ECONNRESET);
 		for (ssize_t i = 0; i < n; i++)
 			bad += buf[i] != stream_byte(pos + (uint64_t)i);
 		hash = hash_update(hash, buf, (size_t)n);

@@ -151,11 +151,11 @@ static void recv_all(struct smcr_sock *s, size_t len)
 	char buf[4096];
 
 	while (len > 0) {
-		ssize_t n =
-		    smcr_sock_recv(s, buf, len < sizeof(buf) ? len : sizeof(buf), 0);
+		struct iovec iov = { .iov_base = buf, .iov_len = len < sizeof(buf) ? len : sizeof(buf) };
+		ssize_t n = smcr_sock_recvv(s, &iov, 1, 0);
 
 		if (n <= 0)
-			die("smcr_sock_recv");
+			die("smcr_sock_recvv");
 		len -= (size_t)n;
 	}
 }

@@ -34,6 +34,8 @@
 #include "smcr/stats.h"
 #include "smcr/transport.h"
 
+#include "engine_test.h"
+
 #define RING_SMALL (16u * 1024)
 
 static int64_t smcr_test_now_ms(void)
@@ -90,19 +92,6 @@ static void *client_main(void *arg)
 
 	p->crc = smcr_sock_connect(p->cfd, &o, &p->c);
 	return NULL;
-}
-
-/* Wait (bounded) until the accepted connection classifies as something final. */
-static int classify_wait(int fd)
-{
-	for (int i = 0; i < 5000; i++) {
-		int c = smcr_sock_classify(fd);
-
-		if (c != SMCR_CLASSIFY_NEED_MORE && c != SMCR_CLASSIFY_NOTHING)
-			return c;
-		poll(NULL, 0, 1);
-	}
-	return SMCR_CLASSIFY_NEED_MORE;
 }
 
 static void pair_listen(struct pair *p)
@@ -253,7 +242,7 @@ static int64_t read_and_check(struct smcr_sock *s, uint64_t total, unsigned seed
 
 		if (n > total - off)
 			n = (size_t)(total - off); /* MSG_WAITALL must not wait beyond the end */
-		r = smcr_sock_recv(s, buf, n, flags);
+		r = sock_recv(s, buf, n, flags);
 
 		if (r <= 0)
 			return r < 0 ? r : -EPIPE;
@@ -310,11 +299,11 @@ static void test_full_ring_eagain_and_resume(void **state)
 	assert_int_equal(smcr_sock_readable_bytes(p.s), size);
 
 	/* The reader frees the ring; the writer is woken through its doorbell. */
-	assert_int_equal(smcr_sock_recv(p.s, buf, size, MSG_WAITALL), (ssize_t)size);
+	assert_int_equal(sock_recv(p.s, buf, size, MSG_WAITALL), (ssize_t)size);
 	assert_true(wait_mask(p.c, POLLOUT) & POLLOUT);
 	more = smcr_sock_send(p.c, buf, 100, MSG_DONTWAIT);
 	assert_int_equal(more, 100);
-	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), 100);
+	assert_int_equal(sock_recv(p.s, buf, sizeof(buf), 0), 100);
 	pair_close(&p);
 }
 
@@ -334,17 +323,17 @@ static void test_peek_and_readiness(void **state)
 	smcr_sock_set_interest(p.s, POLLIN);
 	/* Idle: the readiness fd is quiet. */
 	assert_int_equal(epoll_wait(ep, &out, 1, 0), 0);
-	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), MSG_DONTWAIT), -EAGAIN);
+	assert_int_equal(sock_recv(p.s, buf, sizeof(buf), MSG_DONTWAIT), -EAGAIN);
 
 	assert_int_equal(smcr_sock_send(p.c, "hello world", 11, 0), 11);
 	assert_int_equal(epoll_wait(ep, &out, 1, 5000), 1);
 	assert_true(smcr_sock_poll(p.s) & POLLIN);
-	assert_int_equal(smcr_sock_recv(p.s, buf, 5, MSG_PEEK), 5);
+	assert_int_equal(sock_recv(p.s, buf, 5, MSG_PEEK), 5);
 	assert_memory_equal(buf, "hello", 5);
 	assert_int_equal(smcr_sock_readable_bytes(p.s), 11);
 	/* Level-triggered: still readable until consumed. */
 	assert_int_equal(epoll_wait(ep, &out, 1, 0), 1);
-	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), 11);
+	assert_int_equal(sock_recv(p.s, buf, sizeof(buf), 0), 11);
 	assert_memory_equal(buf, "hello world", 11);
 	assert_false(smcr_sock_poll(p.s) & POLLIN);
 	assert_int_equal(epoll_wait(ep, &out, 1, 0), 0);
@@ -380,7 +369,7 @@ static void test_waitall_blocks_until_complete(void **state)
 	pair_open(&p, RING_SMALL);
 	d = (struct delayed_send){ .s = p.c };
 	assert_int_equal(pthread_create(&t, NULL, delayed_sender, &d), 0);
-	assert_int_equal(smcr_sock_recv(p.s, buf, 7, MSG_WAITALL), 7);
+	assert_int_equal(sock_recv(p.s, buf, 7, MSG_WAITALL), 7);
 	assert_memory_equal(buf, "abcdefg", 7);
 	pthread_join(t, NULL);
 	assert_int_equal(d.rc, 7);
@@ -423,7 +412,7 @@ static void *shared_reader(void *arg)
 	uint8_t buf[5000];
 
 	for (;;) {
-		ssize_t r = smcr_sock_recv(io->s, buf, sizeof(buf), 0);
+		ssize_t r = sock_recv(io->s, buf, sizeof(buf), 0);
 
 		if (r <= 0) {
 			io->rc = r;
@@ -498,7 +487,7 @@ static void test_edge_triggered_wakeup(void **state)
 	assert_int_equal(smcr_sock_send(p.c, "ping", 4, 0), 4);
 	pthread_join(t, NULL);
 	assert_int_equal(w.events, 1);
-	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), 4);
+	assert_int_equal(sock_recv(p.s, buf, sizeof(buf), 0), 4);
 	/* Drained: an edge-triggered wait now sleeps until the next message. */
 	smcr_sock_poll(p.s);
 	assert_int_equal(epoll_wait(w.ep, &ev, 1, 0), 0);
@@ -523,7 +512,7 @@ static void test_receive_and_send_timeouts(void **state)
 	pair_open(&p, RING_SMALL);
 	smcr_sock_set_timeouts(p.s, 50, 0);
 	t0 = smcr_test_now_ms();
-	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), -EAGAIN);
+	assert_int_equal(sock_recv(p.s, buf, sizeof(buf), 0), -EAGAIN);
 	assert_true(smcr_test_now_ms() - t0 >= 45);
 	/* A blocking send that cannot finish in time returns what it sent. */
 	smcr_sock_set_timeouts(p.c, 0, 50);
@@ -552,14 +541,14 @@ static void test_edge_triggered_no_storm(void **state)
 	assert_int_equal(epoll_wait(ep, &out, 1, 1000), 1); /* writable: one edge */
 	assert_true(smcr_sock_poll(p.s) & POLLOUT);
 	for (int i = 0; i < 5; i++) {
-		assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), MSG_DONTWAIT), -EAGAIN);
+		assert_int_equal(sock_recv(p.s, buf, sizeof(buf), MSG_DONTWAIT), -EAGAIN);
 		smcr_sock_poll(p.s);
 		assert_int_equal(epoll_wait(ep, &out, 1, 0), 0);
 	}
 	assert_int_equal(smcr_sock_send(p.c, "data", 4, 0), 4);
 	assert_int_equal(epoll_wait(ep, &out, 1, 1000), 1); /* new data: a new edge */
-	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), MSG_DONTWAIT), 4);
-	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), MSG_DONTWAIT), -EAGAIN);
+	assert_int_equal(sock_recv(p.s, buf, sizeof(buf), MSG_DONTWAIT), 4);
+	assert_int_equal(sock_recv(p.s, buf, sizeof(buf), MSG_DONTWAIT), -EAGAIN);
 	assert_int_equal(epoll_wait(ep, &out, 1, 0), 0);
 	close(ep);
 	smcr_sock_set_interest(p.s, 0);
@@ -582,7 +571,7 @@ static void test_idle_connection_uses_no_cpu(void **state)
 	getrusage(RUSAGE_SELF, &before);
 	/* A reader blocked for ~40 ms while the peer is idle (delayed_sender sleeps). */
 	assert_int_equal(pthread_create(&t, NULL, delayed_sender, &d), 0);
-	assert_int_equal(smcr_sock_recv(p.s, buf, 7, MSG_WAITALL), 7);
+	assert_int_equal(sock_recv(p.s, buf, 7, MSG_WAITALL), 7);
 	pthread_join(t, NULL);
 	getrusage(RUSAGE_SELF, &after);
 	used_us = (after.ru_utime.tv_sec - before.ru_utime.tv_sec) * 1000000L +
@@ -606,7 +595,7 @@ static void *ponger_main(void *arg)
 	char b[14];
 
 	for (int i = 0; i < pg->n; i++) {
-		if (smcr_sock_recv(pg->s, b, sizeof(b), MSG_WAITALL) != (ssize_t)sizeof(b) ||
+		if (sock_recv(pg->s, b, sizeof(b), MSG_WAITALL) != (ssize_t)sizeof(b) ||
 		    smcr_sock_send(pg->s, b, sizeof(b), 0) != (ssize_t)sizeof(b))
 			return NULL;
 	}
@@ -631,7 +620,7 @@ static void test_bounded_spin(void **state)
 	for (int i = 0; i < pg.n; i++) {
 		memset(b, (char)i, sizeof(b));
 		assert_int_equal(smcr_sock_send(p.c, b, sizeof(b), 0), (ssize_t)sizeof(b));
-		assert_int_equal(smcr_sock_recv(p.c, b, sizeof(b), MSG_WAITALL), (ssize_t)sizeof(b));
+		assert_int_equal(sock_recv(p.c, b, sizeof(b), MSG_WAITALL), (ssize_t)sizeof(b));
 		assert_int_equal(b[13], (char)i);
 	}
 	pthread_join(t, NULL);
@@ -660,7 +649,7 @@ static void test_iovecs_across_wrap(void **state)
 	for (size_t k = 0; k < 1000; k++)
 		src[0][k] = stream_byte(k);
 	assert_int_equal(smcr_sock_send(p.c, src[0], 1000, 0), 1000);
-	assert_int_equal(smcr_sock_recv(p.s, dst[0], 1000, MSG_WAITALL), 1000);
+	assert_int_equal(sock_recv(p.s, dst[0], 1000, MSG_WAITALL), 1000);
 	off = 1000;
 	for (int round = 0; round < 30; round++) {
 		size_t total = 0, got = 0;
@@ -719,16 +708,16 @@ static void test_shutdown_half_close(void **state)
 	assert_int_equal(smcr_sock_shutdown(p.c, SHUT_WR), 0);
 	assert_int_equal(smcr_sock_send(p.c, "x", 1, 0), -EPIPE);
 	/* Buffered data first, then EOF; the other direction still works. */
-	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), 10);
+	assert_int_equal(sock_recv(p.s, buf, sizeof(buf), 0), 10);
 	assert_true(smcr_sock_poll(p.s) & POLLRDHUP);
-	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), 0);
+	assert_int_equal(sock_recv(p.s, buf, sizeof(buf), 0), 0);
 	assert_int_equal(smcr_sock_send(p.s, "reply", 5, 0), 5);
-	assert_int_equal(smcr_sock_recv(p.c, buf, sizeof(buf), 0), 5);
+	assert_int_equal(sock_recv(p.c, buf, sizeof(buf), 0), 5);
 	assert_memory_equal(buf, "reply", 5);
 	/* The TCP connection was half-closed too (protocol.md §7.2). */
 	assert_int_equal(recv(p.sfd, buf, 1, 0), 0);
 	assert_int_equal(smcr_sock_shutdown(p.s, SHUT_WR), 0);
-	assert_int_equal(smcr_sock_recv(p.c, buf, sizeof(buf), 0), 0);
+	assert_int_equal(sock_recv(p.c, buf, sizeof(buf), 0), 0);
 	assert_true(smcr_sock_poll(p.c) & POLLHUP);
 	pair_close(&p);
 }
@@ -743,8 +732,8 @@ static void test_close_then_peer_sees_eof_and_epipe(void **state)
 	assert_int_equal(smcr_sock_send(p.c, "bye", 3, 0), 3);
 	smcr_sock_close(p.c);
 	p.c = NULL;
-	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), 3);
-	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), 0);
+	assert_int_equal(sock_recv(p.s, buf, sizeof(buf), 0), 3);
+	assert_int_equal(sock_recv(p.s, buf, sizeof(buf), 0), 0);
 	assert_int_equal(smcr_sock_send(p.s, "x", 1, MSG_DONTWAIT), -EPIPE);
 	/* TCP saw the FIN that follows the CDC. */
 	assert_int_equal(recv(p.sfd, buf, 1, 0), 0);
@@ -763,7 +752,7 @@ static void test_close_with_unread_data_aborts(void **state)
 	smcr_sock_close(p.c);
 	p.c = NULL;
 	assert_true(wait_mask(p.s, POLLERR) & POLLERR);
-	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), -ECONNRESET);
+	assert_int_equal(sock_recv(p.s, buf, sizeof(buf), 0), -ECONNRESET);
 	pair_close(&p);
 }
 
@@ -776,7 +765,7 @@ static void test_peer_abort_is_econnreset(void **state)
 	pair_open(&p, RING_SMALL);
 	smcr_sock_abort(p.c, false);
 	p.c = NULL;
-	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), -ECONNRESET);
+	assert_int_equal(sock_recv(p.s, buf, sizeof(buf), 0), -ECONNRESET);
 	assert_true(smcr_sock_poll(p.s) & (POLLERR | POLLHUP));
 	assert_int_equal(smcr_sock_take_error(p.s), ECONNRESET);
 	assert_int_equal(smcr_sock_take_error(p.s), 0);
@@ -802,7 +791,7 @@ static void test_abort_reset_now(void **state)
 	assert_int_equal(errno, ECONNRESET);
 	/* The fd that lived on reads as a dead socket, not a hang. */
 	assert_true(recv(p.cfd, buf, sizeof(buf), MSG_DONTWAIT) <= 0);
-	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), -ECONNRESET);
+	assert_int_equal(sock_recv(p.s, buf, sizeof(buf), 0), -ECONNRESET);
 	pair_close(&p);
 }
 
@@ -833,8 +822,8 @@ static void test_peer_death_wakes_reader(void **state)
 	assert_true(p.sfd >= 0);
 	assert_int_equal(classify_wait(p.sfd), SMCR_CLASSIFY_PROPOSAL);
 	assert_int_equal(smcr_sock_accept(p.sfd, NULL, &p.s), 0);
-	assert_int_equal(smcr_sock_recv(p.s, buf, 5, MSG_WAITALL), 5);
-	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), -ECONNRESET);
+	assert_int_equal(sock_recv(p.s, buf, 5, MSG_WAITALL), 5);
+	assert_int_equal(sock_recv(p.s, buf, sizeof(buf), 0), -ECONNRESET);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFSIGNALED(status));
 	pair_close(&p);
@@ -866,13 +855,13 @@ static void hostile_case(struct smcr_curs prod, struct smcr_curs cons)
 	memcpy(canary, buf, sizeof(buf));
 	post_raw_cdc(p.c, prod, cons);
 	/* Aborted, nothing copied out of (or beyond) the ring. */
-	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), MSG_DONTWAIT), -ECONNRESET);
+	assert_int_equal(sock_recv(p.s, buf, sizeof(buf), MSG_DONTWAIT), -ECONNRESET);
 	assert_memory_equal(buf, canary, sizeof(buf));
 	assert_int_equal(p.s->state, SMCR_CONN_ABORTED);
 	assert_int_equal(smcr_sock_readable_bytes(p.s), 0);
 	/* The peer is told: it sees the reset too. */
 	assert_true(wait_mask(p.c, POLLERR) & POLLERR);
-	assert_int_equal(smcr_sock_recv(p.c, buf, sizeof(buf), 0), -ECONNRESET);
+	assert_int_equal(sock_recv(p.c, buf, sizeof(buf), 0), -ECONNRESET);
 	pair_close(&p);
 }
 
@@ -915,7 +904,7 @@ static void test_hostile_bad_token(void **state)
 		m.token ^= 2;
 	smcr_cdc_encode(&m, wire);
 	assert_int_equal(p.c->ops->send_ctrl(p.c->xc, wire), 0);
-	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), MSG_DONTWAIT), -ECONNRESET);
+	assert_int_equal(sock_recv(p.s, buf, sizeof(buf), MSG_DONTWAIT), -ECONNRESET);
 	pair_close(&p);
 }
 
@@ -941,27 +930,6 @@ static void test_non_clc_first_bytes_are_tcp(void **state)
 	assert_int_equal(send(p.cfd, "\xE2\xD4", 2, 0), 2);
 	poll(NULL, 0, 20);
 	assert_int_equal(smcr_sock_classify(p.sfd), SMCR_CLASSIFY_NEED_MORE);
-	shutdown(p.cfd, SHUT_WR);
-	pair_close(&p);
-}
-
-static void test_classify_wait(void **state)
-{
-	struct pair p;
-	int64_t t0;
-
-	(void)state;
-	pair_listen(&p);
-	p.cfd = tcp_connect(p.port);
-	p.sfd = accept4(p.lfd, NULL, NULL, SOCK_CLOEXEC);
-	t0 = smcr_test_now_ms();
-	assert_int_equal(smcr_sock_classify_wait(p.sfd, 50), SMCR_CLASSIFY_NEED_MORE);
-	assert_true(smcr_test_now_ms() - t0 >= 45);
-	/* Half an eyecatcher, then the rest of "not CLC": decided when it comes. */
-	assert_int_equal(send(p.cfd, "\xE2\xD4", 2, 0), 2);
-	assert_int_equal(smcr_sock_classify_wait(p.sfd, 30), SMCR_CLASSIFY_NEED_MORE);
-	assert_int_equal(send(p.cfd, "xx", 2, 0), 2);
-	assert_int_equal(smcr_sock_classify_wait(p.sfd, 5000), SMCR_CLASSIFY_TCP);
 	shutdown(p.cfd, SHUT_WR);
 	pair_close(&p);
 }
@@ -1299,11 +1267,11 @@ static void test_pooled_ring_is_zeroed(void **state)
 		assert_memory_equal(p.c->rmb, zero, sizeof(zero));
 		memset(buf, 'q', sizeof(buf));
 		assert_int_equal(smcr_sock_send(p.c, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
-		assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), MSG_WAITALL),
+		assert_int_equal(sock_recv(p.s, buf, sizeof(buf), MSG_WAITALL),
 				 (ssize_t)sizeof(buf));
 		smcr_sock_close(p.c);
 		p.c = NULL;
-		assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), 0);
+		assert_int_equal(sock_recv(p.s, buf, sizeof(buf), 0), 0);
 		pair_close(&p);
 	}
 }
@@ -1351,7 +1319,7 @@ static void test_pooled_ring_zeroed_whole(void **state)
 
 				if (n > 0)
 					sent += (size_t)n;
-				n = smcr_sock_recv(to, buf, sizeof(buf), MSG_DONTWAIT);
+				n = sock_recv(to, buf, sizeof(buf), MSG_DONTWAIT);
 				if (n > 0)
 					got += (size_t)n;
 			}
@@ -1360,7 +1328,7 @@ static void test_pooled_ring_zeroed_whole(void **state)
 		prev_c = p.c->rmb;
 		smcr_sock_close(p.c);
 		p.c = NULL;
-		assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), 0);
+		assert_int_equal(sock_recv(p.s, buf, sizeof(buf), 0), 0);
 		pair_close(&p);
 	}
 }
@@ -1377,7 +1345,7 @@ static void test_fork_child_forgets_pool(void **state)
 	pair_open(&p, RING_SMALL);
 	smcr_sock_close(p.c);
 	p.c = NULL;
-	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), 0);
+	assert_int_equal(sock_recv(p.s, buf, sizeof(buf), 0), 0);
 	pair_close(&p); /* the server closed after the peer: its ring is pooled */
 	assert_true(smcr_shm_test_pool_size() > 0);
 	pid = fork();
@@ -1412,9 +1380,9 @@ static void test_fork_child_forgets_connection(void **state)
 	/* Nothing was sent, nothing reset: both directions still work. */
 	assert_false(smcr_sock_poll(p.s) & (POLLERR | POLLHUP | POLLIN));
 	assert_int_equal(smcr_sock_send(p.c, "after", 5, 0), 5);
-	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), 0), 5);
+	assert_int_equal(sock_recv(p.s, buf, sizeof(buf), 0), 5);
 	assert_int_equal(smcr_sock_send(p.s, "fork", 4, 0), 4);
-	assert_int_equal(smcr_sock_recv(p.c, buf, sizeof(buf), 0), 4);
+	assert_int_equal(sock_recv(p.c, buf, sizeof(buf), 0), 4);
 	pair_close(&p);
 }
 
@@ -1441,7 +1409,7 @@ static void test_stats_records(void **state)
 	pair_open(&p, RING_SMALL);
 	memset(buf, 7, sizeof(buf));
 	assert_int_equal(smcr_sock_send(p.c, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
-	assert_int_equal(smcr_sock_recv(p.s, buf, sizeof(buf), MSG_WAITALL), (ssize_t)sizeof(buf));
+	assert_int_equal(sock_recv(p.s, buf, sizeof(buf), MSG_WAITALL), (ssize_t)sizeof(buf));
 	for (unsigned i = 0; i < f->max_conns; i++)
 		if (f->conns[i].state == SMCR_STATS_CONN_LIVE && f->conns[i].tcp_fd == p.cfd)
 			rec = &f->conns[i];
@@ -1507,7 +1475,6 @@ int main(void)
 		cmocka_unit_test(test_hostile_consumer_cursor_unwritten),
 		cmocka_unit_test(test_hostile_bad_token),
 		cmocka_unit_test(test_non_clc_first_bytes_are_tcp),
-		cmocka_unit_test(test_classify_wait),
 		cmocka_unit_test(test_unregistered_peer_gets_no_proposal),
 		cmocka_unit_test(test_server_declines_foreign_proposal),
 		cmocka_unit_test(test_client_fallback_on_decline),

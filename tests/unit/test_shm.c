@@ -34,6 +34,8 @@
 #include "smcr/engine.h"
 #include "smcr/transport.h"
 
+#include "engine_test.h"
+
 /* One source, two programs (see main): each leaves the other's tests unused. */
 #pragma GCC diagnostic ignored "-Wunused-function"
 
@@ -557,14 +559,14 @@ static void *victim_calls(void *arg)
 	char b;
 
 	(void)smcr_sock_poll(fp->st.run.s);
-	(void)smcr_sock_recv(fp->st.run.s, &b, 1, MSG_DONTWAIT);
+	(void)sock_recv(fp->st.run.s, &b, 1, MSG_DONTWAIT);
 	for (int i = 0; i < 4000; i++) {
 		set_word(fp->region, CTRL_ARMED, 1); /* "ring me", and never read a ring */
 		if (smcr_sock_send(fp->st.run.s, "x", 1, MSG_DONTWAIT) != 1)
 			break; /* 4000 bytes fit the 16 KiB ring */
 		(void)smcr_sock_poll(fp->st.run.s);
 	}
-	(void)smcr_sock_recv(fp->st.run.s, &b, 1, MSG_DONTWAIT);
+	(void)sock_recv(fp->st.run.s, &b, 1, MSG_DONTWAIT);
 	return NULL;
 }
 
@@ -869,7 +871,7 @@ static struct smcr_sock *serve_one(int lfd, int *sfd)
 
 	*sfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 	assert_true(*sfd >= 0);
-	assert_int_equal(smcr_sock_classify_wait(*sfd, 5000), SMCR_CLASSIFY_PROPOSAL);
+	assert_int_equal(classify_wait(*sfd), SMCR_CLASSIFY_PROPOSAL);
 	assert_int_equal(smcr_sock_accept(*sfd, NULL, &s), 0);
 	return s;
 }
