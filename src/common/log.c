@@ -75,6 +75,17 @@ static size_t clamp_len(int n, size_t room)
 	return (size_t)n < room ? (size_t)n : room - 1;
 }
 
+/* The message after the `len` bytes already in `line`, cut to fit its newline, out. */
+__attribute__((format(printf, 3, 0)))
+static void emit_formatted(char line[LOG_LINE_MAX], size_t len, const char *fmt, va_list ap)
+{
+	len += clamp_len(vsnprintf(line + len, LOG_LINE_MAX - len, fmt, ap), LOG_LINE_MAX - len);
+	if (len >= LOG_LINE_MAX - 1)
+		len = LOG_LINE_MAX - 2;
+	line[len++] = '\n';
+	emit(line, len);
+}
+
 void smcr_log_write(int level, const char *func, const char *fmt, ...)
 {
 	int saved_errno = errno;
@@ -97,12 +108,8 @@ void smcr_log_write(int level, const char *func, const char *fmt, ...)
 					 (int)getpid(), level_names[level]),
 				sizeof(line));
 	va_start(ap, fmt);
-	len += clamp_len(vsnprintf(line + len, sizeof(line) - len, fmt, ap), sizeof(line) - len);
+	emit_formatted(line, len, fmt, ap);
 	va_end(ap);
-	if (len >= sizeof(line) - 1)
-		len = sizeof(line) - 2;
-	line[len++] = '\n';
-	emit(line, len);
 	errno = saved_errno;
 }
 
@@ -110,15 +117,10 @@ void smcr_log_line(const char *fmt, ...)
 {
 	int saved_errno = errno;
 	char line[LOG_LINE_MAX];
-	size_t len;
 	va_list ap;
 
 	va_start(ap, fmt);
-	len = clamp_len(vsnprintf(line, sizeof(line), fmt, ap), sizeof(line));
+	emit_formatted(line, 0, fmt, ap);
 	va_end(ap);
-	if (len >= sizeof(line) - 1)
-		len = sizeof(line) - 2;
-	line[len++] = '\n';
-	emit(line, len);
 	errno = saved_errno;
 }

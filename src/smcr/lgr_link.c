@@ -326,8 +326,14 @@ static int sent_locked(struct smcr_lgr *g, struct smcr_lgr_conn *c, struct smcr_
 	return rc;
 }
 
-int smcr_lgr_send(struct smcr_lgr *g, struct smcr_lgr_conn *c,
-		  const uint8_t msg[SMCR_WR_MSG_LEN], int timeout_ms)
+/*
+ * The message `msg` on c's link, after the WRITE(s) of [offset, +len) of the
+ * peer's ring from `src_mr` when len > 0 (all in one post).  -EINVAL (a
+ * range outside the rings) is the caller's error, not the link's.
+ */
+static int post_msg(struct smcr_lgr *g, struct smcr_lgr_conn *c, struct ibv_mr *src_mr,
+		    const struct smcr_wr_remote_rmb *rmb, uint32_t offset, uint32_t len,
+		    const uint8_t msg[SMCR_WR_MSG_LEN], int timeout_ms)
 {
 	int rc = -ECONNRESET;
 
@@ -335,19 +341,29 @@ int smcr_lgr_send(struct smcr_lgr *g, struct smcr_lgr_conn *c,
 	if (g->state != SMCR_LGR_DEAD && c->switched) {
 		rc = -EAGAIN; /* moved: the engine resends first (failover) */
 	} else if (g->state != SMCR_LGR_DEAD) {
-		struct smcr_wr_link *wr = conn_wr(g, c, NULL);
+		struct smcr_wr_link *wr = conn_wr(g, c, &src_mr);
 
-		rc = smcr_wr_send_msg(wr, msg, timeout_ms);
+		if (len)
+			rc = smcr_wr_write_mirrored_msg(wr, src_mr, rmb, offset, len, msg,
+							timeout_ms);
+		else
+			rc = smcr_wr_send_msg(wr, msg, timeout_ms);
 		c->last_wr = smcr_wr_last_posted(wr);
 		rc = sent_locked(g, c, wr, msg, rc);
 		if (rc == -ETIMEDOUT || rc == -ENOBUFS)
 			smcr_lgr_fail_locked(g, "send queue stuck");
-		if (rc && rc != -EAGAIN)
+		if (rc && rc != -EINVAL && rc != -EAGAIN)
 			rc = -ECONNRESET;
 		smcr_lgr_drain_locked(g); /* LLC that came in while we waited for room */
 	}
 	pthread_mutex_unlock(&g->mu);
 	return rc;
+}
+
+int smcr_lgr_send(struct smcr_lgr *g, struct smcr_lgr_conn *c,
+		  const uint8_t msg[SMCR_WR_MSG_LEN], int timeout_ms)
+{
+	return post_msg(g, c, NULL, NULL, 0, 0, msg, timeout_ms);
 }
 
 int smcr_lgr_write(struct smcr_lgr *g, struct smcr_lgr_conn *c, struct ibv_mr *src_mr,
@@ -380,25 +396,7 @@ int smcr_lgr_write_send(struct smcr_lgr *g, struct smcr_lgr_conn *c, struct ibv_
 			const struct smcr_wr_remote_rmb *rmb, uint32_t offset, uint32_t len,
 			const uint8_t msg[SMCR_WR_MSG_LEN], int timeout_ms)
 {
-	int rc = -ECONNRESET;
-
-	pthread_mutex_lock(&g->mu);
-	if (g->state != SMCR_LGR_DEAD && c->switched) {
-		rc = -EAGAIN; /* moved: the engine resends first (failover) */
-	} else if (g->state != SMCR_LGR_DEAD) {
-		struct smcr_wr_link *wr = conn_wr(g, c, &src_mr);
-
-		rc = smcr_wr_write_mirrored_msg(wr, src_mr, rmb, offset, len, msg, timeout_ms);
-		c->last_wr = smcr_wr_last_posted(wr);
-		rc = sent_locked(g, c, wr, msg, rc);
-		if (rc == -ETIMEDOUT || rc == -ENOBUFS)
-			smcr_lgr_fail_locked(g, "send queue stuck");
-		if (rc && rc != -EINVAL && rc != -EAGAIN)
-			rc = -ECONNRESET;
-		smcr_lgr_drain_locked(g); /* LLC that came in while we waited for room */
-	}
-	pthread_mutex_unlock(&g->mu);
-	return rc;
+	return post_msg(g, c, src_mr, rmb, offset, len, msg, timeout_ms);
 }
 
 int smcr_lgr_recv(struct smcr_lgr *g, struct smcr_lgr_conn *c, uint8_t msg[SMCR_WR_MSG_LEN])
