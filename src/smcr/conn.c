@@ -198,7 +198,7 @@ static uint32_t rmb_size_wish(const struct smcr_transport_ops *ops,
 			      const struct smcr_sock_opts *opts)
 {
 	uint32_t want = opts && opts->rcvbuf ? opts->rcvbuf
-			: ops == &smcr_shm_ops ? SHM_DEFAULT_RMB_SIZE : DEFAULT_RMB_SIZE;
+			: ops->same_host ? SHM_DEFAULT_RMB_SIZE : DEFAULT_RMB_SIZE;
 
 	return want > MAX_RMB_SIZE ? MAX_RMB_SIZE : want;
 }
@@ -363,7 +363,7 @@ int smcr_sock_connect(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr
 		return rc;
 	}
 	rc = ops->create(tcp_fd, rmb_size_wish(ops, opts), clc_wait_ms(opts), &xc);
-	if (rc < 0 && ops != &smcr_shm_ops) {
+	if (rc < 0 && !ops->same_host) {
 		/* Nothing sent yet: no RDMA device for our address is a plain fallback. */
 		rc = rc == -ENODEV ? SMCR_CLC_DECL_NOSMCRDEV : SMCR_CLC_DECL_INTERR;
 		smcr_dbg("fd %d: no SMC-R over %s: %s", tcp_fd, ops->name,
@@ -378,7 +378,7 @@ int smcr_sock_connect(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr
 		if (!*out)
 			rc = -ENOMEM; /* after Confirm: too late to decline */
 	}
-	if (ops != &smcr_shm_ops && peer_addr(tcp_fd, &peer))
+	if (!ops->same_host && peer_addr(tcp_fd, &peer))
 		smcr_policy_rdma_result((struct sockaddr *)&peer, rc, smcr_now_ms());
 	if (rc == 0)
 		return 0;
@@ -757,7 +757,7 @@ int smcr_sock_accept_start(int tcp_fd, const struct smcr_sock_opts *opts,
 		rc = -EPROTO;
 	if (rc == 0) {
 		decline = smcr_policy_server(smcr_config_get(), &prop, &ops);
-		if (decline == 0 && ops == &smcr_shm_ops && !peer_is_this_host(tcp_fd))
+		if (decline == 0 && ops->same_host && !peer_is_this_host(tcp_fd))
 			decline = SMCR_CLC_DECL_NOTLOCAL;
 		hs = decline == 0 ? calloc(1, sizeof(*hs)) : NULL;
 		/* Out of memory here still answers the Proposal (Decline MEM). */
@@ -767,7 +767,7 @@ int smcr_sock_accept_start(int tcp_fd, const struct smcr_sock_opts *opts,
 			rc = ops->create(tcp_fd, rmb_size_wish(ops, opts), clc_wait_ms(opts), &xc);
 			if (rc < 0) {
 				xc = NULL;
-				decline = rc == -ENODEV && ops != &smcr_shm_ops
+				decline = rc == -ENODEV && !ops->same_host
 						  ? SMCR_CLC_DECL_NOSMCRDEV
 						  : SMCR_CLC_DECL_MEM;
 			}
@@ -1209,7 +1209,7 @@ size_t smcr_sock_unacked_bytes(struct smcr_sock *s)
 
 const char *smcr_sock_mode_name(const struct smcr_sock *s)
 {
-	return s->ops == &smcr_shm_ops ? "smc-shm" : "smc-r";
+	return s->ops->same_host ? "smc-shm" : "smc-r";
 }
 
 uint32_t smcr_sock_rcvbuf(const struct smcr_sock *s)

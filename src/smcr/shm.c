@@ -1827,6 +1827,7 @@ static void shm_info(const struct smcr_xconn *xc, struct smcr_xconn_info *out)
 
 const struct smcr_transport_ops smcr_shm_ops = {
 	.name = "shm",
+	.same_host = true,
 	.create = shm_create,
 	.info = shm_info,
 	.client_propose = shm_client_propose,

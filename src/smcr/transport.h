@@ -36,6 +36,16 @@ struct smcr_transport_ops {
 	const char *name;
 
 	/*
+	 * The transport reaches only peers on this host (shm), so the engine
+	 * declines a Proposal for it from anywhere else (NOTLOCAL); it needs no
+	 * device, so a create() that fails is a handshake error rather than a
+	 * missing device to fall back from; what the policy learns per peer
+	 * address (RDMA reachability) says nothing about it; and its connections
+	 * show as "smc-shm".  False (verbs): a device-backed path to any peer.
+	 */
+	bool same_host;
+
+	/*
 	 * Per-connection transport state for the TCP connection `tcp_fd` (its
 	 * addresses select the device; its hang-up may wake the readiness fd; it
 	 * is borrowed, never closed).  The local RMB of at least `size` bytes
