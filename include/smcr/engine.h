@@ -11,7 +11,8 @@
  * Return conventions (as net/smc's smc_connect_decline_fallback()):
  *   0        SMC mode established, *out holds the connection;
  *   > 0      fall back to TCP; the value is the SMC decline reason
- *            (SMCR_CLC_DECL_*, e.g. 0x03010000 "peer has no SMC"), and the
+ *            (SMCR_CLC_DECL_* of smcr/decline.h, e.g. PEERNOSMC: the
+ *            engine and its embedder name reasons from that one list), and the
  *            TCP stream is clean: no CLC byte is left for the application;
  *   < 0      -errno, a hard error: the TCP stream state is unknown and the
  *            caller must fail (reset) the connection.
@@ -40,6 +41,8 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+
+#include "smcr/decline.h"
 
 struct smcr_sock;
 struct smcr_listener;
@@ -203,12 +206,11 @@ void smcr_sock_connect_prepare(const struct sockaddr *dst);
 /*
  * The learned policy (src/smcr/learn.h), before connect() to `dst` (`len`
  * bytes): 0 = the connection may be proposed SMC, or the reason it stays
- * TCP (SMCR_REASON_SHORTFLOWS: its destination's recent connections were
+ * TCP (SMCR_CLC_DECL_SHORTFLOWS: its destination's recent connections were
  * all too short for SMC to repay its set-up). Costs no system call, and none
  * at all when SMCR_LEARN=0 or `dst` is neither on this host's loopback nor in
  * SMCR_PEERS.
  */
-#define SMCR_REASON_SHORTFLOWS 0x0A010000 /* local, never sent */
 int smcr_sock_connect_learned(const struct sockaddr *dst, socklen_t len);
 
 enum smcr_classify {
@@ -233,7 +235,7 @@ int smcr_sock_classify(int tcp_fd);
  * smcr_sock_accept_start() consumes the Proposal and answers it: a Decline
  * (returns the reason: the stream is TCP from here on), or an Accept
  * (returns SMCR_ACCEPT_PENDING and *hs).  A same-host Proposal whose source
- * is not an address of this host is declined at once (SMCR_REASON_NOTLOCAL).
+ * is not an address of this host is declined at once (SMCR_CLC_DECL_NOTLOCAL).
  * Nothing in it waits for the peer.
  *
  * smcr_sock_accept_step() takes what the client sent since (its Confirm or
@@ -253,14 +255,6 @@ int smcr_sock_classify(int tcp_fd);
  * Threads: one call at a time on one handshake (the caller serialises).
  */
 #define SMCR_ACCEPT_PENDING 1
-#define SMCR_REASON_NOTLOCAL 0x0A020000 /* smcr's own: a same-host offer from elsewhere */
-/*
- * An accepted connection left the program image before its handshake (exec
- * into a program that runs no smcr, or passed over SCM_RIGHTS): declined.
- */
-#define SMCR_REASON_HANDOFF 0x0A030000
-/* A TCP connection of a process that confines its system calls (smcr_engine_confine). */
-#define SMCR_REASON_CONFINED 0x0A040000
 struct smcr_handshake;
 int smcr_sock_accept_start(int tcp_fd, const struct smcr_sock_opts *opts,
 			   struct smcr_handshake **hs);

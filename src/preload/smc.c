@@ -59,13 +59,6 @@
 #include "preload/smc_internal.h"
 #include "smcr/engine.h"
 
-/* SMC decline reasons the interposer itself decides (values of net/smc). */
-#define REASON_PEERNOSMC 0x03010000u /* peer runs no SMC (or is not local) */
-#define REASON_MEM 0x01010000u       /* out of fds or memory */
-#define REASON_SYNCERR 0x04000000u   /* the server spoke before the client */
-#define REASON_INTERR 0x09990000u    /* handshake failed hard */
-#define REASON_TIMEOUT_CL 0x02010000u /* the client did not finish its handshake in time */
-
 /* How long a partial CLC Proposal prefix may sit before it counts as data. */
 #define PARTIAL_PROPOSAL_MS 2000
 /* How long a server's first write waits for a local client's Proposal. */
@@ -336,7 +329,7 @@ static void fail_connection(int fd, struct smcr_fd_entry *e, int err, const char
 	if (smcr_log_enabled(SMCR_LOG_WARN))
 		smcr_conn_name(fd, name, sizeof(name));
 	tcp_reset(fd);
-	e->fallback_reason = err == ETIMEDOUT ? REASON_TIMEOUT_CL : REASON_INTERR;
+	e->fallback_reason = err == ETIMEDOUT ? SMCR_CLC_DECL_TIMEOUT_CL : SMCR_CLC_DECL_INTERR;
 	atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
 	smcr_warn("fd %d: SMC handshake failed (%s): %s; connection reset; %s", fd, role,
 		  strerror(err), name);
@@ -432,19 +425,19 @@ static int client_decide(int fd, struct smcr_fd_entry *e)
 	}
 	if (smcr_real.recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) >= 0) {
 		/* The server spoke (or closed) before we proposed: its bytes are data. */
-		go_fallback(fd, e, REASON_SYNCERR, true, "client", "server spoke first");
+		go_fallback(fd, e, SMCR_CLC_DECL_SYNCERR, true, "client", "server spoke first");
 		return 0;
 	}
 	if (peer_in_this_process(fd)) {
-		go_fallback(fd, e, REASON_PEERNOSMC, true, "client", "peer is this process");
+		go_fallback(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "client", "peer is this process");
 		return 0;
 	}
 	efd = engine_dup(fd);
 	if (efd < 0) {
 		if (smcr_peer_is_registered(fd))
-			go_fallback(fd, e, REASON_MEM, true, "client", "no fd for the engine");
+			go_fallback(fd, e, SMCR_CLC_DECL_MEM, true, "client", "no fd for the engine");
 		else
-			go_fallback(fd, e, REASON_PEERNOSMC, true, "client", NULL);
+			go_fallback(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "client", NULL);
 		return 0;
 	}
 	/*
@@ -650,24 +643,24 @@ static int server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 
 		if (c == SMCR_CLASSIFY_PROPOSAL && spoke_first) {
 			/* We spoke first: the stream is TCP; the Proposal must not reach the app. */
-			rc = smcr_sock_decline_late_proposal(fd, REASON_SYNCERR);
+			rc = smcr_sock_decline_late_proposal(fd, SMCR_CLC_DECL_SYNCERR);
 			if (rc < 0) {
 				fail_connection(fd, e, -rc, "server");
 				return -ECONNRESET;
 			}
-			go_fallback(fd, e, REASON_SYNCERR, false, "server", "declined a late Proposal");
+			go_fallback(fd, e, SMCR_CLC_DECL_SYNCERR, false, "server", "declined a late Proposal");
 			return DECIDED;
 		}
 		if (c == SMCR_CLASSIFY_PROPOSAL) {
 			efd = engine_dup(fd);
 			if (efd < 0) {
 				/* Cannot run the engine: still answer (Decline) so the client goes on. */
-				rc = smcr_sock_decline_late_proposal(fd, REASON_MEM);
+				rc = smcr_sock_decline_late_proposal(fd, SMCR_CLC_DECL_MEM);
 				if (rc < 0) {
 					fail_connection(fd, e, -rc, "server");
 					return -ECONNRESET;
 				}
-				go_fallback(fd, e, REASON_MEM, false, "server", "no fd for the engine");
+				go_fallback(fd, e, SMCR_CLC_DECL_MEM, false, "server", "no fd for the engine");
 				return DECIDED;
 			}
 			rc = handshake_start(fd, e, efd, kind, may_block);
@@ -676,7 +669,7 @@ static int server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 			continue; /* the client may have answered already */
 		}
 		if (c == SMCR_CLASSIFY_TCP || c == SMCR_CLASSIFY_EOF) {
-			go_fallback(fd, e, REASON_PEERNOSMC, true, "server",
+			go_fallback(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "server",
 				    spoke_first ? "after the server spoke first" : NULL);
 			return DECIDED;
 		}
@@ -695,7 +688,7 @@ static int server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 			if (partial_deadline < 0)
 				partial_deadline = now + PARTIAL_PROPOSAL_MS;
 			if (now >= partial_deadline) {
-				go_fallback(fd, e, REASON_PEERNOSMC, true, "server",
+				go_fallback(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "server",
 					    "incomplete Proposal");
 				return DECIDED;
 			}
@@ -839,7 +832,7 @@ void smcr_smc_before_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	    smcr_fd_entry_mode(e) != SMCR_FD_CANDIDATE)
 		return;
 	smcr_guard_enter();
-	reason = smcr_engine_confined() ? SMCR_REASON_CONFINED : smcr_sock_connect_learned(addr, len);
+	reason = smcr_engine_confined() ? SMCR_CLC_DECL_CONFINED : smcr_sock_connect_learned(addr, len);
 	if (reason) {
 		keep_tcp(fd, e, addr, reason);
 	} else {
@@ -934,7 +927,7 @@ void smcr_smc_after_accept(int listen_fd, int fd)
 	if (e && smcr_engine_confined()) {
 		/* No handshake once the process confines its system calls (wrap_seccomp.c). */
 		smcr_guard_enter();
-		go_fallback(fd, e, SMCR_REASON_CONFINED, true, "server",
+		go_fallback(fd, e, SMCR_CLC_DECL_CONFINED, true, "server",
 			    "the process confines its system calls");
 		smcr_guard_leave();
 		return;
@@ -1040,13 +1033,13 @@ static void settle_unread(int fd, struct smcr_fd_entry *e, uint32_t reason, cons
 			else
 				go_fallback(fd, e, reason, false, "server", why);
 		} else if (c == SMCR_CLASSIFY_TCP || c == SMCR_CLASSIFY_EOF || c < 0) {
-			go_fallback(fd, e, REASON_PEERNOSMC, true, "server", why);
+			go_fallback(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "server", why);
 		} else if (may_propose && left > 0 && pending_bytes(fd) > 0) {
 			/* A Proposal prefix: the rest is on its way (the socket polls readable). */
 			nanosleep(&(struct timespec){ .tv_nsec = 1000 * 1000 }, NULL);
 		} else if (!may_propose || left <= 0 || wait_fd(fd, POLLIN, (int)left) <= 0) {
 			/* Nothing came: whatever comes later is the new owner's, as TCP. */
-			go_fallback(fd, e, pending_bytes(fd) > 0 ? REASON_PEERNOSMC : reason,
+			go_fallback(fd, e, pending_bytes(fd) > 0 ? SMCR_CLC_DECL_PEERNOSMC : reason,
 				    true, "server", why);
 		}
 	}
@@ -1057,7 +1050,7 @@ static void settle_unread(int fd, struct smcr_fd_entry *e, uint32_t reason, cons
 
 void smcr_smc_settle_for_handoff(int fd, struct smcr_fd_entry *e, const char *why)
 {
-	settle_unread(fd, e, SMCR_REASON_HANDOFF, why);
+	settle_unread(fd, e, SMCR_CLC_DECL_HANDOFF, why);
 }
 
 /*
@@ -1111,11 +1104,11 @@ void smcr_smc_before_confine(void)
 		} else if (atomic_load_explicit(&e->handshake, memory_order_acquire)) {
 			smcr_smc_finish_handshake((int)fd, e);
 		} else if (f & SMCR_FD_F_ACCEPTED) {
-			settle_unread((int)fd, e, SMCR_REASON_CONFINED, "the process confines its system calls");
+			settle_unread((int)fd, e, SMCR_CLC_DECL_CONFINED, "the process confines its system calls");
 		} else if ((f & (SMCR_FD_F_CONNECTING | SMCR_FD_F_CONNECTED)) && decision_lock(e)) {
 			smcr_guard_enter();
 			if (smcr_fd_entry_mode(e) == SMCR_FD_CANDIDATE)
-				go_fallback((int)fd, e, SMCR_REASON_CONFINED, true, "client",
+				go_fallback((int)fd, e, SMCR_CLC_DECL_CONFINED, true, "client",
 					    "the process confines its system calls");
 			smcr_guard_leave();
 			decision_unlock(e);

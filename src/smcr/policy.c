@@ -90,10 +90,6 @@ bool smcr_policy_match(const struct smcr_config_cidr *list, unsigned n,
 
 /* ---- learned policy (learn.h) ----------------------------------------------------- */
 
-_Static_assert(SMCR_REASON_SHORTFLOWS == SMCR_CLC_DECL_SHORTFLOWS, "one code, two headers");
-_Static_assert(SMCR_REASON_NOTLOCAL == SMCR_CLC_DECL_NOTLOCAL, "one code, two headers");
-_Static_assert(SMCR_REASON_HANDOFF == SMCR_CLC_DECL_HANDOFF, "one code, two headers");
-
 static uint64_t dest_key(const struct dest *d)
 {
 	return smcr_learn_key(d->family, d->addr, d->port);
@@ -120,7 +116,7 @@ int smcr_sock_connect_learned(const struct sockaddr *dst, socklen_t len)
 	/* Only where SMC could be proposed at all: nothing to learn elsewhere. */
 	if (!dest_is_loopback(&d) && !smcr_policy_match(cfg->peers, cfg->n_peers, dst))
 		return 0;
-	return smcr_learn_keep_tcp(dest_key(&d), smcr_now_ms()) ? SMCR_REASON_SHORTFLOWS : 0;
+	return smcr_learn_keep_tcp(dest_key(&d), smcr_now_ms()) ? SMCR_CLC_DECL_SHORTFLOWS : 0;
 }
 
 void smcr_policy_conn_ended(const struct smcr_sock *s)

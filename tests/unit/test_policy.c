@@ -411,10 +411,10 @@ static void test_learn_connect_verdict(void **state)
 	assert_int_equal(smcr_sock_connect_learned((struct sockaddr *)&lo, sizeof(struct sockaddr_in)), 0);
 	shorts(loopback_key(7000), SMCR_LEARN_TCP_ON, smcr_now_ms());
 	assert_int_equal(smcr_sock_connect_learned((struct sockaddr *)&lo, sizeof(struct sockaddr_in)),
-			 SMCR_REASON_SHORTFLOWS);
+			 SMCR_CLC_DECL_SHORTFLOWS);
 	assert_int_equal(smcr_sock_connect_learned((struct sockaddr *)&mapped,
 						   sizeof(struct sockaddr_in6)),
-			 SMCR_REASON_SHORTFLOWS);
+			 SMCR_CLC_DECL_SHORTFLOWS);
 	/* A truncated address is not read. */
 	assert_int_equal(smcr_sock_connect_learned((struct sockaddr *)&mapped, 8), 0);
 	/* Where SMC is never proposed there is nothing to learn: not even a look. */
