@@ -280,6 +280,13 @@ int smcr_sock_accept(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_
 int smcr_sock_decline_late_proposal(int tcp_fd, uint32_t reason);
 
 /*
+ * Is the peer of a connected TCP socket on this host: a loopback address, or
+ * one of this host's own (the kernel routes such a connection over loopback
+ * and makes that address the source too)?  At most two system calls.
+ */
+bool smcr_peer_is_local(int tcp_fd);
+
+/*
  * Is the peer of an accepted connection a host listed in SMCR_PEERS (and not
  * denied), i.e. one that runs smcr and may propose SMC-R?  A server that
  * writes first waits for such a peer's Proposal as for a local one's.

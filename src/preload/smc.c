@@ -129,31 +129,6 @@ static bool peer_in_this_process(int fd)
 	return found;
 }
 
-static bool peer_is_local(int fd)
-{
-	struct sockaddr_storage peer, self;
-	socklen_t plen = sizeof(peer), slen = sizeof(self);
-
-	if (smcr_real.getpeername(fd, (struct sockaddr *)&peer, &plen) < 0 ||
-	    smcr_real.getsockname(fd, (struct sockaddr *)&self, &slen) < 0)
-		return false;
-	if (peer.ss_family == AF_INET) {
-		uint32_t a = ntohl(((struct sockaddr_in *)(void *)&peer)->sin_addr.s_addr);
-
-		return (a >> 24) == 127 ||
-		       a == ntohl(((struct sockaddr_in *)(void *)&self)->sin_addr.s_addr);
-	}
-	if (peer.ss_family == AF_INET6) {
-		const struct in6_addr *a = &((struct sockaddr_in6 *)(void *)&peer)->sin6_addr;
-
-		return IN6_IS_ADDR_LOOPBACK(a) ||
-		       (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127) ||
-		       memcmp(a, &((struct sockaddr_in6 *)(void *)&self)->sin6_addr,
-			      sizeof(*a)) == 0;
-	}
-	return false;
-}
-
 /*
  * A listener's registration, shared by the listening socket and the
  * connections accepted from it that are not classified yet: a server that
@@ -708,7 +683,7 @@ static int server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 			if (spoke_first)
 				return DECIDED;
 			if (!waited && speak_first_wait_ms > 0 &&
-			    ((smcr_fd_entry_flags(e) & SMCR_FD_F_PEER_SMC) || peer_is_local(fd) ||
+			    ((smcr_fd_entry_flags(e) & SMCR_FD_F_PEER_SMC) || smcr_peer_is_local(fd) ||
 			     smcr_peer_may_propose(fd))) {
 				/*
 				 * A local smcr client, or one whose SYN announced SMC,
@@ -1020,7 +995,7 @@ static void settle_unread(int fd, struct smcr_fd_entry *e, uint32_t reason, cons
 	if (!decision_lock(e))
 		return;
 	smcr_guard_enter();
-	may_propose = (smcr_fd_entry_flags(e) & SMCR_FD_F_PEER_SMC) || peer_is_local(fd) ||
+	may_propose = (smcr_fd_entry_flags(e) & SMCR_FD_F_PEER_SMC) || smcr_peer_is_local(fd) ||
 		      smcr_peer_may_propose(fd);
 	while (smcr_fd_entry_mode(e) == SMCR_FD_CANDIDATE) {
 		int c = smcr_sock_classify(fd), rc;

@@ -241,20 +241,37 @@ static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_st
 	return false;
 }
 
+/*
+ * Is the peer of `fd` on this host, and where: loopback, or one of our own
+ * addresses (the kernel then makes it the source too).  A peer that bound
+ * another of our addresses counts as elsewhere: it loses SMC, never safety.
+ * The client asks it before it proposes, the server of a same-host Proposal.
+ */
+static bool local_peer(int fd, struct sockaddr_storage *peer)
+{
+	struct sockaddr_storage self;
+	socklen_t plen = sizeof(*peer), slen = sizeof(self);
+
+	if (smcr_libc.getpeername(fd, (struct sockaddr *)peer, &plen) < 0)
+		return false;
+	if (sockaddr_is_loopback(peer))
+		return true;
+	return smcr_libc.getsockname(fd, (struct sockaddr *)&self, &slen) == 0 &&
+	       same_addr(peer, &self);
+}
+
+bool smcr_peer_is_local(int tcp_fd)
+{
+	struct sockaddr_storage peer;
+
+	return local_peer(tcp_fd, &peer);
+}
+
 bool smcr_peer_is_registered(int tcp_fd)
 {
-	struct sockaddr_storage peer, self;
-	socklen_t plen = sizeof(peer), slen = sizeof(self);
+	struct sockaddr_storage peer;
 
-	if (smcr_libc.getpeername(tcp_fd, (struct sockaddr *)&peer, &plen) < 0 ||
-	    smcr_libc.getsockname(tcp_fd, (struct sockaddr *)&self, &slen) < 0)
-		return false;
-	if (peer.ss_family != AF_INET && peer.ss_family != AF_INET6)
-		return false;
-	/* Same host: loopback, or the kernel routed us to one of our own addresses. */
-	if (!sockaddr_is_loopback(&peer) && !same_addr(&peer, &self))
-		return false;
-	return smcr_registry_vouches(tcp_fd, &peer);
+	return local_peer(tcp_fd, &peer) && smcr_registry_vouches(tcp_fd, &peer);
 }
 
 /*
@@ -438,25 +455,6 @@ struct smcr_handshake {
 	int timer_fd;       /* fires at `deadline` */
 	int watched_xfd;    /* the transport's server_wait_fd() in wait_fd; -1 = none */
 };
-
-/* A Proposal for the same-host transport must come from this host. */
-static bool peer_is_this_host(int fd)
-{
-	struct sockaddr_storage peer, self;
-	socklen_t plen = sizeof(peer), slen = sizeof(self);
-
-	if (smcr_libc.getpeername(fd, (struct sockaddr *)&peer, &plen) < 0)
-		return false;
-	if (sockaddr_is_loopback(&peer))
-		return true;
-	/*
-	 * Or one of our own addresses (the kernel then makes it the source
-	 * too).  A peer that bound another of our addresses is refused as
-	 * well: it loses SMC, never safety.
-	 */
-	return smcr_libc.getsockname(fd, (struct sockaddr *)&self, &slen) == 0 &&
-	       same_addr(&peer, &self);
-}
 
 /*
  * The next CLC message on the stream if it is all there (peeked, not
@@ -757,7 +755,7 @@ int smcr_sock_accept_start(int tcp_fd, const struct smcr_sock_opts *opts,
 		rc = -EPROTO;
 	if (rc == 0) {
 		decline = smcr_policy_server(smcr_config_get(), &prop, &ops);
-		if (decline == 0 && ops->same_host && !peer_is_this_host(tcp_fd))
+		if (decline == 0 && ops->same_host && !smcr_peer_is_local(tcp_fd))
 			decline = SMCR_CLC_DECL_NOTLOCAL;
 		hs = decline == 0 ? calloc(1, sizeof(*hs)) : NULL;
 		/* Out of memory here still answers the Proposal (Decline MEM). */
