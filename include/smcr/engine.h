@@ -524,5 +524,7 @@ void smcr_stats_tcp_close(struct smcr_tcp_record *rec);
 
 /* A bounded spin (the engine's or the interposer's poll/epoll) ended: `won` if what it waited for came. */
 void smcr_stats_spin(bool won);
+/* A wait that an SMC socket's ready fd woke found nothing for the application. */
+void smcr_stats_wakeup_empty(void);
 
 #endif /* SMCR_ENGINE_H */

@@ -137,7 +137,14 @@ struct smcr_stats_file {
 	 */
 	uint64_t link_switches;
 	uint64_t bytes_resent;
-	uint64_t reserved[3];
+	/*
+	 * Wake-ups of poll, select and epoll that an SMC socket's ready fd
+	 * caused but that had nothing for the application (zero in files
+	 * written before: the word was reserved).  A few per request at most;
+	 * a count that keeps growing while nothing happens is a busy loop.
+	 */
+	uint64_t wakeups_empty;
+	uint64_t reserved[2];
 	struct smcr_stats_reason fallback_reasons[SMCR_STATS_MAX_REASONS];
 	struct smcr_stats_conn conns[SMCR_STATS_MAX_CONNS];
 };

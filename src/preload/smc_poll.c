@@ -579,6 +579,7 @@ int smcr_smc_epoll_filter(int epfd, struct epoll_event *events, int n)
 			uint32_t m = s ? wanted_mask(sock_poll(s), r->events) : 0;
 
 			if (!m) {
+				smcr_stats_wakeup_empty();
 				/* Spurious: a one-shot registration must stay armed. */
 				if (s && (r->events & EPOLLONESHOT))
 					rec_kernel_ctl(r, EPOLL_CTL_MOD, s);
@@ -971,6 +972,8 @@ int smcr_smc_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeo
 			}
 			count += fds[i].revents != 0;
 		}
+		if (rc > 0 && count == 0)
+			smcr_stats_wakeup_empty();
 		rc = count;
 		won |= spinning && count;
 		if (count || (deadline >= 0 && smcr_now_ns() >= deadline))

@@ -719,6 +719,14 @@ void smcr_stats_spin(bool won)
 		ADD(f->spins_lost, 1);
 }
 
+void smcr_stats_wakeup_empty(void)
+{
+	struct smcr_stats_file *f = stats_get();
+
+	if (f)
+		ADD(f->wakeups_empty, 1);
+}
+
 void smcr_stats_slept(void)
 {
 	struct smcr_stats_file *f = stats_get();

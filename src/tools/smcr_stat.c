@@ -88,7 +88,7 @@ struct conn_view {
 struct file_counters {
 	uint64_t handshakes_smc, conns_open, fallbacks, handshake_errors, aborts;
 	uint64_t bytes_sent, bytes_received;
-	uint64_t spins_won, spins_lost, waits_slept;
+	uint64_t spins_won, spins_lost, waits_slept, wakeups_empty;
 	uint64_t link_switches, bytes_resent;
 	struct smcr_stats_reason reasons[SMCR_STATS_MAX_REASONS];
 };
@@ -350,6 +350,7 @@ static void copy_counters(const struct smcr_stats_file *src, struct file_counter
 	dst->spins_won = LOAD(src->spins_won);
 	dst->spins_lost = LOAD(src->spins_lost);
 	dst->waits_slept = LOAD(src->waits_slept);
+	dst->wakeups_empty = LOAD(src->wakeups_empty);
 	dst->link_switches = LOAD(src->link_switches);
 	dst->bytes_resent = LOAD(src->bytes_resent);
 	for (unsigned i = 0; i < SMCR_STATS_MAX_REASONS; i++) {
@@ -507,6 +508,7 @@ static void reset_counters(struct smcr_stats_file *f, struct file_counters *was)
 	was->spins_won = TAKE(f->spins_won);
 	was->spins_lost = TAKE(f->spins_lost);
 	was->waits_slept = TAKE(f->waits_slept);
+	was->wakeups_empty = TAKE(f->wakeups_empty);
 	was->link_switches = TAKE(f->link_switches);
 	was->bytes_resent = TAKE(f->bytes_resent);
 	for (unsigned i = 0; i < SMCR_STATS_MAX_REASONS; i++) {
@@ -992,7 +994,7 @@ struct counters {
 	uint64_t handshakes_smc, fallbacks, handshake_errors, aborts, conns_open;
 	uint64_t closed_bytes_sent, closed_bytes_received;
 	uint64_t live_bytes_sent, live_bytes_received;
-	uint64_t spins_won, spins_lost, waits_slept;
+	uint64_t spins_won, spins_lost, waits_slept, wakeups_empty;
 	uint64_t link_switches, bytes_resent;
 	struct smcr_stats_reason reasons[SMCR_STATS_MAX_REASONS];
 	unsigned nreasons;
@@ -1026,6 +1028,7 @@ static void add_counters(struct counters *c, const struct process_view *pv)
 	c->spins_won += f->spins_won;
 	c->spins_lost += f->spins_lost;
 	c->waits_slept += f->waits_slept;
+	c->wakeups_empty += f->wakeups_empty;
 	c->link_switches += f->link_switches;
 	c->bytes_resent += f->bytes_resent;
 	for (size_t i = 0; i < pv->nconns; i++)
@@ -1056,8 +1059,8 @@ static void counters_json(const struct counters *c)
 	       c->closed_bytes_sent, c->closed_bytes_received, c->live_bytes_sent,
 	       c->live_bytes_received);
 	printf("     \"spins_won\": %" PRIu64 ", \"spins_lost\": %" PRIu64
-	       ", \"waits_slept\": %" PRIu64 ",\n",
-	       c->spins_won, c->spins_lost, c->waits_slept);
+	       ", \"waits_slept\": %" PRIu64 ", \"wakeups_empty\": %" PRIu64 ",\n",
+	       c->spins_won, c->spins_lost, c->waits_slept, c->wakeups_empty);
 	printf("     \"link_switches\": %" PRIu64 ", \"bytes_resent\": %" PRIu64 ",\n",
 	       c->link_switches, c->bytes_resent);
 	printf("     \"fallback_reasons\": [");
@@ -1112,6 +1115,8 @@ static void counters_text(const struct counters *c)
 	printf("  Waits: spins won    %12" PRIu64 "\n", c->spins_won);
 	printf("         spins lost   %12" PRIu64 "\n", c->spins_lost);
 	printf("         slept        %12" PRIu64 "  (blocking send/recv)\n", c->waits_slept);
+	printf("         woken empty  %12" PRIu64 "  (poll/select/epoll, nothing to report)\n",
+	       c->wakeups_empty);
 	printf("  Link switches       %12" PRIu64 "  (SMC-R failover; %" PRIu64 " bytes resent)\n",
 	       c->link_switches, c->bytes_resent);
 	if (c->nreasons)
