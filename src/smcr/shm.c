@@ -186,7 +186,13 @@ struct smcr_xconn {
 	ino_t peer_ino;
 	bool peer_gone;
 	bool signalled;      /* own_efd has a count (we wrote it) */
-	bool rang;           /* unix_fd may hold the peer's rings (it swapped `armed`) */
+	/*
+	 * Rings unix_fd holds or is about to get: one per swap of `armed` we
+	 * saw since the last drain (take_rings).  -1: the drain may have taken
+	 * the ring of a swap we had not seen yet.  While it is above 0 the
+	 * socket keeps the ready fd readable; at 0 or below only own_efd can.
+	 */
+	int rings_due;
 	bool in_share;       /* allocated from a share arena (follows fork) */
 };
 _Static_assert(sizeof(struct smcr_xconn) <= SMCR_SHARE_SLOT_SIZE, "fits a share slot");
@@ -1564,7 +1570,7 @@ static void ring_peer(struct smcr_xconn *xc)
  * Take the peer's rings off the socket, several in one call: a ring per
  * re-arm may have piled up while we stayed ready.  What a hostile peer
  * sends beyond that only wakes us again (then shm_peer_gone sees it).
- * 1: drained (or nothing there), 0: the peer hung up.
+ * Returns how many were taken (0 if none were there), -1 if the peer hung up.
  */
 /*
  * drain_rings() under a seccomp filter that denies recvmmsg (confine.h): a
@@ -1577,11 +1583,11 @@ static int drain_rings_by_read(struct smcr_xconn *xc)
 		ssize_t n = smcr_libc.read(xc->unix_fd, buf, sizeof(buf));
 
 		if (n == 0)
-			return 0;
+			return -1;
 		if (n < 0)
-			return errno == EAGAIN || errno == EINTR ? 1 : 0;
+			return errno == EAGAIN || errno == EINTR ? i : -1;
 	}
-	return 1;
+	return SHM_RINGS_PER_DRAIN;
 }
 
 static int drain_rings(struct smcr_xconn *xc)
@@ -1602,12 +1608,46 @@ static int drain_rings(struct smcr_xconn *xc)
 	/* (The engine's own socket: no wrapper to bypass, so the system call itself.) */
 	n = (int)syscall(SYS_recvmmsg, xc->unix_fd, mm, SHM_RINGS_PER_DRAIN, MSG_DONTWAIT, NULL);
 	if (n < 0)
-		return errno == EAGAIN || errno == EINTR ? 1 : 0;
+		return errno == EAGAIN || errno == EINTR ? 0 : -1;
 	/* A ring is one byte: an empty message is the end of the stream. */
 	for (int i = 0; i < n; i++)
 		if (mm[i].msg_len == 0)
-			return 0;
-	return 1;
+			return -1;
+	return n;
+}
+
+#define SHM_DRAIN_BATCHES 4
+
+/*
+ * Take what the socket holds; then nothing is due but the ring of a swap we
+ * have not seen yet (`armed` still 0).  That ring may be among those just
+ * taken or still to come, and counting it as due when it was taken would
+ * leave the ready fd silent while the connection is ready (a lost wake-up):
+ * so it counts as taken (-1: its swap, once seen, brings the count to 0).
+ * If it comes after all, it costs a spurious wake-up, never a lost one.
+ * Only a peer that rings without swapping can keep the socket from
+ * emptying; it keeps our ready fd readable itself, and the count says to
+ * drain again.
+ */
+static void take_rings(struct smcr_xconn *xc)
+{
+	for (int batch = 0; batch < SHM_DRAIN_BATCHES; batch++) {
+		int n = drain_rings(xc);
+
+		if (n < 0) {
+			xc->peer_gone = true;
+			xc->rings_due = 0;
+			return;
+		}
+		if (n < SHM_RINGS_PER_DRAIN) {
+			xc->rings_due =
+				atomic_load_explicit(&xc->own_ctrl->armed, memory_order_seq_cst) == 0
+					? -1
+					: 0;
+			return;
+		}
+	}
+	xc->rings_due = 1;
 }
 
 /* Our CPU, + 1, for the peer's spin decision (rseq makes sched_getcpu() cheap). */
@@ -1640,10 +1680,13 @@ static int shm_send_ctrl(struct smcr_xconn *xc, const uint8_t msg[SMCR_CDC_MSG_L
 }
 
 /*
- * Has the peer hung up?  A ring nobody announced (the peer sent without
- * swapping `armed`, or we have not looked at `armed` yet) counts as a ring:
- * the next settle takes it off, so it cannot keep our ready fd readable for
- * ever, and a waiter that relies on it is not robbed of it here.
+ * Has the peer hung up?  A ring not counted in `rings_due` (the peer sent
+ * without swapping `armed`, or we have not looked at `armed` yet) makes one
+ * due, so the next settle takes it off and it cannot keep our ready fd
+ * readable for ever; a waiter that relies on it is not robbed of it here (a
+ * drain here would take the ring of a message nobody has looked at).  Seen
+ * later, that swap counts its ring a second time: the socket is not empty
+ * until the next drain, which counts what is really there.
  */
 static bool shm_peer_gone(struct smcr_xconn *xc)
 {
@@ -1654,8 +1697,8 @@ static bool shm_peer_gone(struct smcr_xconn *xc)
 	if (smcr_libc.poll(&p, 1, 0) > 0) {
 		if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))
 			xc->peer_gone = true;
-		else if (p.revents & POLLIN)
-			xc->rang = true;
+		else if ((p.revents & POLLIN) && xc->rings_due < 1)
+			xc->rings_due = 1;
 	}
 	return xc->peer_gone;
 }
@@ -1705,9 +1748,8 @@ static int shm_ready_fd(const struct smcr_xconn *xc)
 
 /*
  * Doorbell state: `own_efd` has a count if we signalled it (`signalled`),
- * the socket holds rings if the peer swapped `armed` 1 -> 0 (`rang`).
- * Draining costs a system call per source, signalling one; each happens
- * only when the wanted state changes.
+ * the socket holds `rings_due` rings.  Draining costs a system call per
+ * source, signalling one; each happens only when the wanted state changes.
  */
 static bool shm_settle(struct smcr_xconn *xc, bool ready)
 {
@@ -1716,22 +1758,20 @@ static bool shm_settle(struct smcr_xconn *xc, bool ready)
 	uint64_t v;
 
 	if (atomic_load_explicit(armed, memory_order_acquire) == 0) {
-		/* The peer rang (or is about to: a spurious wake-up at worst). */
-		xc->rang = true;
+		/* The peer rang, or is about to (it swaps first, then sends). */
+		xc->rings_due++;
 		atomic_store_explicit(armed, 1, memory_order_seq_cst);
 		look_again = true; /* a message may have beaten the store */
 	}
 	if (ready) {
-		if (!xc->signalled && !xc->rang) {
+		if (!xc->signalled && xc->rings_due <= 0) {
 			signal_self(xc);
 			xc->signalled = true;
 		}
 		return look_again;
 	}
-	if (xc->rang) {
-		if (drain_rings(xc) == 0)
-			xc->peer_gone = true;
-		xc->rang = false;
+	if (xc->rings_due > 0) {
+		take_rings(xc);
 		look_again = true; /* the drain may have eaten a ring that just came */
 	}
 	if (xc->signalled) {
