@@ -384,6 +384,14 @@ int smcr_sock_ready_fd(const struct smcr_sock *s);
 void smcr_sock_set_interest(struct smcr_sock *s, unsigned events);
 
 /*
+ * Send and receive may leave the ready fd readable for what they consumed
+ * (a spurious wake-up, cleared by the next smcr_sock_poll()).  A caller about
+ * to wait on a set that holds the fd clears it first with this, and saves
+ * the wake-up.
+ */
+void smcr_sock_settle(struct smcr_sock *s);
+
+/*
  * Process pending control messages and return the current poll mask:
  * POLLIN (data or EOF), POLLOUT, POLLRDHUP (peer done writing), POLLHUP (both
  * directions shut), POLLERR (reset).  Never blocks.

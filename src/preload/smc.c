@@ -1224,6 +1224,7 @@ ssize_t smcr_smc_recvmsg(int fd, struct msghdr *msg, int flags)
 			    flags & (MSG_PEEK | MSG_WAITALL | MSG_DONTWAIT | MSG_OOB));
 	smcr_guard_leave();
 	smcr_fdtab_put(e);
+	smcr_smc_note_io(fd);
 	if (n < 0)
 		return fail(n);
 	/* A stream socket has no sender address, no control data. */
@@ -1250,6 +1251,7 @@ ssize_t smcr_smc_sendmsg(int fd, const struct msghdr *msg, int flags)
 			    flags & (MSG_DONTWAIT | MSG_NOSIGNAL));
 	smcr_guard_leave();
 	smcr_fdtab_put(e);
+	smcr_smc_note_io(fd);
 	if (n == -EPIPE && !(flags & MSG_NOSIGNAL))
 		raise(SIGPIPE); /* as the kernel does for a stream socket */
 	return n < 0 ? fail(n) : n;

@@ -94,6 +94,13 @@ int smcr_smc_pselect(int nfds, fd_set *r, fd_set *w, fd_set *x, const struct tim
 		     const sigset_t *mask);
 
 int smcr_smc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event);
+/*
+ * An SMC socket this thread sent or received on: its doorbell may still be
+ * readable for what the call consumed.  smcr_smc_settle_io() settles every
+ * such socket of this thread; an epoll wait calls it before it may sleep.
+ */
+void smcr_smc_note_io(int fd);
+void smcr_smc_settle_io(void);
 /* Translates what the kernel reported; returns the new count (may be 0). */
 int smcr_smc_epoll_filter(int epfd, struct epoll_event *events, int n);
 /*

@@ -449,8 +449,10 @@ int smcr_smc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 	}
 	e->epoll_events = entry_epoll_events(e);
 	pthread_mutex_unlock(&ep_lock);
-	if (s)
+	if (s) {
 		smcr_smc_update_interest(e, s);
+		smcr_smc_note_io(fd);
+	}
 	smcr_fdtab_put(e);
 	return rc;
 }
@@ -651,6 +653,53 @@ int smcr_smc_epoll_filter(int epfd, struct epoll_event *events, int n)
 		out = kept;
 	}
 	return out;
+}
+
+/* ---- doorbells left readable by the data path ---------------------------------------- */
+
+/*
+ * SMC sockets this thread sent or received on since its last epoll wait.
+ * The engine may leave their doorbells readable for what was consumed
+ * (smcr_sock_settle()): a client that reads its answer and then waits for
+ * writability has the doorbell stand for that at no cost.  Whatever is
+ * still not ready is settled before the thread waits, so the kernel does
+ * not report it at once only for the filter to find nothing.  By fd number:
+ * one closed meanwhile is skipped, one whose number came back is settled,
+ * which never hurts.
+ */
+#define UNSETTLED_MAX 64
+
+static __thread struct {
+	int n;
+	int fds[UNSETTLED_MAX];
+} unsettled;
+
+void smcr_smc_settle_io(void)
+{
+	int n = unsettled.n;
+
+	unsettled.n = 0;
+	for (int i = 0; i < n; i++) {
+		struct smcr_fd_entry *e = smcr_fdtab_get(unsettled.fds[i]);
+		struct smcr_sock *s = e ? smcr_smc_sock_of(e) : NULL;
+
+		if (s) {
+			smcr_guard_enter();
+			smcr_sock_settle(s);
+			smcr_guard_leave();
+		}
+		smcr_fdtab_put(e);
+	}
+}
+
+void smcr_smc_note_io(int fd)
+{
+	for (int i = unsettled.n - 1; i >= 0; i--)
+		if (unsettled.fds[i] == fd)
+			return;
+	if (unsettled.n == UNSETTLED_MAX)
+		smcr_smc_settle_io();
+	unsettled.fds[unsettled.n++] = fd;
 }
 
 /* ---- bounded spin (SMCR_SPIN_US, benchmarks.md §2) ------------------------------- */

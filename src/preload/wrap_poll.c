@@ -170,6 +170,8 @@ static int epoll_wait_translated(int epfd, struct epoll_event *events, int maxev
 	int64_t start;
 	int n;
 
+	if (timeout != 0 && !smcr_guard_inside())
+		smcr_smc_settle_io();
 	if (smcr_smc_spin_us <= 0 || timeout == 0 || !smcr_smc_epoll_active() ||
 	    smcr_guard_inside())
 		return epoll_wait_loop(epfd, events, maxevents, timeout, mask, pwait);
@@ -210,6 +212,8 @@ SMCR_EXPORT int epoll_pwait2(int epfd, struct epoll_event *events, int maxevents
 
 	smcr_preload_enter();
 	SMCR_REAL_OR_ENOSYS(epoll_pwait2);
+	if (ms != 0 && !smcr_guard_inside())
+		smcr_smc_settle_io();
 	if (smcr_smc_spin_us > 0 && ms != 0 && smcr_smc_epoll_active() && !smcr_guard_inside()) {
 		/* As epoll_wait: spin first, then wait for what is left of the timeout. */
 		int64_t start = smcr_now_ns();

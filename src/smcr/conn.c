@@ -962,10 +962,11 @@ static void conn_failover(struct smcr_sock *s)
 		smcr_close_abort_locked(s, ECONNRESET);
 }
 
-void smcr_conn_progress(struct smcr_sock *s)
+static void conn_progress(struct smcr_sock *s, bool clear)
 {
 	for (int round = 0; round < 4; round++) {
 		unsigned want = s->interest | POLLERR | POLLHUP;
+		bool ready;
 
 		take_ctrl_msgs(s);
 		conn_failover(s);
@@ -974,9 +975,24 @@ void smcr_conn_progress(struct smcr_sock *s)
 			want |= POLLIN;
 		if (s->waiters_wr)
 			want |= POLLOUT;
-		if (!s->ops->settle(s->xc, (smcr_conn_mask(s) & want) != 0))
+		ready = (smcr_conn_mask(s) & want) != 0;
+		if (!ready && !clear && s->ops->settle_lazy) {
+			if (!s->ops->settle_lazy(s->xc))
+				break;
+		} else if (!s->ops->settle(s->xc, ready)) {
 			break;
+		}
 	}
+}
+
+void smcr_conn_progress(struct smcr_sock *s)
+{
+	conn_progress(s, true);
+}
+
+void smcr_conn_progress_io(struct smcr_sock *s)
+{
+	conn_progress(s, false);
 }
 
 void smcr_conn_check_peer(struct smcr_sock *s)
@@ -1025,6 +1041,8 @@ int smcr_conn_wait(struct smcr_sock *s, unsigned events, int64_t deadline)
 		s->waiters_wr++;
 		me->waiters_wr++;
 	}
+	/* The fd must not stay readable for what was consumed: we sleep on it. */
+	smcr_conn_progress(s);
 	smcr_conn_unlock(s);
 	if (spin)
 		won = spin_for_ctrl(s);
@@ -1121,6 +1139,19 @@ void smcr_sock_set_interest(struct smcr_sock *s, unsigned events)
 	smcr_conn_lock(s);
 	smcr_hold_self(s)->interest = events & (POLLIN | POLLOUT);
 	smcr_hold_sum_interest(s);
+	/*
+	 * Raised if the new interest stands, but not cleared if it does not:
+	 * an event loop moves between reading and writing with a call or two,
+	 * and the doorbell left readable may stand for the next interest.  A
+	 * wait clears it first (smcr_sock_settle(), smcr_sock_poll()).
+	 */
+	smcr_conn_progress_io(s);
+	smcr_conn_unlock(s);
+}
+
+void smcr_sock_settle(struct smcr_sock *s)
+{
+	smcr_conn_lock(s);
 	smcr_conn_progress(s);
 	smcr_conn_unlock(s);
 }

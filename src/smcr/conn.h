@@ -154,6 +154,15 @@ struct smcr_sock *smcr_conn_new(int tcp_fd, bool server, const struct smcr_trans
 void smcr_conn_free(struct smcr_sock *s, bool clean);
 /* Take pending control messages, then re-arm readiness.  Lock held. */
 void smcr_conn_progress(struct smcr_sock *s);
+/*
+ * The same on the data path: readiness is raised when something became
+ * ready, but a doorbell that rang for what the call just consumed is left
+ * for the next wait to clear (smcr_sock_settle(), smcr_sock_poll(), a
+ * blocking wait): an application that changes its interest next (a
+ * request/response client: read the answer, then wait for writability)
+ * pays no system call to clear and raise it again.  Lock held.
+ */
+void smcr_conn_progress_io(struct smcr_sock *s);
 /* Current poll mask.  Lock held. */
 unsigned smcr_conn_mask(const struct smcr_sock *s);
 /* Ask the transport whether the peer vanished (a system call); abort if so.  Lock held. */

@@ -203,7 +203,7 @@ ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 		uint32_t avail, n;
 		int rc;
 
-		smcr_conn_progress(s);
+		smcr_conn_progress_io(s);
 		avail = s->shut_rd ? 0 : smcr_rx_readable(s);
 		if (avail > 0) {
 			n = want - got < avail ? (uint32_t)(want - got) : avail;
@@ -240,7 +240,7 @@ ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 		}
 	}
 	/* Readiness reflects what is left for other waiters. */
-	smcr_conn_progress(s);
+	smcr_conn_progress_io(s);
 	smcr_stats_conn_update(s);
 	smcr_conn_unlock(s);
 	return ret;

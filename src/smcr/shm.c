@@ -1751,17 +1751,31 @@ static int shm_ready_fd(const struct smcr_xconn *xc)
  * the socket holds `rings_due` rings.  Draining costs a system call per
  * source, signalling one; each happens only when the wanted state changes.
  */
-static bool shm_settle(struct smcr_xconn *xc, bool ready)
+static bool rearm(struct smcr_xconn *xc)
 {
 	_Atomic uint32_t *armed = &xc->own_ctrl->armed;
-	bool look_again = false;
+
+	if (atomic_load_explicit(armed, memory_order_acquire) != 0)
+		return false;
+	/* The peer rang, or is about to (it swaps first, then sends). */
+	xc->rings_due++;
+	atomic_store_explicit(armed, 1, memory_order_seq_cst);
+	return true; /* a message may have beaten the store */
+}
+
+static bool shm_settle(struct smcr_xconn *xc, bool ready)
+{
+	bool look_again = rearm(xc);
 	uint64_t v;
 
-	if (atomic_load_explicit(armed, memory_order_acquire) == 0) {
-		/* The peer rang, or is about to (it swaps first, then sends). */
-		xc->rings_due++;
-		atomic_store_explicit(armed, 1, memory_order_seq_cst);
-		look_again = true; /* a message may have beaten the store */
+	/*
+	 * Ready for long (a writer, or settle_lazy() calls) while the peer
+	 * keeps ringing: take them now and then, one system call for a batch,
+	 * before its socket fills and every ring of its costs a failed send.
+	 */
+	if (ready && xc->rings_due >= SHM_RINGS_PER_DRAIN) {
+		take_rings(xc);
+		look_again = true;
 	}
 	if (ready) {
 		if (!xc->signalled && xc->rings_due <= 0) {
@@ -1777,6 +1791,17 @@ static bool shm_settle(struct smcr_xconn *xc, bool ready)
 	if (xc->signalled) {
 		(void)!smcr_libc.read(xc->own_efd, &v, sizeof(v));
 		xc->signalled = false;
+		look_again = true;
+	}
+	return look_again;
+}
+
+static bool shm_settle_lazy(struct smcr_xconn *xc)
+{
+	bool look_again = rearm(xc);
+
+	if (xc->rings_due >= SHM_RINGS_PER_DRAIN) {
+		take_rings(xc);
 		look_again = true;
 	}
 	return look_again;
@@ -1884,6 +1909,7 @@ const struct smcr_transport_ops smcr_shm_ops = {
 	.peer_gone = shm_peer_gone,
 	.ready_fd = shm_ready_fd,
 	.settle = shm_settle,
+	.settle_lazy = shm_settle_lazy,
 	.ctrl_pending = shm_ctrl_pending,
 	.peer_running = shm_peer_running,
 	.set_sleeping = shm_set_sleeping,

@@ -157,6 +157,14 @@ struct smcr_transport_ops {
 	 */
 	int (*ready_fd)(const struct smcr_xconn *xc);
 	bool (*settle)(struct smcr_xconn *xc, bool ready);
+	/*
+	 * Optional (NULL: settle(false) instead).  Nothing a waiter wants is
+	 * true, but nobody is about to wait: ask the peer to ring on its next
+	 * message as settle() does (an edge-triggered waiter elsewhere needs
+	 * that edge), yet leave the fd readable if it is, a spurious wake-up
+	 * that the next settle() clears.  Returns what settle() returns.
+	 */
+	bool (*settle_lazy)(struct smcr_xconn *xc);
 
 	/*
 	 * Optional bounded spin (opt-in): is a control message waiting (no

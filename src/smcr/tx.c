@@ -86,7 +86,7 @@ ssize_t smcr_sock_sendv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 		uint32_t space, n;
 		int rc;
 
-		smcr_conn_progress(s);
+		smcr_conn_progress_io(s);
 		rc = tx_refusal(s);
 		if (rc) {
 			ret = sent ? (ssize_t)sent : rc;
@@ -134,7 +134,7 @@ ssize_t smcr_sock_sendv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 			s->tx_blocked_sent = true;
 		smcr_conn_send_cdc(s, want - sent > 0 ? SMCR_CDC_PROD_WRITE_BLOCKED : 0);
 	}
-	smcr_conn_progress(s);
+	smcr_conn_progress_io(s);
 	smcr_stats_conn_update(s);
 	smcr_conn_unlock(s);
 	return ret;
