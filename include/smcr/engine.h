@@ -421,6 +421,24 @@ uint32_t smcr_sock_sndbuf(const struct smcr_sock *s);
 /* The connection's mode as logs and smcr-stat name it: "smc-shm" or "smc-r". */
 const char *smcr_sock_mode_name(const struct smcr_sock *s);
 
+/*
+ * The connection's TCP socket leaves for a program or a process outside the
+ * connection (exec of a program that inherits it, SCM_RIGHTS): this end goes
+ * on over TCP from here, in both directions, and the peer follows without
+ * losing or repeating a byte (design §8).  Every holder's copy becomes TCP.
+ * 0, or -ENOTSUP when the transport or the peer cannot (SMC-R; a same-host
+ * peer of an older version): then only a reset ends it cleanly.
+ */
+int smcr_sock_continue_on_tcp(struct smcr_sock *s);
+
+/*
+ * Is the connection plain TCP now (this end went on over TCP, or the peer
+ * did and nothing of the rings is left to read or send again)?  Then the
+ * interposer treats the socket as TCP and lets go of the connection with
+ * smcr_sock_close().  No lock, no system call while it is not.
+ */
+bool smcr_sock_tcp_only(struct smcr_sock *s);
+
 /* ---- teardown ---------------------------------------------------------------- */
 
 /* SHUT_RD, SHUT_WR or SHUT_RDWR (protocol.md §7).  0 or -errno. */

@@ -111,7 +111,8 @@ void smcr_handoff_note_vfork(void)
 		struct smcr_fd_entry *e = smcr_fdtab_peek((int)fd);
 		ino_t ino;
 
-		if (e && unsettled_accepted(e) && socket_inode((int)fd, &ino))
+		if (e && (unsettled_accepted(e) || smcr_smc_entry_is_conn(e)) &&
+		    socket_inode((int)fd, &ino))
 			vfork_noted[vfork_n_noted++] = (struct noted){ ino, e };
 	}
 	if (vfork_n_noted) {
@@ -140,6 +141,10 @@ static void hand_over(struct smcr_handoff *h, int fd, struct smcr_fd_entry *e, b
 {
 	ino_t ino;
 
+	if (smcr_smc_entry_is_conn(e)) {
+		smcr_smc_continue_on_tcp(fd, e, "exec of a program that inherits it");
+		return;
+	}
 	if (unsettled_accepted(e)) {
 		const char *kind = (smcr_fd_entry_flags(e) & SMCR_FD_F_PEER_SMC) ? "ap" : "a";
 
@@ -208,6 +213,15 @@ static void spawn_hand_over(struct smcr_handoff *h, int fd, struct smcr_fd_entry
 
 	if (!socket_inode(fd, &ino))
 		return;
+	if (smcr_smc_entry_is_conn(e)) {
+		bool reaches = survives_exec(fd);
+
+		for (unsigned i = 0; i < n_dups; i++)
+			reaches = reaches || dups[i].fd == fd;
+		if (reaches)
+			smcr_smc_continue_on_tcp(fd, e, "spawn of a program that inherits it");
+		return;
+	}
 	if (survives_exec(fd)) {
 		crosses = true;
 		handed = keeps_smcr && append(h, fd, ino, kind);
@@ -235,12 +249,14 @@ const char *smcr_handoff_before_spawn(struct smcr_handoff *h, bool keeps_smcr,
 	for (unsigned fd = 0, high = smcr_fdtab_high(); fd < high; fd++) {
 		struct smcr_fd_entry *e = smcr_fdtab_peek((int)fd);
 
-		if (!e || !(unsettled_accepted(e) || registered_listener(e)))
+		if (!e || !(unsettled_accepted(e) || registered_listener(e) || smcr_smc_entry_is_conn(e)))
 			continue;
 		if (dups_known)
 			spawn_hand_over(h, (int)fd, e, keeps_smcr, dups, n_dups);
 		else if (unsettled_accepted(e))
 			smcr_smc_settle_for_handoff((int)fd, e, "spawn with file actions not followed");
+		else if (smcr_smc_entry_is_conn(e))
+			smcr_smc_continue_on_tcp((int)fd, e, "spawn with file actions not followed");
 	}
 	return strlen(h->var) > sizeof(INHERIT_VAR) ? h->var : NULL;
 }
@@ -266,8 +282,8 @@ void smcr_handoff_before_send_fds(const struct msghdr *msg)
 				continue;
 			if (unsettled_accepted(e))
 				smcr_smc_settle_for_handoff(fd, e, "passed over SCM_RIGHTS");
-			else if (smcr_fd_entry_mode(e) == SMCR_FD_SMC)
-				smcr_smc_end_for_handoff(fd, e);
+			else
+				smcr_smc_continue_on_tcp(fd, e, "passed over SCM_RIGHTS");
 			smcr_fdtab_put(e);
 		}
 	}

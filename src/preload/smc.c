@@ -1028,26 +1028,9 @@ void smcr_smc_settle_for_handoff(int fd, struct smcr_fd_entry *e, const char *wh
 	settle_unread(fd, e, SMCR_CLC_DECL_HANDOFF, why);
 }
 
-/*
- * The receiver of an SMC connection over SCM_RIGHTS has neither its rings nor
- * its doorbells: the connection ends now, as a reset both the peer and the
- * receiver see (and this process's copy reads as reset too), never as a TCP
- * socket that silently carries nothing.
- */
-void smcr_smc_end_for_handoff(int fd, struct smcr_fd_entry *e)
+bool smcr_smc_entry_is_conn(struct smcr_fd_entry *e)
 {
-	if (e->engine_fd < 0 || !entry_owns(e, atomic_load(&e->sock)))
-		return;
-	char name[SMCR_CONN_NAME_MAX] = "";
-
-	smcr_guard_enter();
-	/* named while it still has a peer */
-	if (smcr_log_enabled(SMCR_LOG_WARN))
-		smcr_conn_name(e->engine_fd, name, sizeof(name));
-	if (tcp_reset(e->engine_fd))
-		smcr_warn("fd %d: SMC connection reset: passed to another process over SCM_RIGHTS,"
-			  " which cannot share it; %s", fd, name);
-	smcr_guard_leave();
+	return smcr_smc_sock_of(e) != NULL;
 }
 
 /*
@@ -1093,16 +1076,48 @@ void smcr_smc_before_confine(void)
 }
 
 /*
- * exec (wrap_exec.c): an SMC connection cannot cross it, and nothing in the
- * new image would ever tell the peer: over SMC-R the TCP socket stays open
- * in the new image and quiet, and the peer's link would learn of the
- * process's vanished QP only from a keepalive, half a minute later.  So
- * every SMC connection this process owns is reset now (TCP disconnect,
- * connect(AF_UNSPEC)): the peer sees a reset at once, and the fd the new
- * image inherits reads as a reset socket (ECONNRESET, then ENOTCONN), never
- * as a quiet TCP connection.  The engine state is left alone (another thread
- * may still be inside it; exec wipes it).  A forked or vfork'ed child's exec
- * touches nothing: the connections are its parent's.
+ * The socket of an SMC connection leaves for a program image or a process
+ * that has neither its rings nor its doorbells (exec of a program that
+ * inherits it, SCM_RIGHTS): the connection goes on over TCP from here, both
+ * ends and every holder (engine tcp_tail.c), so whoever reads or writes the
+ * socket next finds the stream exactly where it was.  Where it cannot (SMC-R,
+ * a same-host peer of an older version) it ends now as a reset both ends
+ * see, never as a TCP socket that silently carries nothing.
+ */
+void smcr_smc_continue_on_tcp(int fd, struct smcr_fd_entry *e, const char *why)
+{
+	struct smcr_sock *s = smcr_smc_sock_of(e);
+	char name[SMCR_CONN_NAME_MAX] = "";
+	int saved = errno;
+
+	if (!s || e->engine_fd < 0)
+		return;
+	smcr_guard_enter();
+	if (smcr_sock_continue_on_tcp(s) == 0) {
+		smcr_dbg("fd %d: goes on over TCP: %s", fd, why);
+	} else {
+		/* named while it still has a peer */
+		if (smcr_log_enabled(SMCR_LOG_WARN))
+			smcr_conn_name(e->engine_fd, name, sizeof(name));
+		if (tcp_reset(e->engine_fd))
+			smcr_warn("fd %d: SMC connection reset: %s, and it cannot go on over TCP;"
+				  " %s", fd, why, name);
+	}
+	smcr_guard_leave();
+	errno = saved;
+}
+
+/*
+ * exec (wrap_exec.c): an SMC connection's rings cannot cross it.  One whose
+ * socket the new image inherits (an fd that is not close-on-exec) goes on
+ * over TCP (smcr_smc_continue_on_tcp): a CGI program writes its answer into
+ * the socket it got as stdout, and the peer reads it there.  One the new
+ * image does not inherit ends as the kernel's close at exec would end a TCP
+ * socket: orderly (closed, then FIN; a reset with unread data), or, when
+ * another process holds it too (it followed fork), this process only lets
+ * go.  The engine state is left alone (another thread may still be inside
+ * it; exec wipes it).  A vfork'ed child's exec is handoff.c's: the
+ * connections are its parent's, found again by inode.
  */
 void smcr_smc_before_exec(void)
 {
@@ -1111,19 +1126,38 @@ void smcr_smc_before_exec(void)
 	if (!smcr_smc_enabled || getpid() != smcr_smc_pid)
 		return;
 	smcr_guard_enter();
+	/* First every connection an fd of the new image's leads to... */
 	for (unsigned fd = 0, high = smcr_fdtab_high(); fd < high; fd++) {
 		struct smcr_fd_entry *e = smcr_fdtab_peek((int)fd);
+		int fl;
 
 		if (!e || smcr_fd_entry_mode(e) != SMCR_FD_SMC || e->engine_fd < 0 ||
 		    !entry_owns(e, atomic_load(&e->sock)))
 			continue;
+		fl = smcr_real.fcntl((int)fd, F_GETFD);
+		if (fl >= 0 && !(fl & FD_CLOEXEC))
+			smcr_smc_continue_on_tcp((int)fd, e, "exec of a program that inherits it");
+	}
+	/* ... then the ones it does not inherit. */
+	for (unsigned fd = 0, high = smcr_fdtab_high(); fd < high; fd++) {
+		struct smcr_fd_entry *e = smcr_fdtab_peek((int)fd);
+		struct smcr_sock *s;
+
+		if (!e || smcr_fd_entry_mode(e) != SMCR_FD_SMC || e->engine_fd < 0)
+			continue;
+		s = atomic_load(&e->sock);
+		if (!s || !entry_owns(e, s) || smcr_sock_tcp_only(s))
+			continue;
 		/* Others hold it too (it followed fork): only this process lets go. */
-		if (smcr_sock_release_hold(atomic_load(&e->sock))) {
+		if (smcr_sock_release_hold(s)) {
 			smcr_dbg("fd %u: SMC connection left to its other holders before exec", fd);
 			continue;
 		}
-		if (tcp_reset(e->engine_fd))
-			smcr_dbg("fd %u: SMC connection reset before exec", fd);
+		if (smcr_sock_exit(s))
+			smcr_dbg("fd %u: SMC connection closed before exec", fd);
+		else if (tcp_reset(e->engine_fd))
+			smcr_dbg("fd %u: SMC connection reset before exec (busy in another thread)",
+				 fd);
 	}
 	smcr_guard_leave();
 	errno = saved;
@@ -1171,6 +1205,26 @@ static bool wants_nonblock(const struct smcr_fd_entry *e, int flags)
  * The entry of an SMC socket (reference taken) after settling a candidate, or
  * NULL: then *ret says what to do: 0 = the kernel's call, < 0 = fail with it.
  */
+/*
+ * The connection went on over TCP (engine tcp_tail.c) and nothing of its
+ * rings is left: from now on the socket is the application's TCP socket
+ * again, its epoll registrations on it; the engine's part stays attached
+ * until the close (release_entry), which says nothing more to the peer.
+ */
+static SMCR_COLD __attribute__((noinline)) void smc_now_tcp(int fd, struct smcr_fd_entry *e,
+							    struct smcr_sock *s)
+{
+	if (!decision_lock(e))
+		return;
+	if (smcr_fd_entry_mode(e) == SMCR_FD_SMC && atomic_load(&e->sock) == s) {
+		smcr_smc_epoll_leave_doorbell(e, s);
+		e->fallback_reason = SMCR_CLC_DECL_HANDOFF;
+		atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
+		smcr_dbg("fd %d: SMC connection goes on as plain TCP", fd);
+	}
+	decision_unlock(e);
+}
+
 static struct smcr_fd_entry *acquire(int fd, enum smcr_io_kind kind, int flags,
 				     struct smcr_sock **sock, int *ret)
 {
@@ -1194,6 +1248,10 @@ static struct smcr_fd_entry *acquire(int fd, enum smcr_io_kind kind, int flags,
 		return NULL;
 	}
 	*sock = smcr_smc_sock_of(e);
+	if (*sock && smcr_sock_tcp_only(*sock)) {
+		smc_now_tcp(fd, e, *sock);
+		*sock = NULL;
+	}
 	if (!*sock) {
 		smcr_fdtab_put(e);
 		return NULL;

@@ -48,8 +48,15 @@ void smcr_smc_before_exec(void);
  * or this process (SCM_RIGHTS): a Proposal is declined first (reason HANDOFF).
  */
 void smcr_smc_settle_for_handoff(int fd, struct smcr_fd_entry *e, const char *why);
-/* An SMC connection passed over SCM_RIGHTS cannot follow: it is reset, visibly. */
-void smcr_smc_end_for_handoff(int fd, struct smcr_fd_entry *e);
+/* Is the entry an SMC connection this process runs? */
+bool smcr_smc_entry_is_conn(struct smcr_fd_entry *e);
+
+/*
+ * The socket of an SMC connection leaves for a program or process outside
+ * the connection (`why`): it goes on over TCP, or, where it cannot, ends as a
+ * reset both ends see.
+ */
+void smcr_smc_continue_on_tcp(int fd, struct smcr_fd_entry *e, const char *why);
 /* exit(): the SMC connections this process owns close as the kernel would close TCP. */
 void smcr_smc_exit(void);
 /* Before a seccomp filter applies (wrap_seccomp.c): nothing left undecided that needs it. */

@@ -51,6 +51,8 @@ void smcr_smc_epoll_move(struct smcr_fd_entry *e, struct smcr_sock *s);
 /* A server handshake began: registrations move to its fd; it ended on TCP: back. */
 void smcr_smc_epoll_watch_handshake(struct smcr_fd_entry *e, int hs_fd);
 void smcr_smc_epoll_watch_tcp(struct smcr_fd_entry *e);
+/* The connection went on as plain TCP: its doorbell registrations move to the TCP socket. */
+void smcr_smc_epoll_leave_doorbell(struct smcr_fd_entry *e, struct smcr_sock *s);
 /* The entry is released: drop its records (and its doorbell registrations if s). */
 void smcr_smc_epoll_forget(struct smcr_fd_entry *e, struct smcr_sock *s);
 /* Tell the engine which events outside waiters want. */

@@ -314,6 +314,33 @@ void smcr_smc_epoll_watch_handshake(struct smcr_fd_entry *e, int hs_fd)
 		entry_rewatch(e, NULL, hs_fd, "the handshake");
 }
 
+void smcr_smc_epoll_leave_doorbell(struct smcr_fd_entry *e, struct smcr_sock *s)
+{
+	int saved = errno;
+
+	if (!e->epoll_regs)
+		return;
+	pthread_mutex_lock(&ep_lock);
+	for (struct ep_rec *r = rec_at(e->epoll_regs), *next; r; r = next) {
+		next = rec_at(r->next);
+		if (!r->on_doorbell)
+			continue;
+		if (rec_kernel_del(r, s) < 0 && rec_gone_errno(r, EPOLL_CTL_DEL, errno)) {
+			rec_unlink(e, r);
+			rec_free(r);
+			continue;
+		}
+		r->on_doorbell = false;
+		r->hs_fd = -1;
+		if (rec_kernel_ctl(r, EPOLL_CTL_ADD, NULL) < 0)
+			smcr_warn("fd %d: cannot move its epoll registration (epfd %d) to the TCP"
+				  " socket: %s", r->fd, r->epfd, strerror(errno));
+	}
+	e->epoll_events = entry_epoll_events(e);
+	pthread_mutex_unlock(&ep_lock);
+	errno = saved;
+}
+
 void smcr_smc_epoll_watch_tcp(struct smcr_fd_entry *e)
 {
 	if (e->epoll_regs)

@@ -23,6 +23,8 @@
 #include "smcr/sys.h"
 
 #define CLOSE_EXIT_PEER_FIN_MS 500 /* the longest an exit waits for peers' FINs, all together */
+#define CLOSE_TAIL_FLUSH_MS 2000   /* the longest a close waits to send again what the peer
+				    * never read, once the peer went on over TCP */
 
 bool smcr_conn_peer_done(const struct smcr_sock *s)
 {
@@ -85,11 +87,24 @@ static int shutdown_write_locked(struct smcr_sock *s)
 	s->shut_wr = true;
 	if (s->state == SMCR_CONN_ABORTED)
 		return 0;
+	if (s->went_tcp || s->tcp_tail) {
+		/* On TCP now: what we owe the peer goes first, then TCP's FIN. */
+		if (!s->went_tcp)
+			(void)smcr_tail_flush_wait(s, smcr_sys_deadline(CLOSE_TAIL_FLUSH_MS));
+		smcr_libc.shutdown(s->tcp_fd, SHUT_WR);
+		return 0;
+	}
 	s->conn_flags_sent |= SMCR_CDC_CONN_DONE_WRITING;
 	smcr_conn_send_cdc(s, 0);
 	s->state = smcr_conn_peer_done(s) ? SMCR_CONN_APPCLOSEWAIT2 : SMCR_CONN_PEERCLOSEWAIT1;
-	/* Linux half-closes the TCP connection too (protocol.md §7.2). */
-	smcr_libc.shutdown(s->tcp_fd, SHUT_WR);
+	/*
+	 * Linux half-closes the TCP connection too (protocol.md §7.2).  A
+	 * same-host peer is smcr, which learns it from the CDC: its TCP FIN
+	 * waits for the close, since the stream may yet have to go on over TCP
+	 * (tcp_tail.c), with what the peer never read sent there first.
+	 */
+	if (!s->ops->continue_on_tcp)
+		smcr_libc.shutdown(s->tcp_fd, SHUT_WR);
 	return 0;
 }
 
@@ -139,12 +154,33 @@ static void exit_wait_peer_fin(struct smcr_sock *s)
 	}
 }
 
+/*
+ * Closing while the peer goes on over TCP (tcp_tail.c): unread ring data
+ * means a reset, as TCP's close with unread data; else what we owe the peer
+ * goes first (bounded).  The app's close of its fd ends the TCP socket.  The
+ * closed CDC tells the peer's ring that we are done with it.
+ */
+static void close_tail_locked(struct smcr_sock *s)
+{
+	if (smcr_rx_readable(s) > 0 && !s->shut_rd) {
+		tcp_reset_on_close(s->tcp_fd);
+		return;
+	}
+	(void)smcr_tail_flush_wait(s, smcr_sys_deadline(CLOSE_TAIL_FLUSH_MS));
+	s->conn_flags_sent |= SMCR_CDC_CONN_CLOSED | SMCR_CDC_CONN_DONE_WRITING;
+	smcr_conn_send_cdc(s, 0);
+}
+
 /* What closing says to the peer: closed (or abort with unread data), then FIN. */
 static void close_tell_peer_locked(struct smcr_sock *s, bool at_exit)
 {
 	smcr_conn_progress(s);
-	if (s->state == SMCR_CONN_ABORTED)
+	if (s->state == SMCR_CONN_ABORTED || s->went_tcp)
+		return; /* (went on over TCP: the socket lives on elsewhere) */
+	if (s->tcp_tail) {
+		close_tail_locked(s);
 		return;
+	}
 	if (smcr_rx_readable(s) > 0 && !s->shut_rd) {
 		/* Unread data: Linux aborts (protocol.md §7.1) and TCP resets. */
 		smcr_close_abort_locked(s, ECONNRESET);

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 
@@ -882,6 +883,9 @@ unsigned smcr_conn_mask(const struct smcr_sock *s)
 	bool reset = s->state == SMCR_CONN_ABORTED;
 	bool peer_done = smcr_conn_peer_done(s);
 
+	/* On TCP: only what is left in the ring; the readiness fd follows the socket. */
+	if (s->went_tcp || s->tcp_tail)
+		return !s->went_tcp && smcr_rx_readable(s) > 0 ? POLLIN : 0;
 	if (smcr_rx_readable(s) > 0 || peer_done || reset || s->shut_rd)
 		mask |= POLLIN;
 	if (reset || s->shut_wr || (s->peer_conn_flags & SMCR_CDC_CONN_CLOSED) ||
@@ -907,7 +911,12 @@ static void take_ctrl_msgs(struct smcr_sock *s)
 		if (rc == 0)
 			break;
 		if (rc < 0) {
-			/* The peer vanished; after its "closed" that is just the end. */
+			/*
+			 * The peer vanished; after its "closed" that is just the end,
+			 * and after it went on over TCP the ring is all that is left.
+			 */
+			if (s->tcp_tail || (s->ops->peer_on_tcp && s->ops->peer_on_tcp(s->xc)))
+				break;
 			if (!(s->peer_conn_flags & (SMCR_CDC_CONN_CLOSED | SMCR_CDC_CONN_ABORT)))
 				smcr_close_abort_locked(s, ECONNRESET);
 			break;
@@ -968,7 +977,16 @@ static void conn_progress(struct smcr_sock *s, bool clear)
 		unsigned want = s->interest | POLLERR | POLLHUP;
 		bool ready;
 
+		if (s->went_tcp) {
+			/* The rings are done with: nothing the peer says matters now. */
+			s->ops->settle(s->xc, false);
+			break;
+		}
 		take_ctrl_msgs(s);
+		if (!s->tcp_tail && s->ops->peer_on_tcp && s->ops->peer_on_tcp(s->xc)) {
+			take_ctrl_msgs(s); /* its last CDC came before the word */
+			smcr_tail_begin(s);
+		}
 		conn_failover(s);
 		/* Level semantics for outside waiters and engine threads. */
 		if (s->waiters_rd)
@@ -1185,6 +1203,11 @@ unsigned smcr_sock_poll(struct smcr_sock *s)
 	smcr_conn_lock(s);
 	smcr_conn_progress(s);
 	mask = smcr_conn_mask(s);
+	if (s->went_tcp || s->tcp_tail) {
+		mask |= smcr_tail_mask(s);
+		smcr_conn_unlock(s);
+		return mask;
+	}
 	/*
 	 * Whether the peer still lives costs a system call; ask only when the
 	 * answer could change what a waiter does: not while POLLIN stands
@@ -1220,18 +1243,36 @@ size_t smcr_sock_readable_bytes(struct smcr_sock *s)
 
 	smcr_conn_lock(s);
 	smcr_conn_progress(s);
-	n = smcr_rx_readable(s);
+	n = s->went_tcp ? 0 : smcr_rx_readable(s);
+	if (s->went_tcp || s->tcp_tail) {
+		int q = 0;
+
+		if (smcr_libc.ioctl(s->tcp_fd, FIONREAD, &q) == 0 && q > 0)
+			n += (size_t)q;
+	}
 	smcr_conn_unlock(s);
 	return n;
 }
 
 size_t smcr_sock_unacked_bytes(struct smcr_sock *s)
 {
+	uint32_t n32 = 0;
 	size_t n;
 
 	smcr_conn_lock(s);
 	smcr_conn_progress(s);
-	n = s->peer_size - smcr_tx_space(s);
+	if (s->went_tcp || s->tcp_tail) {
+		int q = 0;
+
+		n = 0;
+		if (s->tcp_tail && !s->went_tcp)
+			(void)smcr_curs_diff(s->tail_resend, s->tx_prod, s->peer_size, &n32);
+		n = n32;
+		if (smcr_libc.ioctl(s->tcp_fd, TIOCOUTQ, &q) == 0 && q > 0)
+			n += (size_t)q;
+	} else {
+		n = s->peer_size - smcr_tx_space(s);
+	}
 	smcr_conn_unlock(s);
 	return n;
 }

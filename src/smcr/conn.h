@@ -117,6 +117,13 @@ struct smcr_sock {
 	uint64_t link_switches;        /* SMC-R failover: moved to another link */
 	uint64_t bytes_resent;         /* ... and written again over it */
 	int64_t opened_ms;             /* when the handshake ended (the learned policy) */
+
+	/* the rest of the stream on TCP (tcp_tail.c) */
+	bool went_tcp;                 /* we go on over TCP: the rings are done with */
+	bool tcp_tail;                 /* the peer goes on over TCP after rx_prod's data */
+	bool tail_watch_out;           /* the readiness fd follows TCP output too */
+	bool tail_fin_sent;            /* shut down for writing: TCP's FIN went after the resend */
+	struct smcr_curs tail_resend;  /* our first byte the peer never consumed (to tx_prod) */
 };
 
 /* hold.c */
@@ -188,6 +195,20 @@ void smcr_rx_maybe_update_cons(struct smcr_sock *s);
 
 /* tx.c */
 uint32_t smcr_tx_space(const struct smcr_sock *s);
+
+/* tcp_tail.c: the rest of the stream on TCP (lock held) */
+/* The peer said it goes on over TCP (its last CDC taken). */
+void smcr_tail_begin(struct smcr_sock *s);
+/* Reads past the ring, `got` bytes into iov already: what recv returns. */
+ssize_t smcr_tail_recv(struct smcr_sock *s, const struct iovec *iov, int iovcnt, size_t got,
+		       int flags);
+/* Sends past the ring, `sent` bytes of iov sent already: what send returns. */
+ssize_t smcr_tail_send(struct smcr_sock *s, const struct iovec *iov, int iovcnt, size_t sent,
+		       int flags);
+/* What the TCP socket adds to the poll mask (a system call). */
+unsigned smcr_tail_mask(struct smcr_sock *s);
+/* Flush the resend, waiting for the socket up to `deadline` (ms, < 0 none): 0, -errno. */
+int smcr_tail_flush_wait(struct smcr_sock *s, int64_t deadline);
 
 /* close.c */
 /* Local abort: CDC abort to the peer, RST on the TCP socket.  Lock held. */

@@ -204,7 +204,7 @@ ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 		int rc;
 
 		smcr_conn_progress_io(s);
-		avail = s->shut_rd ? 0 : smcr_rx_readable(s);
+		avail = s->shut_rd || s->went_tcp ? 0 : smcr_rx_readable(s);
 		if (avail > 0) {
 			n = want - got < avail ? (uint32_t)(want - got) : avail;
 			rx_copy_out(s, s->rx_cons, iov, iovcnt, got, n);
@@ -222,6 +222,11 @@ ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 				break;
 			}
 			continue;
+		}
+		if ((s->tcp_tail || s->went_tcp) && !s->shut_rd) {
+			/* The ring is read: the rest of the stream is on TCP. */
+			ret = smcr_tail_recv(s, iov, iovcnt, got, flags);
+			break;
 		}
 		if (!peer_checked) {
 			/* Before "nothing yet" or sleeping: is the peer still there? */

@@ -126,6 +126,8 @@
  */
 #define SHM_DMBE_IDX_SERVER_KNOCKED 1
 #define SHM_RV_BIND_TRIES 3
+/* The owner reads `tcp_tail` and takes the rest of the stream from TCP. */
+#define SHM_FEAT_TCP_TAIL 1u
 
 _Static_assert(SMCR_CDC_MSG_LEN % 4 == 0, "CDC mailbox copies 32-bit words");
 
@@ -135,7 +137,9 @@ struct shm_ctrl {
 	uint32_t ring_size; /* set by the owner, informational */
 	_Atomic uint32_t sleeping; /* owner: blocked in a wait (peer: do not spin) */
 	_Atomic uint32_t cpu;      /* owner: the CPU it last ran on, + 1 (0: unknown) */
-	uint8_t pad0[48];
+	_Atomic uint32_t features; /* owner: SHM_FEAT_* it understands (0 in older versions) */
+	_Atomic uint32_t tcp_tail; /* peer: 1 = the rest of its stream is on TCP (tcp_tail.c) */
+	uint8_t pad0[40];
 	_Atomic uint32_t armed; /* owner: 1 = ring me; peer: swaps to 0, then rings */
 	uint8_t pad1[60];
 	_Atomic uint32_t seq;   /* mailbox seqlock: odd while the peer writes */
@@ -965,6 +969,8 @@ static int own_region(struct smcr_xconn *xc, struct shm_peer *peer)
 	xc->own_ctrl = (struct shm_ctrl *)(void *)xc->own->base;
 	xc->own_ctrl->magic = SHM_MAGIC;
 	xc->own_ctrl->ring_size = xc->own->ring_size;
+	atomic_store_explicit(&xc->own_ctrl->tcp_tail, 0, memory_order_relaxed);
+	atomic_store_explicit(&xc->own_ctrl->features, SHM_FEAT_TCP_TAIL, memory_order_relaxed);
 	/* Armed from the start: `armed == 0` then always means "the peer rang". */
 	atomic_store_explicit(&xc->own_ctrl->armed, 1, memory_order_release);
 	return 0;
@@ -1529,6 +1535,14 @@ static int shm_write_peer(struct smcr_xconn *xc, uint32_t offset, const void *sr
 	return 0;
 }
 
+static int shm_read_peer(const struct smcr_xconn *xc, uint32_t offset, void *dst, uint32_t len)
+{
+	if (offset > xc->peer_ring_size || len > xc->peer_ring_size - offset)
+		return -EINVAL;
+	memcpy(dst, xc->peer_base + SHM_CTRL_LEN + offset, len);
+	return 0;
+}
+
 /* Our own "still ready" signal: an eventfd nobody else holds. */
 static void signal_self(struct smcr_xconn *xc)
 {
@@ -1807,6 +1821,48 @@ static bool shm_settle_lazy(struct smcr_xconn *xc)
 	return look_again;
 }
 
+/* ---- the rest of the stream on TCP (tcp_tail.c) ---- */
+
+/*
+ * The TCP socket joins the readiness fd: its data and hang-up wake our
+ * waiters.  The peer link leaves it: once either side is on TCP, the peer's
+ * last rings and its hang-up are news for nobody (and a hang-up would keep
+ * the fd readable for ever).
+ */
+static int shm_watch_tcp(struct smcr_xconn *xc, int tcp_fd, bool out)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | (out ? EPOLLOUT : 0) };
+
+	(void)smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_DEL, xc->unix_fd, &ev);
+	ev.data.fd = tcp_fd;
+	if (smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_MOD, tcp_fd, &ev) == 0)
+		return 0;
+	if (errno != ENOENT)
+		return -errno;
+	return smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, tcp_fd, &ev) < 0 ? -errno : 0;
+}
+
+/*
+ * We go on over TCP: the peer is told after our last CDC (it takes that
+ * first, so it knows our final cursors), and woken whether or not it is
+ * armed: the flag is news its next wake-up must see.
+ */
+static int shm_continue_on_tcp(struct smcr_xconn *xc, int tcp_fd)
+{
+	if (!(atomic_load_explicit(&xc->peer_ctrl->features, memory_order_relaxed) &
+	      SHM_FEAT_TCP_TAIL))
+		return -ENOTSUP;
+	atomic_store_explicit(&xc->peer_ctrl->tcp_tail, 1, memory_order_seq_cst);
+	atomic_store_explicit(&xc->peer_ctrl->armed, 0, memory_order_seq_cst);
+	ring_peer(xc);
+	return shm_watch_tcp(xc, tcp_fd, false);
+}
+
+static bool shm_peer_on_tcp(const struct smcr_xconn *xc)
+{
+	return atomic_load_explicit(&xc->own_ctrl->tcp_tail, memory_order_acquire) != 0;
+}
+
 /* ---- optional bounded spin (benchmarks.md §2: only while the peer runs) ---- */
 
 static bool shm_ctrl_pending(const struct smcr_xconn *xc)
@@ -1904,6 +1960,10 @@ const struct smcr_transport_ops smcr_shm_ops = {
 	.tokens = shm_tokens,
 	.ring = shm_ring,
 	.write_peer = shm_write_peer,
+	.read_peer = shm_read_peer,
+	.continue_on_tcp = shm_continue_on_tcp,
+	.peer_on_tcp = shm_peer_on_tcp,
+	.watch_tcp = shm_watch_tcp,
 	.send_ctrl = shm_send_ctrl,
 	.recv_ctrl = shm_recv_ctrl,
 	.peer_gone = shm_peer_gone,

@@ -111,6 +111,20 @@ struct smcr_transport_ops {
 	int (*write_peer)(struct smcr_xconn *xc, uint32_t offset, const void *src, uint32_t len);
 
 	/*
+	 * Optional (NULL: never), the rest of a stream on TCP (tcp_tail.c):
+	 * read_peer() reads back what we wrote into the peer's ring;
+	 * continue_on_tcp() tells the peer, after our last CDC, that we go on
+	 * over TCP (-ENOTSUP: the peer would not understand), and makes the
+	 * readiness fd follow the TCP socket; peer_on_tcp() says whether the
+	 * peer told us so; watch_tcp() makes the readiness fd follow the TCP
+	 * socket's input (and output, `out`).
+	 */
+	int (*read_peer)(const struct smcr_xconn *xc, uint32_t offset, void *dst, uint32_t len);
+	int (*continue_on_tcp)(struct smcr_xconn *xc, int tcp_fd);
+	bool (*peer_on_tcp)(const struct smcr_xconn *xc);
+	int (*watch_tcp)(struct smcr_xconn *xc, int tcp_fd, bool out);
+
+	/*
 	 * Post one 44-byte control message (CDC) to the peer and ring its
 	 * doorbell.  0, -errno; -EAGAIN (verbs) nothing posted because the
 	 * connection moved to another link: failover() says so, resend first.

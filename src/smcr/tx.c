@@ -87,6 +87,10 @@ ssize_t smcr_sock_sendv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 		int rc;
 
 		smcr_conn_progress_io(s);
+		if ((s->tcp_tail || s->went_tcp) && !s->shut_wr) {
+			ret = smcr_tail_send(s, iov, iovcnt, sent, flags);
+			break;
+		}
 		rc = tx_refusal(s);
 		if (rc) {
 			ret = sent ? (ssize_t)sent : rc;

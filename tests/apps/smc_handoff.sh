@@ -13,9 +13,9 @@
 #  - into static_cat, or over SCM_RIGHTS: plain TCP, reason HANDOFF in both
 #    logs and in the server's published stats (the Proposal was declined
 #    before the socket left);
-#  - an SMC connection passed over SCM_RIGHTS: reset, visibly (the worker and
-#    the client both see an error at once, the server's log says why), never
-#    a connection that silently carries nothing;
+#  - an SMC connection (its first bytes echoed by the server) whose socket then
+#    goes to a child program or over SCM_RIGHTS: both ends go on over TCP
+#    from there, every byte intact (both logs say so);
 # and with only one end under smc_run, every case is plain TCP and intact.
 source "$(dirname -- "${BASH_SOURCE[0]}")/smc_lib.sh"
 static_cat=${SMCR_TEST_STATIC_CAT:-}
@@ -29,6 +29,8 @@ cat >"$work/server.py" <<'PY'
 #   spawn: posix_spawnp(PROG) with file actions dup2ing the connection onto 0/1
 #   pass: the connection goes over SCM_RIGHTS to a worker that echoes it
 #   pass_smc: the first 4 bytes are read here (the handshake runs), then it is passed
+#   smc_popen, smc_fork, smc_spawn: the first 4 bytes are read and echoed here (an SMC
+#     connection by then), then the child program gets the rest, as a CGI program does
 import os, socket, subprocess, sys
 how, port, prog = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 ls = socket.socket()
@@ -57,16 +59,20 @@ if how.startswith("pass"):
     theirs.close()
 while True:
     conn, _ = ls.accept()
-    if how == "popen":
+    child = how
+    if how.startswith("smc_"):
+        conn.sendall(conn.recv(4, socket.MSG_WAITALL))
+        child = how[4:]
+    if child == "popen":
         subprocess.Popen(prog, stdin=conn, stdout=conn).wait()
-    elif how == "fork":
+    elif child == "fork":
         pid = os.fork()
         if pid == 0:
             os.dup2(conn.fileno(), 0)
             os.dup2(conn.fileno(), 1)
             os.execvp(prog[0], prog)
         os.waitpid(pid, 0)
-    elif how == "spawn":
+    elif child == "spawn":
         dup = [(os.POSIX_SPAWN_DUP2, conn.fileno(), 0), (os.POSIX_SPAWN_DUP2, conn.fileno(), 1)]
         pid = os.posix_spawnp(prog[0], prog, os.environ, file_actions=dup)
         os.waitpid(pid, 0)
@@ -124,15 +130,28 @@ serve smcr smcr spawn-cat spawn cat;              intact spawn-cat;    smc_both 
 serve smcr smcr spawn-static spawn "$static_cat"; intact spawn-static; handoff_both spawn-static
 serve smcr smcr pass pass;                        intact pass;         handoff_both pass
 
-# An SMC connection passed over SCM_RIGHTS: ended visibly at both ends.
-serve smcr smcr pass-smc pass_smc
-grep -q '^error: ' "$work/pass-smc-client.smcr.out" ||
-    fail "pass-smc: the client did not see its connection end: $(cat "$work/pass-smc-client.smcr.out")"
-grep -q 'passed to another process over SCM_RIGHTS' "$work/pass-smc-server.smcr.err" ||
-    fail "pass-smc: the server's log does not say why the connection was reset"
-grep -q 'worker: connection error' "$work/pass-smc-server.smcr.err" ||
-    fail "pass-smc: the worker did not see the reset"
-log "pass-smc: an SMC connection passed over SCM_RIGHTS was reset at both ends, and the log says why"
+# went_on_tcp NAME: an SMC connection whose socket left for a child program or another
+# process went on over TCP at both ends (their logs say so), every byte intact.
+went_on_tcp() {
+    smc_both "$1"
+    grep -q 'this end goes on over TCP' "$work/$1-server.smcr.err" ||
+        fail "$1: the server's log does not say that its end went on over TCP"
+    grep -q 'the peer goes on over TCP' "$work/$1-client.smcr.err" ||
+        fail "$1: the client's log does not say that it followed its peer onto TCP"
+    log "$1: SMC first, then both ends went on over TCP"
+}
+
+# SMC connections whose socket then leaves: to a child program (as a CGI program's stdin and
+# stdout, with smcr in it or not) or to another process over SCM_RIGHTS.
+for how in "smc_popen cat" "smc_fork cat" "smc_spawn cat" "smc_popen $static_cat" "pass_smc"; do
+    name=${how%% *}
+    [[ $how == *static_cat ]] && name=$name-static
+    name=${name//_/-}
+    # shellcheck disable=SC2086
+    serve smcr smcr "$name" $how
+    intact "$name"
+    went_on_tcp "$name"
+done
 
 # Only one end under smc_run: plain TCP, intact.
 for pair in "smcr plain" "plain smcr"; do
