@@ -55,6 +55,8 @@
 struct noted {
 	ino_t ino;
 	struct smcr_fd_entry *entry;
+	int fd;      /* the parent's */
+	bool leaves; /* an SMC connection the child's exec takes along: on TCP from now */
 };
 
 /* Per thread: the vfork child runs on its parent thread's TLS. */
@@ -113,7 +115,7 @@ void smcr_handoff_note_vfork(void)
 
 		if (e && (unsettled_accepted(e) || smcr_smc_entry_is_conn(e)) &&
 		    socket_inode((int)fd, &ino))
-			vfork_noted[vfork_n_noted++] = (struct noted){ ino, e };
+			vfork_noted[vfork_n_noted++] = (struct noted){ ino, e, (int)fd, false };
 	}
 	if (vfork_n_noted) {
 		smcr_guard_enter();
@@ -160,7 +162,13 @@ static void hand_over(struct smcr_handoff *h, int fd, struct smcr_fd_entry *e, b
 	}
 }
 
-/* A vfork child's own fds that are the parent's unsettled connections. */
+/*
+ * A vfork child's own fds that are the parent's unsettled connections, or
+ * its SMC connections.  These go on over TCP, but not from here: the child
+ * may have closed the engine's fds already (python's close_fds does, between
+ * vfork and exec), so the parent does it (smcr_handoff_after_vfork) before
+ * it returns from vfork, once the exec has succeeded.
+ */
 static void hand_over_vfork(struct smcr_handoff *h, bool keeps_smcr)
 {
 	for (unsigned fd = 0; fd < VFORK_SCAN_FDS && vfork_n_noted; fd++) {
@@ -168,9 +176,42 @@ static void hand_over_vfork(struct smcr_handoff *h, bool keeps_smcr)
 
 		if (!survives_exec((int)fd) || !socket_inode((int)fd, &ino))
 			continue;
-		for (unsigned i = 0; i < vfork_n_noted; i++)
-			if (vfork_noted[i].ino == ino)
+		for (unsigned i = 0; i < vfork_n_noted; i++) {
+			if (vfork_noted[i].ino != ino)
+				continue;
+			if (smcr_smc_entry_is_conn(vfork_noted[i].entry))
+				vfork_noted[i].leaves = true;
+			else
 				hand_over(h, (int)fd, vfork_noted[i].entry, keeps_smcr);
+		}
+	}
+}
+
+void smcr_handoff_exec_failed(void)
+{
+	if (smcr_preload_table_writable())
+		return;
+	for (unsigned i = 0; i < vfork_n_noted; i++)
+		vfork_noted[i].leaves = false;
+}
+
+void smcr_handoff_after_vfork(void)
+{
+	unsigned n = vfork_n_noted;
+
+	vfork_n_noted = 0;
+	for (unsigned i = 0; i < n; i++) {
+		struct smcr_fd_entry *e;
+
+		if (!vfork_noted[i].leaves)
+			continue;
+		/* still the connection noted (another thread may have closed the fd since) */
+		e = smcr_fdtab_get(vfork_noted[i].fd);
+		if (e == vfork_noted[i].entry)
+			smcr_smc_continue_on_tcp(vfork_noted[i].fd, e,
+						 "exec of a program that inherits it");
+		if (e)
+			smcr_fdtab_put(e);
 	}
 }
 

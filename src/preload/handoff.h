@@ -47,6 +47,10 @@ bool smcr_handoff_env_keeps(char *const envp[]);
 
 /* vfork is about to run (the parent): note what its child's exec must find. */
 void smcr_handoff_note_vfork(void);
+/* The vfork child's exec failed (it may try another file, or exit). */
+void smcr_handoff_exec_failed(void);
+/* The parent again (vfork.S): what the child's exec left for it to do. */
+void smcr_handoff_after_vfork(void);
 
 /* wrap_exec.c's lock of recorded spawn file actions, for init.c's fork handler. */
 void smcr_spawn_fork_prepare(void);

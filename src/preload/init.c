@@ -8,6 +8,7 @@
  * constructor), parses the configuration, decides whether to act at all,
  * maps the fd table and registers the fork handlers.
  */
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -260,6 +261,18 @@ smcr_vfork_fn *smcr_vfork_prepare(void)
 	smcr_handoff_note_vfork();
 	smcr_vfork_parent = getpid();
 	return smcr_real.vfork ? smcr_real.vfork : smcr_real.fork;
+}
+
+__thread void *smcr_vfork_ret __attribute__((tls_model("initial-exec")));
+
+void smcr_vfork_parent_resume(pid_t child)
+{
+	int saved = errno;
+
+	(void)child;
+	smcr_vfork_parent = 0;
+	smcr_handoff_after_vfork();
+	errno = saved;
 }
 
 #if !defined(__x86_64__)

@@ -73,9 +73,16 @@ static inline bool smcr_preload_divert(int fd)
 extern __thread pid_t smcr_vfork_parent __attribute__((tls_model("initial-exec")));
 bool smcr_preload_in_vfork_child(void);
 
-/* vfork.S calls this, then jumps to the function it returns (libc's vfork). */
+/*
+ * vfork.S calls smcr_vfork_prepare, then jumps to the function it returns
+ * (libc's vfork) with the program's return address kept in smcr_vfork_ret;
+ * the parent, once the child has exec'd or exited, calls
+ * smcr_vfork_parent_resume(child's pid) before it returns to the program.
+ */
 typedef pid_t smcr_vfork_fn(void);
 smcr_vfork_fn *smcr_vfork_prepare(void);
+extern __thread void *smcr_vfork_ret __attribute__((tls_model("initial-exec")));
+void smcr_vfork_parent_resume(pid_t child);
 
 /* May this call change the fd table? Yes, except inside a vfork child. */
 static inline bool smcr_preload_table_writable(void)

@@ -1088,20 +1088,26 @@ void smcr_smc_continue_on_tcp(int fd, struct smcr_fd_entry *e, const char *why)
 {
 	struct smcr_sock *s = smcr_smc_sock_of(e);
 	char name[SMCR_CONN_NAME_MAX] = "";
-	int saved = errno;
+	int saved = errno, rc;
 
 	if (!s || e->engine_fd < 0)
 		return;
 	smcr_guard_enter();
-	if (smcr_sock_continue_on_tcp(s) == 0) {
+	rc = smcr_sock_continue_on_tcp(s);
+	if (rc == 0) {
 		smcr_dbg("fd %d: goes on over TCP: %s", fd, why);
 	} else {
 		/* named while it still has a peer */
 		if (smcr_log_enabled(SMCR_LOG_WARN))
-			smcr_conn_name(e->engine_fd, name, sizeof(name));
-		if (tcp_reset(e->engine_fd))
-			smcr_warn("fd %d: SMC connection reset: %s, and it cannot go on over TCP;"
-				  " %s", fd, why, name);
+			smcr_conn_name(fd, name, sizeof(name));
+		/* fd, not the engine's copy: a forked child may have closed that */
+		if (tcp_reset(fd))
+			smcr_warn("fd %d: SMC connection reset: %s, and it cannot go on over TCP"
+				  " (%s); %s", fd, why,
+				  rc == -ENOTSUP ? "the transport or the peer cannot"
+				  : rc == -EBADF ? "this process closed the library's own fds"
+						 : strerror(-rc),
+				  name);
 	}
 	smcr_guard_leave();
 	errno = saved;

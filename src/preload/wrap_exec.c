@@ -254,13 +254,18 @@ static int exec_common(enum exec_how how, const char *name, int fd, char *const 
 		var = smcr_handoff_before_exec(&h, env != MAP_FAILED);
 		smcr_smc_before_exec();
 	}
-	if (env == MAP_FAILED)
-		return real_exec(how, name, fd, argv, envp);
-	if (var)
-		env_with(envp, n, var, env);
-	rc = real_exec(how, name, fd, argv, var ? env : envp);
+	if (env == MAP_FAILED) {
+		rc = real_exec(how, name, fd, argv, envp);
+	} else {
+		if (var)
+			env_with(envp, n, var, env);
+		rc = real_exec(how, name, fd, argv, var ? env : envp);
+	}
 	err = errno;
-	munmap(env, len);
+	if (env != MAP_FAILED)
+		munmap(env, len);
+	if (prog)
+		smcr_handoff_exec_failed();
 	errno = err;
 	return rc;
 }

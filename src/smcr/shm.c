@@ -1849,13 +1849,25 @@ static int shm_watch_tcp(struct smcr_xconn *xc, int tcp_fd, bool out)
  */
 static int shm_continue_on_tcp(struct smcr_xconn *xc, int tcp_fd)
 {
+	int rc;
+
 	if (!(atomic_load_explicit(&xc->peer_ctrl->features, memory_order_relaxed) &
 	      SHM_FEAT_TCP_TAIL))
 		return -ENOTSUP;
+	/*
+	 * Our fds first: a forked child may have closed them (a mass close
+	 * before exec), and then it cannot wake the peer either: the caller
+	 * resets the connection instead of leaving the peer asleep on a flag.
+	 */
+	rc = shm_watch_tcp(xc, tcp_fd, false);
+	if (rc < 0)
+		return rc;
+	if (smcr_libc.fcntl(xc->unix_fd, F_GETFD) < 0)
+		return -errno;
 	atomic_store_explicit(&xc->peer_ctrl->tcp_tail, 1, memory_order_seq_cst);
 	atomic_store_explicit(&xc->peer_ctrl->armed, 0, memory_order_seq_cst);
 	ring_peer(xc);
-	return shm_watch_tcp(xc, tcp_fd, false);
+	return 0;
 }
 
 static bool shm_peer_on_tcp(const struct smcr_xconn *xc)
