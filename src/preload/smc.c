@@ -1114,6 +1114,34 @@ void smcr_smc_continue_on_tcp(int fd, struct smcr_fd_entry *e, const char *why)
 }
 
 /*
+ * A mass close (a forked child's before exec, a daemon's) takes the
+ * library's own fds of an SMC connection along, while the process keeps the
+ * connection through an fd outside the range (dup2'd onto 0 and 1): without
+ * them the connection cannot run over SMC here, nor could its exec wake the
+ * peer later.  So it goes on over TCP now, while the doorbell still rings.
+ * The engine's fds sit together at SMCR_ENGINE_FD_FLOOR and above; the TCP
+ * socket's copy among them stands for all.
+ */
+void smcr_smc_before_close_range(unsigned first, unsigned last)
+{
+	if (!smcr_smc_enabled || last < SMCR_ENGINE_FD_FLOOR)
+		return;
+	for (unsigned fd = 0, high = smcr_fdtab_high(); fd < high; fd++) {
+		struct smcr_fd_entry *e;
+
+		if (fd >= first && fd <= last)
+			continue;
+		e = smcr_fdtab_get((int)fd);
+		if (!e)
+			continue;
+		if (e->engine_fd >= 0 && (unsigned)e->engine_fd >= first &&
+		    (unsigned)e->engine_fd <= last && smcr_smc_entry_is_conn(e))
+			smcr_smc_continue_on_tcp((int)fd, e, "the process closes the library's fds");
+		smcr_fdtab_put(e);
+	}
+}
+
+/*
  * exec (wrap_exec.c): an SMC connection's rings cannot cross it.  One whose
  * socket the new image inherits (an fd that is not close-on-exec) goes on
  * over TCP (smcr_smc_continue_on_tcp): a CGI program writes its answer into

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "preload/preload.h"
+#include "preload/smc.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1u << 2)
@@ -67,8 +68,11 @@ SMCR_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 	smcr_preload_enter();
 	SMCR_REAL_OR_ENOSYS(close_range);
 	/* CLOSE_RANGE_CLOEXEC only marks the fds; nothing is closed yet. */
-	if (!((unsigned)flags & CLOSE_RANGE_CLOEXEC) && first <= last)
-		smcr_preload_forget_range(first, last);
+	if (!((unsigned)flags & CLOSE_RANGE_CLOEXEC) && first <= last &&
+	    smcr_preload_table_writable()) {
+		smcr_smc_before_close_range(first, last);
+		smcr_fdtab_forget_range(first, last);
+	}
 	return smcr_real.close_range(first, last, flags);
 }
 
@@ -77,8 +81,10 @@ SMCR_EXPORT void closefrom(int lowfd)
 	smcr_preload_enter();
 	if (!smcr_real.closefrom)
 		return;
-	if (lowfd >= 0)
-		smcr_preload_forget_range((unsigned)lowfd, UINT_MAX);
+	if (lowfd >= 0 && smcr_preload_table_writable()) {
+		smcr_smc_before_close_range((unsigned)lowfd, UINT_MAX);
+		smcr_fdtab_forget_range((unsigned)lowfd, UINT_MAX);
+	}
 	smcr_real.closefrom(lowfd);
 }
 

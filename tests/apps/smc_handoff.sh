@@ -29,8 +29,9 @@ cat >"$work/server.py" <<'PY'
 #   spawn: posix_spawnp(PROG) with file actions dup2ing the connection onto 0/1
 #   pass: the connection goes over SCM_RIGHTS to a worker that echoes it
 #   pass_smc: the first 4 bytes are read here (the handshake runs), then it is passed
-#   smc_popen, smc_fork, smc_spawn: the first 4 bytes are read and echoed here (an SMC
-#     connection by then), then the child program gets the rest, as a CGI program does
+#   smc_popen, smc_popenfork, smc_fork, smc_spawn: the first 4 bytes are read and echoed
+#     here (an SMC connection by then), then the child program gets the rest, as a CGI
+#     program does
 import os, socket, subprocess, sys
 how, port, prog = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 ls = socket.socket()
@@ -65,6 +66,10 @@ while True:
         child = how[4:]
     if child == "popen":
         subprocess.Popen(prog, stdin=conn, stdout=conn).wait()
+    elif child == "popenfork":
+        # a preexec_fn makes subprocess fork (not vfork); close_fds then closes
+        # every fd from 3 up in the child, the library's own among them
+        subprocess.Popen(prog, stdin=conn, stdout=conn, preexec_fn=lambda: None).wait()
     elif child == "fork":
         pid = os.fork()
         if pid == 0:
@@ -143,7 +148,7 @@ went_on_tcp() {
 
 # SMC connections whose socket then leaves: to a child program (as a CGI program's stdin and
 # stdout, with smcr in it or not) or to another process over SCM_RIGHTS.
-for how in "smc_popen cat" "smc_fork cat" "smc_spawn cat" "smc_popen $static_cat" "pass_smc"; do
+for how in "smc_popen cat" "smc_popenfork cat" "smc_fork cat" "smc_spawn cat" "smc_popen $static_cat" "pass_smc"; do
     name=${how%% *}
     [[ $how == *static_cat ]] && name=$name-static
     name=${name//_/-}
