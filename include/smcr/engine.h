@@ -186,6 +186,13 @@ struct smcr_sock_opts {
  */
 int smcr_listener_register(int listen_fd, struct smcr_listener **out);
 void smcr_listener_unregister(struct smcr_listener *l);
+/*
+ * The listener's socket goes to a program that will not run smcr (exec,
+ * spawn): no local client may propose to it any more, whichever process
+ * holds the registration (every process it followed by fork), and its
+ * SYN-ACKs stop announcing SMC.  Keeps errno.
+ */
+void smcr_listener_revoke(struct smcr_listener *l, int listen_fd);
 
 /*
  * A listener may soon take SMC-R Proposals: the transport's one-time set-up

@@ -113,7 +113,7 @@ void smcr_handoff_note_vfork(void)
 		struct smcr_fd_entry *e = smcr_fdtab_peek((int)fd);
 		ino_t ino;
 
-		if (e && (unsettled_accepted(e) || smcr_smc_entry_is_conn(e)) &&
+		if (e && (unsettled_accepted(e) || registered_listener(e) || smcr_smc_entry_is_conn(e)) &&
 		    socket_inode((int)fd, &ino))
 			vfork_noted[vfork_n_noted++] = (struct noted){ ino, e, (int)fd, false };
 	}
@@ -156,9 +156,12 @@ static void hand_over(struct smcr_handoff *h, int fd, struct smcr_fd_entry *e, b
 		}
 		smcr_smc_settle_for_handoff(fd, e, keeps_smcr ? "too many sockets to hand over"
 							      : "exec of a program without smcr");
-	} else if (registered_listener(e) && keeps_smcr && socket_inode(fd, &ino) &&
-		   append(h, fd, ino, "l")) {
-		smcr_dbg("fd %d: listener handed over to the new program image", fd);
+	} else if (registered_listener(e)) {
+		if (keeps_smcr && socket_inode(fd, &ino) && append(h, fd, ino, "l"))
+			smcr_dbg("fd %d: listener handed over to the new program image", fd);
+		else
+			smcr_smc_revoke_listener(fd, e, keeps_smcr ? "too many sockets to hand over"
+								   : "exec of a program without smcr");
 	}
 }
 
@@ -179,10 +182,12 @@ static void hand_over_vfork(struct smcr_handoff *h, bool keeps_smcr)
 		for (unsigned i = 0; i < vfork_n_noted; i++) {
 			if (vfork_noted[i].ino != ino)
 				continue;
-			if (smcr_smc_entry_is_conn(vfork_noted[i].entry))
+			struct smcr_fd_entry *e = vfork_noted[i].entry;
+
+			if (smcr_smc_entry_is_conn(e) || (registered_listener(e) && !keeps_smcr))
 				vfork_noted[i].leaves = true;
 			else
-				hand_over(h, (int)fd, vfork_noted[i].entry, keeps_smcr);
+				hand_over(h, (int)fd, e, keeps_smcr);
 		}
 	}
 }
@@ -205,9 +210,12 @@ void smcr_handoff_after_vfork(void)
 
 		if (!vfork_noted[i].leaves)
 			continue;
-		/* still the connection noted (another thread may have closed the fd since) */
+		/* still the socket noted (another thread may have closed the fd since) */
 		e = smcr_fdtab_get(vfork_noted[i].fd);
-		if (e == vfork_noted[i].entry)
+		if (e == vfork_noted[i].entry && registered_listener(e))
+			smcr_smc_revoke_listener(vfork_noted[i].fd, e,
+						 "exec of a program without smcr");
+		else if (e == vfork_noted[i].entry)
 			smcr_smc_continue_on_tcp(vfork_noted[i].fd, e,
 						 "exec of a program that inherits it");
 		if (e)
@@ -278,6 +286,9 @@ static void spawn_hand_over(struct smcr_handoff *h, int fd, struct smcr_fd_entry
 	else if (crosses && accepted)
 		smcr_smc_settle_for_handoff(fd, e, keeps_smcr ? "too many sockets to hand over"
 							      : "spawn of a program without smcr");
+	else if (crosses)
+		smcr_smc_revoke_listener(fd, e, keeps_smcr ? "too many sockets to hand over"
+							   : "spawn of a program without smcr");
 }
 
 const char *smcr_handoff_before_spawn(struct smcr_handoff *h, bool keeps_smcr,

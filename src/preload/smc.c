@@ -1028,6 +1028,19 @@ void smcr_smc_settle_for_handoff(int fd, struct smcr_fd_entry *e, const char *wh
 	settle_unread(fd, e, SMCR_CLC_DECL_HANDOFF, why);
 }
 
+void smcr_smc_revoke_listener(int fd, struct smcr_fd_entry *e, const char *why)
+{
+	struct listener_reg *r = e->listener;
+
+	if (!r)
+		return;
+	smcr_guard_enter();
+	smcr_listener_revoke(r->l, fd);
+	smcr_guard_leave();
+	smcr_info("fd %d: listener on port %u no longer served by smcr: %s", fd,
+		  (unsigned)r->port, why);
+}
+
 bool smcr_smc_entry_is_conn(struct smcr_fd_entry *e)
 {
 	return smcr_smc_sock_of(e) != NULL;

@@ -48,6 +48,8 @@ void smcr_smc_before_exec(void);
  * or this process (SCM_RIGHTS): a Proposal is declined first (reason HANDOFF).
  */
 void smcr_smc_settle_for_handoff(int fd, struct smcr_fd_entry *e, const char *why);
+/* A registered listener goes to a program without smcr (`why`): nobody may propose to it. */
+void smcr_smc_revoke_listener(int fd, struct smcr_fd_entry *e, const char *why);
 /* Is the entry an SMC connection this process runs? */
 bool smcr_smc_entry_is_conn(struct smcr_fd_entry *e);
 

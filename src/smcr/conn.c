@@ -867,6 +867,13 @@ int smcr_listener_register(int listen_fd, struct smcr_listener **out)
 	return 0;
 }
 
+void smcr_listener_revoke(struct smcr_listener *l, int listen_fd)
+{
+	if (l)
+		smcr_registry_revoke(&l->reg);
+	smcr_tcpopt_unserve(listen_fd);
+}
+
 void smcr_listener_unregister(struct smcr_listener *l)
 {
 	if (!l)

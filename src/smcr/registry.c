@@ -30,6 +30,11 @@
  * failing with ECONNREFUSED says "not registered" for the price of two system
  * calls, before any diag dump (a squatted probe name only costs the dump).
  *
+ * A registration is revoked by shutting its socket down (smcr_registry_revoke):
+ * the listener went to a program without smcr while processes that still
+ * hold the registration (it followed fork) live on.  The diag dump reports a
+ * socket's shutdown state, and a shut-down name is not a registration.
+ *
  * Not checked: that the registry socket and the TCP listener are held by the
  * same process (unix_diag carries no pid; scanning /proc per connect is too
  * costly).  That would only separate processes of the same user.
@@ -185,13 +190,23 @@ struct unix_owner_query {
 	unsigned hits; /* a name is bound once per netns; more would be a surprise */
 };
 
+/*
+ * Shut down: revoked (smcr_registry_revoke()), the listener went to a
+ * program without smcr.  The kernel reports it with every unix socket.
+ */
+static bool unix_diag_revoked(const struct rtattr *a)
+{
+	return a->rta_type == UNIX_DIAG_SHUTDOWN && RTA_PAYLOAD(a) >= 1 &&
+	       *(const uint8_t *)RTA_DATA(a) != 0;
+}
+
 static void unix_owner_visit(const struct nlmsghdr *nh, void *ctx)
 {
 	struct unix_owner_query *q = ctx;
 	const struct unix_diag_msg *m = NLMSG_DATA(nh);
 	size_t len = nh->nlmsg_len;
 	const struct rtattr *a;
-	bool named = false;
+	bool named = false, revoked = false;
 	uint32_t uid = NO_UID;
 	size_t alen;
 
@@ -208,11 +223,13 @@ static void unix_owner_visit(const struct nlmsghdr *nh, void *ctx)
 				memcmp(p + 1, q->name, q->name_len) == 0;
 		else if (a->rta_type == UNIX_DIAG_UID && plen >= sizeof(uint32_t))
 			memcpy(&uid, p, sizeof(uid));
+		else
+			revoked = revoked || unix_diag_revoked(a);
 	}
 	if (!named)
 		return;
 	q->hits++;
-	q->uid = q->hits == 1 ? uid : NO_UID;
+	q->uid = q->hits == 1 && !revoked ? uid : NO_UID;
 }
 
 static int diag_socket(void)
@@ -518,6 +535,15 @@ int smcr_registry_add(int listen_fd, uint16_t port, struct smcr_registration *ou
 	fd = bind_registry_name(ns, SOCK_DGRAM, port);
 	out->probe_fd = fd >= 0 ? fd : -1;
 	return 0;
+}
+
+void smcr_registry_revoke(const struct smcr_registration *r)
+{
+	int saved = errno;
+
+	if (r->owner_fd >= 0)
+		smcr_libc.shutdown(r->owner_fd, SHUT_RDWR);
+	errno = saved;
 }
 
 void smcr_registry_remove(struct smcr_registration *r)

@@ -25,6 +25,12 @@ struct smcr_registration {
  */
 int smcr_registry_add(int listen_fd, uint16_t port, struct smcr_registration *out);
 void smcr_registry_remove(struct smcr_registration *r);
+/*
+ * No client may believe the registration any more, whoever holds it: the
+ * name's socket is one socket for every process it followed by fork, and a
+ * shut-down one is not a registration (smcr_registry_vouches()).
+ */
+void smcr_registry_revoke(const struct smcr_registration *r);
 
 /*
  * May a client propose SMC on `tcp_fd`, connected to the local address
