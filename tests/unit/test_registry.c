@@ -209,6 +209,45 @@ static void test_own_registration_believed(void **state)
 	}
 }
 
+/*
+ * The listener goes to a program without smcr while a forked holder of the
+ * registration lives on (nginx's old master during a binary upgrade): the
+ * revocation by one process holds for every holder's copy.
+ */
+static void test_revoked_registration_not_believed(void **state)
+{
+	struct smcr_listener *l = NULL;
+	uint16_t port;
+	int lfd = tcp_listener("127.0.0.1", 0, &port), go[2], done[2];
+	pid_t child;
+	char c = 0;
+
+	(void)state;
+	assert_true(lfd >= 0);
+	assert_int_equal(smcr_listener_register(lfd, &l), 0);
+	assert_true(peer_registered("127.0.0.1", port));
+	assert_int_equal(pipe(go), 0);
+	assert_int_equal(pipe(done), 0);
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		/* the holder that keeps its copy of the registration, untouched */
+		_exit(read(go[0], &c, 1) == 1 && write(done[1], &c, 1) == 1 ? 0 : 1);
+	}
+	smcr_listener_revoke(l, lfd);
+	assert_false(peer_registered("127.0.0.1", port));
+	assert_int_equal(write(go[1], &c, 1), 1);
+	assert_int_equal(read(done[0], &c, 1), 1);
+	assert_false(peer_registered("127.0.0.1", port));
+	waitpid(child, NULL, 0);
+	smcr_listener_unregister(l);
+	close(lfd);
+	close(go[0]);
+	close(go[1]);
+	close(done[0]);
+	close(done[1]);
+}
+
 /* The hole: uid 65534 registers the port of root's plain TCP server. */
 static void test_foreign_registrant_not_believed(void **state)
 {
@@ -285,6 +324,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_own_registration_believed),
+		cmocka_unit_test(test_revoked_registration_not_believed),
 		cmocka_unit_test(test_foreign_registrant_not_believed),
 		cmocka_unit_test(test_squatted_name_stays_tcp),
 		cmocka_unit_test(test_other_users_real_server_believed),
