@@ -187,6 +187,12 @@ struct smcr_sock_opts {
 int smcr_listener_register(int listen_fd, struct smcr_listener **out);
 void smcr_listener_unregister(struct smcr_listener *l);
 /*
+ * A listener registered while another process held the name (prefork, or a
+ * new nginx master while the old one lives) takes the name now if it is
+ * free: true if it did.  Nothing to do (false) once it holds it.  Keeps errno.
+ */
+bool smcr_listener_claim(struct smcr_listener *l);
+/*
  * The listener's socket goes to a program that will not run smcr (exec,
  * spawn): no local client may propose to it any more, whichever process
  * holds the registration (every process it followed by fork), and its

@@ -817,46 +817,69 @@ void smcr_smc_before_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	smcr_guard_leave();
 }
 
+/* Register the listener `fd` for SMC. */
+static void register_listener(int fd, struct smcr_fd_entry *e)
+{
+	struct smcr_listener *l = NULL;
+	int rc;
+
+	if (e->listener || !decision_lock(e))
+		return;
+	smcr_guard_enter();
+	if (!e->listener) {
+		struct listener_reg *r = calloc(1, sizeof(*r));
+
+		rc = r ? smcr_listener_register(fd, &l) : -ENOMEM;
+		if (rc == 0) {
+			uint16_t port = local_port(fd);
+
+			r->l = l;
+			r->port = port;
+			r->pid = smcr_smc_pid;
+			atomic_store(&r->refs, 1);
+			e->listener = r;
+			e->listen_port = port;
+			e->owner = smcr_smc_pid;
+			own_listener_set(port, smcr_smc_pid, true);
+			smcr_dbg("fd %d: listener on port %u registered for SMC", fd, port);
+			smcr_sock_listen_prepare();
+		} else {
+			free(r);
+			smcr_warn("fd %d: cannot register the listener for SMC: %s", fd,
+				  strerror(-rc));
+		}
+	}
+	smcr_guard_leave();
+	decision_unlock(e);
+}
+
 void smcr_smc_after_listen(int fd)
 {
 	struct smcr_fd_entry *e;
-	struct smcr_listener *l = NULL;
-	int rc;
 
 	if (!smcr_smc_enabled || !smcr_preload_table_writable())
 		return;
 	e = smcr_fdtab_get(fd);
 	if (!e)
 		return;
-	if (!e->listener && decision_lock(e)) {
-		smcr_guard_enter();
-		if (!e->listener) {
-			struct listener_reg *r = calloc(1, sizeof(*r));
-
-			rc = r ? smcr_listener_register(fd, &l) : -ENOMEM;
-			if (rc == 0) {
-				uint16_t port = local_port(fd);
-
-				r->l = l;
-				r->port = port;
-				r->pid = smcr_smc_pid;
-				atomic_store(&r->refs, 1);
-				e->listener = r;
-				e->listen_port = port;
-				e->owner = smcr_smc_pid;
-				own_listener_set(port, smcr_smc_pid, true);
-				smcr_dbg("fd %d: listener on port %u registered for SMC", fd, port);
-				smcr_sock_listen_prepare();
-			} else {
-				free(r);
-				smcr_warn("fd %d: cannot register the listener for SMC: %s", fd,
-					  strerror(-rc));
-			}
-		}
-		smcr_guard_leave();
-		decision_unlock(e);
-	}
+	register_listener(fd, e);
 	smcr_fdtab_put(e);
+}
+
+/*
+ * A listener registered while another process held the name (a new nginx
+ * master adopts its listeners while the old master's registration stands)
+ * tries to take the name when it accepts, at most once a second per
+ * process: once the other registrant has left, clients propose SMC again.
+ */
+static _Atomic int64_t listen_retry_due_ms;
+
+static bool listen_retry_due(void)
+{
+	int64_t now = smcr_now_ms();
+	int64_t due = atomic_load_explicit(&listen_retry_due_ms, memory_order_relaxed);
+
+	return now >= due && atomic_compare_exchange_strong(&listen_retry_due_ms, &due, now + 1000);
 }
 
 int smcr_smc_after_connect(int fd, int ret)
@@ -908,6 +931,15 @@ void smcr_smc_after_accept(int listen_fd, int fd)
 		return;
 	}
 	listener = smcr_fdtab_get(listen_fd);
+	if (listener && listener->listener && listen_retry_due()) {
+		struct listener_reg *r = listener->listener;
+
+		smcr_guard_enter();
+		if (smcr_listener_claim(r->l))
+			smcr_dbg("fd %d: listener on port %u took the registry name", listen_fd,
+				 (unsigned)r->port);
+		smcr_guard_leave();
+	}
 	if (e && smcr_tcpopt_peer(fd) == SMCR_TCPOPT_YES) {
 		add_flags(e, SMCR_FD_F_PEER_SMC);
 		smcr_dbg("fd %d: the client's SYN announced SMC (RFC 7609 option)", fd);

@@ -836,7 +836,8 @@ int smcr_sock_decline_late_proposal(int tcp_fd, uint32_t reason)
 /* ---- listener registry --------------------------------------------------------------- */
 
 struct smcr_listener {
-	struct smcr_registration reg;
+	struct smcr_registration reg; /* no fds: another process held the name */
+	uint16_t port;
 };
 
 int smcr_listener_register(int listen_fd, struct smcr_listener **out)
@@ -863,8 +864,20 @@ int smcr_listener_register(int listen_fd, struct smcr_listener **out)
 		return -ENOMEM;
 	}
 	l->reg = reg;
+	l->port = smcr_sockaddr_port(&ss);
 	*out = l;
 	return 0;
+}
+
+bool smcr_listener_claim(struct smcr_listener *l)
+{
+	int saved = errno;
+	bool claimed = false;
+
+	if (l && l->reg.owner_fd < 0)
+		claimed = smcr_registry_claim(l->port, &l->reg) == 0;
+	errno = saved;
+	return claimed;
 }
 
 void smcr_listener_revoke(struct smcr_listener *l, int listen_fd)

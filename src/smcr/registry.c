@@ -514,6 +514,16 @@ static void warn_if_squatted(int listen_fd, uint16_t port)
 
 int smcr_registry_add(int listen_fd, uint16_t port, struct smcr_registration *out)
 {
+	int rc = smcr_registry_claim(port, out);
+
+	/* Taken: by our own user (prefork, SO_REUSEPORT) or squatted by another. */
+	if (rc == -EADDRINUSE)
+		warn_if_squatted(listen_fd, port);
+	return rc;
+}
+
+int smcr_registry_claim(uint16_t port, struct smcr_registration *out)
+{
 	unsigned long long ns;
 	int fd;
 
@@ -521,12 +531,8 @@ int smcr_registry_add(int listen_fd, uint16_t port, struct smcr_registration *ou
 	ns = netns_inode();
 	/* Listening makes the name visible to the LISTEN-only diag dump; nobody connects. */
 	fd = bind_registry_name(ns, SOCK_SEQPACKET, port);
-	if (fd < 0) {
-		/* Taken: by our own user (prefork, SO_REUSEPORT) or squatted by another. */
-		if (fd == -EADDRINUSE)
-			warn_if_squatted(listen_fd, port);
+	if (fd < 0)
 		return fd;
-	}
 	out->owner_fd = fd;
 	/*
 	 * The probe name only answers "is anybody registered?" cheaply.  If it is

@@ -25,6 +25,8 @@ struct smcr_registration {
  */
 int smcr_registry_add(int listen_fd, uint16_t port, struct smcr_registration *out);
 void smcr_registry_remove(struct smcr_registration *r);
+/* smcr_registry_add() without a word about a name that is taken (a retry). */
+int smcr_registry_claim(uint16_t port, struct smcr_registration *out);
 /*
  * No client may believe the registration any more, whoever holds it: the
  * name's socket is one socket for every process it followed by fork, and a

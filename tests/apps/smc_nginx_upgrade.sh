@@ -11,10 +11,11 @@
 #    new workers, which would answer it with a 400), the log says the
 #    listener is no longer served by smcr;
 #  - keep: `env LD_PRELOAD;`: every request is answered intact;
-#  - keep-smc: as keep, and the new workers' connections are SMC once the old
-#    master has left (a known failure: the new master cannot register the
-#    listener while the old one still holds its registration, and does not
-#    try again, so its connections stay TCP, reason PEERNOSMC).
+#  - keep-smc: as keep, and the new workers' connections are SMC again once
+#    the old master has left (the registry name is free again, which the new
+#    workers notice when they accept, within a second), every connection after
+#    that too; before it, any fallback is PEERNOSMC (the client saw no
+#    registration: TCP, never a Proposal nobody reads).
 source "$(dirname -- "${BASH_SOURCE[0]}")/smc_lib.sh"
 need nginx
 [[ -n $PYTHON ]] || skip "python3 is not installed"
@@ -64,7 +65,7 @@ upgrade() {
     rm -f "$work/nginx.pid" "$work/nginx.pid.oldbin" "$work/stop" "$work/nginx-error.log"
     write_nginx_conf "$port" 128
     if [[ $keep == keep* ]]; then
-        sed -i 's/^env XDG_RUNTIME_DIR;/env XDG_RUNTIME_DIR;\nenv LD_PRELOAD;\nenv SMCR_LIB;\nenv SMCR_LOG;\nenv SMCR_LEARN;/' "$work/nginx.conf"
+        sed -i 's/^env XDG_RUNTIME_DIR;/env XDG_RUNTIME_DIR;\nenv LD_PRELOAD;\nenv SMC_DEBUG;\nenv SMCR_LEARN;/' "$work/nginx.conf"
     fi
     # nginx ignores USR2 in a master that is not a daemon
     sed -i 's/^daemon off;/daemon on;/' "$work/nginx.conf"
@@ -89,7 +90,7 @@ upgrade() {
     sleep 0.5
     kill -QUIT "$pid"
     wait_for '! kill -0 "$pid" 2>/dev/null' 10 "the old master did not leave"
-    sleep 0.5
+    sleep 2.5
     : >"$work/stop"
     wait_exit "$client_pid" 60
     [[ $exit_code -eq 0 ]] || fail "$keep: the client exited $exit_code: $(tail -3 "$work/client-$keep.err")"
@@ -102,8 +103,18 @@ upgrade() {
             fail "drop: the log does not say that the listener is no longer served by smcr"
     fi
     if [[ $keep == keep-smc ]]; then
+        local smc fb reasons last
         # shellcheck disable=SC2046
-        assert_smc_stats "new nginx workers" 1 $(ps -o pid= --ppid "$new")
+        read -r smc fb reasons <<<"$(mode_stats $(ps -o pid= --ppid "$new"))"
+        [[ $smc -ge 1 ]] || fail "keep-smc: no SMC connection in the new workers' stats"
+        [[ $fb -eq 0 || $reasons == PEERNOSMC:$fb ]] ||
+            fail "keep-smc: fallbacks other than PEERNOSMC in the new workers' stats: $reasons"
+        # the client's last 20 connections came after the old master had left
+        last=$(grep -E ': (smc-shm|tcp-fallback) \(client\)' "$work/client-$keep.err" | tail -20 |
+            grep -c ': smc-shm (client)' || true)
+        [[ $last -eq 20 ]] ||
+            fail "keep-smc: only $last of the client's last 20 connections were SMC"
+        log "keep-smc: the new workers ran $smc SMC connection(s), $fb PEERNOSMC fallback(s) before they took the registry name; the last 20 were SMC"
     fi
     kill -QUIT "$new"
     wait_for '! kill -0 "$new" 2>/dev/null' 10 "the new master did not leave"
