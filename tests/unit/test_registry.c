@@ -248,6 +248,33 @@ static void test_revoked_registration_not_believed(void **state)
 	close(done[1]);
 }
 
+/*
+ * Registered while another registration held the name (a new nginx master
+ * while the old one lives): believed through the other's, and once that one
+ * is gone the listener takes the name itself.
+ */
+static void test_claim_after_other_registrant_left(void **state)
+{
+	struct smcr_listener *first = NULL, *second = NULL;
+	uint16_t port;
+	int lfd = tcp_listener("127.0.0.1", 0, &port);
+
+	(void)state;
+	assert_true(lfd >= 0);
+	assert_int_equal(smcr_listener_register(lfd, &first), 0);
+	assert_int_equal(smcr_listener_register(lfd, &second), 0);
+	assert_false(smcr_listener_claim(second)); /* the name is taken */
+	assert_true(peer_registered("127.0.0.1", port));
+	smcr_listener_unregister(first);
+	assert_false(peer_registered("127.0.0.1", port));
+	assert_true(smcr_listener_claim(second));
+	assert_true(peer_registered("127.0.0.1", port));
+	assert_false(smcr_listener_claim(second)); /* held already */
+	smcr_listener_unregister(second);
+	assert_false(peer_registered("127.0.0.1", port));
+	close(lfd);
+}
+
 /* The hole: uid 65534 registers the port of root's plain TCP server. */
 static void test_foreign_registrant_not_believed(void **state)
 {
@@ -325,6 +352,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_own_registration_believed),
 		cmocka_unit_test(test_revoked_registration_not_believed),
+		cmocka_unit_test(test_claim_after_other_registrant_left),
 		cmocka_unit_test(test_foreign_registrant_not_believed),
 		cmocka_unit_test(test_squatted_name_stays_tcp),
 		cmocka_unit_test(test_other_users_real_server_believed),
