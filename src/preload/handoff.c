@@ -334,6 +334,9 @@ void smcr_handoff_before_send_fds(const struct msghdr *msg)
 				continue;
 			if (unsettled_accepted(e))
 				smcr_smc_settle_for_handoff(fd, e, "passed over SCM_RIGHTS");
+			else if (registered_listener(e))
+				/* the receiver may not run smcr; one that does does not know it */
+				smcr_smc_revoke_listener(fd, e, "passed to another process over SCM_RIGHTS");
 			else
 				smcr_smc_continue_on_tcp(fd, e, "passed over SCM_RIGHTS");
 			smcr_fdtab_put(e);

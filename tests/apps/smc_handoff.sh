@@ -29,6 +29,7 @@ cat >"$work/server.py" <<'PY'
 #   spawn: posix_spawnp(PROG) with file actions dup2ing the connection onto 0/1
 #   pass: the connection goes over SCM_RIGHTS to a worker that echoes it
 #   pass_smc: the first 4 bytes are read here (the handshake runs), then it is passed
+#   listener_out: the listener itself goes over SCM_RIGHTS to a worker without smcr
 #   smc_popen, smc_popenfork, smc_fork, smc_spawn: the first 4 bytes are read and echoed
 #     here (an SMC connection by then), then the child program gets the rest, as a CGI
 #     program does
@@ -38,6 +39,26 @@ ls = socket.socket()
 ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 ls.bind(("127.0.0.1", port))
 ls.listen(8)
+if how == "listener_out":
+    # The listener goes over SCM_RIGHTS to a worker without smcr that serves it
+    # (a reload that hands listeners to a new process, as HAProxy's does); this
+    # process keeps its copy open meanwhile.
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    worker = '''
+import socket, sys
+ls = socket.socket(fileno=socket.recv_fds(socket.socket(fileno=int(sys.argv[1])), 16, 1)[1][0])
+while True:
+    c, _ = ls.accept()
+    while b := c.recv(65536):
+        c.sendall(b)
+    c.close()
+'''
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    w = subprocess.Popen([sys.executable, "-c", worker, str(theirs.fileno())],
+                         pass_fds=[theirs.fileno()], env=env)
+    socket.send_fds(ours, [b"L"], [ls.fileno()])
+    w.wait()
+    sys.exit(0)
 if how.startswith("pass"):
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     if os.fork() == 0:
@@ -134,6 +155,16 @@ assert_fallback_log fork-static-client HANDOFF 1
 serve smcr smcr spawn-cat spawn cat;              intact spawn-cat;    smc_both spawn-cat
 serve smcr smcr spawn-static spawn "$static_cat"; intact spawn-static; handoff_both spawn-static
 serve smcr smcr pass pass;                        intact pass;         handoff_both pass
+
+# The listener itself passed over SCM_RIGHTS to a worker without smcr, the sender keeping
+# its copy: the registration is revoked, so the client does not propose (plain TCP, intact).
+serve smcr smcr listener-out listener_out
+intact listener-out
+assert_fallback_log listener-out-client PEERNOSMC 1
+grep -q 'no longer served by smcr: passed to another process over SCM_RIGHTS' \
+    "$work/listener-out-server.smcr.err" ||
+    fail "listener-out: the server's log does not say that the listener is no longer served"
+log "listener-out: the listener passed over SCM_RIGHTS is no longer served by smcr; plain TCP, intact"
 
 # went_on_tcp NAME: an SMC connection whose socket left for a child program or another
 # process went on over TCP at both ends (their logs say so), every byte intact.
