@@ -174,6 +174,7 @@ struct smcr_xconn {
 	int unix_fd; /* connected to the peer for the connection's life; its doorbell */
 	int rv_fd;   /* rendezvous listener during the handshake (client or server) */
 	int knock_fd; /* server, classic order: a knock whose proof has not come yet */
+	int spare_fd; /* server, knocked order: a free slot kept for the client's memfd */
 	unsigned knocks; /* ... and how many there were */
 	uint8_t own_secret[SHM_SECRET_LEN];
 	uint8_t peer_secret[SHM_SECRET_LEN];
@@ -1029,7 +1030,7 @@ static int shm_create(int tcp_fd, uint32_t size, int timeout_ms, struct smcr_xco
 		return -ENOMEM;
 	xc->timeout_ms = timeout_ms;
 	xc->want_size = size;
-	xc->own_efd = xc->ep_fd = xc->unix_fd = xc->rv_fd = xc->knock_fd = -1;
+	xc->own_efd = xc->ep_fd = xc->unix_fd = xc->rv_fd = xc->knock_fd = xc->spare_fd = -1;
 	xc->own_efd = smcr_sys_eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (xc->own_efd < 0 || smcr_sys_random(xc->own_secret, sizeof(xc->own_secret)) < 0) {
 		int err = -errno;
@@ -1134,6 +1135,32 @@ static void fill_own_dmb(const struct smcr_xconn *xc, struct smcr_clc_msg *m, ui
 }
 
 /*
+ * In the knocked order the client commits to SMC as soon as it has our proof:
+ * it sends its own and then its Confirm, and waits for nothing more.  So
+ * nothing we still need after our proof goes out may fail for want of a
+ * resource: the readiness fd is made now, and a free fd slot is kept for
+ * the memfd the client's proof carries (with none free, the kernel drops it
+ * from the message and the connection would be lost, not fall back).  Near
+ * RLIMIT_NOFILE this turns a lost connection into a plain TCP one.
+ */
+static int knocked_ready(struct smcr_xconn *xc, int sock)
+{
+	xc->unix_fd = sock;
+	if (make_ready_fd(xc) < 0)
+		return -1;
+	xc->spare_fd = smcr_sys_fd_high(smcr_libc.fcntl(xc->own_efd, F_DUPFD_CLOEXEC, 0));
+	return xc->spare_fd < 0 ? -1 : 0;
+}
+
+/* Undoes knocked_ready(): the socket stays the caller's. */
+static void knocked_unready(struct smcr_xconn *xc)
+{
+	smcr_sys_close(xc->spare_fd);
+	smcr_sys_close(xc->ep_fd);
+	xc->spare_fd = xc->ep_fd = xc->unix_fd = -1;
+}
+
+/*
  * Knock on the rendezvous the Proposal named and leave our proof and memfd
  * there: 0, or -1 (then the classic order).  They go only to the proposer:
  * the listener's creator must be the pid the Proposal announced (a name
@@ -1174,11 +1201,12 @@ static int server_knock(struct smcr_xconn *xc, uint64_t name)
 	known = peer_known_alive(cred.pid, cred.uid);
 	rc = own_region(xc, known);
 	peer_unref(known);
-	if (rc || send_proof(sock, xc->own_secret, xc->own->ring_size, xc->own->fd) < 0)
+	if (rc || knocked_ready(xc, sock) < 0 ||
+	    send_proof(sock, xc->own_secret, xc->own->ring_size, xc->own->fd) < 0)
 		goto classic;
-	xc->unix_fd = sock;
 	return 0;
 classic:
+	knocked_unready(xc);
 	smcr_sys_close(sock);
 	return -1;
 }
@@ -1429,12 +1457,11 @@ static int server_take_proof(struct smcr_xconn *xc)
 		return -EAGAIN;
 	if (rc < 0) /* it hung up: declined, most likely (its Decline follows) */
 		return SMCR_CLC_DECL_PEERDECL;
+	/* The slot knocked_ready() kept is for the memfd that comes now. */
+	smcr_sys_close(xc->spare_fd);
+	xc->spare_fd = -1;
 	rc = take_proof(xc, xc->unix_fd, smcr_now_ms(), 0);
-	if (rc < 0)
-		return SMCR_CLC_DECL_CNFERR;
-	if (rc)
-		return rc;
-	return make_ready_fd(xc) < 0 ? SMCR_CLC_DECL_INTERR : 0;
+	return rc < 0 ? SMCR_CLC_DECL_CNFERR : rc;
 }
 
 /*
@@ -1924,6 +1951,7 @@ static void shm_destroy(struct smcr_xconn *xc, bool clean)
 	smcr_sys_close(xc->unix_fd);
 	smcr_sys_close(xc->rv_fd);
 	smcr_sys_close(xc->knock_fd);
+	smcr_sys_close(xc->spare_fd);
 	smcr_sys_close(xc->own_efd);
 	region_put(xc->own, clean, xc->peer);
 	peer_unref(xc->peer);
@@ -1944,6 +1972,7 @@ static void shm_forget(struct smcr_xconn *xc)
 	smcr_sys_close(xc->ep_fd);
 	smcr_sys_close(xc->unix_fd);
 	smcr_sys_close(xc->rv_fd);
+	smcr_sys_close(xc->spare_fd);
 	smcr_sys_close(xc->own_efd);
 	region_free(xc->own); /* unmap and close our copy only */
 	peer_unref(xc->peer);
