@@ -718,15 +718,36 @@ void smcr_handshake_forget_inherited(struct smcr_handshake *hs)
 	free(hs);
 }
 
-/* Answer the Proposal `prop` (consumed): Decline (`decline` > 0 or refused) or Accept. */
-static int server_answer(int fd, const struct smcr_transport_ops *ops, struct smcr_xconn *xc,
-			 const struct smcr_clc_msg *prop, int decline)
+/*
+ * Once the Accept is out, a transport that waits on an fd of its own
+ * (server_wait_fd) may hold the client until that fd turns readable: the
+ * client sends nothing on the TCP stream meanwhile, so only the handshake's
+ * wait fd can wake a non-blocking server that polls.  That fd is made before
+ * the Accept; when it cannot be (no fd left), the answer is a Decline (MEM)
+ * and both ends go on over TCP, where after the Accept the client would wait
+ * for the full CLC bound.
+ */
+static int hs_wake_ready(struct smcr_handshake *hs)
+{
+	if (!hs->ops->server_wait_fd || hs->ops->server_wait_fd(hs->xc) < 0)
+		return 0;
+	return smcr_handshake_fd(hs) < 0 ? (int)SMCR_CLC_DECL_MEM : 0;
+}
+
+/*
+ * Answer the Proposal `prop` (consumed): Decline (`decline` > 0 or refused) or
+ * Accept, for the handshake `hs` (NULL when declining).
+ */
+static int server_answer(int fd, struct smcr_handshake *hs, const struct smcr_clc_msg *prop,
+			 int decline)
 {
 	struct smcr_clc_msg acc;
 	int rc;
 
 	memset(&acc, 0, sizeof(acc));
-	rc = decline > 0 ? decline : ops->server_accept(xc, prop, &acc);
+	rc = decline > 0 ? decline : hs->ops->server_accept(hs->xc, prop, &acc);
+	if (rc == 0)
+		rc = hs_wake_ready(hs);
 	if (rc > 0) {
 		/* a few dozen bytes into an idle socket's empty send buffer: never waits */
 		int drc = clc_send_decline(fd, (uint32_t)rc, smcr_now_ms());
@@ -762,6 +783,14 @@ int smcr_sock_accept_start(int tcp_fd, const struct smcr_sock_opts *opts,
 		/* Out of memory here still answers the Proposal (Decline MEM). */
 		if (decline == 0 && !hs)
 			decline = SMCR_CLC_DECL_MEM;
+		if (hs) {
+			hs->tcp_fd = tcp_fd;
+			hs->ops = ops;
+			hs->spin_us = opts ? opts->spin_us : 0;
+			hs->deadline = smcr_sys_deadline(clc_wait_ms(opts));
+			hs->attach_rc = -EAGAIN;
+			hs->wait_fd = hs->timer_fd = hs->watched_xfd = -1;
+		}
 		if (decline == 0) {
 			rc = ops->create(tcp_fd, rmb_size_wish(ops, opts), clc_wait_ms(opts), &xc);
 			if (rc < 0) {
@@ -771,23 +800,21 @@ int smcr_sock_accept_start(int tcp_fd, const struct smcr_sock_opts *opts,
 						  : SMCR_CLC_DECL_MEM;
 			}
 		}
-		rc = server_answer(tcp_fd, ops, xc, &prop, decline);
+		if (decline == 0)
+			hs->xc = xc;
+		rc = server_answer(tcp_fd, hs, &prop, decline);
 	}
 	if (rc == 0) {
-		hs->tcp_fd = tcp_fd;
-		hs->ops = ops;
-		hs->xc = xc;
-		hs->spin_us = opts ? opts->spin_us : 0;
 		hs->accept_ns = smcr_now_ns();
-		hs->deadline = smcr_sys_deadline(clc_wait_ms(opts));
-		hs->attach_rc = -EAGAIN;
-		hs->wait_fd = hs->timer_fd = hs->watched_xfd = -1;
 		smcr_dbg("fd %d: Accept sent %lld us after the Proposal was read", tcp_fd,
 			 (long long)((hs->accept_ns - prop_ns) / 1000));
 		*out = hs;
 		return SMCR_ACCEPT_PENDING;
 	}
-	free(hs);
+	if (hs) {
+		hs->xc = NULL; /* destroyed below */
+		smcr_handshake_free(hs);
+	}
 	if (xc)
 		ops->destroy(xc, false);
 	if (rc > 0)
