@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Many concurrent connections between two processes, both under smc_run: an
+# epoll echo server and a client that opens all its non-blocking connections
+# at once, echoes a checksummed payload on each and holds them all open
+# (echo_many.py).  Three runs:
+#   plain     the same workload without smcr: it must pass, and its memory
+#             after the close is the baseline smcr's is held to;
+#   smc       every connection SMC (logs and the server's published stats), no
+#             fallback, every echo intact, no error;
+#   fd-limit  the server's RLIMIT_NOFILE runs out while connections are made,
+#             at each of the points of the handshake where an fd is taken:
+#             every echo still intact, no error, and both ends agree on every
+#             connection's mode (an end in SMC whose peer fell back is a lost
+#             connection); the fallbacks are counted, whatever their reason.
+# Resources (fds, RSS, memfd mappings) of both processes before, during and
+# after are logged; after the close they must be back at the baseline, within
+# what the library keeps on purpose: its pool of idle rings and its cache of
+# the peer's mappings (32 each at the default ring size).
+#
+#   many_echo.sh [CONNS]      CONNS connections (default 1000; SMCR_STRESS_CONNS)
+source "$(dirname -- "${BASH_SOURCE[0]}")/../apps/smc_lib.sh"
+
+need prlimit
+conns=${1:-${SMCR_STRESS_CONNS:-1000}}
+nbytes=4096
+deadline=120 # seconds for every connection of a run to echo: a bound, not a measure
+script=$(dirname -- "${BASH_SOURCE[0]}")/echo_many.py
+# What the library may keep after every connection closed (see above), and the
+# RSS that may come with it: 32 pooled rings (their pre-faulted first 64 KiB
+# and the 4 KiB the workload wrote), 32 cached peer mappings, allocator slack.
+fd_slack=40
+memfd_maps_max=64
+rss_slack_kib=$((32 * 1024))
+
+(( $(ulimit -Hn) >= 6 * conns + 256 )) ||
+    skip "RLIMIT_NOFILE hard limit $(ulimit -Hn) is below the $((6 * conns + 256)) fds $conns SMC connections need"
+
+# run_echo MODE NAME CONNS [SERVER_LIMIT]: one server and one client; the
+# client's report in $work/NAME-client.MODE.out; sets server_pid (still
+# running) and exit_code.  SERVER_LIMIT is the server's RLIMIT_NOFILE: "exec:N"
+# set before it starts (the library starts under it), "self:N" set by the
+# program once running (a program that lowers its own limit).
+run_echo() {
+    local mode=$1 name=$2 n=$3 limit=${4:-} port
+    local -a pre=()
+    case $limit in
+    exec:*) pre=(prlimit "--nofile=${limit#exec:}:${limit#exec:}" --) ;;
+    self:*) pre=(env "SMCR_STRESS_NOFILE=${limit#self:}") ;;
+    esac
+    port=$(free_port 4)
+    start_server "$mode" "$name-server" "${pre[@]}" "$PYTHON" "$script" server 127.0.0.1 "$port"
+    wait_listen "$server_pid" "$port"
+    run_client "$mode" "$name-client" $((deadline + 60)) \
+        "$PYTHON" "$script" client 127.0.0.1 "$port" "$n" "$nbytes" "$deadline" "$server_pid"
+    sed 's/^/    /' "$work/$name-client.$mode.out"
+}
+
+# role_numbers NAME MODE PHASE ROLE: "FDS RSS_KIB MEMFD_MAPS" of ROLE (client or
+# server) at PHASE, from the client's report.
+role_numbers() {
+    sed -n "s/^resources $3 //p" "$work/$1-client.$2.out" |
+        sed -n "s/.*$4 fds=\([0-9]*\) rss_kib=\([0-9]*\) memfd_maps=\([0-9]*\).*/\1 \2 \3/p"
+}
+
+# assert_echoed NAME MODE N: the client echoed all N connections, no error line.
+assert_echoed() {
+    local out="$work/$1-client.$2.out"
+    [[ $exit_code -eq 0 ]] || fail "$1 ($2): client exited $exit_code: $(grep -m3 '^error:' "$out" | tr '\n' ' ')"
+    grep -qx "echoed $3 of $3" "$out" || fail "$1 ($2): not every connection echoed"
+    ! grep -q '^error:' "$out" "$work/$1-server.$2.out" || fail "$1 ($2): errors reported"
+}
+
+# assert_baseline NAME MODE ROLE RSS_ALLOWANCE_KIB: the ROLE's fds, memfd mappings
+# and RSS after the close are back at their level before, within the slack.
+assert_baseline() {
+    local name=$1 mode=$2 role=$3 allowance=$4 b d a
+    read -r -a b <<<"$(role_numbers "$name" "$mode" before "$role")"
+    read -r -a d <<<"$(role_numbers "$name" "$mode" during "$role")"
+    read -r -a a <<<"$(role_numbers "$name" "$mode" after "$role")"
+    [[ ${#b[@]} -eq 3 && ${#d[@]} -eq 3 && ${#a[@]} -eq 3 ]] || fail "$name ($mode): no resource report for $role"
+    log "$name ($mode) $role: fds ${b[0]} -> ${d[0]} -> ${a[0]}, RSS ${b[1]} -> ${d[1]} -> ${a[1]} KiB," \
+        "memfd mappings ${b[2]} -> ${d[2]} -> ${a[2]}; per connection while open:" \
+        "$(( (d[0] - b[0]) / conns_of_run )) fds, $(( (d[1] - b[1]) / conns_of_run )) KiB"
+    (( a[0] <= b[0] + fd_slack )) || fail "$name ($mode) $role: ${a[0]} fds after the close, ${b[0]} before (slack $fd_slack)"
+    (( a[2] <= memfd_maps_max )) || fail "$name ($mode) $role: ${a[2]} memfd mappings after the close (at most $memfd_maps_max)"
+    (( a[1] - b[1] <= allowance )) ||
+        fail "$name ($mode) $role: RSS grew by $(( a[1] - b[1] )) KiB over the run, allowed $allowance KiB"
+}
+
+# modes_agree NAME: every connection has the same mode at both ends (by port,
+# from the two SMC_DEBUG logs); prints "SMC FALLBACKS REASON:COUNT,...".
+modes_agree() {
+    "$PYTHON" - "$work/$1-client.smcr.err" "$work/$1-server.smcr.err" <<'PY'
+import collections, re, sys
+line = re.compile(r": (smc-shm|tcp-fallback) \((client|server)\): (?:reason 0x[0-9a-f]+ (\w+))?"
+                  r".*; local [^ ]+:(\d+), peer [^ ]+:(\d+)$")
+def modes(path, port_group):
+    out = {}
+    for l in open(path, errors="replace"):
+        m = line.search(l.rstrip())
+        if m:
+            out[int(m.group(port_group))] = (m.group(1), m.group(3))
+    return out
+client, server = modes(sys.argv[1], 4), modes(sys.argv[2], 5)
+bad = [p for p in client if p not in server or client[p][0] != server[p][0]]
+bad += [p for p in server if p not in client]
+for p in bad[:5]:
+    print(f"port {p}: client {client.get(p)}, server {server.get(p)}", file=sys.stderr)
+if bad:
+    sys.exit(f"{len(bad)} connection(s) whose ends disagree on the mode (or one end did not log)")
+reasons = collections.Counter(f"{end}:{r}" for end, d in (("client", client), ("server", server))
+                              for mode, r in d.values() if mode == "tcp-fallback")
+smc = sum(1 for m, _ in client.values() if m == "smc-shm")
+print(smc, sum(reasons.values()), ",".join(f"{k}={v}" for k, v in sorted(reasons.items())) or "-")
+PY
+}
+
+# 1. plain: the workload itself passes; its RSS growth is the baseline.
+conns_of_run=$conns
+log "plain: $conns connections"
+run_echo plain many "$conns"
+assert_echoed many plain "$conns"
+read -r -a plain_after <<<"$(role_numbers many plain after server)"
+read -r -a plain_before <<<"$(role_numbers many plain before server)"
+plain_server_growth=$(( plain_after[1] - plain_before[1] ))
+read -r -a plain_after <<<"$(role_numbers many plain after client)"
+read -r -a plain_before <<<"$(role_numbers many plain before client)"
+plain_client_growth=$(( plain_after[1] - plain_before[1] ))
+stop_server "$server_pid"
+
+# 2. smc: every connection SMC, nothing lost, back to the baseline.
+log "smc: $conns connections"
+run_echo smcr many "$conns"
+assert_echoed many smcr "$conns"
+assert_smc_stats "echo server" "$conns" "$server_pid"
+stop_server "$server_pid"
+assert_smc_log many-client "$conns"
+assert_smc_log many-server "$conns"
+assert_baseline many smcr server $(( plain_server_growth + rss_slack_kib ))
+assert_baseline many smcr client $(( plain_client_growth + rss_slack_kib ))
+
+# 3. fd-limit: the server runs out of fds after about 3/4 of the connections.
+# An SMC connection holds 6 fds in the server; each of 6 consecutive limits
+# leaves it short at a different step of a handshake, with the limit set
+# before the program starts and by the program itself.
+small=$(( conns / 2 ))
+conns_of_run=$small
+for k in 0 1 2 3 4 5; do
+    nofile=$(( 64 + 6 * small * 3 / 4 + k ))
+    how=$([[ $((k % 2)) -eq 0 ]] && echo exec || echo self)
+    log "fd-limit: $small connections, server RLIMIT_NOFILE $nofile ($how)"
+    run_echo smcr "fdlimit$k" "$small" "$how:$nofile"
+    assert_echoed "fdlimit$k" smcr "$small"
+    stop_server "$server_pid"
+    read -r smc fb reasons <<<"$(modes_agree "fdlimit$k")" || fail "fdlimit$k: the two ends disagree"
+    (( smc + fb / 2 == small )) || fail "fdlimit$k: $smc SMC and $fb fallback log lines for $small connections"
+    (( fb > 0 )) || fail "fdlimit$k: no fallback although the server had fds for fewer connections"
+    log "fdlimit$k: $smc SMC, $((fb / 2)) TCP, both ends agreeing ($reasons)"
+    assert_baseline "fdlimit$k" smcr server $(( plain_server_growth + rss_slack_kib ))
+done
