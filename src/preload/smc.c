@@ -409,7 +409,8 @@ static int client_decide(int fd, struct smcr_fd_entry *e)
 	}
 	efd = engine_dup(fd);
 	if (efd < 0) {
-		if (smcr_peer_is_registered(fd))
+		/* Out of fds, the registry cannot be asked either: say which limit bit. */
+		if (errno == EMFILE || errno == ENFILE || smcr_peer_is_registered(fd))
 			go_fallback(fd, e, SMCR_CLC_DECL_MEM, true, "client", "no fd for the engine");
 		else
 			go_fallback(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "client", NULL);
