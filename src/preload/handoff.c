@@ -33,11 +33,14 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <netinet/in.h>
 #include <unistd.h>
 
@@ -165,6 +168,60 @@ static void hand_over(struct smcr_handoff *h, int fd, struct smcr_fd_entry *e, b
 	}
 }
 
+/* One fd of the vfork child: is it one of the parent's noted sockets? */
+static void hand_over_vfork_fd(struct smcr_handoff *h, int fd, bool keeps_smcr)
+{
+	ino_t ino;
+
+	if (!survives_exec(fd) || !socket_inode(fd, &ino))
+		return;
+	for (unsigned i = 0; i < vfork_n_noted; i++) {
+		struct smcr_fd_entry *e = vfork_noted[i].entry;
+
+		if (vfork_noted[i].ino != ino)
+			continue;
+		if (smcr_smc_entry_is_conn(e) || (registered_listener(e) && !keeps_smcr))
+			vfork_noted[i].leaves = true;
+		else
+			hand_over(h, fd, e, keeps_smcr);
+	}
+}
+
+/*
+ * The child's open fds, from /proc/self/fd: a handful after python's
+ * close_fds, where probing every number would cost a system call each.
+ * No opendir: it mallocs, and a vfork child shares its parent's heap.
+ * False if /proc cannot tell.
+ */
+static bool hand_over_vfork_listed(struct smcr_handoff *h, bool keeps_smcr)
+{
+	char buf[4096];
+	int dir = smcr_real.open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	long n;
+
+	if (dir < 0)
+		return false;
+	while ((n = syscall(SYS_getdents64, dir, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < n;) {
+			const struct linux_dirent64 {
+				uint64_t ino;
+				int64_t off;
+				unsigned short reclen;
+				unsigned char type;
+				char name[];
+			} *d = (const void *)(buf + off);
+			char *end;
+			long fd = strtol(d->name, &end, 10);
+
+			off += d->reclen;
+			if (*end == '\0' && end != d->name && fd != dir && fd >= 0 && fd <= INT_MAX)
+				hand_over_vfork_fd(h, (int)fd, keeps_smcr);
+		}
+	}
+	smcr_real.close(dir);
+	return n == 0;
+}
+
 /*
  * A vfork child's own fds that are the parent's unsettled connections, or
  * its SMC connections.  These go on over TCP, but not from here: the child
@@ -174,22 +231,10 @@ static void hand_over(struct smcr_handoff *h, int fd, struct smcr_fd_entry *e, b
  */
 static void hand_over_vfork(struct smcr_handoff *h, bool keeps_smcr)
 {
-	for (unsigned fd = 0; fd < VFORK_SCAN_FDS && vfork_n_noted; fd++) {
-		ino_t ino;
-
-		if (!survives_exec((int)fd) || !socket_inode((int)fd, &ino))
-			continue;
-		for (unsigned i = 0; i < vfork_n_noted; i++) {
-			if (vfork_noted[i].ino != ino)
-				continue;
-			struct smcr_fd_entry *e = vfork_noted[i].entry;
-
-			if (smcr_smc_entry_is_conn(e) || (registered_listener(e) && !keeps_smcr))
-				vfork_noted[i].leaves = true;
-			else
-				hand_over(h, (int)fd, e, keeps_smcr);
-		}
-	}
+	if (!vfork_n_noted || hand_over_vfork_listed(h, keeps_smcr))
+		return;
+	for (unsigned fd = 0; fd < VFORK_SCAN_FDS; fd++)
+		hand_over_vfork_fd(h, (int)fd, keeps_smcr);
 }
 
 void smcr_handoff_exec_failed(void)
