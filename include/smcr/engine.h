@@ -192,6 +192,8 @@ void smcr_listener_unregister(struct smcr_listener *l);
  * free: true if it did.  Nothing to do (false) once it holds it.  Keeps errno.
  */
 bool smcr_listener_claim(struct smcr_listener *l);
+/* Does the listener still have to claim the name (no system call)? */
+bool smcr_listener_needs_claim(const struct smcr_listener *l);
 /*
  * The listener's socket goes to a program that will not run smcr (exec,
  * spawn): no local client may propose to it any more, whichever process

@@ -146,10 +146,6 @@ static void hand_over(struct smcr_handoff *h, int fd, struct smcr_fd_entry *e, b
 {
 	ino_t ino;
 
-	if (smcr_smc_entry_is_conn(e)) {
-		smcr_smc_continue_on_tcp(fd, e, "exec of a program that inherits it");
-		return;
-	}
 	if (unsettled_accepted(e)) {
 		const char *kind = (smcr_fd_entry_flags(e) & SMCR_FD_F_PEER_SMC) ? "ap" : "a";
 

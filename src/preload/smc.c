@@ -919,6 +919,7 @@ void smcr_smc_set_nonblock(int fd, bool on)
 void smcr_smc_after_accept(int listen_fd, int fd)
 {
 	struct smcr_fd_entry *listener, *e;
+	struct listener_reg *reg;
 
 	if (!smcr_smc_enabled || !smcr_preload_table_writable())
 		return;
@@ -932,13 +933,13 @@ void smcr_smc_after_accept(int listen_fd, int fd)
 		return;
 	}
 	listener = smcr_fdtab_get(listen_fd);
-	if (listener && listener->listener && listen_retry_due()) {
-		struct listener_reg *r = listener->listener;
-
+	reg = listener ? listener->listener : NULL;
+	/* (a listener holding its name, the usual case, reads no clock here) */
+	if (reg && smcr_listener_needs_claim(reg->l) && listen_retry_due()) {
 		smcr_guard_enter();
-		if (smcr_listener_claim(r->l))
+		if (smcr_listener_claim(reg->l))
 			smcr_dbg("fd %d: listener on port %u took the registry name", listen_fd,
-				 (unsigned)r->port);
+				 (unsigned)reg->port);
 		smcr_guard_leave();
 	}
 	if (e && smcr_tcpopt_peer(fd) == SMCR_TCPOPT_YES) {

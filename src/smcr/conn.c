@@ -896,6 +896,11 @@ int smcr_listener_register(int listen_fd, struct smcr_listener **out)
 	return 0;
 }
 
+bool smcr_listener_needs_claim(const struct smcr_listener *l)
+{
+	return l && l->reg.owner_fd < 0;
+}
+
 bool smcr_listener_claim(struct smcr_listener *l)
 {
 	int saved = errno;
