@@ -568,4 +568,13 @@ void smcr_stats_spin(bool won);
 /* A wait that an SMC socket's ready fd woke found nothing for the application. */
 void smcr_stats_wakeup_empty(void);
 
+/*
+ * A configuration problem (a bad setting, a rules file not understood):
+ * `message` at warn level once per user session rather than once per
+ * process, so that a wrapper spawning many processes says it once (the
+ * marker lives in the user's private stats directory, src/smcr/warn_once.c).
+ * Needs no smcr_engine_init(): the interposer reports before it decides to act.
+ */
+void smcr_warn_once_per_session(const char *message);
+
 #endif /* SMCR_ENGINE_H */

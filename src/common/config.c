@@ -153,17 +153,24 @@ int smcr_config_parse_transport(const char *text, int *out)
 	return parse_word(text, names, ARRAY_SIZE(names), out);
 }
 
-int smcr_config_parse_cidr(const char *text, struct smcr_config_cidr *out)
+/* Sets *why (when asked for) and fails: the parsers below say what was wrong. */
+static int cidr_fail(const char **why, const char *what)
+{
+	if (why)
+		*why = what;
+	return -1;
+}
+
+int smcr_config_parse_cidr_why(const char *text, struct smcr_config_cidr *out, const char **why)
 {
 	char buf[INET6_ADDRSTRLEN + 16], *addr = buf, *slash, *colon = NULL;
 	unsigned prefix, port = 0, max;
 	size_t len;
 
-	if (!text)
-		return -1;
-	len = strlen(text);
-	if (len == 0 || len >= sizeof(buf))
-		return -1;
+	if (!text || (len = strlen(text)) == 0)
+		return cidr_fail(why, "empty");
+	if (len >= sizeof(buf))
+		return cidr_fail(why, "too long for an address");
 	memcpy(buf, text, len + 1);
 	memset(out, 0, sizeof(*out));
 	if (buf[0] == '[') {
@@ -171,13 +178,13 @@ int smcr_config_parse_cidr(const char *text, struct smcr_config_cidr *out)
 		char *close = strchr(buf, ']');
 
 		if (!close)
-			return -1;
+			return cidr_fail(why, "'[' without ']'");
 		*close = '\0';
 		addr = buf + 1;
 		if (close[1] == ':')
 			colon = close + 1;
 		else if (close[1] != '\0')
-			return -1;
+			return cidr_fail(why, "expected ':PORT' or nothing after ']'");
 	} else if (strchr(buf, ':') == strrchr(buf, ':')) {
 		/* at most one colon: IPv4[/len][:port] (an IPv6 address has two or more) */
 		colon = strchr(buf, ':');
@@ -185,7 +192,7 @@ int smcr_config_parse_cidr(const char *text, struct smcr_config_cidr *out)
 	if (colon) {
 		*colon = '\0';
 		if (smcr_config_parse_uint(colon + 1, &port) < 0 || port == 0 || port > 65535)
-			return -1;
+			return cidr_fail(why, "port out of range: expected 1..65535");
 	}
 	slash = strchr(addr, '/');
 	if (slash)
@@ -197,17 +204,23 @@ int smcr_config_parse_cidr(const char *text, struct smcr_config_cidr *out)
 		out->family = AF_INET6;
 		max = 128;
 	} else {
-		return -1;
+		return cidr_fail(why, "not an IPv4 or IPv6 address");
 	}
 	prefix = max;
 	if (slash && (smcr_config_parse_uint(slash + 1, &prefix) < 0 || prefix > max))
-		return -1;
+		return cidr_fail(why, max == 32 ? "prefix length out of range: expected /0../32 for IPv4"
+						: "prefix length out of range: expected /0../128 for IPv6");
 	/* Zero the host bits, so that matching is a plain compare. */
 	for (unsigned bit = prefix; bit < max; bit++)
 		out->addr[bit / 8] &= (unsigned char)~(0x80u >> (bit % 8));
 	out->prefix = (unsigned char)prefix;
 	out->port = (unsigned short)port;
 	return 0;
+}
+
+int smcr_config_parse_cidr(const char *text, struct smcr_config_cidr *out)
+{
+	return smcr_config_parse_cidr_why(text, out, NULL);
 }
 
 static void SMCR_PRINTF(2, 3) add_problem(struct smcr_config *cfg, const char *fmt, ...);
@@ -290,6 +303,21 @@ static void parse_buffer_size(struct smcr_config *cfg, smcr_config_getenv_fn *ge
 		*out = size;
 }
 
+/*
+ * An on/off setting: 0/1, and the words other tools accept for them (yes/no,
+ * true/false, on/off); anything else keeps the default, and the message
+ * lists every accepted spelling.
+ */
+static void parse_switch(struct smcr_config *cfg, smcr_config_getenv_fn *get, void *ctx,
+			 const char *name, bool *out)
+{
+	const char *text = lookup(get, ctx, name);
+
+	if (text && smcr_config_parse_bool(text, out) < 0)
+		add_problem(cfg, "%s=%.40s: expected 0 or 1 (or yes/no, true/false, on/off);"
+			    " the default (%s) is used", name, text, *out ? "1" : "0");
+}
+
 /* A comma- or space-separated CIDR list.  0, or -1 if an entry was bad or one too many. */
 static int parse_cidr_list(struct smcr_config *cfg, const char *name, const char *text,
 			   struct smcr_config_cidr *list, unsigned *n)
@@ -311,13 +339,15 @@ static int parse_cidr_list(struct smcr_config *cfg, const char *name, const char
 				    p, len >= sizeof(entry) ? "too long" : "beyond the first 32");
 			bad = -1;
 		} else {
+			const char *why;
+
 			memcpy(entry, p, len);
 			entry[len] = '\0';
-			if (smcr_config_parse_cidr(entry, &list[*n]) == 0) {
+			if (smcr_config_parse_cidr_why(entry, &list[*n], &why) == 0) {
 				(*n)++;
 			} else {
-				add_problem(cfg, "%s: '%.40s' is not ADDR[/LEN][:PORT] (IPv6 with a port:"
-					    " [ADDR/LEN]:PORT); ignored", name, entry);
+				add_problem(cfg, "%s: '%.48s': %s; expected ADDR[/LEN][:PORT] (IPv6 with"
+					    " a port: [ADDR/LEN]:PORT); entry ignored", name, entry, why);
 				bad = -1;
 			}
 		}
@@ -360,12 +390,13 @@ void smcr_config_parse(struct smcr_config *cfg, smcr_config_getenv_fn *get, void
 	}
 
 	text = lookup(get, ctx, "SMCR_DISABLE");
-	if (text && smcr_config_parse_bool(text, &cfg->disabled) < 0)
-		add_problem(cfg, "SMCR_DISABLE=%.40s: expected 0 or 1; ignored", text);
-
-	text = lookup(get, ctx, "SMCR_SAMEHOST");
-	if (text && smcr_config_parse_bool(text, &cfg->samehost) < 0)
-		add_problem(cfg, "SMCR_SAMEHOST=%.40s: expected 0 or 1; ignored", text);
+	/* Whoever wrote it meant to say something about turning smcr off: do no harm. */
+	if (text && smcr_config_parse_bool(text, &cfg->disabled) < 0) {
+		add_problem(cfg, "SMCR_DISABLE=%.40s: expected 0 or 1 (or yes/no, true/false, on/off);"
+			    " smcr stays out of the way, as with SMCR_DISABLE=1", text);
+		cfg->disabled = true;
+	}
+	parse_switch(cfg, get, ctx, "SMCR_SAMEHOST", &cfg->samehost);
 
 	text = lookup(get, ctx, "SMCR_SPEAK_FIRST_WAIT_MS");
 	if (text) {
@@ -411,12 +442,8 @@ void smcr_config_parse(struct smcr_config *cfg, smcr_config_getenv_fn *get, void
 	text = lookup(get, ctx, "SMCR_UEID");
 	if (text)
 		parse_ueids(cfg, text);
-	text = lookup(get, ctx, "SMCR_KERNEL_UEID");
-	if (text && smcr_config_parse_bool(text, &cfg->kernel_ueid) < 0)
-		add_problem(cfg, "SMCR_KERNEL_UEID=%.40s: expected 0 or 1; ignored", text);
-	text = lookup(get, ctx, "SMCR_LEARN");
-	if (text && smcr_config_parse_bool(text, &cfg->learn) < 0)
-		add_problem(cfg, "SMCR_LEARN=%.40s: expected 0 or 1; ignored", text);
+	parse_switch(cfg, get, ctx, "SMCR_KERNEL_UEID", &cfg->kernel_ueid);
+	parse_switch(cfg, get, ctx, "SMCR_LEARN", &cfg->learn);
 
 	text = lookup(get, ctx, "SMCR_PEERS_DENY");
 	/* What a bad deny entry meant to exclude is unknown: propose SMC-R nowhere. */

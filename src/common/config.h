@@ -10,7 +10,8 @@
  *   SMCR_LOG_FILE  append log lines to this file           (default: stderr)
  *   SMCR_MAX_FDS   fds tracked: 0..N-1; larger fds pass through (default: hard
  *                  RLIMIT_NOFILE, at most SMCR_CONFIG_MAX_FDS_LIMIT)
- *   SMCR_DISABLE   1 = load but stay pure pass-through     (default: 0)
+ *   SMCR_DISABLE   1 = load but stay pure pass-through     (default: 0; a
+ *                  value not understood counts as 1: out of the way)
  *   SMCR_SAMEHOST  0 = no same-host SMC: every connection stays TCP (default: 1)
  *   SMCR_SPEAK_FIRST_WAIT_MS  how long a server that writes first waits for a
  *                  local client's (or an SMCR_PEERS host's) CLC Proposal,
@@ -44,8 +45,10 @@
  *                  group is given up (1..86400, default 30, as the kernel's
  *                  net.smc.smcr_testlink_time; tests set it low)
  *
- * A bad value is never fatal: the variable keeps its default and the
- * problem is recorded (problems[]) so the library can report it once.
+ * On/off settings take 0/1, yes/no, true/false or on/off.  A bad value is
+ * never fatal: the variable keeps its default (SMCR_DISABLE: smcr stays out
+ * of the way) and the problem, naming the variable, the value and what was
+ * expected, is recorded (problems[]) so the library can report it once.
  */
 #ifndef SMCR_COMMON_CONFIG_H
 #define SMCR_COMMON_CONFIG_H
@@ -125,6 +128,8 @@ int smcr_config_parse_uint(const char *text, unsigned *out);
 int smcr_config_parse_transport(const char *text, int *out);
 /* One entry: "10.0.0.0/8", "10.1.2.3:80", "fd77::/64", "[fd77::2]:5201". */
 int smcr_config_parse_cidr(const char *text, struct smcr_config_cidr *out);
+/* The same; on failure *why says what was wrong ("prefix length out of range: ..."). */
+int smcr_config_parse_cidr_why(const char *text, struct smcr_config_cidr *out, const char **why);
 /* One EID of `len` characters: upper-cased, blank padded into out[32]. */
 int smcr_config_parse_eid(const char *text, size_t len, char out[SMCR_CONFIG_EID_LEN]);
 

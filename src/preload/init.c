@@ -174,7 +174,7 @@ static void init_all(void)
 	/* A setuid program must not append to a file its caller names. */
 	smcr_log_setup(cfg->log_level, secure ? NULL : cfg->log_file);
 	for (unsigned i = 0; i < cfg->n_problems; i++)
-		smcr_warn("%s", cfg->problems[i]);
+		smcr_warn_once_per_session(cfg->problems[i]);
 
 	smcr_preload_active = decide_active(cfg, secure);
 	if (smcr_preload_active) {

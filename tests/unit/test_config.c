@@ -210,6 +210,16 @@ static void test_transport_and_peer_lists(void **state)
 				   NULL };
 	char many[40 * 16] = "";
 	const char *too_many[] = { "SMCR_PEERS", many, NULL };
+	static const struct {
+		const char *text, *why;
+	} peer_problems[] = {
+		{ "10.0.0.0/99", "prefix length out of range: expected /0../32 for IPv4" },
+		{ "fd77::/129", "prefix length out of range: expected /0../128 for IPv6" },
+		{ "10.0.0.1:0", "port out of range: expected 1..65535" },
+		{ "[fd77::1]:70000", "port out of range" },
+		{ "[fd77::1", "'[' without ']'" },
+		{ "garbage", "not an IPv4 or IPv6 address" },
+	};
 	struct smcr_config cfg;
 	int t;
 
@@ -231,6 +241,19 @@ static void test_transport_and_peer_lists(void **state)
 	assert_int_equal(cfg.n_peers, 2);
 	assert_int_equal(cfg.n_problems, 1);
 	assert_non_null(strstr(cfg.problems[0], "bogus"));
+
+	/* each bad entry says what was wrong with it */
+	for (size_t i = 0; i < sizeof(peer_problems) / sizeof(peer_problems[0]); i++) {
+		const char *env[] = { "SMCR_PEERS", peer_problems[i].text, NULL };
+
+		cfg = parse(env);
+		assert_int_equal(cfg.n_peers, 0);
+		assert_int_equal(cfg.n_problems, 1);
+		assert_non_null(strstr(cfg.problems[0], peer_problems[i].text));
+		if (!strstr(cfg.problems[0], peer_problems[i].why))
+			fail_msg("'%s': '%s' lacks '%s'", peer_problems[i].text, cfg.problems[0],
+				 peer_problems[i].why);
+	}
 
 	/* a bad deny entry: what it meant is unknown, so no SMC-R proposals at all */
 	cfg = parse(bad_deny);
@@ -310,6 +333,9 @@ static void test_bad_values_keep_defaults_and_are_reported(void **state)
 			      "SMCR_TESTLINK_TIME", "0", NULL };
 	struct smcr_config cfg = parse(env);
 
+	/* a SMCR_DISABLE that is not understood turns smcr off: do no harm */
+	assert_true(cfg.disabled);
+	cfg.disabled = false;
 	assert_defaults(&cfg);
 	assert_int_equal(cfg.n_problems, 8);
 	assert_non_null(strstr(cfg.problems[0], "SMC_DEBUG=loud"));
@@ -317,7 +343,11 @@ static void test_bad_values_keep_defaults_and_are_reported(void **state)
 	assert_non_null(strstr(cfg.problems[2], "SMC_RCVBUF=1x"));
 	assert_non_null(strstr(cfg.problems[3], "SMCR_MAX_FDS=-3"));
 	assert_non_null(strstr(cfg.problems[4], "SMCR_DISABLE=maybe"));
+	assert_non_null(strstr(cfg.problems[4], "out of the way"));
 	assert_non_null(strstr(cfg.problems[5], "SMCR_SAMEHOST=perhaps"));
+	/* every on/off setting names the same accepted spellings */
+	assert_non_null(strstr(cfg.problems[4], "expected 0 or 1 (or yes/no, true/false, on/off)"));
+	assert_non_null(strstr(cfg.problems[5], "expected 0 or 1 (or yes/no, true/false, on/off)"));
 	assert_non_null(strstr(cfg.problems[6], "SMCR_SPEAK_FIRST_WAIT_MS=99999"));
 	assert_non_null(strstr(cfg.problems[7], "SMCR_TESTLINK_TIME=0"));
 }
