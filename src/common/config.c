@@ -153,6 +153,17 @@ int smcr_config_parse_transport(const char *text, int *out)
 	return parse_word(text, names, ARRAY_SIZE(names), out);
 }
 
+int smcr_config_parse_af_smc(const char *text, int *out)
+{
+	static const struct config_word names[] = {
+		{ "auto", SMCR_CONFIG_AF_SMC_AUTO },
+		{ "smcr", SMCR_CONFIG_AF_SMC_SMCR },
+		{ "kernel", SMCR_CONFIG_AF_SMC_KERNEL },
+	};
+
+	return parse_word(text, names, ARRAY_SIZE(names), out);
+}
+
 /* Sets *why (when asked for) and fails: the parsers below say what was wrong. */
 static int cidr_fail(const char **why, const char *what)
 {
@@ -444,6 +455,9 @@ void smcr_config_parse(struct smcr_config *cfg, smcr_config_getenv_fn *get, void
 		parse_ueids(cfg, text);
 	parse_switch(cfg, get, ctx, "SMCR_KERNEL_UEID", &cfg->kernel_ueid);
 	parse_switch(cfg, get, ctx, "SMCR_LEARN", &cfg->learn);
+	text = lookup(get, ctx, "SMCR_AF_SMC");
+	if (text && smcr_config_parse_af_smc(text, &cfg->af_smc) < 0)
+		add_problem(cfg, "SMCR_AF_SMC=%.40s: expected auto, smcr or kernel; ignored", text);
 
 	text = lookup(get, ctx, "SMCR_PEERS_DENY");
 	/* What a bad deny entry meant to exclude is unknown: propose SMC-R nowhere. */

@@ -40,6 +40,11 @@
  *                  destination is proposed SMC (default: 1: a destination
  *                  whose recent connections were all too short for SMC to
  *                  repay its set-up stays TCP, smcr/policy.h)
+ *   SMCR_AF_SMC    auto|smcr|kernel: who serves the sockets of programs that ask
+ *                  for SMC themselves, socket(AF_SMC, SOCK_STREAM, 0 or 1) and
+ *                  socket(AF_INET or AF_INET6, SOCK_STREAM, IPPROTO_SMC) (default:
+ *                  auto: the kernel when it can, smcr when the kernel refuses
+ *                  them; smcr: always smcr; kernel: never smcr)
  *   SMCR_TESTLINK_TIME  seconds an SMC-R link may be idle before we send it
  *                  LLC TEST LINK, and wait for the answer before the link
  *                  group is given up (1..86400, default 30, as the kernel's
@@ -72,6 +77,12 @@
 #define SMCR_CONFIG_MAX_PEERS 32u
 #define SMCR_CONFIG_MAX_UEIDS 7u   /* a Proposal carries 8 EIDs: ours is the 8th */
 #define SMCR_CONFIG_EID_LEN 32u
+
+enum smcr_config_af_smc {
+	SMCR_CONFIG_AF_SMC_AUTO = 0,
+	SMCR_CONFIG_AF_SMC_SMCR,
+	SMCR_CONFIG_AF_SMC_KERNEL,
+};
 
 enum smcr_config_transport {
 	SMCR_CONFIG_TRANSPORT_AUTO = 0,
@@ -107,6 +118,7 @@ struct smcr_config {
 	char ueid[SMCR_CONFIG_MAX_UEIDS][SMCR_CONFIG_EID_LEN]; /* blank padded, no NUL */
 	bool kernel_ueid;             /* SMCR_KERNEL_UEID */
 	bool learn;                   /* SMCR_LEARN */
+	int af_smc;                   /* enum smcr_config_af_smc, SMCR_AF_SMC */
 	unsigned n_problems;
 	char problems[SMCR_CONFIG_MAX_PROBLEMS][SMCR_CONFIG_PROBLEM_LEN];
 };
@@ -126,6 +138,7 @@ int smcr_config_parse_level(const char *text, int *out);
 int smcr_config_parse_bool(const char *text, bool *out);
 int smcr_config_parse_uint(const char *text, unsigned *out);
 int smcr_config_parse_transport(const char *text, int *out);
+int smcr_config_parse_af_smc(const char *text, int *out);
 /* One entry: "10.0.0.0/8", "10.1.2.3:80", "fd77::/64", "[fd77::2]:5201". */
 int smcr_config_parse_cidr(const char *text, struct smcr_config_cidr *out);
 /* The same; on failure *why says what was wrong ("prefix length out of range: ..."). */

@@ -48,6 +48,15 @@ enum smcr_fd_mode {
 #define SMCR_FD_F_SPOKE_FIRST (1u << 4) /* server wrote before the client's first bytes */
 #define SMCR_FD_F_CONNECTED (1u << 5) /* client: the TCP connection is established */
 #define SMCR_FD_F_PEER_SMC (1u << 6)  /* accepted: the client's SYN announced SMC (RFC 7609) */
+/*
+ * The program asked for SMC itself (af_smc.c): it made the socket with
+ * socket(AF_SMC, ...) or with IPPROTO_SMC, and smcr serves it as the TCP
+ * socket underneath; accepted sockets inherit it from their listener.
+ */
+#define SMCR_FD_F_AF_SMC (1u << 7)
+#define SMCR_FD_F_IPPROTO_SMC (1u << 8)
+#define SMCR_FD_F_ASKED_SMC (SMCR_FD_F_AF_SMC | SMCR_FD_F_IPPROTO_SMC)
+#define SMCR_FD_F_SMC_LIMIT_HS (1u << 9) /* its SOL_SMC SMC_LIMIT_HS is set */
 
 struct smcr_fd_entry {
 	atomic_uint refcnt;        /* fds pointing here + temporary references */

@@ -808,7 +808,17 @@ void smcr_smc_before_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	    smcr_fd_entry_mode(e) != SMCR_FD_CANDIDATE)
 		return;
 	smcr_guard_enter();
-	reason = smcr_engine_confined() ? SMCR_CLC_DECL_CONFINED : smcr_sock_connect_learned(addr, len);
+	/*
+	 * A program that asked for SMC itself (AF_SMC, IPPROTO_SMC) gets it tried
+	 * on every connection, as the kernel's SMC tries it: the learned policy
+	 * guesses for programs that did not ask.
+	 */
+	if (smcr_engine_confined())
+		reason = SMCR_CLC_DECL_CONFINED;
+	else if (smcr_fd_entry_flags(e) & SMCR_FD_F_ASKED_SMC)
+		reason = 0;
+	else
+		reason = smcr_sock_connect_learned(addr, len);
 	if (reason) {
 		keep_tcp(fd, e, addr, reason);
 	} else {

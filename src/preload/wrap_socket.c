@@ -11,12 +11,15 @@
  * the SYN and runs the client's handshake (at
  * once, or after a non-blocking connect completes), accepted sockets are
  * classified at their first I/O; shutdown and a few socket options answer
- * from the engine in SMC mode (smc.c).
+ * from the engine in SMC mode (smc.c).  Sockets of programs that ask for SMC
+ * themselves (AF_SMC, IPPROTO_SMC) are served as TCP sockets where the kernel
+ * cannot serve them (af_smc.c).
  */
 #include <netinet/in.h>
 #include <sys/socket.h>
 
 #include "common/log.h"
+#include "preload/af_smc.h"
 #include "preload/preload.h"
 
 static bool is_tcp_stream(int domain, int type, int protocol)
@@ -36,6 +39,8 @@ SMCR_EXPORT int socket(int domain, int type, int protocol)
 	int fd;
 
 	smcr_preload_enter();
+	if (unlikely(smcr_af_smc_requested(domain, type, protocol)))
+		return smcr_af_smc_socket(domain, type, protocol);
 	fd = smcr_real.socket(domain, type, protocol);
 	if (fd < 0)
 		return fd;
@@ -118,9 +123,11 @@ static int after_accept(int listen_fd, int fd, int flags)
 	listener = smcr_preload_tracking() ? smcr_fdtab_peek(listen_fd) : NULL;
 	if (listener) {
 		int domain = listener->domain;
+		/* The kernel's SMC listener hands out SMC sockets of its own kind. */
+		unsigned asked_smc = smcr_fd_entry_flags(listener) & SMCR_FD_F_ASKED_SMC;
 
 		if (smcr_preload_track(fd, domain,
-				       SMCR_FD_F_ACCEPTED |
+				       SMCR_FD_F_ACCEPTED | asked_smc |
 					       ((flags & SOCK_NONBLOCK) ? SMCR_FD_F_NONBLOCK : 0))) {
 			smcr_dbg("fd %d: accepted on fd %d, %s TCP socket tracked", fd, listen_fd,
 				 domain_name(domain));
@@ -159,11 +166,15 @@ SMCR_EXPORT int shutdown(int fd, int how)
 
 SMCR_EXPORT int getsockopt(int fd, int level, int name, void *value, socklen_t *len)
 {
+	int ret;
+
 	smcr_preload_enter();
+	if (smcr_af_smc_getsockopt(fd, level, name, value, len, &ret))
+		return ret;
 	if (smcr_preload_divert(fd)) {
 		bool handled;
-		int ret = smcr_smc_getsockopt(fd, level, name, value, len, &handled);
 
+		ret = smcr_smc_getsockopt(fd, level, name, value, len, &handled);
 		if (handled)
 			return ret;
 	}
@@ -175,6 +186,8 @@ SMCR_EXPORT int setsockopt(int fd, int level, int name, const void *value, sockl
 	int ret;
 
 	smcr_preload_enter();
+	if (smcr_af_smc_setsockopt(fd, level, name, value, len, &ret))
+		return ret;
 	ret = smcr_real.setsockopt(fd, level, name, value, len);
 	if (ret == 0 && smcr_preload_divert(fd))
 		smcr_smc_after_setsockopt(fd, level, name);

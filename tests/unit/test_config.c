@@ -158,6 +158,24 @@ static void test_learn(void **state)
 	assert_int_equal(cfg.n_problems, 1);
 }
 
+static void test_af_smc(void **state)
+{
+	struct smcr_config cfg;
+
+	(void)state;
+	cfg = parse((const char *[]){ NULL });
+	assert_int_equal(cfg.af_smc, SMCR_CONFIG_AF_SMC_AUTO);
+	cfg = parse((const char *[]){ "SMCR_AF_SMC", "smcr", NULL });
+	assert_int_equal(cfg.af_smc, SMCR_CONFIG_AF_SMC_SMCR);
+	cfg = parse((const char *[]){ "SMCR_AF_SMC", "KERNEL", NULL });
+	assert_int_equal(cfg.af_smc, SMCR_CONFIG_AF_SMC_KERNEL);
+	assert_int_equal(cfg.n_problems, 0);
+	cfg = parse((const char *[]){ "SMCR_AF_SMC", "always", NULL });
+	assert_int_equal(cfg.af_smc, SMCR_CONFIG_AF_SMC_AUTO);
+	assert_int_equal(cfg.n_problems, 1);
+	assert_non_null(strstr(cfg.problems[0], "SMCR_AF_SMC=always"));
+}
+
 static void assert_cidr(const char *text, int family, unsigned prefix, unsigned port,
 			const char *addr)
 {
@@ -474,6 +492,7 @@ int main(void)
 		cmocka_unit_test(test_problem_list_is_bounded),
 		cmocka_unit_test(test_ueids),
 		cmocka_unit_test(test_learn),
+		cmocka_unit_test(test_af_smc),
 		cmocka_unit_test(test_process_config_parsed_once),
 		cmocka_unit_test(test_real_table_and_self_check),
 	};
