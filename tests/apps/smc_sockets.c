@@ -21,7 +21,11 @@
  *
  * KIND: afsmc, ipproto or tcp; FAMILY: 4 or 6.  Exit 2: a socket attribute is
  * not what the kernel's socket of that kind reports, or a call failed.
+ * SMC_SOCKETS_ADDR: the server's address instead of the loopback one (the
+ * server binds it, the client connects to it); SMC_SOCKETS_LOCAL: the
+ * client's own address (tests/rxe/afsmc.sh, between the rxe VM's hosts).
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -159,7 +163,9 @@ static void check_address_family(int fd, struct sock_spec s, int peer)
 		      ss.ss_family, s.family);
 }
 
-static socklen_t loopback(struct sock_spec s, int port, struct sockaddr_storage *ss)
+/* `text`, or the loopback address when it is NULL, with `port`. */
+static socklen_t address(struct sock_spec s, const char *text, int port,
+			 struct sockaddr_storage *ss)
 {
 	memset(ss, 0, sizeof(*ss));
 	if (s.family == AF_INET6) {
@@ -167,6 +173,8 @@ static socklen_t loopback(struct sock_spec s, int port, struct sockaddr_storage 
 
 		a->sin6_family = AF_INET6;
 		a->sin6_addr = in6addr_loopback;
+		if (text && inet_pton(AF_INET6, text, &a->sin6_addr) != 1)
+			exit(64);
 		a->sin6_port = htons((uint16_t)port);
 		return sizeof(*a);
 	}
@@ -174,6 +182,8 @@ static socklen_t loopback(struct sock_spec s, int port, struct sockaddr_storage 
 
 	a->sin_family = AF_INET;
 	a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (text && inet_pton(AF_INET, text, &a->sin_addr) != 1)
+		exit(64);
 	a->sin_port = htons((uint16_t)port);
 	return sizeof(*a);
 }
@@ -260,7 +270,7 @@ static void echo_one(int fd)
 static _Noreturn void server(struct sock_spec s, int connections)
 {
 	struct sockaddr_storage ss;
-	socklen_t len = loopback(s, 0, &ss);
+	socklen_t len = address(s, getenv("SMC_SOCKETS_ADDR"), 0, &ss);
 	int one = 1, fd = make_socket(s);
 
 	if (fd < 0)
@@ -369,13 +379,21 @@ static int exchange(int fd, long long bytes, uint64_t *sent_fnv)
 static int client(struct sock_spec s, int port, long long bytes, int hold_ms)
 {
 	struct sockaddr_storage ss;
-	socklen_t len = loopback(s, port, &ss);
+	socklen_t len = address(s, getenv("SMC_SOCKETS_ADDR"), port, &ss);
+	const char *local = getenv("SMC_SOCKETS_LOCAL");
 	uint64_t h = 0;
 	int rc, fd = make_socket(s);
 
 	if (fd < 0)
 		die("socket");
 	check_identity(fd, s);
+	if (local) {
+		struct sockaddr_storage ls;
+		socklen_t llen = address(s, local, 0, &ls);
+
+		if (bind(fd, (struct sockaddr *)&ls, llen) < 0)
+			die("bind");
+	}
 	if (connect(fd, (struct sockaddr *)&ss, len) < 0)
 		die("connect");
 	check_address_family(fd, s, 0);
