@@ -156,14 +156,32 @@ bool smcr_engine_confined(void);
 
 /*
  * The engine's fds (rendezvous sockets, rings, doorbells, epoll sets, its
- * duplicates of TCP sockets) are close-on-exec and live at or above this
- * number, away from the numbers a program expects its next open() or
- * socket() to return, and out of its low range: programs size tables by
- * their own fd count (wrk's event loop holds 10 + 3 x connections entries)
- * and would otherwise meet sockets numbered past their table.  Where
- * RLIMIT_NOFILE is lower, fds stay where they are.
+ * duplicates of TCP sockets) are close-on-exec and live above the program's
+ * soft RLIMIT_NOFILE where the hard limit leaves room (the engine raises the
+ * soft limit for the moment of each move): they never take a number the
+ * program could have had, so a program near its limit meets EMFILE exactly
+ * where it would on plain TCP, and a loop that closes the numbers below its
+ * limit leaves them alone.  Where there is no room above, they live at or
+ * above SMCR_ENGINE_FD_FLOOR, out of the program's low range (programs size
+ * tables by their own fd count: wrk's event loop holds 10 + 3 x connections
+ * entries), and the engine takes no new fd from the last quarter of the
+ * program's numbers.
  */
 #define SMCR_ENGINE_FD_FLOOR 256
+
+/*
+ * A close-on-exec copy of `fd` where the engine keeps its own fds (above);
+ * -1 (errno set) if there is none to be had.
+ */
+int smcr_engine_fd_dup(int fd);
+/*
+ * The embedder holds this across the program's own changes of
+ * RLIMIT_NOFILE (setrlimit, prlimit on itself) and across exec, so the
+ * engine's momentary raise of the soft limit is never what the program
+ * reads, keeps, or passes to the image it executes.
+ */
+void smcr_engine_fd_limit_lock(void);
+void smcr_engine_fd_limit_unlock(void);
 
 /* Per-connection choices; zero-initialise for the defaults. */
 struct smcr_sock_opts {

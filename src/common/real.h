@@ -26,6 +26,7 @@
 #include <spawn.h>
 #include <stdbool.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -60,6 +61,9 @@
 	X(int, fcntl64, (int, int, ...), false)                                            \
 	X(int, ioctl, (int, unsigned long, ...), true)                                     \
 	X(pid_t, fork, (void), true)                                                       \
+	X(int, setrlimit, (__rlimit_resource_t, const struct rlimit *), true)              \
+	X(int, prlimit, (pid_t, __rlimit_resource_t, const struct rlimit *, struct rlimit *), \
+	  false)                                                                           \
 	X(pid_t, vfork, (void), false)                                                     \
 	X(int, execve, (const char *, char *const[], char *const[]), true)                 \
 	X(int, execv, (const char *, char *const[]), true)                                 \

@@ -231,10 +231,8 @@ static void decision_unlock(struct smcr_fd_entry *e)
 /* A duplicate of the TCP socket for the engine, close-on-exec. */
 static int engine_dup(int fd)
 {
-	int efd = smcr_real.fcntl(fd, F_DUPFD_CLOEXEC, SMCR_ENGINE_FD_FLOOR);
+	int efd = smcr_engine_fd_dup(fd);
 
-	if (efd < 0)
-		efd = smcr_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (efd >= 0)
 		smcr_preload_forget(efd); /* a stale entry there is not ours to keep */
 	return efd;

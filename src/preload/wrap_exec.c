@@ -233,6 +233,7 @@ static int exec_common(enum exec_how how, const char *name, int fd, char *const 
 	struct smcr_handoff h;
 	size_t n = env_count(envp), len = (n + 2) * sizeof(char *);
 	char **env = MAP_FAILED;
+	bool locked;
 	int rc, err;
 
 	smcr_preload_enter();
@@ -254,6 +255,14 @@ static int exec_common(enum exec_how how, const char *name, int fd, char *const 
 		var = smcr_handoff_before_exec(&h, env != MAP_FAILED);
 		smcr_smc_before_exec();
 	}
+	/*
+	 * The new image must not inherit a soft RLIMIT_NOFILE another thread
+	 * raised for a moment (engine.h).  Not in a vfork child: the lock is its
+	 * parent's memory, and an exec holding it would keep it locked there.
+	 */
+	locked = smcr_preload_table_writable();
+	if (locked)
+		smcr_engine_fd_limit_lock();
 	if (env == MAP_FAILED) {
 		rc = real_exec(how, name, fd, argv, envp);
 	} else {
@@ -262,6 +271,8 @@ static int exec_common(enum exec_how how, const char *name, int fd, char *const 
 		rc = real_exec(how, name, fd, argv, var ? env : envp);
 	}
 	err = errno;
+	if (locked)
+		smcr_engine_fd_limit_unlock();
 	if (env != MAP_FAILED)
 		munmap(env, len);
 	if (prog)

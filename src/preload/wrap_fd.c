@@ -20,12 +20,14 @@
 #include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "preload/preload.h"
 #include "preload/smc.h"
+#include "smcr/engine.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1u << 2)
@@ -86,6 +88,63 @@ SMCR_EXPORT void closefrom(int lowfd)
 		smcr_fdtab_forget_range((unsigned)lowfd, UINT_MAX);
 	}
 	smcr_real.closefrom(lowfd);
+}
+
+/* ---- RLIMIT_NOFILE ---------------------------------------------------- */
+
+/*
+ * The engine raises the soft RLIMIT_NOFILE for the moment it moves one of
+ * its fds above the program's numbers (include/smcr/engine.h); the
+ * program's own change of the limit waits for that moment to end, so it is
+ * neither lost to the engine's restore nor made from the raised value.
+ */
+_Static_assert(sizeof(struct rlimit) == sizeof(struct rlimit64), "one ABI for both names");
+
+static int set_nofile_locked(pid_t pid, __rlimit_resource_t resource, const struct rlimit *set,
+			     struct rlimit *old)
+{
+	bool ours = resource == RLIMIT_NOFILE && (pid == 0 || pid == getpid());
+	int rc;
+
+	if (ours)
+		smcr_engine_fd_limit_lock();
+	if (pid == 0 && !old)
+		rc = smcr_real.setrlimit(resource, set);
+	else if (smcr_real.prlimit)
+		rc = smcr_real.prlimit(pid, resource, set, old);
+	else
+		rc = (errno = ENOSYS, -1);
+	if (ours)
+		smcr_engine_fd_limit_unlock();
+	return rc;
+}
+
+SMCR_EXPORT int setrlimit(__rlimit_resource_t resource, const struct rlimit *rlim)
+{
+	smcr_preload_enter();
+	return set_nofile_locked(0, resource, rlim, NULL);
+}
+
+SMCR_EXPORT int setrlimit64(__rlimit_resource_t resource, const struct rlimit64 *rlim)
+{
+	smcr_preload_enter();
+	return set_nofile_locked(0, resource, (const struct rlimit *)rlim, NULL);
+}
+
+SMCR_EXPORT int prlimit(pid_t pid, __rlimit_resource_t resource, const struct rlimit *set,
+			struct rlimit *old)
+{
+	smcr_preload_enter();
+	if (!set) /* a read changes nothing */
+		return smcr_real.prlimit ? smcr_real.prlimit(pid, resource, set, old)
+					 : (errno = ENOSYS, -1);
+	return set_nofile_locked(pid, resource, set, old);
+}
+
+SMCR_EXPORT int prlimit64(pid_t pid, __rlimit_resource_t resource, const struct rlimit64 *set,
+			  struct rlimit64 *old)
+{
+	return prlimit(pid, resource, (const struct rlimit *)set, (struct rlimit *)old);
 }
 
 /* ---- dup family ----------------------------------------------------- */

@@ -25,6 +25,8 @@
  *   3. stats.c stats_lock  publishing the stats file
  *   4. eid.c   kernel_mu   the kernel's UEID table, read once
  *   5. ib.c    prep_mu     the background load of libibverbs
+ *   6. sys.c   fd_window_lock  a momentary raise of RLIMIT_NOFILE: a leaf,
+ *                          nothing is taken under it
  * The eid and ib locks are never held together (ib.c reads the UEID table
  * before it takes prep_mu); their order here is only the order of taking.
  */
@@ -36,6 +38,7 @@
 #include "smcr/share.h"
 #include "smcr/shm.h"
 #include "smcr/stats.h"
+#include "smcr/sys.h"
 #ifdef SMCR_HAVE_VERBS
 #include "smcr/ib.h"
 #include "smcr/lgr.h"
@@ -44,6 +47,21 @@
 void smcr_engine_init(const struct smcr_engine_env *env)
 {
 	smcr_libc_install(env);
+}
+
+int smcr_engine_fd_dup(int fd)
+{
+	return smcr_sys_fd_copy(fd);
+}
+
+void smcr_engine_fd_limit_lock(void)
+{
+	smcr_sys_fd_window_lock();
+}
+
+void smcr_engine_fd_limit_unlock(void)
+{
+	smcr_sys_fd_window_unlock();
 }
 
 void smcr_engine_fork_prepare(void)
@@ -59,10 +77,12 @@ void smcr_engine_fork_prepare(void)
 #ifdef SMCR_HAVE_VERBS
 	smcr_ib_fork_prepare();
 #endif
+	smcr_sys_fd_window_lock(); /* a child must not keep a raised fd limit */
 }
 
 void smcr_engine_fork_parent(void)
 {
+	smcr_sys_fd_window_unlock();
 #ifdef SMCR_HAVE_VERBS
 	smcr_ib_fork_done();
 #endif
@@ -83,7 +103,8 @@ void smcr_engine_fork_parent(void)
  */
 void smcr_engine_fork_child(void)
 {
-	smcr_share_fork_child(); /* first: the child's own pid */
+	smcr_sys_fd_window_unlock();
+	smcr_share_fork_child(); /* the child's own pid, before the rest */
 #ifdef SMCR_HAVE_VERBS
 	smcr_ib_fork_done();
 #endif

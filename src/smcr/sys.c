@@ -5,8 +5,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,20 +34,145 @@ int smcr_sys_random(void *buf, size_t len)
 	return 0;
 }
 
-int smcr_sys_fd_high(int fd)
-{
-	int saved = errno, high;
+/*
+ * The engine's long-lived fds live above the program's soft RLIMIT_NOFILE
+ * where the hard limit leaves room, so they never take a number the program
+ * could have had: below it, a program near its limit would meet EMFILE in
+ * its own open() where plain TCP left it room, and open() is not ours to
+ * retry.  The kernel refuses F_DUPFD at or above the soft limit, so the move
+ * raises the soft limit to the hard one for that one fcntl and puts back
+ * exactly what prlimit reported as the old value (no cached copy goes stale
+ * behind another process's prlimit).  fd_window_lock keeps two moves, the
+ * program's own setrlimit/prlimit (smcr_sys_fd_window_lock() from the
+ * embedder's wrappers), fork and exec out of each other's window, so the
+ * raised value is never what anyone else sees or keeps.  It is a leaf lock:
+ * only raw system calls run under it.
+ *
+ * Above FD_WINDOW_MAX_SOFT the kernel's fd table for numbers past the soft
+ * limit would cost more (8 bytes per number, copied at every fork) than the
+ * program could miss, and where soft equals hard there is no room at all:
+ * then the fds go to SMCR_ENGINE_FD_FLOOR and up, and the engine stops
+ * taking new ones while fewer than a quarter of the numbers are left, so the
+ * program keeps at least that much of its own limit.
+ */
+#define FD_WINDOW_MAX_SOFT 65536u
 
-	if (fd < 0 || fd >= SMCR_ENGINE_FD_FLOOR)
-		return fd;
-	high = smcr_libc.fcntl(fd, F_DUPFD_CLOEXEC, SMCR_ENGINE_FD_FLOOR);
-	if (high < 0) {
-		errno = saved;
-		return fd;
+static pthread_mutex_t fd_window_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void smcr_sys_fd_window_lock(void)
+{
+	pthread_mutex_lock(&fd_window_lock);
+}
+
+void smcr_sys_fd_window_unlock(void)
+{
+	pthread_mutex_unlock(&fd_window_lock);
+}
+
+static int nofile_limit(const struct rlimit *set, struct rlimit *old)
+{
+	return (int)syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, set, old);
+}
+
+/* The number the engine's fds start from under the limits `cur`. */
+static rlim_t fd_target(const struct rlimit *cur)
+{
+	return cur->rlim_cur > SMCR_ENGINE_FD_FLOOR ? cur->rlim_cur : SMCR_ENGINE_FD_FLOOR;
+}
+
+static bool room_above(const struct rlimit *cur)
+{
+	return cur->rlim_cur <= FD_WINDOW_MAX_SOFT && fd_target(cur) < cur->rlim_max;
+}
+
+/*
+ * Raises the soft limit to the hard one and reports the limits it found in
+ * *cur (one system call: prlimit swaps them).  The hard limit is read once;
+ * if the program lowered it since, the swap fails and it is read again.
+ */
+static int raise_soft(struct rlimit *cur)
+{
+	static rlim_t hard;
+	struct rlimit raised;
+
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (!hard) {
+			if (nofile_limit(NULL, cur) < 0)
+				return -1;
+			hard = cur->rlim_max;
+		}
+		raised = (struct rlimit){ hard, hard };
+		if (nofile_limit(&raised, cur) == 0)
+			return 0;
+		hard = 0;
 	}
-	smcr_libc.close(fd);
+	return -1;
+}
+
+/* A copy of `fd` at fd_target() or above, or -1; *cur: the limits in force. */
+static int dup_above_soft(int fd, struct rlimit *cur)
+{
+	int high = -1;
+
+	smcr_sys_fd_window_lock();
+	if (raise_soft(cur) < 0) {
+		smcr_sys_fd_window_unlock();
+		return -1;
+	}
+	if (room_above(cur))
+		high = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, (int)fd_target(cur));
+	if (cur->rlim_cur != cur->rlim_max)
+		(void)nofile_limit(cur, NULL);
+	smcr_sys_fd_window_unlock();
+	return high;
+}
+
+/* A copy of `fd` where the engine keeps its fds, or -1; *cur: the limits. */
+static int copy_high(int fd, struct rlimit *cur)
+{
+	int saved = errno, high = dup_above_soft(fd, cur);
+
+	if (high < 0)
+		high = smcr_libc.fcntl(fd, F_DUPFD_CLOEXEC, SMCR_ENGINE_FD_FLOOR);
 	errno = saved;
 	return high;
+}
+
+/* Without room above the program's numbers, its last quarter stays its own. */
+static int keep_quarter(int fd, const struct rlimit *cur)
+{
+	if (fd >= 0 && cur->rlim_cur && !room_above(cur) && (rlim_t)fd < cur->rlim_cur &&
+	    (rlim_t)fd >= cur->rlim_cur - cur->rlim_cur / 4) {
+		smcr_libc.close(fd);
+		errno = EMFILE;
+		return -1;
+	}
+	return fd;
+}
+
+int smcr_sys_fd_high(int fd)
+{
+	struct rlimit cur = { 0, 0 };
+	int high;
+
+	if (fd < 0)
+		return fd;
+	high = copy_high(fd, &cur);
+	if (high < 0)
+		high = fd;
+	else
+		smcr_sys_close(fd);
+	return keep_quarter(high, &cur);
+}
+
+int smcr_sys_fd_copy(int fd)
+{
+	struct rlimit cur = { 0, 0 };
+	int copy = copy_high(fd, &cur);
+
+	if (copy < 0)
+		copy = smcr_libc.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	return keep_quarter(copy, &cur);
 }
 
 int smcr_sys_eventfd(unsigned int initval, int flags)

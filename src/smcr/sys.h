@@ -22,8 +22,18 @@ int smcr_sys_random(void *buf, size_t len);
 int smcr_sys_eventfd(unsigned int initval, int flags);
 int smcr_sys_memfd(const char *name, unsigned int flags);
 
-/* Moves `fd` (close-on-exec) to SMCR_ENGINE_FD_FLOOR or above; returns the fd to use. */
+/*
+ * Moves `fd` (close-on-exec) above the program's soft RLIMIT_NOFILE, or to
+ * SMCR_ENGINE_FD_FLOOR or above where the hard limit leaves no room; returns
+ * the fd to use, or -1 with EMFILE (fd closed) when it would take one of the
+ * last quarter of the program's numbers.  -1 in, -1 out.
+ */
 int smcr_sys_fd_high(int fd);
+/* The same for a close-on-exec copy of `fd` (fd stays open); -1 with errno. */
+int smcr_sys_fd_copy(int fd);
+/* Held across every change of RLIMIT_NOFILE (see sys.c), fork and exec. */
+void smcr_sys_fd_window_lock(void);
+void smcr_sys_fd_window_unlock(void);
 
 /* Close an fd we own, keeping errno. */
 void smcr_sys_close(int fd);
