@@ -267,13 +267,14 @@ int smcr_sock_classify(int tcp_fd);
  *
  * smcr_sock_accept_start() consumes the Proposal and answers it: a Decline
  * (returns the reason: the stream is TCP from here on), or an Accept
- * (returns SMCR_ACCEPT_PENDING and *hs).  A same-host Proposal whose source
+ * (returns SMCR_HANDSHAKE_PENDING and *hs).  A same-host Proposal whose source
  * is not an address of this host is declined at once (SMCR_CLC_DECL_NOTLOCAL).
  * Nothing in it waits for the peer.
  *
- * smcr_sock_accept_step() takes what the client sent since (its Confirm or
- * Decline, and the transport's own rendezvous), waiting for it until
- * `deadline` (CLOCK_MONOTONIC ms; <= now: not at all).  SMCR_ACCEPT_PENDING
+ * smcr_handshake_step() takes what the peer sent since (a server's: the
+ * client's Confirm or Decline, and the transport's own rendezvous; a
+ * client's: smcr_sock_connect_start() below), waiting for it until
+ * `deadline` (CLOCK_MONOTONIC ms; <= now: not at all).  SMCR_HANDSHAKE_PENDING
  * while the client has not finished; else the result as smcr_sock_accept()'s
  * (0 and *out, > 0 fallback, < 0 hard error: -ETIMEDOUT once the CLC wait
  * bound, opts->handshake_ms, has passed since the Accept).  Either way the
@@ -287,11 +288,11 @@ int smcr_sock_classify(int tcp_fd);
  *
  * Threads: one call at a time on one handshake (the caller serialises).
  */
-#define SMCR_ACCEPT_PENDING 1
+#define SMCR_HANDSHAKE_PENDING 1
 struct smcr_handshake;
 int smcr_sock_accept_start(int tcp_fd, const struct smcr_sock_opts *opts,
 			   struct smcr_handshake **hs);
-int smcr_sock_accept_step(struct smcr_handshake *hs, int64_t deadline, struct smcr_sock **out);
+int smcr_handshake_step(struct smcr_handshake *hs, int64_t deadline, struct smcr_sock **out);
 int smcr_handshake_fd(struct smcr_handshake *hs);
 /* Release what the handshake holds (after a final step, or to give it up: sends nothing). */
 void smcr_handshake_free(struct smcr_handshake *hs);
@@ -344,6 +345,18 @@ bool smcr_peer_is_registered(int tcp_fd);
  * connection-setup path, should not) check twice.
  */
 int smcr_sock_connect(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_sock **out);
+/*
+ * The same in steps that never wait for the server, for a socket whose
+ * application must not block (a non-blocking one, or one it polls): the
+ * policy's answer, or the Proposal sent and SMCR_HANDSHAKE_PENDING with *hs;
+ * then smcr_handshake_step() takes the server's answer once it is all there
+ * (Accept: attach and Confirm; Decline: the reason), and smcr_handshake_fd()
+ * turns readable when it arrives or the wait bound ends (see the server's
+ * handshake below for both).
+ */
+struct smcr_handshake;
+int smcr_sock_connect_start(int tcp_fd, const struct smcr_sock_opts *opts,
+			    struct smcr_handshake **hs);
 
 /* ---- RFC 7609 option mode (src/smcr/tcpopt.c, design §4) ------------------- */
 

@@ -377,11 +377,30 @@ static int read_tcp_rcvbuf_default(void)
 
 /* ---- client ------------------------------------------------------------------- */
 
-static int client_decide(int fd, struct smcr_fd_entry *e)
+/* How long a client that must not block waits for the server's answer before going on. */
+#define CLIENT_INLINE_REPLY_MS 2
+
+static int handshake_step(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, bool may_block);
+static int handshake_wait(int fd, struct smcr_fd_entry *e, int efd, struct smcr_handshake *hs,
+			  enum smcr_io_kind kind, bool may_block);
+
+/*
+ * A connected client's first I/O or readiness wait: propose, or stay TCP.
+ * A caller that may block runs the whole handshake now (a blocking socket's
+ * connect(), send() or recv(): they wait as long anyway); one that may not
+ * (a non-blocking socket, poll, epoll) only sends the Proposal, and the
+ * server's answer is taken when it has come, so an event loop never waits
+ * for a server that answers late.
+ */
+static int client_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, bool may_block)
 {
+	struct smcr_handshake *hs = NULL;
 	struct smcr_sock *s = NULL;
 	char byte;
 	int efd, rc;
+
+	if (atomic_load_explicit(&e->handshake, memory_order_acquire))
+		return handshake_step(fd, e, kind, may_block);
 
 	if (!(smcr_fd_entry_flags(e) & SMCR_FD_F_CONNECTED)) {
 		struct sockaddr_storage ss;
@@ -422,9 +441,24 @@ static int client_decide(int fd, struct smcr_fd_entry *e)
 	{
 		struct smcr_sock_opts o = conn_opts(efd);
 
-		rc = smcr_sock_connect(efd, &o, &s);
+		if (may_block) {
+			rc = smcr_sock_connect(efd, &o, &s);
+			return take_handshake(fd, e, efd, rc, s, "client");
+		}
+		rc = smcr_sock_connect_start(efd, &o, &hs);
 	}
-	return take_handshake(fd, e, efd, rc, s, "client");
+	if (rc != SMCR_HANDSHAKE_PENDING)
+		return take_handshake(fd, e, efd, rc, NULL, "client");
+	/*
+	 * A server that runs answers within a wake-up or two: that short wait
+	 * is cheaper than handing the socket's readiness to the handshake.
+	 */
+	rc = smcr_handshake_step(hs, smcr_now_ms() + CLIENT_INLINE_REPLY_MS, &s);
+	if (rc != SMCR_HANDSHAKE_PENDING) {
+		smcr_handshake_free(hs);
+		return take_handshake(fd, e, efd, rc, s, "client");
+	}
+	return handshake_wait(fd, e, efd, hs, kind, may_block);
 }
 
 /* ---- server ------------------------------------------------------------------- */
@@ -491,15 +525,17 @@ static int handshake_end(int fd, struct smcr_fd_entry *e, int rc, struct smcr_so
 
 	atomic_store_explicit(&e->handshake_fd, -1, memory_order_release);
 	e->engine_fd = -1;
+	const char *role = smcr_fd_entry_flags(e) & SMCR_FD_F_ACCEPTED ? "server" : "client";
+
 	if (rc == 0) {
-		go_smc(fd, e, efd, s, "server"); /* registrations move to its doorbell */
+		go_smc(fd, e, efd, s, role); /* registrations move to its doorbell */
 	} else {
 		smcr_smc_epoll_watch_tcp(e);
 		smcr_real.close(efd);
 		if (rc > 0) {
-			go_fallback(fd, e, (uint32_t)rc, false, "server", NULL);
+			go_fallback(fd, e, (uint32_t)rc, false, role, NULL);
 		} else {
-			fail_connection(fd, e, -rc, "server");
+			fail_connection(fd, e, -rc, role);
 			rc = -ECONNRESET;
 		}
 	}
@@ -526,8 +562,8 @@ static int handshake_step(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kin
 
 	if (e->owner != smcr_smc_pid) /* the parent's: it answers that client */
 		return kind == SMCR_IO_POLL ? DECIDED : -ECONNRESET;
-	rc = smcr_sock_accept_step(hs, io_deadline(fd, kind, may_block), &s);
-	if (rc != SMCR_ACCEPT_PENDING)
+	rc = smcr_handshake_step(hs, io_deadline(fd, kind, may_block), &s);
+	if (rc != SMCR_HANDSHAKE_PENDING)
 		return handshake_end(fd, e, rc, s);
 	return kind == SMCR_IO_POLL ? DECIDED : -EAGAIN;
 }
@@ -546,15 +582,15 @@ void smcr_smc_finish_handshake(int fd, struct smcr_fd_entry *e)
 		int rc;
 
 		do /* up to the engine's bound */
-			rc = smcr_sock_accept_step(hs, INT64_MAX, &s);
-		while (rc == SMCR_ACCEPT_PENDING);
+			rc = smcr_handshake_step(hs, INT64_MAX, &s);
+		while (rc == SMCR_HANDSHAKE_PENDING);
 		handshake_end(fd, e, rc, s);
 	}
 	smcr_guard_leave();
 	decision_unlock(e);
 }
 
-/* A Proposal is in: answer it.  SMCR_ACCEPT_PENDING, or what the call returns. */
+/* A Proposal is in: answer it.  SMCR_HANDSHAKE_PENDING, or what the call returns. */
 static int handshake_start(int fd, struct smcr_fd_entry *e, int efd, enum smcr_io_kind kind,
 			   bool may_block)
 {
@@ -562,7 +598,7 @@ static int handshake_start(int fd, struct smcr_fd_entry *e, int efd, enum smcr_i
 	struct smcr_handshake *hs = NULL;
 	int rc = smcr_sock_accept_start(efd, &o, &hs);
 
-	if (rc != SMCR_ACCEPT_PENDING) {
+	if (rc != SMCR_HANDSHAKE_PENDING) {
 		smcr_real.close(efd);
 		if (rc > 0) {
 			go_fallback(fd, e, (uint32_t)rc, false, "server", NULL);
@@ -571,13 +607,25 @@ static int handshake_start(int fd, struct smcr_fd_entry *e, int efd, enum smcr_i
 		fail_connection(fd, e, -rc, "server");
 		return -ECONNRESET;
 	}
+	handshake_wait(fd, e, efd, hs, kind, may_block);
+	return SMCR_HANDSHAKE_PENDING;
+}
+
+/*
+ * A handshake is under way on `efd`: the entry keeps it, and whoever waits
+ * for this socket's readiness now waits for the peer's answer.  What the
+ * caller returns now: nothing for a readiness wait, EAGAIN for I/O.
+ */
+static int handshake_wait(int fd, struct smcr_fd_entry *e, int efd, struct smcr_handshake *hs,
+			  enum smcr_io_kind kind, bool may_block)
+{
+	(void)fd;
 	e->engine_fd = efd;
 	e->owner = smcr_smc_pid;
 	atomic_store_explicit(&e->handshake, hs, memory_order_release);
-	/* Whoever waits for this socket's readiness now waits for the client's answer. */
 	if (e->epoll_regs || kind == SMCR_IO_POLL || !may_block)
 		handshake_fd_locked(e);
-	return SMCR_ACCEPT_PENDING;
+	return kind == SMCR_IO_POLL ? DECIDED : -EAGAIN;
 }
 
 /*
@@ -638,7 +686,7 @@ static int server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 				return DECIDED;
 			}
 			rc = handshake_start(fd, e, efd, kind, may_block);
-			if (rc != SMCR_ACCEPT_PENDING)
+			if (rc != SMCR_HANDSHAKE_PENDING)
 				return rc;
 			continue; /* the client may have answered already */
 		}
@@ -727,7 +775,7 @@ int smcr_smc_settle(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, boo
 			if (flags & SMCR_FD_F_ACCEPTED)
 				rc = server_decide(fd, e, kind, may_block);
 			else
-				rc = client_decide(fd, e);
+				rc = client_decide(fd, e, kind, may_block);
 		}
 		drop_listener_ref(e);
 		smcr_guard_leave();
@@ -902,7 +950,9 @@ int smcr_smc_after_connect(int fd, int ret)
 	if (!e)
 		return ret;
 	add_flags(e, SMCR_FD_F_CONNECTED);
-	rc = smcr_smc_settle(fd, e, SMCR_IO_POLL, true);
+	/* connect() returned connected: a blocking one may wait for the handshake too */
+	rc = smcr_smc_settle(fd, e, SMCR_IO_POLL,
+			     !(smcr_fd_entry_flags(e) & SMCR_FD_F_NONBLOCK));
 	smcr_fdtab_put(e);
 	if (rc < 0) {
 		errno = ECONNREFUSED;

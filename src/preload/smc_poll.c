@@ -578,99 +578,103 @@ static uint32_t report_after_settle(int fd, struct smcr_fd_entry *e, uint32_t wa
 	return watched_tcp ? got : tcp_mask(fd, want);
 }
 
-int smcr_smc_epoll_filter(int epfd, struct epoll_event *events, int n)
+/* Candidates whose report waits for a decision, made after the lock. */
+struct later_report {
+	int slot, fd;
+	uint32_t want;
+	bool watched_tcp;
+	bool oneshot;
+	struct ep_rec *r;
+};
+
+#define LATER_BATCH 64
+
+/* The decisions `later` waited for, and what each report becomes. */
+static void settle_later(struct epoll_event *events, const struct later_report *later, int nlater)
 {
-	int out = 0, smc_fds[SMCR_SMC_SPIN_SET_MAX], nsmc = 0;
-	/* Candidates whose report waits for a decision, made after the lock. */
-	struct {
-		int slot, fd;
-		uint32_t want;
-		bool watched_tcp;
-		bool oneshot;
-		struct ep_rec *r;
-	} later[64];
-	int nlater = 0;
-
-	pthread_mutex_lock(&ep_lock);
-	for (int i = 0; i < n; i++) {
-		bool stale;
-		struct ep_rec *r = rec_from_data(events[i].data.u64, &stale);
-		struct smcr_fd_entry *e;
-
-		if (!r) {
-			if (!stale)
-				events[out++] = events[i];
-			continue;
-		}
-		e = r->entry;
-		if (r->on_doorbell) {
-			struct smcr_sock *s = smcr_smc_sock_of(e);
-			uint32_t m = s ? wanted_mask(sock_poll(s), r->events) : 0;
-
-			if (!m) {
-				smcr_stats_wakeup_empty();
-				/* Spurious: a one-shot registration must stay armed. */
-				if (s && (r->events & EPOLLONESHOT))
-					rec_kernel_ctl(r, EPOLL_CTL_MOD, s);
-				continue;
-			}
-			if (r->events & EPOLLONESHOT)
-				r->disarmed = true;
-			events[out].events = m;
-			if (nsmc < SMCR_SMC_SPIN_SET_MAX)
-				smc_fds[nsmc++] = r->fd;
-		} else {
-			if (r->events & EPOLLONESHOT)
-				r->disarmed = true;
-			events[out].events = events[i].events;
-			if (report_needs_settle(r, e, events[i].events) && nlater < 64) {
-				later[nlater].slot = out;
-				later[nlater].fd = r->fd;
-				later[nlater].want = r->events;
-				later[nlater].watched_tcp = r->hs_fd < 0;
-				later[nlater].oneshot = (r->events & EPOLLONESHOT) != 0;
-				later[nlater].r = r;
-				nlater++;
-			}
-		}
-		events[out].data.u64 = r->data;
-		out++;
-	}
-	pthread_mutex_unlock(&ep_lock);
-	spin_recent_note(epfd, smc_fds, nsmc);
-
 	for (int k = 0; k < nlater; k++) {
 		int slot = later[k].slot, fd = later[k].fd;
 		struct smcr_fd_entry *e = smcr_fdtab_get(fd);
-		bool connecting;
 
 		if (!e)
 			continue;
-		connecting = atomic_load_explicit(&e->flags, memory_order_relaxed) &
-			     SMCR_FD_F_CONNECTING;
-		smcr_smc_settle(fd, e, SMCR_IO_POLL, connecting);
-		if (connecting) {
-			struct smcr_sock *s = smcr_smc_sock_of(e);
-
-			if (s)
-				events[slot].events = wanted_mask(sock_poll(s), later[k].want);
-		} else {
-			events[slot].events = report_after_settle(fd, e, later[k].want,
-								  events[slot].events,
-								  later[k].watched_tcp);
-			if (!events[slot].events && later[k].oneshot) {
-				/* nothing for the application: a one-shot stays armed */
-				pthread_mutex_lock(&ep_lock);
-				if (later[k].r->in_use && later[k].r->entry == e) {
-					later[k].r->disarmed = false;
-					rec_kernel_ctl(later[k].r, EPOLL_CTL_MOD, smcr_smc_sock_of(e));
-				}
-				pthread_mutex_unlock(&ep_lock);
+		/* a step, never a wait: the peer's answer comes as a report of its own */
+		smcr_smc_settle(fd, e, SMCR_IO_POLL, false);
+		events[slot].events = report_after_settle(fd, e, later[k].want, events[slot].events,
+							  later[k].watched_tcp);
+		if (!events[slot].events && later[k].oneshot) {
+			/* nothing for the application: a one-shot stays armed */
+			pthread_mutex_lock(&ep_lock);
+			if (later[k].r->in_use && later[k].r->entry == e) {
+				later[k].r->disarmed = false;
+				rec_kernel_ctl(later[k].r, EPOLL_CTL_MOD, smcr_smc_sock_of(e));
 			}
+			pthread_mutex_unlock(&ep_lock);
 		}
 		smcr_fdtab_put(e);
 	}
-	if (nlater) {
+}
+
+int smcr_smc_epoll_filter(int epfd, struct epoll_event *events, int n)
+{
+	int out = 0, smc_fds[SMCR_SMC_SPIN_SET_MAX], nsmc = 0, settled = 0;
+	struct later_report later[LATER_BATCH];
+
+	/* In batches: every candidate's decision is made before it is reported. */
+	for (int i = 0; i < n;) {
+		int nlater = 0;
+
+		pthread_mutex_lock(&ep_lock);
+		for (; i < n && nlater < LATER_BATCH; i++) {
+			bool stale;
+			struct ep_rec *r = rec_from_data(events[i].data.u64, &stale);
+			struct smcr_fd_entry *e;
+
+			if (!r) {
+				if (!stale)
+					events[out++] = events[i];
+				continue;
+			}
+			e = r->entry;
+			if (r->on_doorbell) {
+				struct smcr_sock *s = smcr_smc_sock_of(e);
+				uint32_t m = s ? wanted_mask(sock_poll(s), r->events) : 0;
+
+				if (!m) {
+					smcr_stats_wakeup_empty();
+					/* Spurious: a one-shot registration must stay armed. */
+					if (s && (r->events & EPOLLONESHOT))
+						rec_kernel_ctl(r, EPOLL_CTL_MOD, s);
+					continue;
+				}
+				if (r->events & EPOLLONESHOT)
+					r->disarmed = true;
+				events[out].events = m;
+				if (nsmc < SMCR_SMC_SPIN_SET_MAX)
+					smc_fds[nsmc++] = r->fd;
+			} else {
+				if (r->events & EPOLLONESHOT)
+					r->disarmed = true;
+				events[out].events = events[i].events;
+				if (report_needs_settle(r, e, events[i].events)) {
+					later[nlater].slot = out;
+					later[nlater].fd = r->fd;
+					later[nlater].want = r->events;
+					later[nlater].watched_tcp = r->hs_fd < 0;
+					later[nlater].oneshot = (r->events & EPOLLONESHOT) != 0;
+					later[nlater].r = r;
+					nlater++;
+				}
+			}
+			events[out].data.u64 = r->data;
+			out++;
+		}
+		pthread_mutex_unlock(&ep_lock);
+		settle_later(events, later, nlater);
+		settled += nlater;
+	}
+	spin_recent_note(epfd, smc_fds, nsmc);
+	if (settled) {
 		/* drop what turned out to be nothing for the application */
 		int kept = 0;
 
@@ -919,9 +923,9 @@ static void slot_settle(struct poll_slot *slot, struct pollfd *p)
 	if (atomic_load_explicit(&e->mode, memory_order_acquire) != SMCR_FD_CANDIDATE)
 		return;
 	if (flags & SMCR_FD_F_CONNECTING) {
-		if (!(p->revents & (POLLOUT | POLLERR | POLLHUP)))
+		if (!was_hs && !(p->revents & (POLLOUT | POLLERR | POLLHUP)))
 			return;
-		smcr_smc_settle(p->fd, e, SMCR_IO_POLL, true);
+		smcr_smc_settle(p->fd, e, SMCR_IO_POLL, false);
 	} else if (was_hs || (p->revents & (POLLIN | POLLERR | POLLHUP))) {
 		smcr_smc_settle(p->fd, e, SMCR_IO_POLL, false);
 	} else {

@@ -131,8 +131,8 @@ SMCR_EXPORT int setrlimit64(__rlimit_resource_t resource, const struct rlimit64 
 	return set_nofile_locked(0, resource, (const struct rlimit *)rlim, NULL);
 }
 
-SMCR_EXPORT int prlimit(pid_t pid, __rlimit_resource_t resource, const struct rlimit *set,
-			struct rlimit *old)
+static int prlimit_common(pid_t pid, __rlimit_resource_t resource, const struct rlimit *set,
+			  struct rlimit *old)
 {
 	smcr_preload_enter();
 	if (!set) /* a read changes nothing */
@@ -141,10 +141,16 @@ SMCR_EXPORT int prlimit(pid_t pid, __rlimit_resource_t resource, const struct rl
 	return set_nofile_locked(pid, resource, set, old);
 }
 
+SMCR_EXPORT int prlimit(pid_t pid, __rlimit_resource_t resource, const struct rlimit *set,
+			struct rlimit *old)
+{
+	return prlimit_common(pid, resource, set, old);
+}
+
 SMCR_EXPORT int prlimit64(pid_t pid, __rlimit_resource_t resource, const struct rlimit64 *set,
 			  struct rlimit64 *old)
 {
-	return prlimit(pid, resource, (const struct rlimit *)set, (struct rlimit *)old);
+	return prlimit_common(pid, resource, (const struct rlimit *)set, (struct rlimit *)old);
 }
 
 /* ---- dup family ----------------------------------------------------- */

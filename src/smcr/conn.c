@@ -313,12 +313,11 @@ static int client_peek_reply(int fd, const struct smcr_transport_ops *ops, struc
 	}
 }
 
-/* Proposal sent; the reply decides.  Returns 0, > 0 reason or -errno. */
-static int client_handshake(int fd, const struct smcr_transport_ops *ops, struct smcr_xconn *xc,
-			    const struct smcr_sock_opts *opts, uint32_t *peer_size, int64_t t0)
+/* Ask the transport for our Proposal and send it.  0, > 0 reason or -errno. */
+static int client_propose(int fd, const struct smcr_transport_ops *ops, struct smcr_xconn *xc,
+			  int wait, int64_t t0)
 {
-	struct smcr_clc_msg prop, reply, conf;
-	int wait = clc_wait_ms(opts);
+	struct smcr_clc_msg prop;
 	int rc;
 
 	memset(&prop, 0, sizeof(prop));
@@ -330,10 +329,19 @@ static int client_handshake(int fd, const struct smcr_transport_ops *ops, struct
 		return rc;
 	smcr_dbg("fd %d: Proposal sent %lld us after the handshake began", fd,
 		 (long long)((smcr_now_ns() - t0) / 1000));
-	rc = client_peek_reply(fd, ops, xc, smcr_sys_deadline(wait > CLC_FIRST_REPLY_MS ? wait
-										 : CLC_FIRST_REPLY_MS));
-	if (rc == 0)
-		rc = clc_recv(fd, &reply, smcr_sys_deadline(wait));
+	return 0;
+}
+
+/*
+ * The server's reply is all there: consume it; on an Accept attach and
+ * confirm.  Returns 0, > 0 reason or -errno.
+ */
+static int client_take_reply(int fd, const struct smcr_transport_ops *ops, struct smcr_xconn *xc,
+			     int wait, uint32_t *peer_size, int64_t t0)
+{
+	struct smcr_clc_msg reply, conf;
+	int rc = clc_recv(fd, &reply, smcr_sys_deadline(wait));
+
 	if (rc)
 		return rc;
 	if (reply.hdr.type == SMCR_CLC_DECLINE)
@@ -357,6 +365,26 @@ static int client_handshake(int fd, const struct smcr_transport_ops *ops, struct
 	return rc;
 }
 
+/* How long the server may take to answer our Proposal. */
+static int first_reply_ms(int wait)
+{
+	return wait > CLC_FIRST_REPLY_MS ? wait : CLC_FIRST_REPLY_MS;
+}
+
+/* Proposal sent; the reply decides.  Returns 0, > 0 reason or -errno. */
+static int client_handshake(int fd, const struct smcr_transport_ops *ops, struct smcr_xconn *xc,
+			    const struct smcr_sock_opts *opts, uint32_t *peer_size, int64_t t0)
+{
+	int wait = clc_wait_ms(opts);
+	int rc = client_propose(fd, ops, xc, wait, t0);
+
+	if (rc == 0)
+		rc = client_peek_reply(fd, ops, xc, smcr_sys_deadline(first_reply_ms(wait)));
+	if (rc == 0)
+		rc = client_take_reply(fd, ops, xc, wait, peer_size, t0);
+	return rc;
+}
+
 /* The TCP peer of `fd`, for the negative cache; false if unknown. */
 static bool peer_addr(int fd, struct sockaddr_storage *ss)
 {
@@ -365,34 +393,48 @@ static bool peer_addr(int fd, struct sockaddr_storage *ss)
 	return smcr_libc.getpeername(fd, (struct sockaddr *)ss, &len) == 0;
 }
 
-int smcr_sock_connect(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_sock **out)
+/*
+ * The policy's transport for a client, and its per-connection state: 0, or
+ * the reason to stay TCP (nothing sent), counted.
+ */
+static int client_begin(int tcp_fd, const struct smcr_sock_opts *opts,
+			const struct smcr_transport_ops **ops, struct smcr_xconn **xc)
 {
-	const struct smcr_transport_ops *ops;
-	struct smcr_xconn *xc = NULL;
-	struct sockaddr_storage peer;
-	uint32_t peer_size = 0;
-	int64_t t0 = smcr_now_ns();
-	int rc;
+	int rc = smcr_policy_client(smcr_config_get(), tcp_fd, ops);
 
-	*out = NULL;
-	rc = smcr_policy_client(smcr_config_get(), tcp_fd, &ops);
+	*xc = NULL;
 	if (rc) {
 		smcr_stats_fallback(rc);
 		return rc;
 	}
-	rc = ops->create(tcp_fd, rmb_size_wish(ops, opts), clc_wait_ms(opts), &xc);
-	if (rc < 0 && !ops->same_host) {
-		/* Nothing sent yet: no RDMA device for our address is a plain fallback. */
-		rc = rc == -ENODEV ? SMCR_CLC_DECL_NOSMCRDEV : SMCR_CLC_DECL_INTERR;
-		smcr_dbg("fd %d: no SMC-R over %s: %s", tcp_fd, ops->name,
+	rc = (*ops)->create(tcp_fd, rmb_size_wish(*ops, opts), clc_wait_ms(opts), xc);
+	if (rc < 0) {
+		/*
+		 * Nothing sent yet: no RDMA device for our address, or no fd or
+		 * memory for the connection's state, is a plain fallback.
+		 */
+		*xc = NULL;
+		if (rc == -ENODEV && !(*ops)->same_host)
+			rc = SMCR_CLC_DECL_NOSMCRDEV;
+		else if (rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM)
+			rc = SMCR_CLC_DECL_MEM;
+		else
+			rc = SMCR_CLC_DECL_INTERR;
+		smcr_dbg("fd %d: no SMC over %s: %s", tcp_fd, (*ops)->name,
 			 smcr_fallback_reason_str(rc));
 		smcr_stats_fallback(rc);
-		return rc;
 	}
-	if (rc == 0)
-		rc = client_handshake(tcp_fd, ops, xc, opts, &peer_size, t0);
+	return rc;
+}
+
+/* The client handshake ended with `rc`: the connection, or its state let go. */
+static int client_end(int tcp_fd, const struct smcr_transport_ops *ops, struct smcr_xconn *xc,
+		      uint32_t peer_size, int spin_us, int rc, struct smcr_sock **out)
+{
+	struct sockaddr_storage peer;
+
 	if (rc == 0) {
-		*out = smcr_conn_new(tcp_fd, false, ops, xc, peer_size, opts ? opts->spin_us : 0);
+		*out = smcr_conn_new(tcp_fd, false, ops, xc, peer_size, spin_us);
 		if (!*out)
 			rc = -ENOMEM; /* after Confirm: too late to decline */
 	}
@@ -408,6 +450,22 @@ int smcr_sock_connect(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr
 		smcr_stats_handshake_error();
 	smcr_dbg("client handshake on fd %d (%s): %d", tcp_fd, ops->name, rc);
 	return rc;
+}
+
+int smcr_sock_connect(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_sock **out)
+{
+	const struct smcr_transport_ops *ops;
+	struct smcr_xconn *xc;
+	uint32_t peer_size = 0;
+	int64_t t0 = smcr_now_ns();
+	int rc;
+
+	*out = NULL;
+	rc = client_begin(tcp_fd, opts, &ops, &xc);
+	if (rc)
+		return rc;
+	rc = client_handshake(tcp_fd, ops, xc, opts, &peer_size, t0);
+	return client_end(tcp_fd, ops, xc, peer_size, opts ? opts->spin_us : 0, rc, out);
 }
 
 /* ---- server ------------------------------------------------------------------------ */
@@ -443,12 +501,15 @@ int smcr_sock_classify(int tcp_fd)
  * rendezvous and the wait bound drive it (design §4).
  */
 struct smcr_handshake {
+	bool client;        /* ours is the Proposal: its answer is awaited */
 	int tcp_fd;
 	const struct smcr_transport_ops *ops;
 	struct smcr_xconn *xc;
 	int spin_us;
 	int64_t deadline;   /* the client's last word must have come by then (ms) */
-	int64_t accept_ns;  /* when the Accept went out (debug timing) */
+	int64_t accept_ns;  /* server: when the Accept went out (debug timing) */
+	int64_t t0_ns;      /* client: when the handshake began (debug timing) */
+	int wait_ms;        /* client: the CLC wait bound per message */
 	int attach_rc;      /* server_attach(): -EAGAIN until it attached or refused */
 	uint32_t peer_size;
 	int lowat;          /* SO_RCVLOWAT we set while a message is partial; 0 = none */
@@ -479,7 +540,7 @@ static int peek_clc_msg(int fd, struct smcr_clc_msg *msg, int *need)
 	    (len && (len > sizeof(buf) || len < SMCR_CLC_HDR_LEN))) {
 		char name[SMCR_CONN_NAME_MAX];
 
-		smcr_warn("fd %d: the client sent no valid CLC message after our Accept; %s", fd,
+		smcr_warn("fd %d: the peer sent no valid CLC message where one was due; %s", fd,
 			  smcr_conn_name(fd, name, sizeof(name)));
 		return -EPROTO;
 	}
@@ -550,7 +611,7 @@ static int hs_finish(struct smcr_handshake *hs, const struct smcr_clc_msg *peeke
 	return rc > 0 ? -EPROTO : rc; /* after Confirm there is no way back to TCP */
 }
 
-/* Everything that can be done now: SMCR_ACCEPT_PENDING, or the result. */
+/* Everything that can be done now: SMCR_HANDSHAKE_PENDING, or the result. */
 static int hs_advance(struct smcr_handshake *hs)
 {
 	struct smcr_clc_msg msg;
@@ -593,7 +654,32 @@ static int hs_advance(struct smcr_handshake *hs)
 		return -ETIMEDOUT;
 	}
 	hs_set_lowat(hs, need);
-	return SMCR_ACCEPT_PENDING;
+	return SMCR_HANDSHAKE_PENDING;
+}
+
+/* The client's side: the server's answer to our Proposal, once it is all there. */
+static int hs_client_advance(struct smcr_handshake *hs)
+{
+	struct smcr_clc_msg msg;
+	int need, rc = peek_clc_msg(hs->tcp_fd, &msg, &need);
+
+	if (rc == -ESHUTDOWN)
+		return -ECONNRESET;
+	if (rc < 0)
+		return rc;
+	if (rc == 1)
+		return client_take_reply(hs->tcp_fd, hs->ops, hs->xc, hs->wait_ms, &hs->peer_size,
+					 hs->t0_ns);
+	if (smcr_now_ms() >= hs->deadline) {
+		char name[SMCR_CONN_NAME_MAX];
+
+		smcr_warn("fd %d: no answer to our Proposal within %d ms; %s", hs->tcp_fd,
+			  first_reply_ms(hs->wait_ms),
+			  smcr_conn_name(hs->tcp_fd, name, sizeof(name)));
+		return -ETIMEDOUT;
+	}
+	hs_set_lowat(hs, need);
+	return SMCR_HANDSHAKE_PENDING;
 }
 
 static int hs_xfd(const struct smcr_handshake *hs)
@@ -661,22 +747,63 @@ static void hs_wait(struct smcr_handshake *hs, int64_t deadline)
 	(void)smcr_sys_wait_fds(p, p[1].fd >= 0 ? 2 : 1, deadline);
 }
 
-int smcr_sock_accept_step(struct smcr_handshake *hs, int64_t deadline, struct smcr_sock **out)
+int smcr_sock_connect_start(int tcp_fd, const struct smcr_sock_opts *opts,
+			    struct smcr_handshake **out)
+{
+	const struct smcr_transport_ops *ops;
+	struct smcr_handshake *hs;
+	struct smcr_sock *none;
+	struct smcr_xconn *xc;
+	int64_t t0 = smcr_now_ns();
+	int rc;
+
+	*out = NULL;
+	rc = client_begin(tcp_fd, opts, &ops, &xc);
+	if (rc)
+		return rc;
+	hs = calloc(1, sizeof(*hs));
+	if (!hs) /* nothing sent yet */
+		return client_end(tcp_fd, ops, xc, 0, 0, SMCR_CLC_DECL_MEM, &none);
+	hs->client = true;
+	hs->tcp_fd = tcp_fd;
+	hs->ops = ops;
+	hs->spin_us = opts ? opts->spin_us : 0;
+	hs->wait_ms = clc_wait_ms(opts);
+	hs->t0_ns = t0;
+	hs->wait_fd = hs->timer_fd = hs->watched_xfd = -1;
+	rc = client_propose(tcp_fd, ops, xc, hs->wait_ms, t0);
+	if (rc) {
+		free(hs);
+		return client_end(tcp_fd, ops, xc, 0, 0, rc, &none);
+	}
+	hs->xc = xc;
+	hs->deadline = smcr_sys_deadline(first_reply_ms(hs->wait_ms));
+	*out = hs;
+	return SMCR_HANDSHAKE_PENDING;
+}
+
+int smcr_handshake_step(struct smcr_handshake *hs, int64_t deadline, struct smcr_sock **out)
 {
 	int rc;
 
 	*out = NULL;
 	for (;;) {
-		rc = hs_advance(hs);
-		if (rc != SMCR_ACCEPT_PENDING || smcr_now_ms() >= deadline)
+		rc = hs->client ? hs_client_advance(hs) : hs_advance(hs);
+		if (rc != SMCR_HANDSHAKE_PENDING || smcr_now_ms() >= deadline)
 			break;
 		hs_wait(hs, deadline);
 	}
-	if (rc == SMCR_ACCEPT_PENDING) {
+	if (rc == SMCR_HANDSHAKE_PENDING) {
 		hs_sync_wait_fd(hs);
 		return rc;
 	}
 	hs_clear_lowat(hs);
+	if (hs->client) {
+		struct smcr_xconn *xc = hs->xc;
+
+		hs->xc = NULL; /* the connection's now, or let go by client_end() */
+		return client_end(hs->tcp_fd, hs->ops, xc, hs->peer_size, hs->spin_us, rc, out);
+	}
 	if (rc == 0) {
 		smcr_dbg("fd %d: Confirm taken %lld us after our Accept", hs->tcp_fd,
 			 (long long)((smcr_now_ns() - hs->accept_ns) / 1000));
@@ -809,7 +936,7 @@ int smcr_sock_accept_start(int tcp_fd, const struct smcr_sock_opts *opts,
 		smcr_dbg("fd %d: Accept sent %lld us after the Proposal was read", tcp_fd,
 			 (long long)((hs->accept_ns - prop_ns) / 1000));
 		*out = hs;
-		return SMCR_ACCEPT_PENDING;
+		return SMCR_HANDSHAKE_PENDING;
 	}
 	if (hs) {
 		hs->xc = NULL; /* destroyed below */
@@ -832,11 +959,11 @@ int smcr_sock_accept(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_
 	int rc = smcr_sock_accept_start(tcp_fd, opts, &hs);
 
 	*out = NULL;
-	if (rc != SMCR_ACCEPT_PENDING)
+	if (rc != SMCR_HANDSHAKE_PENDING)
 		return rc;
 	do /* the step after the deadline ends it */
-		rc = smcr_sock_accept_step(hs, hs->deadline, out);
-	while (rc == SMCR_ACCEPT_PENDING);
+		rc = smcr_handshake_step(hs, hs->deadline, out);
+	while (rc == SMCR_HANDSHAKE_PENDING);
 	smcr_handshake_free(hs);
 	return rc;
 }
