@@ -14,8 +14,10 @@
 #    logs and in the server's published stats (the Proposal was declined
 #    before the socket left);
 #  - an SMC connection (its first bytes echoed by the server) whose socket then
-#    goes to a child program or over SCM_RIGHTS: both ends go on over TCP
-#    from there, every byte intact (both logs say so);
+#    goes to a child program (also one forked by a server whose soft
+#    RLIMIT_NOFILE is below the hard one, and which closes every fd below it
+#    with close() before its exec) or over SCM_RIGHTS: both ends go on over
+#    TCP from there, every byte intact (both logs say so);
 # and with only one end under smc_run, every case is plain TCP and intact.
 source "$(dirname -- "${BASH_SOURCE[0]}")/smc_lib.sh"
 static_cat=${SMCR_TEST_STATIC_CAT:-}
@@ -30,11 +32,17 @@ cat >"$work/server.py" <<'PY'
 #   pass: the connection goes over SCM_RIGHTS to a worker that echoes it
 #   pass_smc: the first 4 bytes are read here (the handshake runs), then it is passed
 #   listener_out: the listener itself goes over SCM_RIGHTS to a worker without smcr
-#   smc_popen, smc_popenfork, smc_fork, smc_spawn: the first 4 bytes are read and echoed
+#   forkloop: fork, dup2 onto 0/1, close() every other fd below the soft limit (1024, set
+#     first, below the hard one), exec PROG
+#   smc_popen, smc_popenfork, smc_fork, smc_forkloop, smc_spawn: the first 4 bytes are read and echoed
 #     here (an SMC connection by then), then the child program gets the rest, as a CGI
 #     program does
 import os, socket, subprocess, sys
 how, port, prog = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+if how.endswith("forkloop"):
+    # the limits of a login session or a systemd service (soft 1024, hard above it)
+    import resource
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
 ls = socket.socket()
 ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 ls.bind(("127.0.0.1", port))
@@ -96,6 +104,20 @@ while True:
         if pid == 0:
             os.dup2(conn.fileno(), 0)
             os.dup2(conn.fileno(), 1)
+            os.execvp(prog[0], prog)
+        os.waitpid(pid, 0)
+    elif child == "forkloop":
+        # a daemon-style child: closes every fd number below its limit one by one
+        pid = os.fork()
+        if pid == 0:
+            os.dup2(conn.fileno(), 0)
+            os.dup2(conn.fileno(), 1)
+            import resource
+            for fd in range(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0]):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
             os.execvp(prog[0], prog)
         os.waitpid(pid, 0)
     elif child == "spawn":
@@ -177,9 +199,11 @@ went_on_tcp() {
     log "$1: SMC first, then both ends went on over TCP"
 }
 
+(( $(ulimit -Hn) > 1024 )) ||
+    fail "the hard RLIMIT_NOFILE ($(ulimit -Hn)) leaves no room above a soft limit of 1024 for smc-forkloop"
 # SMC connections whose socket then leaves: to a child program (as a CGI program's stdin and
 # stdout, with smcr in it or not) or to another process over SCM_RIGHTS.
-for how in "smc_popen cat" "smc_popenfork cat" "smc_fork cat" "smc_spawn cat" "smc_popen $static_cat" "pass_smc"; do
+for how in "smc_popen cat" "smc_popenfork cat" "smc_fork cat" "smc_forkloop cat" "smc_spawn cat" "smc_popen $static_cat" "pass_smc"; do
     name=${how%% *}
     [[ $how == *static_cat ]] && name=$name-static
     name=${name//_/-}
