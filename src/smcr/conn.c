@@ -1079,6 +1079,34 @@ unsigned smcr_conn_mask(const struct smcr_sock *s)
 	return mask;
 }
 
+/*
+ * A server that cannot attach after our Confirm (it could not map our ring)
+ * declines on the TCP stream, as Linux's does after a CONFIRM it cannot
+ * serve, and lets go of the rings: it never read or wrote them.  What we
+ * wrote into its ring since is still there, so the stream goes on over TCP
+ * from its start, everything we wrote sent again there (tcp_tail.c), rather
+ * than end in a reset.  Only for a client that has heard nothing over SMC
+ * yet, on a complete Decline at the head of the TCP stream.  Lock held.
+ */
+static bool server_declined_late(struct smcr_sock *s)
+{
+	struct smcr_clc_msg msg;
+	char name[SMCR_CONN_NAME_MAX];
+	int need;
+
+	if (s->server || s->cdc_received || !s->ops->peer_on_tcp)
+		return false;
+	if (peek_clc_msg(s->tcp_fd, &msg, &need) != 1 || msg.hdr.type != SMCR_CLC_DECLINE ||
+	    clc_recv(s->tcp_fd, &msg, smcr_now_ms()) != 0)
+		return false;
+	smcr_warn("fd %d: the server declined after our Confirm (%s): the stream goes on over TCP"
+		  " from its start; %s",
+		  s->tcp_fd, smcr_fallback_reason_str(decline_reason(&msg)),
+		  smcr_conn_name(s->tcp_fd, name, sizeof(name)));
+	smcr_tail_begin(s);
+	return true;
+}
+
 static void take_ctrl_msgs(struct smcr_sock *s)
 {
 	uint8_t msg[SMCR_CDC_MSG_LEN];
@@ -1094,7 +1122,8 @@ static void take_ctrl_msgs(struct smcr_sock *s)
 			 * The peer vanished; after its "closed" that is just the end,
 			 * and after it went on over TCP the ring is all that is left.
 			 */
-			if (s->tcp_tail || (s->ops->peer_on_tcp && s->ops->peer_on_tcp(s->xc)))
+			if (s->tcp_tail || (s->ops->peer_on_tcp && s->ops->peer_on_tcp(s->xc)) ||
+			    server_declined_late(s))
 				break;
 			if (!(s->peer_conn_flags & (SMCR_CDC_CONN_CLOSED | SMCR_CDC_CONN_ABORT)))
 				smcr_close_abort_locked(s, ECONNRESET);

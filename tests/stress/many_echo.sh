@@ -20,6 +20,7 @@
 #
 #   many_echo.sh [CONNS]      CONNS connections (default 1000; SMCR_STRESS_CONNS)
 source "$(dirname -- "${BASH_SOURCE[0]}")/../apps/smc_lib.sh"
+source "$(dirname -- "${BASH_SOURCE[0]}")/stress_lib.sh"
 
 need prlimit
 conns=${1:-${SMCR_STRESS_CONNS:-1000}}
@@ -36,39 +37,11 @@ rss_slack_kib=$((32 * 1024))
 (( $(ulimit -Hn) >= 6 * conns + 256 )) ||
     skip "RLIMIT_NOFILE hard limit $(ulimit -Hn) is below the $((6 * conns + 256)) fds $conns SMC connections need"
 
-# run_echo MODE NAME CONNS [SERVER_LIMIT]: one server and one client; the
-# client's report in $work/NAME-client.MODE.out; sets server_pid (still
-# running) and exit_code.  SERVER_LIMIT is the server's RLIMIT_NOFILE: "exec:N"
-# set before it starts (the library starts under it), "self:N" set by the
-# program once running (a program that lowers its own limit).
-run_echo() {
-    local mode=$1 name=$2 n=$3 limit=${4:-} port
-    local -a pre=()
-    case $limit in
-    exec:*) pre=(prlimit "--nofile=${limit#exec:}:${limit#exec:}" --) ;;
-    self:*) pre=(env "SMCR_STRESS_NOFILE=${limit#self:}") ;;
-    esac
-    port=$(free_port 4)
-    start_server "$mode" "$name-server" "${pre[@]}" "$PYTHON" "$script" server 127.0.0.1 "$port"
-    wait_listen "$server_pid" "$port"
-    run_client "$mode" "$name-client" $((deadline + 60)) \
-        "$PYTHON" "$script" client 127.0.0.1 "$port" "$n" "$nbytes" "$deadline" "$server_pid"
-    sed 's/^/    /' "$work/$name-client.$mode.out"
-}
-
 # role_numbers NAME MODE PHASE ROLE: "FDS RSS_KIB MEMFD_MAPS" of ROLE (client or
 # server) at PHASE, from the client's report.
 role_numbers() {
     sed -n "s/^resources $3 //p" "$work/$1-client.$2.out" |
         sed -n "s/.*$4 fds=\([0-9]*\) rss_kib=\([0-9]*\) memfd_maps=\([0-9]*\).*/\1 \2 \3/p"
-}
-
-# assert_echoed NAME MODE N: the client echoed all N connections, no error line.
-assert_echoed() {
-    local out="$work/$1-client.$2.out"
-    [[ $exit_code -eq 0 ]] || fail "$1 ($2): client exited $exit_code: $(grep -m3 '^error:' "$out" | tr '\n' ' ')"
-    grep -qx "echoed $3 of $3" "$out" || fail "$1 ($2): not every connection echoed"
-    ! grep -q '^error:' "$out" "$work/$1-server.$2.out" || fail "$1 ($2): errors reported"
 }
 
 # assert_baseline NAME MODE ROLE RSS_ALLOWANCE_KIB: the ROLE's fds, memfd mappings
@@ -86,34 +59,6 @@ assert_baseline() {
     (( a[2] <= memfd_maps_max )) || fail "$name ($mode) $role: ${a[2]} memfd mappings after the close (at most $memfd_maps_max)"
     (( a[1] - b[1] <= allowance )) ||
         fail "$name ($mode) $role: RSS grew by $(( a[1] - b[1] )) KiB over the run, allowed $allowance KiB"
-}
-
-# modes_agree NAME: every connection has the same mode at both ends (by port,
-# from the two SMC_DEBUG logs); prints "SMC FALLBACKS REASON:COUNT,...".
-modes_agree() {
-    "$PYTHON" - "$work/$1-client.smcr.err" "$work/$1-server.smcr.err" <<'PY'
-import collections, re, sys
-line = re.compile(r": (smc-shm|tcp-fallback) \((client|server)\): (?:reason 0x[0-9a-f]+ (\w+))?"
-                  r".*; local [^ ]+:(\d+), peer [^ ]+:(\d+)$")
-def modes(path, port_group):
-    out = {}
-    for l in open(path, errors="replace"):
-        m = line.search(l.rstrip())
-        if m:
-            out[int(m.group(port_group))] = (m.group(1), m.group(3))
-    return out
-client, server = modes(sys.argv[1], 4), modes(sys.argv[2], 5)
-bad = [p for p in client if p not in server or client[p][0] != server[p][0]]
-bad += [p for p in server if p not in client]
-for p in bad[:5]:
-    print(f"port {p}: client {client.get(p)}, server {server.get(p)}", file=sys.stderr)
-if bad:
-    sys.exit(f"{len(bad)} connection(s) whose ends disagree on the mode (or one end did not log)")
-reasons = collections.Counter(f"{end}:{r}" for end, d in (("client", client), ("server", server))
-                              for mode, r in d.values() if mode == "tcp-fallback")
-smc = sum(1 for m, _ in client.values() if m == "smc-shm")
-print(smc, sum(reasons.values()), ",".join(f"{k}={v}" for k, v in sorted(reasons.items())) or "-")
-PY
 }
 
 # 1. plain: the workload itself passes; its RSS growth is the baseline.
