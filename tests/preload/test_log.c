@@ -68,11 +68,16 @@ static const char *run_child(const char *self, const char *debug, const char *ex
 	int fd, status;
 	pid_t pid;
 
+	char rundir[] = "/tmp/smcr-log-run-XXXXXX", rm[64];
+
 	memcpy(copy, path, sizeof(path));
 	fd = mkstemp(copy);
 	close(fd);
+	/* A fresh runtime dir: a warning said once per user session must show here. */
+	CHECK(mkdtemp(rundir) != NULL);
 	pid = fork();
 	if (pid == 0) {
+		setenv("XDG_RUNTIME_DIR", rundir, 1);
 		if (debug)
 			setenv("SMC_DEBUG", debug, 1);
 		else
@@ -86,6 +91,8 @@ static const char *run_child(const char *self, const char *debug, const char *ex
 	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	const char *log = read_file(copy);
 	unlink(copy);
+	snprintf(rm, sizeof(rm), "rm -rf %s", rundir);
+	CHECK(system(rm) == 0);
 	return log;
 }
 
