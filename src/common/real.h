@@ -61,9 +61,6 @@
 	X(int, fcntl64, (int, int, ...), false)                                            \
 	X(int, ioctl, (int, unsigned long, ...), true)                                     \
 	X(pid_t, fork, (void), true)                                                       \
-	X(int, setrlimit, (__rlimit_resource_t, const struct rlimit *), true)              \
-	X(int, prlimit, (pid_t, __rlimit_resource_t, const struct rlimit *, struct rlimit *), \
-	  false)                                                                           \
 	X(pid_t, vfork, (void), false)                                                     \
 	X(int, execve, (const char *, char *const[], char *const[]), true)                 \
 	X(int, execv, (const char *, char *const[]), true)                                 \

@@ -22,6 +22,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -100,55 +101,56 @@ SMCR_EXPORT void closefrom(int lowfd)
  */
 _Static_assert(sizeof(struct rlimit) == sizeof(struct rlimit64), "one ABI for both names");
 
-static int set_nofile_locked(pid_t pid, __rlimit_resource_t resource, const struct rlimit *set,
-			     struct rlimit *old)
+/*
+ * Every other limit goes straight to the kernel, before the library
+ * initialises and without touching its memory: a sanitizer runtime
+ * preloaded ahead of us sets RLIMIT_CORE while it starts, before its
+ * shadow memory exists, so this path must not be instrumented either.
+ */
+#define RLIMIT_PASS_THROUGH __attribute__((no_sanitize("address", "undefined")))
+
+static int set_nofile_locked(pid_t pid, const struct rlimit *set, struct rlimit *old)
 {
-	bool ours = resource == RLIMIT_NOFILE && (pid == 0 || pid == getpid());
+	bool ours = pid == 0 || pid == getpid();
 	int rc;
 
 	if (ours)
 		smcr_engine_fd_limit_lock();
-	if (pid == 0 && !old)
-		rc = smcr_real.setrlimit(resource, set);
-	else if (smcr_real.prlimit)
-		rc = smcr_real.prlimit(pid, resource, set, old);
-	else
-		rc = (errno = ENOSYS, -1);
+	rc = (int)syscall(SYS_prlimit64, pid, RLIMIT_NOFILE, set, old);
 	if (ours)
 		smcr_engine_fd_limit_unlock();
 	return rc;
 }
 
-SMCR_EXPORT int setrlimit(__rlimit_resource_t resource, const struct rlimit *rlim)
+RLIMIT_PASS_THROUGH static int prlimit_common(pid_t pid, __rlimit_resource_t resource,
+					      const struct rlimit *set, struct rlimit *old)
 {
+	if (resource != RLIMIT_NOFILE || !set) /* a read changes nothing */
+		return (int)syscall(SYS_prlimit64, pid, resource, set, old);
 	smcr_preload_enter();
-	return set_nofile_locked(0, resource, rlim, NULL);
+	return set_nofile_locked(pid, set, old);
 }
 
-SMCR_EXPORT int setrlimit64(__rlimit_resource_t resource, const struct rlimit64 *rlim)
+RLIMIT_PASS_THROUGH SMCR_EXPORT int setrlimit(__rlimit_resource_t resource,
+					      const struct rlimit *rlim)
 {
-	smcr_preload_enter();
-	return set_nofile_locked(0, resource, (const struct rlimit *)rlim, NULL);
+	return prlimit_common(0, resource, rlim, NULL);
 }
 
-static int prlimit_common(pid_t pid, __rlimit_resource_t resource, const struct rlimit *set,
-			  struct rlimit *old)
+RLIMIT_PASS_THROUGH SMCR_EXPORT int setrlimit64(__rlimit_resource_t resource,
+						const struct rlimit64 *rlim)
 {
-	smcr_preload_enter();
-	if (!set) /* a read changes nothing */
-		return smcr_real.prlimit ? smcr_real.prlimit(pid, resource, set, old)
-					 : (errno = ENOSYS, -1);
-	return set_nofile_locked(pid, resource, set, old);
+	return prlimit_common(0, resource, (const struct rlimit *)rlim, NULL);
 }
 
-SMCR_EXPORT int prlimit(pid_t pid, __rlimit_resource_t resource, const struct rlimit *set,
-			struct rlimit *old)
+RLIMIT_PASS_THROUGH SMCR_EXPORT int prlimit(pid_t pid, __rlimit_resource_t resource,
+					    const struct rlimit *set, struct rlimit *old)
 {
 	return prlimit_common(pid, resource, set, old);
 }
 
-SMCR_EXPORT int prlimit64(pid_t pid, __rlimit_resource_t resource, const struct rlimit64 *set,
-			  struct rlimit64 *old)
+RLIMIT_PASS_THROUGH SMCR_EXPORT int prlimit64(pid_t pid, __rlimit_resource_t resource,
+					      const struct rlimit64 *set, struct rlimit64 *old)
 {
 	return prlimit_common(pid, resource, (const struct rlimit *)set, (struct rlimit *)old);
 }
