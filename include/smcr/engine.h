@@ -200,14 +200,16 @@ struct smcr_sock_opts {
  * Announce in the host-local registry that `listen_fd` (a listening TCP socket)
  * runs smcr, so local clients will propose SMC to it (design §4).  The entry
  * lives until smcr_listener_unregister() or until every process holding it has
- * exited (it is an abstract UNIX socket, close-on-exec).  0 or -errno.
+ * exited (it is an abstract UNIX socket, close-on-exec).  0 or -errno.  A name
+ * that is taken, or that could not be made for want of fds or memory, still
+ * gives a listener: smcr_listener_needs_claim() says it has no name yet.
  */
 int smcr_listener_register(int listen_fd, struct smcr_listener **out);
 void smcr_listener_unregister(struct smcr_listener *l);
 /*
  * A listener registered while another process held the name (prefork, or a
- * new nginx master while the old one lives) takes the name now if it is
- * free: true if it did.  Nothing to do (false) once it holds it.  Keeps errno.
+ * new nginx master while the old one lives), or while fds ran short, takes
+ * the name now if it can: true if it did.  Nothing to do (false) once it holds it.  Keeps errno.
  */
 bool smcr_listener_claim(struct smcr_listener *l);
 /* Does the listener still have to claim the name (no system call)? */

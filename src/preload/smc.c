@@ -898,7 +898,11 @@ static void register_listener(int fd, struct smcr_fd_entry *e)
 			e->listen_port = port;
 			e->owner = smcr_smc_pid;
 			own_listener_set(port, smcr_smc_pid, true);
-			smcr_dbg("fd %d: listener on port %u registered for SMC", fd, port);
+			if (smcr_listener_needs_claim(l))
+				smcr_dbg("fd %d: listener on port %u registered for SMC; the "
+					 "registry name is taken later", fd, port);
+			else
+				smcr_dbg("fd %d: listener on port %u registered for SMC", fd, port);
 			smcr_sock_listen_prepare();
 		} else {
 			free(r);
@@ -925,8 +929,8 @@ void smcr_smc_after_listen(int fd)
 
 /*
  * A listener registered while another process held the name (a new nginx
- * master adopts its listeners while the old master's registration stands)
- * tries to take the name when it accepts, at most once a second per
+ * master adopts its listeners while the old master's registration stands),
+ * or while the process was out of fds, tries to take the name when it accepts, at most once a second per
  * process: once the other registrant has left, clients propose SMC again.
  */
 static _Atomic int64_t listen_retry_due_ms;

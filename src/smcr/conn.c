@@ -994,6 +994,12 @@ struct smcr_listener {
 	uint16_t port;
 };
 
+static bool registry_retry_later(int rc)
+{
+	return rc == -EADDRINUSE || rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM ||
+	       rc == -ENOBUFS;
+}
+
 int smcr_listener_register(int listen_fd, struct smcr_listener **out)
 {
 	struct sockaddr_storage ss;
@@ -1008,9 +1014,14 @@ int smcr_listener_register(int listen_fd, struct smcr_listener **out)
 	if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6)
 		return -EAFNOSUPPORT;
 	rc = smcr_registry_add(listen_fd, smcr_sockaddr_port(&ss), &reg);
-	/* Registered by another process already (prefork, SO_REUSEPORT): fine;
-	 * by another user: warned, and clients will not believe it. */
-	if (rc < 0 && rc != -EADDRINUSE)
+	/*
+	 * Registered by another process already (prefork, SO_REUSEPORT): fine;
+	 * by another user: warned, and clients will not believe it.  Out of fds
+	 * or memory for the name's sockets: a listener lives for days, so it
+	 * stays a listener without a name and takes it on a later accept
+	 * (smcr_listener_claim()) once the shortage has passed.
+	 */
+	if (rc < 0 && !registry_retry_later(rc))
 		return rc;
 	l = calloc(1, sizeof(*l));
 	if (!l) {

@@ -536,9 +536,16 @@ int smcr_registry_claim(uint16_t port, struct smcr_registration *out)
 	out->owner_fd = fd;
 	/*
 	 * The probe name only answers "is anybody registered?" cheaply.  If it is
-	 * taken by someone else, it exists anyway, which is all a probe says.
+	 * taken by someone else, it exists anyway, which is all a probe says;
+	 * if it could not be made, clients would not look further, so the
+	 * registration is not made either (the caller may try again).
 	 */
 	fd = bind_registry_name(ns, SOCK_DGRAM, port);
+	if (fd < 0 && fd != -EADDRINUSE) {
+		smcr_sys_close(out->owner_fd);
+		out->owner_fd = -1;
+		return fd;
+	}
 	out->probe_fd = fd >= 0 ? fd : -1;
 	return 0;
 }

@@ -48,3 +48,29 @@ fault_run unix-server server unix:2
 fault_run unix-client client unix:2
 fault_run timerfd-both both timerfd:2
 fault_run all-both both memfd:7,eventfd:7,mmap:7,unix:7,timerfd:7
+
+# The listener's registry name cannot be made when it starts listening (its
+# first AF_UNIX socket fails): the listener takes the name at an accept, so
+# the clients of the first burst stay TCP (PEERNOSMC, both ends agreeing) and
+# every connection of the next burst is SMC.
+registry_retry() {
+    local name=registry-retry port round smc
+    local -a with=(env "LD_PRELOAD=$SMCR_LIB $shim" "SMCR_FAULT=unix:=1" "SMCR_FAULT_LOG=$work/$name.faults")
+    log "$name: the listener's first registry socket fails"
+    port=$(free_port 4)
+    start_server smcr "$name-server" "${with[@]}" "$PYTHON" "$script" server 127.0.0.1 "$port"
+    wait_listen "$server_pid" "$port"
+    for round in 1 2; do
+        run_client smcr "$name$round-client" $((deadline + 60)) \
+            "$PYTHON" "$script" client 127.0.0.1 "$port" "$conns" "$nbytes" "$deadline" "$server_pid"
+        assert_echoed "$name$round" smcr "$conns"
+    done
+    stop_server "$server_pid"
+    [[ $(wc -l <"$work/$name.faults") -eq 1 ]] || fail "$name: the failure was not injected once"
+    grep -q 'cannot register the listener' "$work/$name-server.smcr.err" &&
+        fail "$name: the listener gave up its registration"
+    smc=$(grep -c ': smc-shm (client)' "$work/${name}2-client.smcr.err" || true)
+    (( smc == conns )) || fail "$name: $smc of the second burst's $conns connections are SMC"
+    log "$name: second burst $smc of $conns SMC"
+}
+registry_retry

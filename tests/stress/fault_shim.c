@@ -6,6 +6,8 @@
  *
  *   SMCR_FAULT=memfd:3,eventfd:4,mmap:5,unix:3,timerfd:2
  *
+ * or, with "=N", only the Nth call of that kind (unix:=1: the first only).
+ *
  * memfd    memfd_create                 ENFILE
  * eventfd  eventfd                      EMFILE
  * mmap     mmap/mmap64(MAP_SHARED) of an fd  ENOMEM
@@ -28,6 +30,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +44,7 @@ enum kind { K_MEMFD, K_EVENTFD, K_MMAP, K_UNIX, K_TIMERFD, K_COUNT };
 
 static const char *const kind_name[K_COUNT] = { "memfd", "eventfd", "mmap", "unix", "timerfd" };
 static unsigned every[K_COUNT];
+static bool only_once[K_COUNT];
 static atomic_uint calls[K_COUNT];
 
 static int log_fd = -1;
@@ -68,9 +72,12 @@ __attribute__((constructor)) static void parse(void)
 		if (!colon)
 			continue;
 		*colon = '\0';
-		for (int k = 0; k < K_COUNT; k++)
-			if (!strcmp(tok, kind_name[k]))
-				every[k] = (unsigned)strtoul(colon + 1, NULL, 10);
+		for (int k = 0; k < K_COUNT; k++) {
+			if (strcmp(tok, kind_name[k]))
+				continue;
+			only_once[k] = colon[1] == '=';
+			every[k] = (unsigned)strtoul(colon + 1 + only_once[k], NULL, 10);
+		}
 	}
 	if (getenv("SMCR_FAULT_LOG"))
 		log_fd = open(getenv("SMCR_FAULT_LOG"), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
@@ -80,7 +87,7 @@ static int inject(enum kind k)
 {
 	unsigned n = atomic_fetch_add(&calls[k], 1) + 1;
 
-	if (!every[k] || n % every[k] != 0)
+	if (!every[k] || (only_once[k] ? n != every[k] : n % every[k] != 0))
 		return 0;
 	note(k);
 	return 1;
