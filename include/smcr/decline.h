@@ -68,6 +68,11 @@ enum smcr_clc_decl {
 	 * address its TCP connection comes from (src/smcr/lgr.h, "Identity")
 	 */
 	SMCR_CLC_DECL_GIDNOTPEER = 0x0A050000,
+	/*
+	 * smcr's own, never on the wire: a rule of the rules file keeps the
+	 * connection TCP (src/common/rules.h; a server declines with NOSMCDEV)
+	 */
+	SMCR_CLC_DECL_RULE = 0x0A060000,
 };
 
 /* "NOSMCRDEV" etc. for a known code, NULL otherwise. */

@@ -200,7 +200,8 @@ struct smcr_sock_opts {
  * Announce in the host-local registry that `listen_fd` (a listening TCP socket)
  * runs smcr, so local clients will propose SMC to it (design §4).  The entry
  * lives until smcr_listener_unregister() or until every process holding it has
- * exited (it is an abstract UNIX socket, close-on-exec).  0 or -errno.  A name
+ * exited (it is an abstract UNIX socket, close-on-exec).  0 or -errno;
+ * -ECANCELED when a rule keeps the listener TCP (src/common/rules.h).  A name
  * that is taken, or that could not be made for want of fds or memory, still
  * gives a listener: smcr_listener_needs_claim() says it has no name yet.
  */
@@ -242,7 +243,8 @@ void smcr_sock_connect_prepare(const struct sockaddr *dst);
  * The learned policy (src/smcr/learn.h), before connect() to `dst` (`len`
  * bytes): 0 = the connection may be proposed SMC, or the reason it stays
  * TCP (SMCR_CLC_DECL_SHORTFLOWS: its destination's recent connections were
- * all too short for SMC to repay its set-up). Costs no system call, and none
+ * all too short for SMC to repay its set-up; SMCR_CLC_DECL_RULE: a rule of
+ * the rules file says tcp). Costs no system call, and none
  * at all when SMCR_LEARN=0 or `dst` is neither on this host's loopback nor in
  * SMCR_PEERS.
  */

@@ -13,9 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/auxv.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "common/compiler.h"
 #include "common/log.h"
+#include "common/rules.h"
 
 void smcr_config_defaults(struct smcr_config *cfg)
 {
@@ -408,6 +413,7 @@ void smcr_config_parse(struct smcr_config *cfg, smcr_config_getenv_fn *get, void
 		cfg->disabled = true;
 	}
 	parse_switch(cfg, get, ctx, "SMCR_SAMEHOST", &cfg->samehost);
+	cfg->samehost_set = lookup(get, ctx, "SMCR_SAMEHOST") != NULL;
 
 	text = lookup(get, ctx, "SMCR_SPEAK_FIRST_WAIT_MS");
 	if (text) {
@@ -446,6 +452,7 @@ void smcr_config_parse(struct smcr_config *cfg, smcr_config_getenv_fn *get, void
 	text = lookup(get, ctx, "SMCR_TRANSPORT");
 	if (text && smcr_config_parse_transport(text, &cfg->transport) < 0)
 		add_problem(cfg, "SMCR_TRANSPORT=%.40s: expected auto, rdma or shm; ignored", text);
+	cfg->transport_set = text != NULL;
 
 	text = lookup(get, ctx, "SMCR_PEERS");
 	if (text)
@@ -474,11 +481,36 @@ static const char *environ_getenv(const char *name, void *ctx)
 }
 
 static struct smcr_config process_config;
+static struct smcr_rules process_rules;
 static pthread_once_t process_config_once = PTHREAD_ONCE_INIT;
+
+/* Who this process is for program= (rules.h); no wrapper sees the prctl. */
+static void rules_identify(struct smcr_rules *rules)
+{
+	const char *name = program_invocation_short_name;
+
+	snprintf(rules->program, sizeof(rules->program), "%s", name ? name : "");
+	if (syscall(SYS_prctl, PR_GET_NAME, rules->comm) < 0)
+		rules->comm[0] = '\0';
+	rules->comm[sizeof(rules->comm) - 1] = '\0';
+}
+
+void smcr_config_add_rules(struct smcr_config *cfg, struct smcr_rules *rules,
+			   smcr_config_getenv_fn *get, void *ctx, bool trusted)
+{
+	smcr_rules_load(rules, get, ctx, trusted);
+	rules_identify(rules);
+	if (rules->broken)
+		add_problem(cfg, "%s", rules->problem);
+	if (rules->broken || rules->n > 0)
+		cfg->rules = rules;
+}
 
 static void parse_process_config(void)
 {
 	smcr_config_parse(&process_config, environ_getenv, NULL);
+	smcr_config_add_rules(&process_config, &process_rules, environ_getenv, NULL,
+			      !getauxval(AT_SECURE));
 }
 
 const struct smcr_config *smcr_config_get(void)

@@ -45,6 +45,10 @@
  *                  socket(AF_INET or AF_INET6, SOCK_STREAM, IPPROTO_SMC) (default:
  *                  auto: the kernel when it can, smcr when the kernel refuses
  *                  them; smcr: always smcr; kernel: never smcr)
+ *   SMCR_CONF      the system rules file (default: /etc/smcr.conf; rules.h);
+ *                  the user's, $XDG_CONFIG_HOME/smcr.conf or ~/.config/smcr.conf,
+ *                  comes first.  SMCR_TRANSPORT, SMCR_SAMEHOST, SMCR_PEERS and
+ *                  SMCR_PEERS_DENY win over the rules (src/smcr/policy.h)
  *   SMCR_TESTLINK_TIME  seconds an SMC-R link may be idle before we send it
  *                  LLC TEST LINK, and wait for the answer before the link
  *                  group is given up (1..86400, default 30, as the kernel's
@@ -62,7 +66,7 @@
 #include <stddef.h>
 
 #define SMCR_CONFIG_MAX_PROBLEMS 8
-#define SMCR_CONFIG_PROBLEM_LEN 160
+#define SMCR_CONFIG_PROBLEM_LEN 256
 /* SMC buffer sizes are 16 KiB << n with a 4-bit n (RFC 7609). */
 #define SMCR_CONFIG_BUF_MIN (16u * 1024)
 #define SMCR_CONFIG_BUF_MAX (512u * 1024 * 1024)
@@ -110,6 +114,8 @@ struct smcr_config {
 	unsigned spin_us;             /* see SMCR_SPIN_US above; 0 = never spin */
 	unsigned testlink_s;          /* see SMCR_TESTLINK_TIME above */
 	int transport;                /* enum smcr_config_transport */
+	bool transport_set;           /* SMCR_TRANSPORT given: the rules do not choose */
+	bool samehost_set;            /* SMCR_SAMEHOST given: the same */
 	unsigned n_peers;             /* SMCR_PEERS */
 	struct smcr_config_cidr peers[SMCR_CONFIG_MAX_PEERS];
 	unsigned n_deny;              /* SMCR_PEERS_DENY */
@@ -119,9 +125,12 @@ struct smcr_config {
 	bool kernel_ueid;             /* SMCR_KERNEL_UEID */
 	bool learn;                   /* SMCR_LEARN */
 	int af_smc;                   /* enum smcr_config_af_smc, SMCR_AF_SMC */
+	const struct smcr_rules *rules; /* NULL: no rules (common/rules.h) */
 	unsigned n_problems;
 	char problems[SMCR_CONFIG_MAX_PROBLEMS][SMCR_CONFIG_PROBLEM_LEN];
 };
+
+struct smcr_rules;
 
 /* Looks up one variable; NULL when unset. */
 typedef const char *smcr_config_getenv_fn(const char *name, void *ctx);
@@ -145,6 +154,14 @@ int smcr_config_parse_cidr(const char *text, struct smcr_config_cidr *out);
 int smcr_config_parse_cidr_why(const char *text, struct smcr_config_cidr *out, const char **why);
 /* One EID of `len` characters: upper-cased, blank padded into out[32]. */
 int smcr_config_parse_eid(const char *text, size_t len, char out[SMCR_CONFIG_EID_LEN]);
+
+/*
+ * The rules files (common/rules.h) into `rules`, named by cfg when there are
+ * any or they are broken (then also a problem).  `trusted` false: the
+ * environment names no file (a setuid process).
+ */
+void smcr_config_add_rules(struct smcr_config *cfg, struct smcr_rules *rules,
+			   smcr_config_getenv_fn *get, void *ctx, bool trusted);
 
 /*
  * The process-wide configuration: parsed from the environment on the

@@ -904,6 +904,10 @@ static void register_listener(int fd, struct smcr_fd_entry *e)
 			else
 				smcr_dbg("fd %d: listener on port %u registered for SMC", fd, port);
 			smcr_sock_listen_prepare();
+		} else if (rc == -ECANCELED) {
+			free(r);
+			smcr_info("fd %d: listener on port %u kept TCP by a rule (reason RULE)", fd,
+				  local_port(fd));
 		} else {
 			free(r);
 			smcr_warn("fd %d: cannot register the listener for SMC: %s", fd,

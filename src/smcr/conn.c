@@ -876,14 +876,35 @@ static int server_answer(int fd, struct smcr_handshake *hs, const struct smcr_cl
 	if (rc == 0)
 		rc = hs_wake_ready(hs);
 	if (rc > 0) {
-		/* a few dozen bytes into an idle socket's empty send buffer: never waits */
-		int drc = clc_send_decline(fd, (uint32_t)rc, smcr_now_ms());
+		/*
+		 * a few dozen bytes into an idle socket's empty send buffer: never
+		 * waits.  A rule's refusal is smcr's own reason, which the wire
+		 * never carries: the peer hears what a server without SMC says.
+		 */
+		int drc = clc_send_decline(fd, rc == SMCR_CLC_DECL_RULE ? SMCR_CLC_DECL_NOSMCDEV
+									: (uint32_t)rc,
+					   smcr_now_ms());
 
 		return drc < 0 ? drc : rc;
 	}
 	if (rc < 0)
 		return rc;
 	return clc_send(fd, &acc, smcr_now_ms());
+}
+
+/* The policy's answer to a Proposal; the local address only when rules may ask for it. */
+static int server_policy(int tcp_fd, const struct smcr_clc_msg *prop,
+			 const struct smcr_transport_ops **ops)
+{
+	const struct smcr_config *cfg = smcr_config_get();
+	struct sockaddr_storage local;
+	socklen_t len = sizeof(local);
+
+	if (cfg->rules && smcr_libc.getsockname(tcp_fd, (struct sockaddr *)&local, &len) == 0)
+		return smcr_policy_server_at(cfg, prop, (struct sockaddr *)&local, ops);
+	if (cfg->rules && cfg->rules->broken)
+		return SMCR_CLC_DECL_RULE;
+	return smcr_policy_server(cfg, prop, ops);
 }
 
 int smcr_sock_accept_start(int tcp_fd, const struct smcr_sock_opts *opts,
@@ -903,7 +924,7 @@ int smcr_sock_accept_start(int tcp_fd, const struct smcr_sock_opts *opts,
 	if (rc == 0 && prop.hdr.type != SMCR_CLC_PROPOSAL)
 		rc = -EPROTO;
 	if (rc == 0) {
-		decline = smcr_policy_server(smcr_config_get(), &prop, &ops);
+		decline = server_policy(tcp_fd, &prop, &ops);
 		if (decline == 0 && ops->same_host && !smcr_peer_is_local(tcp_fd))
 			decline = SMCR_CLC_DECL_NOTLOCAL;
 		hs = decline == 0 ? calloc(1, sizeof(*hs)) : NULL;
@@ -1013,6 +1034,8 @@ int smcr_listener_register(int listen_fd, struct smcr_listener **out)
 		return -errno;
 	if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6)
 		return -EAFNOSUPPORT;
+	if (smcr_policy_listener_excluded(listen_fd))
+		return -ECANCELED;
 	rc = smcr_registry_add(listen_fd, smcr_sockaddr_port(&ss), &reg);
 	/*
 	 * Registered by another process already (prefork, SO_REUSEPORT): fine;

@@ -54,6 +54,7 @@ const char *smcr_clc_decl_name(uint32_t code)
 		{ SMCR_CLC_DECL_HANDOFF, "HANDOFF" },
 		{ SMCR_CLC_DECL_CONFINED, "CONFINED" },
 		{ SMCR_CLC_DECL_GIDNOTPEER, "GIDNOTPEER" },
+		{ SMCR_CLC_DECL_RULE, "RULE" },
 	};
 	size_t i;
 

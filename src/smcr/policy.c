@@ -88,6 +88,103 @@ bool smcr_policy_match(const struct smcr_config_cidr *list, unsigned n,
 	return false;
 }
 
+/* ---- rules (common/rules.h) ------------------------------------------------------- */
+
+static bool rule_names(const struct smcr_rule *r, const char *program, const char *comm)
+{
+	return !r->program[0] || strcmp(r->program, program) == 0 ||
+	       strncmp(r->program, comm, 15) == 0;
+}
+
+static bool rule_matches(const struct smcr_rule *r, bool server, const struct dest *d,
+			 const char *program, const char *comm)
+{
+	if (r->role && r->role != (server ? SMCR_RULE_SERVER : SMCR_RULE_CLIENT))
+		return false;
+	if (r->port && r->port != d->port)
+		return false;
+	if (r->has_addr && !cidr_match(&r->addr, d))
+		return false;
+	return rule_names(r, program, comm);
+}
+
+/* The environment setting that decides instead of the rules, or NULL. */
+static const char *env_decides(const struct smcr_config *cfg, bool server,
+			       const struct sockaddr *addr)
+{
+	if (cfg->transport_set)
+		return "SMCR_TRANSPORT";
+	if (cfg->samehost_set)
+		return "SMCR_SAMEHOST";
+	if (server)
+		return NULL;
+	if (smcr_policy_match(cfg->deny, cfg->n_deny, addr))
+		return "SMCR_PEERS_DENY";
+	if (smcr_policy_match(cfg->peers, cfg->n_peers, addr))
+		return "SMCR_PEERS";
+	return NULL;
+}
+
+void smcr_policy_rule(const struct smcr_config *cfg, bool server, const struct sockaddr *addr,
+		      const char *program, const char *comm, struct smcr_policy_verdict *v)
+{
+	const struct smcr_rules *rules = cfg->rules;
+	struct dest d;
+
+	memset(v, 0, sizeof(*v));
+	v->action = SMCR_RULE_SMC;
+	if (!rules)
+		return;
+	if (rules->broken) {
+		v->broken = true;
+		v->action = SMCR_RULE_TCP;
+		return;
+	}
+	v->env = env_decides(cfg, server, addr);
+	if (v->env || !dest_of(addr, &d))
+		return;
+	if (!program)
+		program = rules->program;
+	if (!comm)
+		comm = program == rules->program ? rules->comm : "";
+	for (unsigned i = 0; i < rules->n; i++) {
+		if (rule_matches(&rules->rule[i], server, &d, program, comm)) {
+			v->rule = &rules->rule[i];
+			v->action = v->rule->action;
+			return;
+		}
+	}
+}
+
+/* The action for this process's connection to or at `addr`: SMCR_RULE_SMC without rules. */
+static int rule_action(const struct smcr_config *cfg, bool server, const struct sockaddr *addr)
+{
+	struct smcr_policy_verdict v;
+
+	if (!cfg->rules)
+		return SMCR_RULE_SMC;
+	smcr_policy_rule(cfg, server, addr, NULL, NULL, &v);
+	return v.action;
+}
+
+bool smcr_policy_listener_excluded(int listen_fd)
+{
+	const struct smcr_config *cfg = smcr_config_get();
+	struct sockaddr_storage local;
+	socklen_t len = sizeof(local);
+	int saved = errno;
+	bool excluded;
+
+	if (!cfg->rules)
+		return false;
+	if (cfg->rules->broken)
+		return true;
+	excluded = smcr_libc.getsockname(listen_fd, (struct sockaddr *)&local, &len) == 0 &&
+		   rule_action(cfg, true, (struct sockaddr *)&local) == SMCR_RULE_TCP;
+	errno = saved;
+	return excluded;
+}
+
 /* ---- learned policy (learn.h) ----------------------------------------------------- */
 
 static uint64_t dest_key(const struct dest *d)
@@ -108,10 +205,13 @@ int smcr_sock_connect_learned(const struct sockaddr *dst, socklen_t len)
 	const struct smcr_config *cfg = smcr_config_get();
 	struct dest d;
 
-	if (!cfg->learn || !dst ||
-	    len < (dst->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-					      : sizeof(struct sockaddr_in)) ||
+	if (!dst || len < (dst->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+						      : sizeof(struct sockaddr_in)) ||
 	    !dest_of(dst, &d))
+		return 0;
+	if (rule_action(cfg, false, dst) == SMCR_RULE_TCP)
+		return SMCR_CLC_DECL_RULE;
+	if (!cfg->learn)
 		return 0;
 	/* Only where SMC could be proposed at all: nothing to learn elsewhere. */
 	if (!dest_is_loopback(&d) && !smcr_policy_match(cfg->peers, cfg->n_peers, dst))
@@ -228,6 +328,13 @@ bool smcr_policy_announce(const struct smcr_config *cfg, const struct sockaddr *
 	if (cfg->transport == SMCR_CONFIG_TRANSPORT_SHM || !dest_of(dst, &d) ||
 	    smcr_policy_match(cfg->deny, cfg->n_deny, dst))
 		return false;
+	switch (rule_action(cfg, false, dst)) {
+	case SMCR_RULE_TCP:
+	case SMCR_RULE_SHM:
+		return false;
+	default:
+		break;
+	}
 	pthread_mutex_lock(&neg_lock);
 	e = neg_find(&d, smcr_now_ms());
 	pthread_mutex_unlock(&neg_lock);
@@ -241,7 +348,7 @@ bool smcr_policy_announce(const struct smcr_config *cfg, const struct sockaddr *
  * otherwise still a Proposal, shm's, which any SMC peer but a same-host smcr
  * one declines cleanly: our SYN promised one.
  */
-static int announced_peer(const struct smcr_config *cfg, int tcp_fd,
+static int announced_peer(const struct smcr_config *cfg, int tcp_fd, int transport,
 			  const struct smcr_transport_ops **ops)
 {
 	struct sockaddr_storage peer;
@@ -250,7 +357,7 @@ static int announced_peer(const struct smcr_config *cfg, int tcp_fd,
 	smcr_dbg("fd %d: the server announced SMC in its SYN-ACK (RFC 7609 option): proposing",
 		 tcp_fd);
 	*ops = NULL;
-	if (cfg->transport != SMCR_CONFIG_TRANSPORT_SHM &&
+	if (transport != SMCR_CONFIG_TRANSPORT_SHM &&
 	    smcr_libc.getpeername(tcp_fd, (struct sockaddr *)&peer, &plen) == 0 &&
 	    smcr_policy_rdma_peer(cfg, (struct sockaddr *)&peer, true, smcr_now_ms()) == 0)
 		*ops = smcr_policy_verbs_ops();
@@ -264,28 +371,44 @@ int smcr_policy_client(const struct smcr_config *cfg, int tcp_fd,
 {
 	struct sockaddr_storage peer;
 	socklen_t plen = sizeof(peer);
-	bool rdma_only = cfg->transport == SMCR_CONFIG_TRANSPORT_RDMA;
+	int transport = cfg->transport, action = SMCR_RULE_SMC;
+	bool rdma_only, have_peer = false;
 	int rc;
 
 	*ops = NULL;
+	if (cfg->rules) {
+		have_peer = smcr_libc.getpeername(tcp_fd, (struct sockaddr *)&peer, &plen) == 0;
+		action = have_peer ? rule_action(cfg, false, (struct sockaddr *)&peer)
+				   : cfg->rules->broken ? SMCR_RULE_TCP : SMCR_RULE_SMC;
+		if (action == SMCR_RULE_TCP)
+			return SMCR_CLC_DECL_RULE;
+		if (action == SMCR_RULE_SHM)
+			transport = SMCR_CONFIG_TRANSPORT_SHM;
+		else if (action == SMCR_RULE_RDMA)
+			transport = SMCR_CONFIG_TRANSPORT_RDMA;
+	}
+	rdma_only = transport == SMCR_CONFIG_TRANSPORT_RDMA;
 	if (!rdma_only && cfg->samehost && smcr_peer_is_registered(tcp_fd)) {
 		*ops = &smcr_shm_ops;
 		return 0;
 	}
 	if (smcr_tcpopt_peer(tcp_fd) == SMCR_TCPOPT_YES)
-		return announced_peer(cfg, tcp_fd, ops);
-	if (cfg->transport == SMCR_CONFIG_TRANSPORT_SHM)
+		return announced_peer(cfg, tcp_fd, transport, ops);
+	if (transport == SMCR_CONFIG_TRANSPORT_SHM)
 		return SMCR_CLC_DECL_PEERNOSMC;
-	if (smcr_libc.getpeername(tcp_fd, (struct sockaddr *)&peer, &plen) < 0)
+	if (!have_peer && smcr_libc.getpeername(tcp_fd, (struct sockaddr *)&peer, &plen) < 0)
 		return SMCR_CLC_DECL_PEERNOSMC;
 	/*
 	 * rdma only: a registered listener on this host runs smcr too (asked
-	 * only when the allow list does not name the peer: a sock_diag dump).
+	 * only when the allow list does not name the peer: a sock_diag dump);
+	 * an rdma rule names peers that run SMC, as the allow list does.
 	 */
 	rc = smcr_policy_rdma_peer(cfg, (struct sockaddr *)&peer,
-				   rdma_only && !smcr_policy_match(cfg->peers, cfg->n_peers,
-								   (struct sockaddr *)&peer) &&
-					   smcr_peer_is_registered(tcp_fd),
+				   action == SMCR_RULE_RDMA ||
+					   (rdma_only &&
+					    !smcr_policy_match(cfg->peers, cfg->n_peers,
+							       (struct sockaddr *)&peer) &&
+					    smcr_peer_is_registered(tcp_fd)),
 				   smcr_now_ms());
 	if (rc)
 		return rc;
@@ -296,7 +419,19 @@ int smcr_policy_client(const struct smcr_config *cfg, int tcp_fd,
 int smcr_policy_server(const struct smcr_config *cfg, const struct smcr_clc_msg *prop,
 		       const struct smcr_transport_ops **ops)
 {
+	return smcr_policy_server_at(cfg, prop, NULL, ops);
+}
+
+int smcr_policy_server_at(const struct smcr_config *cfg, const struct smcr_clc_msg *prop,
+			  const struct sockaddr *local, const struct smcr_transport_ops **ops)
+{
+	int action = local ? rule_action(cfg, true, local) : SMCR_RULE_SMC;
+	int transport = action == SMCR_RULE_SHM ? SMCR_CONFIG_TRANSPORT_SHM : cfg->transport;
+	bool samehost = action == SMCR_RULE_RDMA ? false : cfg->samehost;
+
 	*ops = &smcr_shm_ops;
+	if (action == SMCR_RULE_TCP)
+		return SMCR_CLC_DECL_RULE;
 	/*
 	 * SMCv1 only: we have neither a v1 RoCE device nor a v1 ISM one, and
 	 * say so as a Linux server without them does (smc_listen_find_device:
@@ -313,12 +448,12 @@ int smcr_policy_server(const struct smcr_config *cfg, const struct smcr_clc_msg 
 	if (prop->hdr.typev2 == SMCR_CLC_PATH_R ||
 	    (prop->hdr.typev2 == SMCR_CLC_PATH_BOTH && !smcr_shm_offer_is_ours(prop))) {
 		*ops = smcr_policy_verbs_ops();
-		if (!*ops || cfg->transport == SMCR_CONFIG_TRANSPORT_SHM)
+		if (!*ops || transport == SMCR_CONFIG_TRANSPORT_SHM)
 			return SMCR_CLC_DECL_NOSMCRDEV;
 		return 0;
 	}
 	/* shm judges every other form itself (and declines what is not its own) */
-	return cfg->samehost ? 0 : SMCR_CLC_DECL_NOSMCD2DEV;
+	return samehost ? 0 : SMCR_CLC_DECL_NOSMCD2DEV;
 }
 
 void smcr_sock_listen_prepare(void)
@@ -334,13 +469,17 @@ void smcr_sock_connect_prepare(const struct sockaddr *dst)
 {
 	static _Atomic bool started;
 	const struct smcr_config *cfg = smcr_config_get();
+	int action;
 
 	if (atomic_load_explicit(&started, memory_order_relaxed) || !dst ||
 	    cfg->transport == SMCR_CONFIG_TRANSPORT_SHM || !smcr_policy_verbs_ops() ||
 	    smcr_policy_match(cfg->deny, cfg->n_deny, dst))
 		return;
+	action = rule_action(cfg, false, dst);
+	if (action == SMCR_RULE_TCP || action == SMCR_RULE_SHM)
+		return;
 	/* an allowed peer, or a SYN that carries SMC's option (smcr_tcpopt_mark_connect) */
-	if (!smcr_policy_match(cfg->peers, cfg->n_peers, dst) &&
+	if (action != SMCR_RULE_RDMA && !smcr_policy_match(cfg->peers, cfg->n_peers, dst) &&
 	    !(smcr_tcpopt_enabled() && smcr_policy_announce(cfg, dst)))
 		return;
 	atomic_store_explicit(&started, true, memory_order_relaxed);

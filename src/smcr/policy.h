@@ -21,6 +21,20 @@
  *
  * Server: the Proposal's form picks the transport: SMC-Rv2 (typev2 R) ->
  * verbs, anything else -> shm (which declines what is not its own form).
+ *
+ * Rules (common/rules.h) narrow these choices per connection, looked up with
+ * the destination (client) or the local address (server); the first match
+ * wins, and the environment wins over every rule: SMCR_TRANSPORT or
+ * SMCR_SAMEHOST set, or (client) a destination in SMCR_PEERS or
+ * SMCR_PEERS_DENY, is decided as without rules.  What each action does:
+ *   tcp   client: TCP before connect(), reason RULE, no option in its SYN;
+ *         server: the listener is neither registered nor announced, and a
+ *         Proposal is declined NOSMCDEV on the wire, RULE in its stats;
+ *   shm   as SMCR_TRANSPORT=shm for that connection;
+ *   rdma  client: as SMCR_TRANSPORT=rdma, the destination as in SMCR_PEERS;
+ *         server: as SMCR_SAMEHOST=0 (SMC-R Proposals only);
+ *   smc   as without rules.
+ * A rules file not understood keeps every connection TCP (reason RULE).
  */
 #ifndef SMCR_POLICY_H
 #define SMCR_POLICY_H
@@ -30,6 +44,7 @@
 #include <sys/socket.h>
 
 #include "common/config.h"
+#include "common/rules.h"
 #include "smcr/clc.h"
 #include "smcr/transport.h"
 
@@ -81,5 +96,30 @@ int smcr_policy_client(const struct smcr_config *cfg, int tcp_fd,
 /* The server's choice for a received Proposal: 0 and *ops, or a decline reason. */
 int smcr_policy_server(const struct smcr_config *cfg, const struct smcr_clc_msg *prop,
 		       const struct smcr_transport_ops **ops);
+/* The same for a connection to `local` (NULL: unknown, no rule looked up). */
+int smcr_policy_server_at(const struct smcr_config *cfg, const struct smcr_clc_msg *prop,
+			  const struct sockaddr *local, const struct smcr_transport_ops **ops);
+
+/* What decides a connection under the rules, and how. */
+struct smcr_policy_verdict {
+	int action;                   /* enum smcr_rule_action */
+	const struct smcr_rule *rule; /* the rule that matched, or NULL */
+	const char *env;              /* the environment setting that decided, or NULL */
+	bool broken;                  /* the rules file is not understood */
+};
+
+/*
+ * The verdict for a client's destination or a server's local address
+ * `addr`, for a process that `program` (and `comm`) names; NULL names take
+ * this process's own.  No rules: action smc, nothing else set.
+ */
+void smcr_policy_rule(const struct smcr_config *cfg, bool server, const struct sockaddr *addr,
+		      const char *program, const char *comm, struct smcr_policy_verdict *v);
+
+/*
+ * Does a rule keep the listener `listen_fd` out of SMC (not registered, not
+ * announced)?  One getsockname, and only when there are rules.
+ */
+bool smcr_policy_listener_excluded(int listen_fd);
 
 #endif /* SMCR_POLICY_H */

@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: MIT
+/*
+ * smcr-explain (run by `smc_run --explain`): which rule or environment
+ * setting decides a connection, and what it becomes.  It asks the engine's
+ * own policy (src/smcr/policy.h smcr_policy_rule) over the configuration and
+ * rules files this process would read, so the answer is the library's.
+ *
+ *   smcr-explain HOST:PORT [--role client|server] [--program NAME]
+ *
+ * HOST is an address or a name; an IPv6 address with a port is [ADDR]:PORT.
+ * Exit 0 with the answer, 2 on bad usage.
+ */
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "common/config.h"
+#include "common/rules.h"
+#include "smcr/policy.h"
+
+static int usage(const char *why)
+{
+	if (why)
+		fprintf(stderr, "smc_run --explain: %s\n", why);
+	fprintf(stderr, "usage: smc_run --explain HOST:PORT [--role client|server] [--program NAME]\n"
+			"       (IPv6: [ADDR]:PORT)\n");
+	return 2;
+}
+
+/* HOST:PORT or [HOST]:PORT into *out; 0, or -1 with *why. */
+static int parse_target(const char *text, struct sockaddr_storage *out, const char **why)
+{
+	char host[256];
+	const char *colon, *port;
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
+	struct addrinfo *res;
+	size_t len;
+
+	if (text[0] == '[') {
+		const char *close = strchr(text, ']');
+
+		if (!close || close[1] != ':')
+			return *why = "expected [ADDR]:PORT for IPv6", -1;
+		len = (size_t)(close - text - 1);
+		port = close + 2;
+		text++;
+	} else {
+		colon = strrchr(text, ':');
+		if (!colon || strchr(text, ':') != colon)
+			return *why = "expected HOST:PORT (IPv6: [ADDR]:PORT)", -1;
+		len = (size_t)(colon - text);
+		port = colon + 1;
+	}
+	if (len == 0 || len >= sizeof(host))
+		return *why = "expected a host before ':'", -1;
+	memcpy(host, text, len);
+	host[len] = '\0';
+	if (atoi(port) <= 0 || atoi(port) > 65535 || strspn(port, "0123456789") != strlen(port))
+		return *why = "expected a port 1..65535", -1;
+	if (getaddrinfo(host, port, &hints, &res) != 0 || !res)
+		return *why = "host not found", -1;
+	memcpy(out, res->ai_addr, res->ai_addrlen);
+	freeaddrinfo(res);
+	return 0;
+}
+
+static void print_rule(const struct smcr_rules *rules, const struct smcr_rule *r)
+{
+	char addr[INET6_ADDRSTRLEN];
+
+	printf("decided by: %s:%u (%s", rules->files[r->file], r->line,
+	       smcr_rule_action_name(r->action));
+	if (r->program[0])
+		printf(" program=%s", r->program);
+	if (r->role)
+		printf(" role=%s", r->role == SMCR_RULE_CLIENT ? "client" : "server");
+	if (r->has_addr && inet_ntop(r->addr.family, r->addr.addr, addr, sizeof(addr)))
+		printf(" addr=%s/%u", addr, r->addr.prefix);
+	if (r->port)
+		printf(" port=%u", r->port);
+	if (!r->program[0] && !r->role && !r->has_addr && !r->port)
+		printf(" *");
+	printf(")\n");
+}
+
+/* What an environment setting that decides makes of the connection. */
+static const char *env_outcome(const struct smcr_config *cfg, const char *env)
+{
+	if (strcmp(env, "SMCR_TRANSPORT") == 0)
+		return cfg->transport == SMCR_CONFIG_TRANSPORT_RDMA  ? "rdma"
+		       : cfg->transport == SMCR_CONFIG_TRANSPORT_SHM ? "shm"
+								     : "smc";
+	if (strcmp(env, "SMCR_SAMEHOST") == 0)
+		return cfg->samehost ? "smc" : "rdma";
+	if (strcmp(env, "SMCR_PEERS_DENY") == 0)
+		return "shm";
+	return "smc";
+}
+
+static const char *outcome_meaning(const char *outcome)
+{
+	if (strcmp(outcome, "tcp") == 0)
+		return "plain TCP, no SMC tried; fallback reason RULE";
+	if (strcmp(outcome, "shm") == 0)
+		return "same-host shared memory to an smcr peer on this host, never SMC-R";
+	if (strcmp(outcome, "rdma") == 0)
+		return "SMC-R only, never same-host shared memory";
+	return "SMC as the defaults choose: shared memory on this host, SMC-R to an allowed peer";
+}
+
+int main(int argc, char **argv)
+{
+	const struct smcr_config *cfg = smcr_config_get();
+	struct smcr_policy_verdict v;
+	struct sockaddr_storage target;
+	const char *target_text = NULL, *program = NULL, *why, *outcome;
+	char shown[INET6_ADDRSTRLEN];
+	bool server = false;
+	unsigned port;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--role") == 0 && i + 1 < argc) {
+			const char *role = argv[++i];
+
+			if (strcmp(role, "client") != 0 && strcmp(role, "server") != 0)
+				return usage("--role takes client or server");
+			server = strcmp(role, "server") == 0;
+		} else if (strcmp(argv[i], "--program") == 0 && i + 1 < argc) {
+			program = argv[++i];
+		} else if (argv[i][0] == '-' || target_text) {
+			return usage(argv[i][0] == '-' ? "unknown option" : "one HOST:PORT only");
+		} else {
+			target_text = argv[i];
+		}
+	}
+	if (!target_text)
+		return usage("missing HOST:PORT");
+	if (parse_target(target_text, &target, &why) < 0)
+		return usage(why);
+
+	if (target.ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)&target;
+
+		inet_ntop(AF_INET, &in->sin_addr, shown, sizeof(shown));
+		port = ntohs(in->sin_port);
+	} else {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&target;
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, shown, sizeof(shown));
+		port = ntohs(in6->sin6_port);
+	}
+	printf("connection: %s %s port %u, program %s\n", server ? "server at" : "client to",
+	       shown, port, program ? program : "(any: rules with program= do not match)");
+	if (!cfg->rules)
+		printf("rules files: none (no rules in the user's file or the system's)\n");
+	for (unsigned i = 0; cfg->rules && i < cfg->rules->n_files; i++)
+		printf("rules file: %s\n", cfg->rules->files[i]);
+
+	if (cfg->disabled) {
+		printf("decided by: environment SMCR_DISABLE\noutcome: tcp (%s)\n",
+		       "smcr stays out of the way: every call passes through");
+		return 0;
+	}
+	/* No program named: one no rule names, so that only the other matchers count. */
+	smcr_policy_rule(cfg, server, (struct sockaddr *)&target, program ? program : "/",
+			 program ? program : "/", &v);
+	if (v.broken) {
+		printf("decided by: %s\n", cfg->rules->problem);
+		outcome = "tcp";
+	} else if (v.env) {
+		printf("decided by: environment %s=%s\n", v.env, getenv(v.env) ? getenv(v.env) : "");
+		outcome = env_outcome(cfg, v.env);
+	} else if (v.rule) {
+		print_rule(cfg->rules, v.rule);
+		outcome = smcr_rule_action_name(v.action);
+	} else {
+		printf("decided by: %s\n", cfg->rules ? "no rule matches: the defaults"
+						     : "no rules file: the defaults");
+		outcome = "smc";
+	}
+	printf("outcome: %s (%s)\n", outcome, outcome_meaning(outcome));
+	return 0;
+}
