@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -201,7 +202,13 @@ static void fd_close(int fd)
  * preloaded into, before the interposer's own table may exist, and none of
  * this must pass through its wrappers.
  */
-int smcr_rules_load_file(struct smcr_rules *rules, const char *path)
+/* /dev/null names an empty file: "no rules here". */
+static bool is_dev_null(const struct stat *st)
+{
+	return S_ISCHR(st->st_mode) && major(st->st_rdev) == 1 && minor(st->st_rdev) == 3;
+}
+
+static int load(struct smcr_rules *rules, const char *path, bool must_exist)
 {
 	char *text;
 	struct stat st;
@@ -209,10 +216,14 @@ int smcr_rules_load_file(struct smcr_rules *rules, const char *path)
 	int fd;
 
 	fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0 && (errno == ENOENT || errno == ENOTDIR))
+	if (fd < 0 && (errno == ENOENT || errno == ENOTDIR) && !must_exist)
 		return 0;
 	if (fd < 0)
 		return broken(rules, path, 0, "cannot be read: %s", strerror(errno));
+	if (fstat(fd, &st) == 0 && is_dev_null(&st)) {
+		fd_close(fd);
+		return 0;
+	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		fd_close(fd);
 		return broken(rules, path, 0, "not a regular file");
@@ -246,6 +257,11 @@ int smcr_rules_load_file(struct smcr_rules *rules, const char *path)
 
 	free(text);
 	return rc;
+}
+
+int smcr_rules_load_file(struct smcr_rules *rules, const char *path)
+{
+	return load(rules, path, false);
 }
 
 static const char *nonempty(smcr_config_getenv_fn *get, void *ctx, const char *name)
@@ -287,5 +303,9 @@ void smcr_rules_load(struct smcr_rules *rules, smcr_config_getenv_fn *get, void 
 		broken(rules, "SMCR_CONF", 0, "path longer than %u bytes", SMCR_RULES_PATH_LEN - 1);
 		return;
 	}
-	(void)smcr_rules_load_file(rules, system ? system : SMCR_RULES_SYSTEM_FILE);
+	/* A file named on purpose must be there: a typo must not drop the rules unseen. */
+	if (system)
+		(void)load(rules, system, true);
+	else
+		(void)smcr_rules_load_file(rules, SMCR_RULES_SYSTEM_FILE);
 }

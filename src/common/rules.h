@@ -11,7 +11,8 @@
  *
  * Files, read once per process: the user's ($XDG_CONFIG_HOME/smcr.conf, or
  * ~/.config/smcr.conf), then the system's (/etc/smcr.conf, or $SMCR_CONF);
- * the user's rules come first.  A missing file is no rules.  A file that
+ * the user's rules come first.  A missing file is no rules (but a missing
+ * $SMCR_CONF is an error), and /dev/null is an empty file.  A file that
  * cannot be read or understood breaks the whole set: the one problem, with
  * file:line, the text and what was expected, is kept for the library to
  * report, and every connection stays TCP (design §1: do no harm).

@@ -69,6 +69,8 @@ server_pids=()
 # of its connections comes from there, never from another test's processes.
 export XDG_RUNTIME_DIR=$work/run
 mkdir -m 700 "$XDG_RUNTIME_DIR"
+# No rules file of the user's or the host's applies; a test that wants rules writes its own.
+export XDG_CONFIG_HOME=$work/config SMCR_CONF=/dev/null
 # smcr-stat of this build (meson sets SMCR_BUILD_DIR), else the checkout's wrapper.
 SMCR_STAT=${SMCR_STAT:-${SMCR_BUILD_DIR:-}/src/tools/smcr-stat}
 [[ -x $SMCR_STAT ]] || SMCR_STAT=$apps_dir/../../scripts/smcr-stat

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The rules file (smcr(7), RULES) on real connections: socat echo servers and
+# clients, both under smc_run, one rule at a time.  A rule that excludes the
+# client's program, the port or the peer's prefix keeps the connection TCP
+# with reason RULE; one that names something else leaves it SMC; a server
+# rule `tcp` leaves its listener unregistered, so a local client finds no
+# SMC there.  The user's file comes before the system's ($SMCR_CONF); the
+# environment wins over both.  A file not understood says one error, once
+# per session across a wrapper's processes, and every connection stays TCP.
+# Every echo is checked by sha256, every path by the library's own log;
+# smc_run --explain names the deciding line.
+source "$(dirname -- "${BASH_SOURCE[0]}")/smc_lib.sh"
+need socat
+
+random_file "$work/data" $((64 * 1024 + 3))
+want=$(sha "$work/data")
+mkdir -p "$XDG_CONFIG_HOME"
+
+# rules FILE LINE...: writes a rules file.
+rules() {
+    local file=$1
+    shift
+    printf '%s\n' "# written by $test_name" "$@" >"$file"
+}
+
+# echo_case NAME EXPECT SERVER_ENV CLIENT_ENV: one echo through socat, both ends
+# under smc_run with their own environment (space-separated NAME=VALUE lists);
+# the client's log must contain EXPECT.
+echo_case() {
+    local name=$1 expect=$2 port
+    local -a server_env client_env
+    read -r -a server_env <<<"$3"
+    read -r -a client_env <<<"$4"
+    port=$case_port
+    start_server smcr "$name-server" env "${server_env[@]}" \
+        socat "TCP4-LISTEN:$port,bind=127.0.0.1,reuseaddr" EXEC:cat
+    wait_listen "$server_pid" "$port"
+    run_client_in "$work/data" smcr "$name-client" 30 env "${client_env[@]}" \
+        socat -t 5 - "TCP4:127.0.0.1:$port"
+    [[ $exit_code -eq 0 ]] || fail "$name: the client exited $exit_code"
+    wait_exit "$server_pid" 10
+    [[ $(sha "$work/$name-client.smcr.out") == "$want" ]] || fail "$name: the echo differs (sha256)"
+    grep -q -- "$expect" "$work/$name-client.smcr.err" ||
+        fail "$name: the client's log does not say '$expect': $(grep -m1 -o 'fd [0-9]*: [a-z-]* (.*' "$work/$name-client.smcr.err")"
+    log "$name: echo intact; client: $(grep -m1 -o -- "$expect.*" "$work/$name-client.smcr.err")"
+}
+
+rule_tcp='tcp-fallback (client): reason 0x0a060000 RULE'
+shm='smc-shm (client)'
+conf=$work/smcr.conf
+case_port=$(free_port 4)
+
+# One program excluded: the client is socat.
+rules "$conf" 'tcp program=socat role=client'
+echo_case program-excluded "$rule_tcp" "SMCR_CONF=/dev/null" "SMCR_CONF=$conf"
+rules "$conf" 'tcp program=sshd' 'smc *'
+echo_case program-other "$shm" "SMCR_CONF=/dev/null" "SMCR_CONF=$conf"
+
+# One port excluded.
+rules "$conf" "tcp port=$case_port"
+echo_case port-excluded "$rule_tcp" "SMCR_CONF=/dev/null" "SMCR_CONF=$conf"
+rules "$conf" "tcp port=$((case_port == 65535 ? 1 : case_port + 1))"
+echo_case port-other "$shm" "SMCR_CONF=/dev/null" "SMCR_CONF=$conf"
+
+# One peer prefix excluded (peer= and addr= are one key).
+rules "$conf" 'tcp peer=127.0.0.0/8'
+echo_case prefix-excluded "$rule_tcp" "SMCR_CONF=/dev/null" "SMCR_CONF=$conf"
+rules "$conf" 'tcp addr=10.0.0.0/8' 'tcp addr=::1/128'
+echo_case prefix-other "$shm" "SMCR_CONF=/dev/null" "SMCR_CONF=$conf"
+
+# A server rule: the listener is not registered; a local client proposes nothing.
+rules "$conf" "tcp role=server port=$case_port"
+echo_case server-tcp 'tcp-fallback (client): reason 0x03010000 PEERNOSMC' \
+    "SMCR_CONF=$conf" "SMCR_CONF=/dev/null"
+grep -q "listener on port $case_port kept TCP by a rule (reason RULE)" "$work/server-tcp-server.smcr.err" ||
+    fail "server-tcp: the server's log does not say its listener was kept TCP by a rule"
+grep -q 'smc-shm' "$work/server-tcp-server.smcr.err" && fail "server-tcp: the server logged an SMC connection"
+log "server-tcp: the server's log: $(grep -m1 -o 'listener on port.*' "$work/server-tcp-server.smcr.err")"
+
+# The user's file comes first; the environment wins over every rule.
+rules "$XDG_CONFIG_HOME/smcr.conf" "smc port=$case_port"
+rules "$conf" 'tcp *'
+echo_case user-first "$shm" "SMCR_CONF=/dev/null" "SMCR_CONF=$conf"
+rm "$XDG_CONFIG_HOME/smcr.conf"
+echo_case system-tcp "$rule_tcp" "SMCR_CONF=/dev/null" "SMCR_CONF=$conf"
+echo_case env-wins "$shm" "SMCR_CONF=/dev/null" "SMCR_CONF=$conf SMCR_TRANSPORT=shm"
+
+# A file not understood: one error naming file:line, the value and what was
+# expected, said once by the five clients of one wrapper; every connection TCP.
+rules "$work/bad.conf" 'smc *' 'rdma peer=10.0.0.0/33'
+start_server smcr bad-server socat "TCP4-LISTEN:$case_port,bind=127.0.0.1,reuseaddr,fork" EXEC:cat
+wait_listen "$server_pid" "$case_port"
+timeout 60 "${smcr_prefix[@]}" env "SMCR_CONF=$work/bad.conf" bash -c '
+    for i in 1 2 3 4 5; do
+        socat -t 5 - "TCP4:127.0.0.1:$1" <"$2" >"$3.$i" || exit 1
+    done' wrapper "$case_port" "$work/data" "$work/bad.out" \
+    >"$work/bad-wrapper.out" 2>"$work/bad-wrapper.err" || fail "the wrapper's clients failed: $(tail -n 3 "$work/bad-wrapper.err")"
+stop_server "$server_pid"
+for i in 1 2 3 4 5; do
+    [[ $(sha "$work/bad.out.$i") == "$want" ]] || fail "bad file: client $i's echo differs (sha256)"
+done
+error="$work/bad.conf:3: 'peer=10.0.0.0/33': prefix length out of range: expected /0../32 for IPv4; every connection stays TCP"
+n=$(grep -cF -- "$error (said once per session)" "$work/bad-wrapper.err" || true)
+[[ $n -eq 1 ]] || fail "bad file: the error was said $n times by 6 processes, expected once: $(grep -m2 'smcr.conf\|bad.conf' "$work/bad-wrapper.err")"
+n=$(grep -c "$rule_tcp" "$work/bad-wrapper.err" || true)
+[[ $n -eq 5 ]] || fail "bad file: $n of 5 connections stayed TCP with RULE"
+grep -q "$shm" "$work/bad-wrapper.err" && fail "bad file: a connection ran SMC"
+log "bad file: 5 echoes intact over TCP (RULE), said once: $error"
+
+# --explain: the deciding line, or the setting, and the outcome.
+explain() {
+    "$SMC_RUN" --explain "$@" >"$work/explain.out" 2>&1 || fail "smc_run --explain $*: exit $?: $(cat "$work/explain.out")"
+}
+rules "$conf" 'tcp program=sshd' 'tcp port=5432' 'shm role=server port=6379' \
+    'rdma peer=10.0.0.0/8' 'rdma peer=fd77::/64' 'smc *'
+export SMCR_CONF=$conf
+explain 10.1.2.3:5432 --program psql
+grep -qx "decided by: $conf:3 (tcp port=5432)" "$work/explain.out" || fail "explain port: $(cat "$work/explain.out")"
+grep -qx 'outcome: tcp (.*)' "$work/explain.out" || fail "explain port: $(cat "$work/explain.out")"
+explain 192.0.2.1:22 --program sshd
+grep -qx "decided by: $conf:2 (tcp program=sshd)" "$work/explain.out" || fail "explain program: $(cat "$work/explain.out")"
+explain '[fd77::5]:5201' --role client
+grep -qx "decided by: $conf:6 (rdma addr=fd77::/64)" "$work/explain.out" || fail "explain IPv6: $(cat "$work/explain.out")"
+grep -qx 'outcome: rdma (.*)' "$work/explain.out" || fail "explain IPv6: $(cat "$work/explain.out")"
+explain 127.0.0.1:6379 --role server
+grep -qx "decided by: $conf:4 (shm role=server port=6379)" "$work/explain.out" || fail "explain server: $(cat "$work/explain.out")"
+SMCR_PEERS=10.1.0.0/16 explain 10.1.2.3:5432
+grep -qx 'decided by: environment SMCR_PEERS=10.1.0.0/16' "$work/explain.out" || fail "explain env: $(cat "$work/explain.out")"
+SMCR_CONF=$work/bad.conf explain 10.1.2.3:80
+grep -qxF "decided by: $error" "$work/explain.out" || fail "explain bad file: $(cat "$work/explain.out")"
+grep -qx 'outcome: tcp (.*)' "$work/explain.out" || fail "explain bad file: $(cat "$work/explain.out")"
+log "smc_run --explain: port, program, IPv6 prefix, server role, environment, bad file"
