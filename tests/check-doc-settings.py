@@ -4,24 +4,28 @@
 
   check-doc-settings.py [SOURCE_ROOT]
 
-The settings are the quoted "SMC_*"/"SMCR_*" names in src/common/config.c (the
-one place the library reads its configuration). Each must appear in
+The settings are the quoted "SMC_*"/"SMCR_*" names in src/common/config.c and
+src/common/rules.c (the places the library reads its configuration). Each must appear in
 docs/smcr.7 (installed) and docs/usage.md. Exits 1 and names what is missing.
 """
 import os
 import re
 import sys
 
-SOURCE = os.path.join("src", "common", "config.c")
+SOURCES = (os.path.join("src", "common", "config.c"), os.path.join("src", "common", "rules.c"))
 DOCS = (os.path.join("docs", "smcr.7"), os.path.join("docs", "usage.md"))
 
 
 def main(argv):
     root = argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-    with open(os.path.join(root, SOURCE), encoding="utf-8") as f:
-        names = sorted(set(re.findall(r'"(SMCR?_[A-Z_]+)"', f.read())))
+    found = {}
+    for source in SOURCES:
+        with open(os.path.join(root, source), encoding="utf-8") as f:
+            for name in re.findall(r'"(SMCR?_[A-Z_]+)"', f.read()):
+                found.setdefault(name, source)
+    names = sorted(found)
     if not names:
-        print(f"check-doc-settings: no settings found in {SOURCE}")
+        print(f"check-doc-settings: no settings found in {', '.join(SOURCES)}")
         return 1
     missing = 0
     for doc in DOCS:
@@ -34,7 +38,7 @@ def main(argv):
             continue
         for name in names:
             if not re.search(r"(?<![A-Z_])" + re.escape(name) + r"(?![A-Z_])", text):
-                print(f"{doc}: {name} (read by {SOURCE}) is not documented")
+                print(f"{doc}: {name} (read by {found[name]}) is not documented")
                 missing += 1
     print(f"check-doc-settings: {len(names)} settings, {missing} missing")
     return 1 if missing else 0
