@@ -78,6 +78,28 @@ grep -q "listener on port $case_port kept TCP by a rule (reason RULE)" "$work/se
 grep -q 'smc-shm' "$work/server-tcp-server.smcr.err" && fail "server-tcp: the server logged an SMC connection"
 log "server-tcp: the server's log: $(grep -m1 -o 'listener on port.*' "$work/server-tcp-server.smcr.err")"
 
+# A Proposal that reaches such a server anyway (a genuine one, from the engine's own
+# encoder) is declined with what a server without SMC says; its stats say RULE.
+if [[ -x ${SMCR_TEST_HOSTILE_CLC:-} ]]; then
+    start_server smcr proposal-server env "SMCR_CONF=$conf" \
+        "$PYTHON" "$apps_dir/echo.py" server-asyncio 127.0.0.1 "$case_port"
+    wait_listen "$server_pid" "$case_port"
+    timeout 30 "$SMCR_TEST_HOSTILE_CLC" 127.0.0.1 "$case_port" 200 >"$work/proposal.out" 2>&1 ||
+        fail "the Proposal's client failed: $(cat "$work/proposal.out")"
+    reply=$(head -n1 "$work/proposal.out")
+    [[ $reply == "reply decline 0x03030000" ]] || fail "server-tcp Proposal: the server answered '$reply', expected a Decline NOSMCDEV"
+    for ((i = 0; i < 100; i++)); do
+        grep -q 'tcp-fallback (server): reason 0x0a060000 RULE' "$work/proposal-server.smcr.err" && break
+        sleep 0.05
+    done
+    grep -q 'tcp-fallback (server): reason 0x0a060000 RULE' "$work/proposal-server.smcr.err" ||
+        fail "server-tcp Proposal: the server's log does not say RULE: $(grep -m2 'fd [0-9]*:' "$work/proposal-server.smcr.err")"
+    out=$(mode_stats "$server_pid") || fail "smcr-stat stats --json failed"
+    [[ $out == *RULE:1* ]] || fail "server-tcp Proposal: the server's stats: '$out', expected RULE:1"
+    stop_server "$server_pid"
+    log "server-tcp Proposal: $reply on the wire; the server's stats: $out"
+fi
+
 # The user's file comes first; the environment wins over every rule.
 rules "$XDG_CONFIG_HOME/smcr.conf" "smc port=$case_port"
 rules "$conf" 'tcp *'
