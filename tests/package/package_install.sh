@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The Debian package from scripts/package: its control fields and files (smc_run,
+# the library in a private directory, smcr-stat, smcr-bpf when built, the man
+# pages), then, unpacked into a throwaway root, a python echo server and two
+# clients under the packaged smc_run: the echo's sha256 equals the file's, each
+# process maps the packaged library, both logs say smc-shm and the packaged
+# smcr-stat counts the server's SMC handshakes.
+source "$(dirname -- "${BASH_SOURCE[0]}")/package_lib.sh"
+unpack_package
+
+field() { dpkg-deb -f "$deb" "$1"; }
+
+source_version=$(sed -n "s/^ *version: *'\([^']*\)'.*/\1/p" "$apps_dir/../../meson.build" | head -n 1)
+[[ $(field Package) == smcr ]] || fail "Package: '$(field Package)', expected smcr"
+[[ $(field Version) == "$source_version" ]] ||
+    fail "Version: '$(field Version)', meson.build says '$source_version'"
+[[ $(field Architecture) == "$(dpkg --print-architecture)" ]] ||
+    fail "Architecture: '$(field Architecture)'"
+[[ $(field Depends) == *libc6* ]] || fail "Depends: '$(field Depends)' lacks libc6 (dpkg-shlibdeps)"
+[[ $(field Recommends) == *libibverbs1* ]] || fail "Recommends: '$(field Recommends)' lacks libibverbs1"
+log "control: $(field Package) $(field Version) $(field Architecture); Depends: $(field Depends)"
+
+expected=(
+    usr/bin/smc_run
+    usr/bin/smcr-stat
+    "usr/lib/$multiarch/smcr/libsmcr.so"
+    usr/share/man/man7/smcr.7.gz
+    usr/share/man/man8/smc_run.8.gz
+    usr/share/man/man8/smcr-stat.8.gz
+    usr/share/doc/smcr/copyright
+    usr/share/doc/smcr/examples/systemd/smcr.conf
+)
+if [[ ${SMCR_EXPECT_BPF_TOOL:-0} == 1 ]]; then
+    expected+=(usr/bin/smcr-bpf usr/share/man/man8/smcr-bpf.8.gz
+        "usr/lib/$multiarch/smcr/smcr_sockops.bpf.o")
+fi
+for f in "${expected[@]}"; do
+    [[ -f $root/$f ]] || fail "the package lacks /$f"
+done
+for f in "$root"/usr/share/man/man*/*.gz; do
+    gzip -t "$f" || fail "${f#"$root"} is not a valid gzip file"
+done
+# The library only in its private directory: nothing preloads it by accident.
+others=$(find "$root" -name 'libsmcr*' ! -path "*/usr/lib/$multiarch/smcr/*")
+[[ -z $others ]] || fail "libsmcr outside /usr/lib/$multiarch/smcr: $others"
+log "files: ${#expected[@]} expected ones present, library only in /usr/lib/$multiarch/smcr"
+
+# The packaged smc_run, run by path and through PATH, finds the packaged library.
+for how in path PATH; do
+    if [[ $how == path ]]; then
+        out=$("$SMC_RUN" -v) || fail "smc_run -v exited $?"
+    else
+        out=$(PATH=$root/usr/bin:$PATH smc_run -v) || fail "smc_run -v (through PATH) exited $?"
+    fi
+    [[ $out == *"library: $packaged_library"* ]] ||
+        fail "packaged smc_run -v ($how) does not name $packaged_library: $out"
+    [[ $out == *"$source_version"* ]] || fail "packaged smc_run -v ($how) does not say $source_version: $out"
+done
+log "packaged smc_run uses $packaged_library"
+
+random_file "$work/data" $((16 * 1024 * 1024 + 77))
+port=$(free_port 4)
+start_server smcr echo-server "$PYTHON" "$apps_dir/../package/echo.py" server "$port"
+pid=$server_pid
+wait_listen "$pid" "$port"
+assert_packaged_library "$pid" "echo server"
+for i in 1 2; do
+    run_client smcr "echo-client$i" 60 "$PYTHON" "$apps_dir/../package/echo.py" client "$port" "$work/data"
+    [[ $exit_code -eq 0 ]] || fail "client $i exited $exit_code"
+    read -r n digest <"$work/echo-client$i.smcr.out"
+    [[ $n -eq $(stat -c %s "$work/data") && $digest == "$(sha "$work/data")" ]] ||
+        fail "client $i: echo of $n bytes, sha256 $digest differs from the file's"
+    grep -qF "smcr: active in " "$work/echo-client$i.smcr.err" || fail "client $i: the library was not loaded"
+    assert_smc_log "echo-client$i" 1
+done
+log "two echoes of $(stat -c %s "$work/data") bytes, sha256 equal to the file's"
+assert_smc_stats "echo server (packaged smcr-stat)" 2 "$pid"
+assert_smc_log echo-server 2
