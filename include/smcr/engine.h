@@ -219,9 +219,9 @@ bool smcr_listener_needs_claim(const struct smcr_listener *l);
  * The listener's socket goes to a program that will not run smcr (exec,
  * spawn): no local client may propose to it any more, whichever process
  * holds the registration (every process it followed by fork), and its
- * SYN-ACKs stop announcing SMC.  Keeps errno.
+ * SYN-ACKs stop announcing SMC.  `why` is shown by smcr-stat -l.  Keeps errno.
  */
-void smcr_listener_revoke(struct smcr_listener *l, int listen_fd);
+void smcr_listener_revoke(struct smcr_listener *l, int listen_fd, const char *why);
 
 /*
  * A listener may soon take SMC-R Proposals: the transport's one-time set-up

@@ -40,6 +40,7 @@
 #define SMCR_STATS_VERSION 2u
 #define SMCR_STATS_MAX_CONNS 1024u
 #define SMCR_STATS_MAX_REASONS 32u
+#define SMCR_STATS_MAX_LISTENERS 64u
 
 enum smcr_stats_conn_state {
 	SMCR_STATS_CONN_FREE = 0,
@@ -99,6 +100,37 @@ struct smcr_stats_conn {
 	char device[16];
 };
 
+/*
+ * Whether local clients are told to propose SMC to a listening socket
+ * (the same-host registry, src/smcr/registry.h).
+ */
+enum smcr_stats_listener_status {
+	SMCR_STATS_LISTENER_SERVED = 1,    /* this process holds the registry name */
+	SMCR_STATS_LISTENER_NAME_HELD = 2, /* another process holds the port's name */
+	SMCR_STATS_LISTENER_REVOKED = 3,   /* withdrawn; `why` says why */
+	SMCR_STATS_LISTENER_NO_NAME = 4,   /* out of fds or memory for the name: retried */
+};
+
+/* The process runs with SMCR_SAMEHOST=0: its own clients never look the name up. */
+#define SMCR_STATS_LISTENER_F_SAMEHOST_OFF 1u
+
+/*
+ * One listening socket of the process, under the same seqlock as a
+ * connection record (smcr_stats_listener_read()).  State FREE or LIVE.
+ */
+struct smcr_stats_listener {
+	uint32_t state;           /* enum smcr_stats_conn_state */
+	uint32_t generation;
+	uint32_t seq;
+	int32_t fd;
+	uint8_t addr[16];         /* IPv4 as ::ffff:a.b.c.d */
+	uint16_t port;
+	uint16_t status;          /* enum smcr_stats_listener_status */
+	uint32_t flags;           /* SMCR_STATS_LISTENER_F_* */
+	uint64_t reserved;
+	char why[80];             /* REVOKED: why, NUL-terminated */
+};
+
 struct smcr_stats_reason {
 	uint32_t reason;          /* SMC decline code; 0 = unused slot */
 	uint32_t reserved;
@@ -144,12 +176,23 @@ struct smcr_stats_file {
 	 * a count that keeps growing while nothing happens is a busy loop.
 	 */
 	uint64_t wakeups_empty;
-	uint64_t reserved[2];
+	/*
+	 * Where the listener table is: its byte offset from the start of the
+	 * file, its record size and count (zero in files written before it
+	 * existed: the words were reserved; such files list no listeners).
+	 */
+	uint32_t listener_offset;
+	uint16_t listener_size;
+	uint16_t max_listeners;
+	uint64_t reserved;
 	struct smcr_stats_reason fallback_reasons[SMCR_STATS_MAX_REASONS];
 	struct smcr_stats_conn conns[SMCR_STATS_MAX_CONNS];
+	/* After the records, where older readers look no more: the file only grew. */
+	struct smcr_stats_listener listeners[SMCR_STATS_MAX_LISTENERS];
 };
 
 _Static_assert(sizeof(struct smcr_stats_conn) == 128, "stats record layout is ABI");
+_Static_assert(sizeof(struct smcr_stats_listener) == 128, "listener record layout is ABI");
 
 /* Attempts smcr_stats_conn_read() makes before giving up on a busy record. */
 #define SMCR_STATS_READ_TRIES 64
@@ -193,6 +236,37 @@ static inline int smcr_stats_conn_read(const struct smcr_stats_conn *src,
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (__atomic_load_n(&src->seq, __ATOMIC_RELAXED) == seq) {
 			dst->seq = seq;
+			return 1;
+		}
+	}
+	return 0;
+#undef SMCR_STATS_LOAD_
+}
+
+/* smcr_stats_conn_read() for a listener record. */
+static inline int smcr_stats_listener_read(const struct smcr_stats_listener *src,
+					   struct smcr_stats_listener *dst)
+{
+#define SMCR_STATS_LOAD_(field) (dst->field = __atomic_load_n(&src->field, __ATOMIC_RELAXED))
+	for (int tries = 0; tries < SMCR_STATS_READ_TRIES; tries++) {
+		uint32_t seq = __atomic_load_n(&src->seq, __ATOMIC_ACQUIRE);
+
+		if (seq & 1u)
+			continue;
+		SMCR_STATS_LOAD_(state);
+		SMCR_STATS_LOAD_(generation);
+		SMCR_STATS_LOAD_(fd);
+		for (unsigned i = 0; i < 16; i++)
+			SMCR_STATS_LOAD_(addr[i]);
+		SMCR_STATS_LOAD_(port);
+		SMCR_STATS_LOAD_(status);
+		SMCR_STATS_LOAD_(flags);
+		for (unsigned i = 0; i < sizeof(dst->why); i++)
+			SMCR_STATS_LOAD_(why[i]);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&src->seq, __ATOMIC_RELAXED) == seq) {
+			dst->seq = seq;
+			dst->why[sizeof(dst->why) - 1] = '\0';
 			return 1;
 		}
 	}

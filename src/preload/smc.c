@@ -1135,7 +1135,7 @@ void smcr_smc_revoke_listener(int fd, struct smcr_fd_entry *e, const char *why)
 	if (!r)
 		return;
 	smcr_guard_enter();
-	smcr_listener_revoke(r->l, fd);
+	smcr_listener_revoke(r->l, fd, why);
 	smcr_guard_leave();
 	smcr_info("fd %d: listener on port %u no longer served by smcr: %s", fd,
 		  (unsigned)r->port, why);

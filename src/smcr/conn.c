@@ -1013,12 +1013,27 @@ int smcr_sock_decline_late_proposal(int tcp_fd, uint32_t reason)
 struct smcr_listener {
 	struct smcr_registration reg; /* no fds: another process held the name */
 	uint16_t port;
+	struct smcr_stats_listener *stats;
 };
 
 static bool registry_retry_later(int rc)
 {
 	return rc == -EADDRINUSE || rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM ||
 	       rc == -ENOBUFS;
+}
+
+/* What this process's clients do with the registry does not change the listener's. */
+static uint32_t listener_flags(void)
+{
+	return smcr_config_get()->samehost ? 0u : SMCR_STATS_LISTENER_F_SAMEHOST_OFF;
+}
+
+/* `rc`: what registering it returned. */
+static uint32_t listener_status(const struct smcr_listener *l, int rc)
+{
+	if (l->reg.owner_fd >= 0)
+		return SMCR_STATS_LISTENER_SERVED;
+	return rc == -EADDRINUSE ? SMCR_STATS_LISTENER_NAME_HELD : SMCR_STATS_LISTENER_NO_NAME;
 }
 
 int smcr_listener_register(int listen_fd, struct smcr_listener **out)
@@ -1053,6 +1068,7 @@ int smcr_listener_register(int listen_fd, struct smcr_listener **out)
 	}
 	l->reg = reg;
 	l->port = smcr_sockaddr_port(&ss);
+	l->stats = smcr_stats_listener_open(listen_fd, listener_status(l, rc), listener_flags());
 	*out = l;
 	return 0;
 }
@@ -1069,14 +1085,18 @@ bool smcr_listener_claim(struct smcr_listener *l)
 
 	if (l && l->reg.owner_fd < 0)
 		claimed = smcr_registry_claim(l->port, &l->reg) == 0;
+	if (claimed)
+		smcr_stats_listener_status(l->stats, SMCR_STATS_LISTENER_SERVED, NULL);
 	errno = saved;
 	return claimed;
 }
 
-void smcr_listener_revoke(struct smcr_listener *l, int listen_fd)
+void smcr_listener_revoke(struct smcr_listener *l, int listen_fd, const char *why)
 {
-	if (l)
+	if (l) {
 		smcr_registry_revoke(&l->reg);
+		smcr_stats_listener_status(l->stats, SMCR_STATS_LISTENER_REVOKED, why);
+	}
 	smcr_tcpopt_unserve(listen_fd);
 }
 
@@ -1084,6 +1104,7 @@ void smcr_listener_unregister(struct smcr_listener *l)
 {
 	if (!l)
 		return;
+	smcr_stats_listener_close(l->stats);
 	smcr_registry_remove(&l->reg);
 	free(l);
 }

@@ -83,6 +83,9 @@ static void area_header(struct smcr_stats_file *f)
 	f->header_size = (uint32_t)offsetof(struct smcr_stats_file, conns);
 	f->conn_size = (uint32_t)sizeof(struct smcr_stats_conn);
 	f->max_conns = SMCR_STATS_MAX_CONNS;
+	f->listener_offset = (uint32_t)offsetof(struct smcr_stats_file, listeners);
+	f->listener_size = (uint16_t)sizeof(struct smcr_stats_listener);
+	f->max_listeners = SMCR_STATS_MAX_LISTENERS;
 	f->pid = (int32_t)getpid();
 	smcr_libc.prctl(PR_GET_NAME, f->comm, 0, 0, 0);
 }
@@ -242,6 +245,8 @@ void smcr_stats_exit(void)
 void smcr_stats_fork_child(void)
 {
 	uint32_t inherited[SMCR_STATS_MAX_CONNS / 32] = { 0 };
+	/* The child holds its parent's listening sockets too: their records stay. */
+	struct smcr_stats_listener listeners[SMCR_STATS_MAX_LISTENERS];
 	struct smcr_stats_file *f = area;
 
 	pthread_mutex_init(&stats_lock, NULL);
@@ -255,6 +260,7 @@ void smcr_stats_fork_child(void)
 	for (unsigned i = 0; i < SMCR_STATS_MAX_CONNS; i++)
 		if (__atomic_load_n(&f->conns[i].state, __ATOMIC_RELAXED) != SMCR_STATS_CONN_FREE)
 			inherited[i / 32] |= 1u << (i % 32);
+	memcpy(listeners, f->listeners, sizeof(listeners));
 	/*
 	 * Fresh zeroed private pages at the same address: the parent's file is
 	 * no longer ours, and the parent's counters and records are not ours
@@ -270,6 +276,9 @@ void smcr_stats_fork_child(void)
 	for (unsigned i = 0; i < SMCR_STATS_MAX_CONNS; i++)
 		if (inherited[i / 32] & (1u << (i % 32)))
 			f->conns[i].state = SMCR_STATS_CONN_INHERITED;
+	memcpy(f->listeners, listeners, sizeof(listeners));
+	for (unsigned i = 0; i < SMCR_STATS_MAX_LISTENERS; i++)
+		f->listeners[i].seq &= ~1u; /* a parent thread's write, cut short by fork */
 	f->pid = (int32_t)getpid(); /* its exit handler must not unlink the parent's file */
 	area_path[0] = '\0';
 	publish_pending = true;
@@ -350,11 +359,11 @@ static void addr_of(const struct sockaddr_storage *ss, uint8_t out[16], uint16_t
 /* ---- the writer side of the per-record seqlock (include/smcr/stats_abi.h) ---------- */
 
 /* Make seq odd if it is even now; false if another writer holds the record. */
-static bool record_try_begin(struct smcr_stats_conn *c)
+static bool seq_try_begin(uint32_t *seqp)
 {
-	uint32_t seq = __atomic_load_n(&c->seq, __ATOMIC_RELAXED);
+	uint32_t seq = __atomic_load_n(seqp, __ATOMIC_RELAXED);
 
-	if ((seq & 1u) || !__atomic_compare_exchange_n(&c->seq, &seq, seq + 1, false,
+	if ((seq & 1u) || !__atomic_compare_exchange_n(seqp, &seq, seq + 1, false,
 						       __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return false;
 	/* The odd seq is visible before any field store that follows. */
@@ -366,17 +375,31 @@ static bool record_try_begin(struct smcr_stats_conn *c)
  * Wait for the record: its writers are a few stores long, but one may be
  * preempted, hence the yield rather than a pure spin.
  */
-static void record_begin(struct smcr_stats_conn *c)
+static void seq_begin(uint32_t *seqp)
 {
-	for (unsigned spins = 0; !record_try_begin(c); spins++)
+	for (unsigned spins = 0; !seq_try_begin(seqp); spins++)
 		if (spins >= 64)
 			sched_yield();
 }
 
+static void seq_end(uint32_t *seqp)
+{
+	__atomic_store_n(seqp, __atomic_load_n(seqp, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
+}
+
+static bool record_try_begin(struct smcr_stats_conn *c)
+{
+	return seq_try_begin(&c->seq);
+}
+
+static void record_begin(struct smcr_stats_conn *c)
+{
+	seq_begin(&c->seq);
+}
+
 static void record_end(struct smcr_stats_conn *c)
 {
-	__atomic_store_n(&c->seq, __atomic_load_n(&c->seq, __ATOMIC_RELAXED) + 1,
-			 __ATOMIC_RELEASE);
+	seq_end(&c->seq);
 }
 
 static uint32_t phase_of(enum smcr_conn_state st)
@@ -752,6 +775,74 @@ void smcr_stats_conn_relink(const struct smcr_sock *s, uint32_t bytes_resent)
 	for (unsigned b = 0; b < sizeof(c->device); b++)
 		SET(c->device[b], xi.device[b]);
 	record_end(c);
+}
+
+/* ---- listeners ---------------------------------------------------------------------- */
+
+static void listener_fields(struct smcr_stats_listener *l, uint32_t status, const char *why)
+{
+	size_t n = why ? strlen(why) : 0;
+
+	if (n >= sizeof(l->why))
+		n = sizeof(l->why) - 1;
+	SET(l->status, (uint16_t)status);
+	for (size_t b = 0; b < sizeof(l->why); b++)
+		SET(l->why[b], b < n ? why[b] : '\0');
+}
+
+struct smcr_stats_listener *smcr_stats_listener_open(int listen_fd, uint32_t status,
+						     uint32_t flags)
+{
+	struct smcr_stats_file *f = stats_get();
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	uint8_t addr[16] = {0};
+	uint16_t port = 0;
+
+	if (!f)
+		return NULL;
+	if (smcr_libc.getsockname(listen_fd, (struct sockaddr *)&ss, &len) == 0)
+		addr_of(&ss, addr, &port);
+	for (unsigned i = 0; i < SMCR_STATS_MAX_LISTENERS; i++) {
+		struct smcr_stats_listener *l = &f->listeners[i];
+
+		if (__atomic_load_n(&l->state, __ATOMIC_RELAXED) != SMCR_STATS_CONN_FREE ||
+		    !seq_try_begin(&l->seq))
+			continue;
+		if (__atomic_load_n(&l->state, __ATOMIC_RELAXED) != SMCR_STATS_CONN_FREE) {
+			seq_end(&l->seq); /* taken meanwhile */
+			continue;
+		}
+		SET(l->state, (uint32_t)SMCR_STATS_CONN_LIVE);
+		SET(l->generation, l->generation + 1);
+		SET(l->fd, (int32_t)listen_fd);
+		for (unsigned b = 0; b < 16; b++)
+			SET(l->addr[b], addr[b]);
+		SET(l->port, port);
+		SET(l->flags, flags);
+		listener_fields(l, status, NULL);
+		seq_end(&l->seq);
+		return l;
+	}
+	return NULL;
+}
+
+void smcr_stats_listener_status(struct smcr_stats_listener *l, uint32_t status, const char *why)
+{
+	if (!l || stats_off)
+		return;
+	seq_begin(&l->seq);
+	listener_fields(l, status, why);
+	seq_end(&l->seq);
+}
+
+void smcr_stats_listener_close(struct smcr_stats_listener *l)
+{
+	if (!l || stats_off)
+		return;
+	seq_begin(&l->seq);
+	SET(l->state, (uint32_t)SMCR_STATS_CONN_FREE);
+	seq_end(&l->seq);
 }
 
 const struct smcr_stats_file *smcr_stats_area(void)

@@ -30,6 +30,16 @@ void smcr_stats_slept(void);
 /* SMC-R failover moved s to another link and wrote `bytes_resent` again: count, show its device. */
 void smcr_stats_conn_relink(const struct smcr_sock *s, uint32_t bytes_resent);
 
+/*
+ * A listening socket (conn.c's registry calls): a record in the process's
+ * listener table (NULL if it is full), its status as it changes, its end.
+ */
+struct smcr_stats_listener *smcr_stats_listener_open(int listen_fd, uint32_t status,
+						     uint32_t flags);
+void smcr_stats_listener_status(struct smcr_stats_listener *l, uint32_t status,
+				const char *why);
+void smcr_stats_listener_close(struct smcr_stats_listener *l);
+
 /* The live area (tests and the future in-process tool). */
 const struct smcr_stats_file *smcr_stats_area(void);
 /* Path of this process's stats file, "" if stats are private. */

@@ -40,6 +40,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 
@@ -51,9 +52,6 @@
 #define SMCR_VERSION_STRING "unknown"
 #endif
 
-/* Version of the JSON documents printed here (not of the stats file layout). */
-#define JSON_FORMAT_VERSION 1
-
 /* Attempts to copy one record while its writer reuses the slot. */
 #define RECORD_READ_TRIES 16
 
@@ -63,49 +61,15 @@
 #define STATS_PREFIX "stats."
 
 /* Version 1: the same layout without the per-record seqlock. */
+
+struct listener_table {
+	size_t offset;
+	uint32_t size, count;
+};
+
 #define SMCR_STATS_OLDEST_VERSION 1u
 
-/* ---- options ----------------------------------------------------------------------- */
-
-enum command { CMD_SHOW, CMD_STATS, CMD_RESET };
-
-struct options {
-	enum command cmd;
-	bool json;
-	bool all;	 /* closed records too */
-	pid_t pid;	 /* 0 = every process */
-	const char *dir; /* only this directory */
-};
-
-/* ---- one process's published stats, copied out of its file ------------------------- */
-
-struct conn_view {
-	unsigned slot;
-	struct smcr_stats_conn rec;
-};
-
-/* The per-process counters of struct smcr_stats_file, as read at one moment. */
-struct file_counters {
-	uint64_t handshakes_smc, conns_open, fallbacks, handshake_errors, aborts;
-	uint64_t bytes_sent, bytes_received;
-	uint64_t spins_won, spins_lost, waits_slept, wakeups_empty;
-	uint64_t link_switches, bytes_resent;
-	struct smcr_stats_reason reasons[SMCR_STATS_MAX_REASONS];
-};
-
-struct process_view {
-	pid_t pid;
-	uid_t uid;
-	char program[4 * 16 + 1]; /* comm, unprintable bytes escaped as \ooo */
-	struct file_counters counters;
-	struct conn_view *conns;
-	size_t nconns;
-};
-
-struct process_list {
-	struct process_view *v;
-	size_t n, cap;
-};
+#include "smcr_stat.h"
 
 static const char *progname = "smcr-stat";
 
@@ -121,7 +85,7 @@ static void warnx_(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-static void *xcalloc(size_t n, size_t size)
+void *xcalloc(size_t n, size_t size)
 {
 	void *p = calloc(n ? n : 1, size);
 
@@ -134,7 +98,7 @@ static void *xcalloc(size_t n, size_t size)
 
 /* ---- fallback reason names (Linux's SMC_CLC_DECL_* identifiers) ------------------- */
 
-static const char *reason_name(uint32_t code)
+const char *reason_name(uint32_t code)
 {
 	const char *name = smcr_clc_decl_name(code);
 
@@ -143,7 +107,7 @@ static const char *reason_name(uint32_t code)
 	return name ? name : "UNKNOWN";
 }
 
-static const char *mode_name(uint32_t mode)
+const char *mode_name(uint32_t mode)
 {
 	switch (mode) {
 	case SMCR_STATS_MODE_TCP:
@@ -172,7 +136,7 @@ static const char *phase_name(uint32_t phase)
 	return phase < sizeof(names) / sizeof(names[0]) ? names[phase] : NULL;
 }
 
-static bool mode_is_smc(uint32_t mode)
+bool mode_is_smc(uint32_t mode)
 {
 	return mode == SMCR_STATS_MODE_SMC_SHM || mode == SMCR_STATS_MODE_SMC_R;
 }
@@ -376,9 +340,22 @@ static bool copy_record(uint32_t version, const struct smcr_stats_conn *src,
 	return smcr_stats_conn_read(src, dst);
 }
 
+/* The listener table, where the header puts it (none in files older than it). */
+static void copy_listeners(const uint8_t *base, const struct listener_table *lt,
+			   struct process_view *pv)
+{
+	for (uint32_t i = 0; i < lt->count; i++) {
+		const void *at = base + lt->offset + (size_t)i * lt->size;
+		struct smcr_stats_listener *l = &pv->listeners[pv->nlisteners];
+
+		if (smcr_stats_listener_read(at, l) && l->state == SMCR_STATS_CONN_LIVE)
+			pv->nlisteners++;
+	}
+}
+
 static bool copy_file(const uint8_t *base, uint32_t version, uint32_t header_size,
-		      uint32_t conn_size, uint32_t max_conns, const struct options *o,
-		      struct process_view *pv)
+		      uint32_t conn_size, uint32_t max_conns, const struct listener_table *lt,
+		      const struct options *o, struct process_view *pv)
 {
 	struct sigaction sa = {.sa_handler = on_sigbus}, old;
 	bool ok = false;
@@ -386,6 +363,7 @@ static bool copy_file(const uint8_t *base, uint32_t version, uint32_t header_siz
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGBUS, &sa, &old);
 	pv->conns = xcalloc(max_conns, sizeof(*pv->conns));
+	pv->listeners = xcalloc(lt->count, sizeof(*pv->listeners));
 	if (sigsetjmp(sigbus_jump, 1) == 0) {
 		sigbus_armed = 1;
 		copy_counters((const struct smcr_stats_file *)(const void *)base,
@@ -399,14 +377,17 @@ static bool copy_file(const uint8_t *base, uint32_t version, uint32_t header_siz
 			cv->slot = i;
 			pv->nconns++;
 		}
+		copy_listeners(base, lt, pv);
 		ok = true;
 	}
 	sigbus_armed = 0;
 	sigaction(SIGBUS, &old, NULL);
 	if (!ok) {
 		free(pv->conns);
+		free(pv->listeners);
 		pv->conns = NULL;
-		pv->nconns = 0;
+		pv->listeners = NULL;
+		pv->nconns = pv->nlisteners = 0;
 	}
 	return ok;
 }
@@ -428,12 +409,34 @@ static void program_name(const char comm[16], char *out, size_t len)
 }
 
 /*
+ * The listener table the header describes, if the file holds it whole:
+ * else none (count 0).
+ */
+static struct listener_table listener_table_of(const struct smcr_stats_file *hdr,
+					       size_t records_end, off_t file_size)
+{
+	struct listener_table lt = {0};
+	uint64_t end = (uint64_t)hdr->listener_offset +
+		       (uint64_t)hdr->listener_size * hdr->max_listeners;
+
+	if (!hdr->listener_offset || hdr->version < 2 ||
+	    hdr->listener_size < sizeof(struct smcr_stats_listener) ||
+	    hdr->listener_offset < records_end || hdr->listener_offset % 8 ||
+	    hdr->listener_size % 8 || end > (uint64_t)file_size)
+		return lt;
+	lt.offset = hdr->listener_offset;
+	lt.size = hdr->listener_size;
+	lt.count = hdr->max_listeners;
+	return lt;
+}
+
+/*
  * Validate the header of an open stats file and map it.  Returns the mapping
  * (length in *len) or NULL after a warning.  `writable` for reset.
  */
 static void *map_stats_file(int fd, const char *path, const struct stat *st,
 			    pid_t name_pid, bool writable, size_t *len,
-			    struct smcr_stats_file *hdr)
+			    struct smcr_stats_file *hdr, struct listener_table *lt)
 {
 	const size_t fixed = offsetof(struct smcr_stats_file, conns);
 	size_t need;
@@ -476,6 +479,9 @@ static void *map_stats_file(int fd, const char *path, const struct stat *st,
 		       (long long)st->st_size, need);
 		return NULL;
 	}
+	*lt = listener_table_of(hdr, need, st->st_size);
+	if (lt->count && lt->offset + (size_t)lt->size * lt->count > need)
+		need = lt->offset + (size_t)lt->size * lt->count;
 	base =
 	    mmap(NULL, need, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
@@ -560,6 +566,7 @@ static void read_one(int dirfd, const char *dir, const char *name, pid_t pid,
 	struct process_view pv = {.pid = pid};
 	struct smcr_stats_file *hdr;	    /* only its part before conns[] is read */
 	char path[PATH_MAX + NAME_MAX + 2]; /* dir/name */
+	struct listener_table lt;
 	struct stat st;
 	uint32_t version;
 	size_t len = 0;
@@ -597,7 +604,7 @@ static void read_one(int dirfd, const char *dir, const char *name, pid_t pid,
 		break;
 	}
 	hdr = xcalloc(1, sizeof(*hdr));
-	base = map_stats_file(fd, path, &st, pid, writable, &len, hdr);
+	base = map_stats_file(fd, path, &st, pid, writable, &len, hdr, &lt);
 	close(fd);
 	if (!base) {
 		free(hdr);
@@ -605,12 +612,13 @@ static void read_one(int dirfd, const char *dir, const char *name, pid_t pid,
 	}
 	pv.uid = st.st_uid;
 	program_name(hdr->comm, pv.program, sizeof(pv.program));
-	if (!copy_file(base, hdr->version, hdr->header_size, hdr->conn_size, hdr->max_conns, o,
-		       &pv)) {
+	if (!copy_file(base, hdr->version, hdr->header_size, hdr->conn_size, hdr->max_conns, &lt,
+		       o, &pv)) {
 		warnx_("skipping %s: the file shrank while being read", path);
 	} else if (writable && !reset_file(base, &pv)) {
 		warnx_("cannot reset %s: the file shrank", path);
 		free(pv.conns);
+		free(pv.listeners);
 	} else {
 		add_process(pl, &pv);
 	}
@@ -739,7 +747,7 @@ static bool addr_is_v4(const uint8_t a[16])
 	return memcmp(a, mapped, sizeof(mapped)) == 0;
 }
 
-static void addr_text(const uint8_t a[16], char *out, size_t len)
+void addr_text(const uint8_t a[16], char *out, size_t len)
 {
 	if (addr_is_v4(a))
 		inet_ntop(AF_INET, a + 12, out, (socklen_t)len);
@@ -747,7 +755,7 @@ static void addr_text(const uint8_t a[16], char *out, size_t len)
 		inet_ntop(AF_INET6, a, out, (socklen_t)len);
 }
 
-static void endpoint_text(const uint8_t a[16], uint16_t port, char *out, size_t len)
+void endpoint_text(const uint8_t a[16], uint16_t port, char *out, size_t len)
 {
 	char ip[INET6_ADDRSTRLEN];
 
@@ -766,8 +774,17 @@ static const char *user_name(uid_t uid, char *buf, size_t len)
 	return buf;
 }
 
+unsigned smcr_stat_report;
+
+void json_head(void)
+{
+	printf("{\"format\": \"smcr-stat\", \"version\": %d, ", JSON_FORMAT_VERSION);
+	if (smcr_stat_report)
+		printf("\"report\": %u, ", smcr_stat_report);
+}
+
 /* JSON string: quotes, backslash and control characters escaped; input is ASCII. */
-static void json_string(const char *s)
+void json_string(const char *s)
 {
 	putchar('"');
 	for (; *s; s++) {
@@ -790,7 +807,7 @@ static void json_string(const char *s)
  * is none.  Characters other than [A-Za-z0-9_.-] (the file is another
  * process's) become '?'.
  */
-static bool device_name(const struct smcr_stats_conn *r, char *out)
+bool device_name(const struct smcr_stats_conn *r, char *out)
 {
 	size_t n = 0;
 
@@ -859,9 +876,8 @@ static void show_json(const struct process_list *pl)
 {
 	bool first = true;
 
-	printf("{\"format\": \"smcr-stat\", \"version\": %d, \"process_count\": %zu, "
-	       "\"connections\": [",
-	       JSON_FORMAT_VERSION, pl->n);
+	json_head();
+	printf("\"process_count\": %zu, \"connections\": [", pl->n);
 	for (size_t p = 0; p < pl->n; p++)
 		for (size_t c = 0; c < pl->v[p].nconns; c++) {
 			fputs(first ? "\n" : ",\n", stdout);
@@ -1072,13 +1088,133 @@ static void counters_json(const struct counters *c)
 	printf("]");
 }
 
+/* ---- watch mode: what changed since the previous report --------------------------- */
+
+struct previous {
+	pid_t pid; /* 0: the total */
+	struct counters c;
+};
+
+static struct {
+	struct previous *was, *now;
+	size_t nwas, nnow, cap;
+	double seconds; /* since the previous report; 0: this is the first */
+} watch;
+
+/* Keep `c` of `pid` for the next report's differences. */
+static void watch_note(pid_t pid, const struct counters *c)
+{
+	if (!smcr_stat_report)
+		return;
+	if (watch.nnow == watch.cap) {
+		size_t cap = watch.cap ? watch.cap * 2 : 16;
+		struct previous *now = realloc(watch.now, cap * sizeof(*now));
+		struct previous *was = realloc(watch.was, cap * sizeof(*was));
+
+		if (!now || !was) {
+			warnx_("out of memory");
+			exit(1);
+		}
+		watch.now = now;
+		watch.was = was;
+		watch.cap = cap;
+	}
+	watch.now[watch.nnow++] = (struct previous){.pid = pid, .c = *c};
+}
+
+/* This report's counters become the previous ones. */
+static void watch_commit(void)
+{
+	struct previous *t = watch.was;
+
+	watch.was = watch.now;
+	watch.nwas = watch.nnow;
+	watch.now = t;
+	watch.nnow = 0;
+	watch.seconds = 0; /* until the next report is read */
+}
+
+static const struct counters *watch_previous(pid_t pid)
+{
+	if (watch.seconds <= 0)
+		return NULL;
+	for (size_t i = 0; i < watch.nwas; i++)
+		if (watch.was[i].pid == pid)
+			return &watch.was[i].c;
+	return NULL;
+}
+
+/* A counter's growth; a reset (or a reused pid) restarts it from zero. */
+static uint64_t grew(uint64_t now, uint64_t was)
+{
+	return now >= was ? now - was : now;
+}
+
+struct growth {
+	uint64_t handshakes, smc, fallbacks, errors, aborts, sent, received;
+};
+
+static struct growth growth_of(const struct counters *c, const struct counters *w)
+{
+	return (struct growth){
+	    .handshakes = grew(handshakes(c), handshakes(w)),
+	    .smc = grew(c->handshakes_smc, w->handshakes_smc),
+	    .fallbacks = grew(c->fallbacks, w->fallbacks),
+	    .errors = grew(c->handshake_errors, w->handshake_errors),
+	    .aborts = grew(c->aborts, w->aborts),
+	    .sent = grew(c->closed_bytes_sent + c->live_bytes_sent,
+			 w->closed_bytes_sent + w->live_bytes_sent),
+	    .received = grew(c->closed_bytes_received + c->live_bytes_received,
+			     w->closed_bytes_received + w->live_bytes_received),
+	};
+}
+
+/* ',\n     "interval": {...}': null on the first report and for a new process. */
+static void growth_json(pid_t pid, const struct counters *c)
+{
+	const struct counters *w = watch_previous(pid);
+	struct growth g;
+
+	if (!smcr_stat_report)
+		return;
+	if (!w) {
+		printf(",\n     \"interval\": null");
+		return;
+	}
+	g = growth_of(c, w);
+	printf(",\n     \"interval\": {\"seconds\": %.3f, \"handshakes\": %" PRIu64
+	       ", \"handshakes_smc\": %" PRIu64 ", \"fallbacks\": %" PRIu64
+	       ", \"handshake_errors\": %" PRIu64 ", \"aborts\": %" PRIu64 ",\n",
+	       watch.seconds, g.handshakes, g.smc, g.fallbacks, g.errors, g.aborts);
+	printf("      \"bytes_sent\": %" PRIu64 ", \"bytes_received\": %" PRIu64
+	       ", \"bytes_sent_per_second\": %.0f, \"bytes_received_per_second\": %.0f}",
+	       g.sent, g.received, (double)g.sent / watch.seconds,
+	       (double)g.received / watch.seconds);
+}
+
+static void growth_text(pid_t pid, const struct counters *c)
+{
+	const struct counters *w = watch_previous(pid);
+	struct growth g;
+
+	if (!w)
+		return;
+	g = growth_of(c, w);
+	printf("  Last %.1f s: %" PRIu64 " handshakes (%" PRIu64 " SMC, %" PRIu64
+	       " fallback, %" PRIu64 " errors), %" PRIu64 " aborts\n",
+	       watch.seconds, g.handshakes, g.smc, g.fallbacks, g.errors, g.aborts);
+	printf("               sent %" PRIu64 " bytes (%.0f/s), received %" PRIu64
+	       " bytes (%.0f/s)\n",
+	       g.sent, (double)g.sent / watch.seconds, g.received,
+	       (double)g.received / watch.seconds);
+}
+
 static void stats_json(const struct process_list *pl, bool reset)
 {
 	struct counters total = {0};
 
-	printf("{\"format\": \"smcr-stat\", \"version\": %d, \"reset\": %s, "
-	       "\"processes\": [",
-	       JSON_FORMAT_VERSION, reset ? "true" : "false");
+	json_head();
+	printf("\"reset\": %s, \"processes\": [", reset ? "true" : "false");
 	for (size_t p = 0; p < pl->n; p++) {
 		struct counters c = {0};
 
@@ -1089,10 +1225,14 @@ static void stats_json(const struct process_list *pl, bool reset)
 		json_string(pl->v[p].program);
 		printf(", \"uid\": %u,\n     ", (unsigned)pl->v[p].uid);
 		counters_json(&c);
+		growth_json(pl->v[p].pid, &c);
+		watch_note(pl->v[p].pid, &c);
 		printf("}");
 	}
 	printf("%s],\n  \"total\": {", pl->n ? "\n" : "");
 	counters_json(&total);
+	growth_json(0, &total);
+	watch_note(0, &total);
 	printf("}}\n");
 }
 
@@ -1144,11 +1284,15 @@ static void stats_text(const struct process_list *pl, bool reset)
 		       user_name(pl->v[p].uid, user, sizeof(user)),
 		       reset ? ": counters reset, values before" : "");
 		counters_text(&c);
+		growth_text(pl->v[p].pid, &c);
+		watch_note(pl->v[p].pid, &c);
 	}
 	if (pl->n > 1) {
 		printf("Total of %zu processes\n", pl->n);
 		counters_text(&total);
+		growth_text(0, &total);
 	}
+	watch_note(0, &total);
 }
 
 /* ---- command line ------------------------------------------------------------------ */
@@ -1157,7 +1301,7 @@ static void usage(FILE *to)
 {
 	fprintf(
 	    to,
-	    "Usage: %s [show|json|stats|reset] [OPTIONS]\n"
+	    "Usage: %s [show|json|stats|reset|listeners|linkgroup|fallbacks] [OPTIONS]\n"
 	    "List the SMC connections of running smcr processes (like smcss) or their\n"
 	    "counters (like smcr stats).\n"
 	    "\n"
@@ -1166,15 +1310,23 @@ static void usage(FILE *to)
 	    "  json         connections as JSON (same as show --json)\n"
 	    "  stats        per-process counters: handshakes, SMC vs fallback, reasons\n"
 	    "  reset        print the counters, then set them to zero\n"
+	    "  listeners    listening sockets and whether local clients propose SMC to them\n"
+	    "  linkgroup    SMC-R link groups and their connections (like smcr linkgroup)\n"
+	    "  fallbacks    fallbacks to TCP by reason, added up over the processes\n"
 	    "\n"
 	    "Options:\n"
-	    "  -a, --all        also list closed connections still in the records\n"
-	    "  -j, --json       JSON output\n"
-	    "  -p, --pid PID    only process PID\n"
-	    "  -s, --stats      same as the stats command\n"
-	    "      --dir DIR    read only stats files in DIR (default: the runtime dir)\n"
-	    "  -h, --help       this help\n"
-	    "  -v, --version    print the version\n",
+	    "  -a, --all           also list closed connections still in the records\n"
+	    "  -j, --json          JSON output\n"
+	    "  -p, --pid PID       only process PID\n"
+	    "  -c, --command NAME  only processes named NAME (their comm)\n"
+	    "  -s, --stats         same as the stats command\n"
+	    "  -l, --listeners     same as the listeners command\n"
+	    "  -g, --linkgroup     same as the linkgroup command\n"
+	    "  -i, --interval SEC  print again every SEC seconds (stats: with what changed)\n"
+	    "  -n, --count N       stop after N reports (default with -i: until interrupted)\n"
+	    "      --dir DIR       read only stats files in DIR (default: the runtime dir)\n"
+	    "  -h, --help          this help\n"
+	    "  -v, --version       print the version\n",
 	    progname);
 }
 
@@ -1191,6 +1343,19 @@ static bool parse_pid(const char *s, pid_t *out)
 	return true;
 }
 
+static bool parse_count(const char *s, unsigned *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v <= 0 || v > 86400 * 366)
+		return false;
+	*out = (unsigned)v;
+	return true;
+}
+
 /* 0 = go on, else the exit status (+1). */
 static int parse_args(int argc, char **argv, struct options *o)
 {
@@ -1198,12 +1363,40 @@ static int parse_args(int argc, char **argv, struct options *o)
 	    {"all", no_argument, NULL, 'a'},	   {"json", no_argument, NULL, 'j'},
 	    {"pid", required_argument, NULL, 'p'}, {"stats", no_argument, NULL, 's'},
 	    {"dir", required_argument, NULL, 'D'}, {"help", no_argument, NULL, 'h'},
-	    {"version", no_argument, NULL, 'v'},   {NULL, 0, NULL, 0},
+	    {"version", no_argument, NULL, 'v'},   {"command", required_argument, NULL, 'c'},
+	    {"listeners", no_argument, NULL, 'l'}, {"linkgroup", no_argument, NULL, 'g'},
+	    {"interval", required_argument, NULL, 'i'}, {"count", required_argument, NULL, 'n'},
+	    {NULL, 0, NULL, 0},
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "ajp:shv", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "ajp:shvc:lgi:n:", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'c':
+			if (!*optarg) {
+				warnx_("empty program name");
+				return 3;
+			}
+			o->program = optarg;
+			break;
+		case 'l':
+			o->cmd = CMD_LISTENERS;
+			break;
+		case 'g':
+			o->cmd = CMD_LINKGROUPS;
+			break;
+		case 'i':
+			if (!parse_count(optarg, &o->interval)) {
+				warnx_("invalid interval '%s' (whole seconds, at least 1)", optarg);
+				return 3;
+			}
+			break;
+		case 'n':
+			if (!parse_count(optarg, &o->count)) {
+				warnx_("invalid count '%s'", optarg);
+				return 3;
+			}
+			break;
 		case 'a':
 			o->all = true;
 			break;
@@ -1245,6 +1438,12 @@ static int parse_args(int argc, char **argv, struct options *o)
 			o->cmd = CMD_STATS;
 		} else if (strcmp(cmd, "reset") == 0) {
 			o->cmd = CMD_RESET;
+		} else if (strcmp(cmd, "listeners") == 0) {
+			o->cmd = CMD_LISTENERS;
+		} else if (strcmp(cmd, "linkgroup") == 0 || strcmp(cmd, "linkgroups") == 0) {
+			o->cmd = CMD_LINKGROUPS;
+		} else if (strcmp(cmd, "fallbacks") == 0) {
+			o->cmd = CMD_FALLBACKS;
 		} else {
 			warnx_("unknown command '%s'", cmd);
 			usage(stderr);
@@ -1264,11 +1463,108 @@ static int parse_args(int argc, char **argv, struct options *o)
 	return 0;
 }
 
+/*
+ * -c NAME: the kernel keeps 15 bytes of a program's name, so a longer NAME
+ * matches a comm that is its first 15 bytes.
+ */
+static bool program_matches(const char *program, const char *want)
+{
+	size_t n = strlen(want);
+
+	if (n >= 15)
+		return strncmp(program, want, 15) == 0 && strlen(program) == 15;
+	return strcmp(program, want) == 0;
+}
+
+static void free_view(struct process_view *pv)
+{
+	free(pv->conns);
+	free(pv->listeners);
+}
+
+static void keep_program(struct process_list *pl, const char *want)
+{
+	size_t kept = 0;
+
+	for (size_t i = 0; i < pl->n; i++) {
+		if (program_matches(pl->v[i].program, want))
+			pl->v[kept++] = pl->v[i];
+		else
+			free_view(&pl->v[i]);
+	}
+	pl->n = kept;
+}
+
+static void print_report(const struct options *o, const struct process_list *pl)
+{
+	switch (o->cmd) {
+	case CMD_SHOW:
+		o->json ? show_json(pl) : show_table(pl);
+		break;
+	case CMD_STATS:
+	case CMD_RESET:
+		o->json ? stats_json(pl, o->cmd == CMD_RESET) : stats_text(pl, o->cmd == CMD_RESET);
+		break;
+	case CMD_LISTENERS:
+		o->json ? listeners_json(pl) : listeners_text(pl);
+		break;
+	case CMD_LINKGROUPS:
+		o->json ? linkgroups_json(pl) : linkgroups_text(pl);
+		break;
+	case CMD_FALLBACKS:
+		o->json ? fallbacks_json(pl) : fallbacks_text(pl);
+		break;
+	}
+}
+
+static double now_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Until `deadline` (CLOCK_MONOTONIC seconds): reports keep their pace whatever printing costs. */
+static void sleep_until(double deadline)
+{
+	struct timespec ts = {.tv_sec = (time_t)deadline};
+
+	ts.tv_nsec = (long)((deadline - (double)ts.tv_sec) * 1e9);
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+}
+
+/* One report: read every file, print the view. */
+static bool report(const struct options *o)
+{
+	struct process_list pl = {0};
+
+	read_all(o, &pl);
+	if (o->program)
+		keep_program(&pl, o->program);
+	if (pl.n)
+		qsort(pl.v, pl.n, sizeof(*pl.v), by_pid);
+	if (smcr_stat_report && !o->json) {
+		time_t t = time(NULL);
+		char when[32];
+
+		strftime(when, sizeof(when), "%H:%M:%S", localtime(&t));
+		printf("%s-- report %u at %s\n", smcr_stat_report > 1 ? "\n" : "",
+		       smcr_stat_report, when);
+	}
+	print_report(o, &pl);
+	for (size_t i = 0; i < pl.n; i++)
+		free_view(&pl.v[i]);
+	free(pl.v);
+	return fflush(stdout) == 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct options o = {.cmd = CMD_SHOW};
-	struct process_list pl = {0};
 	int rc = parse_args(argc, argv, &o);
+	double next;
 
 	if (rc)
 		return rc - 1;
@@ -1276,16 +1572,21 @@ int main(int argc, char **argv)
 	 * them. */
 	if (o.cmd != CMD_SHOW)
 		o.all = false;
-	read_all(&o, &pl);
-	if (pl.n)
-		qsort(pl.v, pl.n, sizeof(*pl.v), by_pid);
-	if (o.cmd == CMD_SHOW)
-		o.json ? show_json(&pl) : show_table(&pl);
-	else
-		o.json ? stats_json(&pl, o.cmd == CMD_RESET)
-		       : stats_text(&pl, o.cmd == CMD_RESET);
-	for (size_t i = 0; i < pl.n; i++)
-		free(pl.v[i].conns);
-	free(pl.v);
-	return fflush(stdout) == 0 ? 0 : 1;
+	if (o.count && !o.interval)
+		o.interval = 1;
+	if (!o.interval)
+		return report(&o) ? 0 : 1;
+	next = now_seconds();
+	for (smcr_stat_report = 1;; smcr_stat_report++) {
+		double read_at = now_seconds();
+
+		if (!report(&o))
+			return 1;
+		watch_commit();
+		if (o.count && smcr_stat_report >= o.count)
+			return 0;
+		next += o.interval;
+		sleep_until(next);
+		watch.seconds = now_seconds() - read_at;
+	}
 }

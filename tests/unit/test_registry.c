@@ -234,7 +234,7 @@ static void test_revoked_registration_not_believed(void **state)
 		/* the holder that keeps its copy of the registration, untouched */
 		_exit(read(go[0], &c, 1) == 1 && write(done[1], &c, 1) == 1 ? 0 : 1);
 	}
-	smcr_listener_revoke(l, lfd);
+	smcr_listener_revoke(l, lfd, "test");
 	assert_false(peer_registered("127.0.0.1", port));
 	assert_int_equal(write(go[1], &c, 1), 1);
 	assert_int_equal(read(done[0], &c, 1), 1);
