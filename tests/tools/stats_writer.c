@@ -11,6 +11,11 @@
  *                                        its own (4096/8192 rings, 11 sent, 22
  *                                        received) and prints a JSON line
  *                             reap       end that child normally, print its status
+ *                             listeners  register two more listeners (see
+ *                                        add_listeners), print a JSON line
+ *                             lgr        open three SMC-R records in two link
+ *                                        groups (see add_link_groups), print a
+ *                                        JSON line
  *                             exit       exit normally (the file is removed)
  *                           EOF exits too.  `name` sets the process name first.
  *   stats-writer fake MAGIC VERSION [SIZE|flap]
@@ -127,6 +132,39 @@ static void set_bytes(struct smcr_sock *s, uint64_t sent, uint64_t received,
 	smcr_stats_conn_update(s);
 }
 
+/* SMC-R records without RDMA: the transport's info() says what the next one shows. */
+static struct smcr_xconn_info next_r_info;
+static struct smcr_transport_ops fake_r_ops;
+
+static void fake_r_info(const struct smcr_xconn *xc, struct smcr_xconn_info *out)
+{
+	(void)xc;
+	*out = next_r_info;
+}
+
+static struct smcr_sock *fake_r_sock(int fd, bool server, uint32_t lgr, const char *dev)
+{
+	struct smcr_sock *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		die("calloc");
+	fake_r_ops = smcr_shm_ops;
+	fake_r_ops.info = fake_r_info;
+	memset(&next_r_info, 0, sizeof(next_r_info));
+	next_r_info.mode = SMCR_STATS_MODE_SMC_R;
+	next_r_info.link_group = lgr;
+	snprintf(next_r_info.device, sizeof(next_r_info.device), "%s", dev);
+	s->tcp_fd = fd;
+	s->ops = &fake_r_ops;
+	s->server = server;
+	s->rmb_size = 65536;
+	s->peer_size = 65536;
+	s->stats = smcr_stats_conn_open(s);
+	if (!s->stats)
+		die("smcr_stats_conn_open");
+	return s;
+}
+
 /* ---- a real SMC connection through the engine (records written by conn.c) ---------- */
 
 struct real_pair {
@@ -219,7 +257,10 @@ static struct fixture {
 	struct smcr_sock *v4, *v6, *closed;
 	struct smcr_tcp_record *tcp;
 	struct real_pair real;
-} fx;
+	struct smcr_listener *revoked, *second; /* "listeners" */
+	int revoked_fd;
+	struct smcr_sock *r[3];                  /* "lgr" */
+} fx = {.revoked_fd = -1};
 
 static void publish_fixture(void)
 {
@@ -276,9 +317,60 @@ static void publish_fixture(void)
 	fflush(stdout);
 }
 
+/*
+ * "listeners": beside the real pair's listener (served), one whose
+ * registration is revoked as before an exec of a program without smcr, and
+ * a second registration of the real pair's port (its name is held already).
+ */
+static void add_listeners(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 4) < 0)
+		die("listener");
+	if (smcr_listener_register(fd, &fx.revoked) != 0)
+		die("smcr_listener_register");
+	smcr_listener_revoke(fx.revoked, fd, "exec of a program without smcr");
+	fx.revoked_fd = fd;
+	if (smcr_listener_register(fx.real.lfd, &fx.second) != 0)
+		die("smcr_listener_register (second)");
+	printf("{\"served_port\": %u, \"served_fd\": %d, \"revoked_port\": %u, "
+	       "\"revoked_fd\": %d}\n",
+	       port_of(fx.real.lfd, false), fx.real.lfd, port_of(fd, false), fd);
+	fflush(stdout);
+}
+
+/*
+ * "lgr": link group 0x101 (client, rxe0) carries two connections, 0x202
+ * (server, rxe1) one, each over a loopback TCP pair of its own.
+ */
+static void add_link_groups(void)
+{
+	int c[3], sv[3];
+
+	for (int i = 0; i < 3; i++)
+		if (!tcp_pair(AF_INET, &c[i], &sv[i]))
+			die("loopback TCP");
+	fx.r[0] = fake_r_sock(c[0], false, 0x101, "rxe0");
+	fx.r[1] = fake_r_sock(c[1], false, 0x101, "rxe0");
+	fx.r[2] = fake_r_sock(sv[2], true, 0x202, "rxe1");
+	set_bytes(fx.r[0], 100, 200, 1);
+	set_bytes(fx.r[1], 1000, 2000, 1);
+	set_bytes(fx.r[2], 7, 9, 1);
+	printf("{\"lgr_a\": %u, \"lgr_b\": %u}\n", 0x101u, 0x202u);
+	fflush(stdout);
+}
+
 /* Everything the fixture holds, so that a leak checker sees a clean exit. */
 static void release_fixture(void)
 {
+	smcr_listener_unregister(fx.second);
+	smcr_listener_unregister(fx.revoked);
+	if (fx.revoked_fd >= 0)
+		close(fx.revoked_fd);
+	for (int i = 0; i < 3; i++)
+		free(fx.r[i]);
 	smcr_sock_close(fx.real.c);
 	smcr_sock_close(fx.real.s);
 	smcr_listener_unregister(fx.real.reg);
@@ -404,6 +496,10 @@ static void serve_commands(void)
 			fork_child();
 		else if (strncmp(line, "reap", 4) == 0)
 			reap_child();
+		else if (strncmp(line, "listeners", 9) == 0)
+			add_listeners();
+		else if (strncmp(line, "lgr", 3) == 0)
+			add_link_groups();
 		else if (strncmp(line, "exit", 4) == 0)
 			return;
 	}

@@ -12,6 +12,7 @@ child process a timeout.  Exit 0 when all cases pass, 1 otherwise.
 import json
 import os
 import re
+import selectors
 import shutil
 import signal
 import struct
@@ -84,7 +85,6 @@ class Case:
 
 def read_line(p):
     """One line from a child, bounded in time (the child may have died)."""
-    import selectors
     sel = selectors.DefaultSelector()
     sel.register(p.stdout, selectors.EVENT_READ)
     if not sel.select(TIMEOUT):
@@ -445,6 +445,151 @@ def case_odd_program_name(case):
     check('we"ird\\134\\377' in case.tool("--dir", case.statsdir).stdout, "name in table")
 
 
+def command(p, line):
+    """Send the writer one command, return the JSON line it answers."""
+    p.stdin.write(line + "\n")
+    p.stdin.flush()
+    return json.loads(read_line(p))
+
+
+def case_listeners(case):
+    """Listeners as conn.c records them: served, revoked with its reason, name held."""
+    p, w = case.start()
+    lw = command(p, "listeners")
+    doc, err = case.tool_json("-l", "--json", "--dir", case.statsdir)
+    check_eq(err, "", "stderr of -l")
+    mine = [l for l in doc["listeners"] if l["pid"] == w["pid"]]
+    got = sorted((l["port"], l["fd"], l["status"], l["registered"], l["reason"]) for l in mine)
+    want = sorted([
+        (lw["served_port"], lw["served_fd"], "served", True, None),
+        (lw["served_port"], lw["served_fd"], "name-held", False,
+         "registry name held by another process"),
+        (lw["revoked_port"], lw["revoked_fd"], "revoked", False,
+         "exec of a program without smcr"),
+    ])
+    check_eq(got, want, "listeners of the writer")
+    for l in mine:
+        check_eq((l["address"], l["program"], l["samehost"]), ("127.0.0.1", "stats-writer", True),
+                 "listener address, program, same-host")
+    text = case.tool("listeners", "--dir", case.statsdir).stdout
+    check(re.search(rf"127\.0\.0\.1:{lw['revoked_port']} +revoked +exec of a program "
+                    "without smcr", text), f"revoked listener in the table:\n{text}")
+    # The same socket's records in a forked child: it holds the listening sockets too.
+    command(p, "fork")
+    doc, _ = case.tool_json("listeners", "-j", "--dir", case.statsdir)
+    check_eq(len(doc["listeners"]), 6, "listeners of the writer and of its forked child")
+    p.stdin.write("reap\n")
+    p.stdin.flush()
+    check_eq(read_line(p).strip(), "reaped 0", "the child's exit status")
+
+
+def case_link_groups(case):
+    """SMC-R records of two link groups, gathered per group."""
+    p, w = case.start()
+    command(p, "lgr")
+    doc, err = case.tool_json("linkgroup", "--json", "--dir", case.statsdir)
+    check_eq(err, "", "stderr of linkgroup")
+    groups = {g["id"]: g for g in doc["link_groups"]}
+    check_eq(sorted(groups), [0x101, 0x202], "link group ids (shm records have none)")
+    a, b = groups[0x101], groups[0x202]
+    check_eq((a["role"], a["connections"], a["devices"], a["peers"], a["id_hex"]),
+             ("client", 2, ["rxe0"], ["127.0.0.1"], "00000101"), "group 0x101")
+    check_eq((a["bytes_sent"], a["bytes_received"]), (1100, 2200), "group 0x101 bytes")
+    check_eq((b["role"], b["connections"], b["devices"]), ("server", 1, ["rxe1"]), "group 0x202")
+    text = case.tool("-g", "--dir", case.statsdir).stdout
+    check(re.search(r"00000101 +client +2 +rxe0 +127\.0\.0\.1", text),
+          f"group 0x101 in the table:\n{text}")
+    doc, _ = case.tool_json("--json", "--dir", case.statsdir)
+    r = [c for c in doc["connections"] if c["link_group"] == 0x101]
+    check_eq({(c["mode"], c["device"]) for c in r}, {("smc-r", "rxe0")}, "connection view")
+
+
+def case_command_filter(case):
+    """-c NAME: the process name each file carries (comm, 15 bytes kept)."""
+    _, plain = case.start()
+    _, alpha = case.start("name", "alpha")
+    _, long = case.start("name", "averyverylongprogramname")
+    for name, pid in (("alpha", alpha["pid"]), ("stats-writer", plain["pid"]),
+                      ("averyverylongprogramname", long["pid"]), ("averyverylongpr", long["pid"])):
+        doc, _ = case.tool_json("--json", "-c", name, "--dir", case.statsdir)
+        check_eq({c["pid"] for c in doc["connections"]}, {pid}, f"-c {name}")
+        doc, _ = case.tool_json("stats", "--json", "--command", name, "--dir", case.statsdir)
+        check_eq([q["pid"] for q in doc["processes"]], [pid], f"stats -c {name}")
+    doc, _ = case.tool_json("-j", "-c", "alph", "--dir", case.statsdir)
+    check_eq(doc["process_count"], 0, "-c is no prefix match")
+    doc, _ = case.tool_json("-j", "-c", "alpha", "-p", str(plain["pid"]), "--dir", case.statsdir)
+    check_eq(doc["process_count"], 0, "-c and -p together")
+
+
+def case_fallbacks_total(case):
+    """Fallback reasons added up over the processes, with how many had each."""
+    case.start()
+    case.start()
+    doc, _ = case.tool_json("fallbacks", "--json", "--dir", case.statsdir)
+    check_eq((doc["process_count"], doc["fallbacks"], doc["handshake_errors"]), (2, 6, 2),
+             "fallbacks and errors of two writers")
+    check_eq([(r["code"], r["name"], r["count"], r["processes"]) for r in doc["reasons"]],
+             [("0x03010000", "PEERNOSMC", 4, 2), ("0x03030000", "NOSMCDEV", 2, 2)],
+             "reasons, most frequent first")
+    text = case.tool("fallbacks", "--dir", case.statsdir).stdout
+    check(re.search(r"0x03010000 +PEERNOSMC +4 +2", text), f"reasons table:\n{text}")
+    stats, _ = case.tool_json("stats", "--json", "--dir", case.statsdir)
+    check_eq(stats["total"]["fallbacks"], 6, "total in stats")
+
+
+def json_documents(text):
+    dec, docs, i = json.JSONDecoder(), [], 0
+    while text[i:].strip():
+        while text[i].isspace():
+            i += 1
+        doc, i = dec.raw_decode(text, i)
+        docs.append(doc)
+    return docs
+
+
+def case_watch(case):
+    """-i/-n: N reports; stats with what grew between two of them."""
+    p, w = case.start()
+    r = case.tool("-j", "-i", "1", "-n", "2", "--dir", case.statsdir)
+    docs = json_documents(r.stdout)
+    check_eq([d["report"] for d in docs], [1, 2], "report numbers of -n 2")
+    check_eq(len(docs[1]["connections"]), len(docs[0]["connections"]), "same records twice")
+    text = case.tool("-s", "-n", "2", "-i", "1", "--dir", case.statsdir).stdout
+    check_eq(len(re.findall(r"^-- report \d at ", text, re.M)), 2, f"two text reports:\n{text}")
+    check("Last 1." in text or "Last 0." in text, f"growth line in the second report:\n{text}")
+
+    # The writer churns between the two reads: the growth is the difference.
+    tool = subprocess.Popen([TOOL, "stats", "-j", "-i", "3", "-n", "2", "--dir", case.statsdir],
+                            stdout=subprocess.PIPE, env=case.env)
+    try:
+        first = b""
+        while not first.endswith(b"}}\n"):  # unbuffered: the second report is not read yet
+            sel = selectors.DefaultSelector()
+            sel.register(tool.stdout, selectors.EVENT_READ)
+            check(sel.select(TIMEOUT), "smcr-stat -i printed no first report in time")
+            chunk = os.read(tool.stdout.fileno(), 65536)
+            check(chunk, "smcr-stat -i ended before its first report")
+            first += chunk
+        p.stdin.write("churn 100\n")
+        p.stdin.flush()
+        churned = int(read_line(p).split()[1])
+        rest, _ = tool.communicate(timeout=TIMEOUT)
+    finally:
+        if tool.poll() is None:
+            tool.kill()
+            tool.wait()
+    a, b = json_documents((first + rest).decode())
+    check_eq(a["processes"][0]["interval"], None, "no growth in the first report")
+    g = b["processes"][0]["interval"]
+    check_eq(g["handshakes_smc"], b["processes"][0]["handshakes_smc"] -
+             a["processes"][0]["handshakes_smc"], "growth is the difference of the reports")
+    check_eq(g["handshakes_smc"], 2 * churned, "growth: two records a churn round")
+    check(g["bytes_sent"] > 0 and g["bytes_sent_per_second"] > 0, f"bytes grew: {g}")
+    check_eq(b["total"]["interval"]["handshakes_smc"], 2 * churned, "growth of the total")
+    case.tool("-i", "0", expect_rc=2)
+    case.tool("-n", "x", expect_rc=2)
+
+
 def case_usage(case):
     case.tool("bogus", expect_rc=2)
     case.tool("-p", "x", expect_rc=2)
@@ -453,7 +598,9 @@ def case_usage(case):
 
 
 CASES = [case_empty, case_fixture, case_bad_header, case_dead_pid, case_concurrent_writer,
-         case_forked_child, case_pid_namespace, case_file_shrinks, case_odd_program_name, case_usage]
+         case_forked_child, case_pid_namespace, case_file_shrinks, case_odd_program_name,
+         case_listeners, case_link_groups, case_command_filter, case_fallbacks_total, case_watch,
+         case_usage]
 
 
 def main():
