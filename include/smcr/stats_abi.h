@@ -41,6 +41,7 @@
 #define SMCR_STATS_MAX_CONNS 1024u
 #define SMCR_STATS_MAX_REASONS 32u
 #define SMCR_STATS_MAX_LISTENERS 64u
+#define SMCR_STATS_MAX_LGRS 32u
 
 enum smcr_stats_conn_state {
 	SMCR_STATS_CONN_FREE = 0,
@@ -131,6 +132,54 @@ struct smcr_stats_listener {
 	char why[80];             /* REVOKED: why, NUL-terminated */
 };
 
+/* An SMC-R link group and its links (src/smcr/lgr.h), as of its last change. */
+enum smcr_stats_lgr_state {
+	SMCR_STATS_LGR_PENDING = 1, /* first contact: the first link is not confirmed yet */
+	SMCR_STATS_LGR_ACTIVE = 2,
+	SMCR_STATS_LGR_DEAD = 3,    /* failed or deleted; its connections are reset */
+};
+
+enum smcr_stats_link_state {
+	SMCR_STATS_LINK_NONE = 0,
+	SMCR_STATS_LINK_ADDING = 1,  /* ADD LINK sent, not answered */
+	SMCR_STATS_LINK_PENDING = 2, /* QP set up, CONFIRM LINK not done */
+	SMCR_STATS_LINK_UP = 3,
+	SMCR_STATS_LINK_DOWN = 4,    /* its group is dead */
+};
+
+struct smcr_stats_link {
+	char device[16];          /* RDMA device, NUL-padded */
+	uint8_t port;             /* its port number */
+	uint8_t state;            /* enum smcr_stats_link_state */
+	uint8_t link_id;          /* the link number of the LLC messages */
+	uint8_t reserved;
+	uint32_t qpn;             /* our QP */
+	uint32_t peer_qpn;        /* the peer's QP; 0 = not known yet */
+	uint32_t conns;           /* connections whose traffic goes on this link */
+	uint8_t gid[16];          /* our GID (RoCE v2: an IP address) */
+	uint8_t peer_gid[16];
+};
+
+/*
+ * One link group of the process under the same seqlock protocol as a
+ * connection record; smcr_stats_lgr_read() copies it byte by byte.
+ */
+struct smcr_stats_lgr {
+	uint32_t state;           /* enum smcr_stats_conn_state */
+	uint32_t generation;
+	uint32_t seq;
+	uint32_t id;              /* as in smcr_stats_conn.link_group */
+	uint8_t role;             /* 0 client, 1 server */
+	uint8_t lgr_state;        /* enum smcr_stats_lgr_state */
+	uint8_t max_links;        /* negotiated in CLC */
+	uint8_t reserved8;
+	uint32_t conns;           /* connections it carries */
+	uint8_t peer_addr[16];    /* the TCP peer address that proved the peer */
+	uint8_t peer_id[8];       /* the peer's SMC system id (instance + MAC) */
+	uint64_t reserved[2];
+	struct smcr_stats_link links[2];
+};
+
 struct smcr_stats_reason {
 	uint32_t reason;          /* SMC decline code; 0 = unused slot */
 	uint32_t reserved;
@@ -184,15 +233,20 @@ struct smcr_stats_file {
 	uint32_t listener_offset;
 	uint16_t listener_size;
 	uint16_t max_listeners;
-	uint64_t reserved;
+	/* The link group table, likewise (zero: none). */
+	uint32_t lgr_offset;
+	uint16_t lgr_size;
+	uint16_t max_lgrs;
 	struct smcr_stats_reason fallback_reasons[SMCR_STATS_MAX_REASONS];
 	struct smcr_stats_conn conns[SMCR_STATS_MAX_CONNS];
 	/* After the records, where older readers look no more: the file only grew. */
 	struct smcr_stats_listener listeners[SMCR_STATS_MAX_LISTENERS];
+	struct smcr_stats_lgr lgrs[SMCR_STATS_MAX_LGRS];
 };
 
 _Static_assert(sizeof(struct smcr_stats_conn) == 128, "stats record layout is ABI");
 _Static_assert(sizeof(struct smcr_stats_listener) == 128, "listener record layout is ABI");
+_Static_assert(sizeof(struct smcr_stats_lgr) == 192, "link group record layout is ABI");
 
 /* Attempts smcr_stats_conn_read() makes before giving up on a busy record. */
 #define SMCR_STATS_READ_TRIES 64
@@ -272,6 +326,32 @@ static inline int smcr_stats_listener_read(const struct smcr_stats_listener *src
 	}
 	return 0;
 #undef SMCR_STATS_LOAD_
+}
+
+/*
+ * smcr_stats_conn_read() for a link group record: copied byte by byte
+ * between two equal even reads of its seq.
+ */
+static inline int smcr_stats_lgr_read(const struct smcr_stats_lgr *src,
+				      struct smcr_stats_lgr *dst)
+{
+	const uint8_t *from = (const uint8_t *)src;
+	uint8_t *to = (uint8_t *)dst;
+
+	for (int tries = 0; tries < SMCR_STATS_READ_TRIES; tries++) {
+		uint32_t seq = __atomic_load_n(&src->seq, __ATOMIC_ACQUIRE);
+
+		if (seq & 1u)
+			continue;
+		for (unsigned i = 0; i < sizeof(*dst); i++)
+			to[i] = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&src->seq, __ATOMIC_RELAXED) == seq) {
+			dst->seq = seq;
+			return 1;
+		}
+	}
+	return 0;
 }
 
 #endif /* SMCR_STATS_ABI_H */

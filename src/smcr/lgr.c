@@ -24,7 +24,9 @@
 #include "smcr/libc.h"
 #include "smcr/llc.h"
 #include "smcr/lgr_int.h"
+#include "smcr/stats.h"
 #include "smcr/sys.h"
+#include "smcr/wr.h"
 
 struct smcr_lgr_list smcr_lgrs = {
 	.mu = PTHREAD_MUTEX_INITIALIZER,
@@ -223,8 +225,78 @@ bool smcr_lgr_local_mac(const uint8_t local_gid[SMCR_IB_GID_LEN], uint8_t mac[SM
 	return known;
 }
 
+/* ---- what smcr-stat shows (include/smcr/stats_abi.h) --------------------------------- */
+
+static uint8_t stats_link_state(const struct smcr_lgr *g, enum smcr_lgr_link_state alt)
+{
+	if (g->state == SMCR_LGR_DEAD)
+		return SMCR_STATS_LINK_DOWN;
+	switch (alt) {
+	case SMCR_LGR_LINK_NONE:
+		return SMCR_STATS_LINK_NONE;
+	case SMCR_LGR_LINK_ADDING:
+		return SMCR_STATS_LINK_ADDING;
+	case SMCR_LGR_LINK_PENDING:
+		return SMCR_STATS_LINK_PENDING;
+	case SMCR_LGR_LINK_UP:
+		return SMCR_STATS_LINK_UP;
+	}
+	return SMCR_STATS_LINK_NONE;
+}
+
+static void stats_link(struct smcr_stats_link *out, const struct smcr_ib_port *port,
+		       const struct smcr_wr_link *link, uint32_t peer_qpn,
+		       const uint8_t peer_gid[SMCR_IB_GID_LEN], uint8_t link_id)
+{
+	struct smcr_ib_qp_info own = { .qpn = 0 };
+
+	if (link)
+		smcr_wr_link_info(link, &own);
+	if (port) {
+		snprintf(out->device, sizeof(out->device), "%.15s", port->name);
+		out->port = port->port_num;
+		memcpy(out->gid, port->gid, sizeof(out->gid));
+	}
+	out->qpn = own.qpn;
+	out->peer_qpn = peer_qpn;
+	out->link_id = link_id;
+	memcpy(out->peer_gid, peer_gid, sizeof(out->peer_gid));
+}
+
+void smcr_lgr_publish_locked(struct smcr_lgr *g)
+{
+	struct smcr_stats_lgr now;
+
+	if (!g->stats)
+		return;
+	memset(&now, 0, sizeof(now));
+	now.id = g->id;
+	now.role = g->key.role == SMCR_LGR_SERVER;
+	now.lgr_state = g->state == SMCR_LGR_ACTIVE  ? SMCR_STATS_LGR_ACTIVE
+			: g->state == SMCR_LGR_DEAD  ? SMCR_STATS_LGR_DEAD
+						     : SMCR_STATS_LGR_PENDING;
+	now.max_links = g->max_links;
+	now.conns = g->nconns;
+	memcpy(now.peer_addr, g->key.peer_addr, sizeof(now.peer_addr));
+	memcpy(now.peer_id, g->key.peer_id, sizeof(now.peer_id));
+	stats_link(&now.links[0], g->port, g->link, g->peer_qpn, g->key.peer_gid, g->link_num);
+	now.links[0].state = stats_link_state(g, g->state == SMCR_LGR_ACTIVE ? SMCR_LGR_LINK_UP
+									  : SMCR_LGR_LINK_PENDING);
+	if (g->alt.state != SMCR_LGR_LINK_NONE) {
+		stats_link(&now.links[1], g->alt.port, g->alt.link, g->alt.peer_qpn,
+			   g->alt.peer_gid, g->alt.link_num);
+		now.links[1].state = stats_link_state(g, g->alt.state);
+	}
+	for (const struct smcr_lgr_conn *c = g->conns; c; c = c->next)
+		now.links[c->link == 1].conns++;
+	smcr_stats_lgr_update(g->stats, &now);
+}
+
 void smcr_lgr_free(struct smcr_lgr *g)
 {
+	/* First: the slot may be another group's as soon as it is closed. */
+	smcr_stats_lgr_close(g->stats);
+	g->stats = NULL;
 	while (g->free_bufs || g->retiring) {
 		struct smcr_lgr_buf **head = g->free_bufs ? &g->free_bufs : &g->retiring;
 		struct smcr_lgr_buf *b = *head;
@@ -294,6 +366,10 @@ int smcr_lgr_create(const struct smcr_lgr_key *key, struct smcr_ib_port **port,
 	smcr_lgrs.num++;
 	smcr_lgr_worker_start_locked();
 	pthread_mutex_unlock(&smcr_lgrs.mu);
+	g->stats = smcr_stats_lgr_open();
+	pthread_mutex_lock(&g->mu);
+	smcr_lgr_publish_locked(g);
+	pthread_mutex_unlock(&g->mu);
 	*out = g;
 	return 0;
 }
@@ -325,6 +401,7 @@ int smcr_lgr_connect(struct smcr_lgr *g, const struct smcr_ib_qp_info *peer)
 	if (rc == 0) {
 		g->peer_qpn = peer->qpn;
 		g->connected = true;
+		smcr_lgr_publish_locked(g);
 	}
 	pthread_mutex_unlock(&g->mu);
 	if (rc == 0) { /* the worker starts looking after it (LLC while nobody drains) */
@@ -371,6 +448,7 @@ void smcr_lgr_end_locked(struct smcr_lgr *g, const char *why, bool failure)
 		smcr_info("verbs: link group %u (QP %u) ends: %s", g->id, smcr_lgr_qpn(g), why);
 	for (struct smcr_lgr_conn *c = g->conns; c; c = c->next)
 		smcr_lgr_conn_ring(c);
+	smcr_lgr_publish_locked(g);
 }
 
 int smcr_lgr_await_active(struct smcr_lgr *g, int timeout_ms)
@@ -406,6 +484,7 @@ int smcr_lgr_conn_add(struct smcr_lgr *g, struct smcr_lgr_conn *c)
 		c->next = g->conns;
 		g->conns = c;
 		g->nconns++;
+		smcr_lgr_publish_locked(g);
 	}
 	pthread_mutex_unlock(&g->mu);
 	if (rc) {
@@ -425,6 +504,7 @@ void smcr_lgr_conn_del(struct smcr_lgr *g, struct smcr_lgr_conn *c)
 			break;
 		}
 	}
+	smcr_lgr_publish_locked(g);
 	pthread_mutex_unlock(&g->mu);
 	smcr_sys_close(c->efd);
 	c->efd = -1;
@@ -441,6 +521,7 @@ void smcr_lgr_conn_bind(struct smcr_lgr *g, struct smcr_lgr_conn *c, uint32_t pe
 		  : 0;
 	smcr_dbg("verbs: link group %u: connection %08x on link %u (peer QP %u)", g->id, c->token,
 		 c->link, peer_qpn);
+	smcr_lgr_publish_locked(g);
 	pthread_mutex_unlock(&g->mu);
 }
 
@@ -455,6 +536,7 @@ void smcr_lgr_conn_assign(struct smcr_lgr *g, struct smcr_lgr_conn *c)
 	c->link = g->alt.state == SMCR_LGR_LINK_UP && on[1] < on[0] ? 1 : 0;
 	smcr_dbg("verbs: link group %u: connection %08x on link %u (%u and %u there)", g->id,
 		 c->token, c->link, on[0], on[1]);
+	smcr_lgr_publish_locked(g);
 	pthread_mutex_unlock(&g->mu);
 }
 

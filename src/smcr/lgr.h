@@ -289,6 +289,7 @@ struct smcr_lgr {
 	unsigned nrtok, rtok_cap;
 	uint64_t stat_link_switches; /* connections moved by failover */
 	uint64_t rkey_confirms_sent, rkey_confirms_answered; /* our CONFIRM RKEY requests */
+	struct smcr_stats_lgr *stats; /* its record for smcr-stat linkgroup, or NULL */
 };
 
 /* One RMB of the peer: its rkey and address on link 0 and link 1 (bit per link: known). */

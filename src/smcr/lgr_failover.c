@@ -154,6 +154,7 @@ void smcr_lgr_alt_down_locked(struct smcr_lgr *g, const char *why, bool peer_ask
 	if (!peer_asked && g->alt.state == SMCR_LGR_LINK_UP)
 		smcr_lgr_llc_send_delete_link_one(g, g->alt.link_num, SMCR_LLC_DEL_LOST_PATH);
 	smcr_lgr_alt_close(g);
+	smcr_lgr_publish_locked(g);
 }
 
 int smcr_lgr_conn_switched(struct smcr_lgr *g, struct smcr_lgr_conn *c,

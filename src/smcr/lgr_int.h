@@ -47,6 +47,8 @@ struct smcr_lgr_list {
 extern struct smcr_lgr_list smcr_lgrs;
 
 /* lgr.c */
+/* Its stats record (smcr-stat linkgroup) says what the group is now. */
+void smcr_lgr_publish_locked(struct smcr_lgr *lgr);
 /* Free a group nobody references any more (out of the list already). */
 void smcr_lgr_free(struct smcr_lgr *lgr);
 /* The group fails, every connection resets. */

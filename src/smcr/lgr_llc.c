@@ -655,7 +655,7 @@ static void (*const llc_rx_handlers[])(const struct llc_rx *rx) = {
 	[SMCR_LLC_DELETE_RKEY] = llc_rx_delete_rkey,
 };
 
-void smcr_lgr_llc_handle(struct smcr_lgr *g, unsigned link, const uint8_t *raw, uint32_t len)
+static void llc_handle(struct smcr_lgr *g, unsigned link, const uint8_t *raw, uint32_t len)
 {
 	uint32_t kept = len < SMCR_LGR_LLC_MSG_MAX ? len : SMCR_LGR_LLC_MSG_MAX;
 	bool server = g->key.role == SMCR_LGR_SERVER;
@@ -678,4 +678,11 @@ void smcr_lgr_llc_handle(struct smcr_lgr *g, unsigned link, const uint8_t *raw, 
 	if (m.hdr.type < sizeof(llc_rx_handlers) / sizeof(llc_rx_handlers[0]) &&
 	    llc_rx_handlers[m.hdr.type])
 		llc_rx_handlers[m.hdr.type](&rx);
+}
+
+/* LLC is what changes a group's links and state: its record follows each message. */
+void smcr_lgr_llc_handle(struct smcr_lgr *g, unsigned link, const uint8_t *raw, uint32_t len)
+{
+	llc_handle(g, link, raw, len);
+	smcr_lgr_publish_locked(g);
 }

@@ -283,6 +283,7 @@ static bool visit(struct worker_round *r, struct smcr_lgr *g)
 		wake_by(r, r->now + SMCR_LGR_LLC_WATCH_MS);
 	}
 	g->watched = false;
+	smcr_lgr_publish_locked(g); /* timers: an ADD LINK sent or given up, a group ended */
 	if (!go && watch && g->state != SMCR_LGR_DEAD && watch_locked(g)) {
 		if (r->n + LGR_WATCH_FDS <= r->cap)
 			r->n += watch_fds_locked(g, r->pfd + r->n);

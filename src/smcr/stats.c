@@ -86,6 +86,9 @@ static void area_header(struct smcr_stats_file *f)
 	f->listener_offset = (uint32_t)offsetof(struct smcr_stats_file, listeners);
 	f->listener_size = (uint16_t)sizeof(struct smcr_stats_listener);
 	f->max_listeners = SMCR_STATS_MAX_LISTENERS;
+	f->lgr_offset = (uint32_t)offsetof(struct smcr_stats_file, lgrs);
+	f->lgr_size = (uint16_t)sizeof(struct smcr_stats_lgr);
+	f->max_lgrs = SMCR_STATS_MAX_LGRS;
 	f->pid = (int32_t)getpid();
 	smcr_libc.prctl(PR_GET_NAME, f->comm, 0, 0, 0);
 }
@@ -247,6 +250,7 @@ void smcr_stats_fork_child(void)
 	uint32_t inherited[SMCR_STATS_MAX_CONNS / 32] = { 0 };
 	/* The child holds its parent's listening sockets too: their records stay. */
 	struct smcr_stats_listener listeners[SMCR_STATS_MAX_LISTENERS];
+	uint32_t lgr_inherited[(SMCR_STATS_MAX_LGRS + 31) / 32] = { 0 };
 	struct smcr_stats_file *f = area;
 
 	pthread_mutex_init(&stats_lock, NULL);
@@ -261,6 +265,9 @@ void smcr_stats_fork_child(void)
 		if (__atomic_load_n(&f->conns[i].state, __ATOMIC_RELAXED) != SMCR_STATS_CONN_FREE)
 			inherited[i / 32] |= 1u << (i % 32);
 	memcpy(listeners, f->listeners, sizeof(listeners));
+	for (unsigned i = 0; i < SMCR_STATS_MAX_LGRS; i++)
+		if (__atomic_load_n(&f->lgrs[i].state, __ATOMIC_RELAXED) != SMCR_STATS_CONN_FREE)
+			lgr_inherited[i / 32] |= 1u << (i % 32);
 	/*
 	 * Fresh zeroed private pages at the same address: the parent's file is
 	 * no longer ours, and the parent's counters and records are not ours
@@ -279,6 +286,11 @@ void smcr_stats_fork_child(void)
 	memcpy(f->listeners, listeners, sizeof(listeners));
 	for (unsigned i = 0; i < SMCR_STATS_MAX_LISTENERS; i++)
 		f->listeners[i].seq &= ~1u; /* a parent thread's write, cut short by fork */
+	/* The parent's link groups are not the child's (lgr.c), but it may still
+	 * touch their records: those slots stay reserved, hidden. */
+	for (unsigned i = 0; i < SMCR_STATS_MAX_LGRS; i++)
+		if (lgr_inherited[i / 32] & (1u << (i % 32)))
+			f->lgrs[i].state = SMCR_STATS_CONN_INHERITED;
 	f->pid = (int32_t)getpid(); /* its exit handler must not unlink the parent's file */
 	area_path[0] = '\0';
 	publish_pending = true;
@@ -843,6 +855,57 @@ void smcr_stats_listener_close(struct smcr_stats_listener *l)
 	seq_begin(&l->seq);
 	SET(l->state, (uint32_t)SMCR_STATS_CONN_FREE);
 	seq_end(&l->seq);
+}
+
+/* ---- link groups ----------------------------------------------------------------- */
+
+struct smcr_stats_lgr *smcr_stats_lgr_open(void)
+{
+	struct smcr_stats_file *f = stats_get();
+
+	if (!f)
+		return NULL;
+	for (unsigned i = 0; i < SMCR_STATS_MAX_LGRS; i++) {
+		struct smcr_stats_lgr *g = &f->lgrs[i];
+
+		if (__atomic_load_n(&g->state, __ATOMIC_RELAXED) != SMCR_STATS_CONN_FREE ||
+		    !seq_try_begin(&g->seq))
+			continue;
+		if (__atomic_load_n(&g->state, __ATOMIC_RELAXED) != SMCR_STATS_CONN_FREE) {
+			seq_end(&g->seq);
+			continue;
+		}
+		SET(g->state, (uint32_t)SMCR_STATS_CONN_LIVE);
+		SET(g->generation, g->generation + 1);
+		seq_end(&g->seq);
+		return g;
+	}
+	return NULL;
+}
+
+/* Everything after the seqlock words, byte by byte as readers copy it. */
+#define LGR_BODY_AT offsetof(struct smcr_stats_lgr, id)
+
+void smcr_stats_lgr_update(struct smcr_stats_lgr *g, const struct smcr_stats_lgr *now)
+{
+	const uint8_t *from = (const uint8_t *)now + LGR_BODY_AT;
+	uint8_t *to = (uint8_t *)g + LGR_BODY_AT;
+
+	if (!g || stats_off || __atomic_load_n(&g->state, __ATOMIC_RELAXED) != SMCR_STATS_CONN_LIVE)
+		return;
+	seq_begin(&g->seq);
+	for (size_t i = 0; i < sizeof(*g) - LGR_BODY_AT; i++)
+		SET(to[i], from[i]);
+	seq_end(&g->seq);
+}
+
+void smcr_stats_lgr_close(struct smcr_stats_lgr *g)
+{
+	if (!g || stats_off || __atomic_load_n(&g->state, __ATOMIC_RELAXED) != SMCR_STATS_CONN_LIVE)
+		return;
+	seq_begin(&g->seq);
+	SET(g->state, (uint32_t)SMCR_STATS_CONN_FREE);
+	seq_end(&g->seq);
 }
 
 const struct smcr_stats_file *smcr_stats_area(void)

@@ -40,6 +40,15 @@ void smcr_stats_listener_status(struct smcr_stats_listener *l, uint32_t status,
 				const char *why);
 void smcr_stats_listener_close(struct smcr_stats_listener *l);
 
+/*
+ * An SMC-R link group (lgr.c): a record in the link group table (NULL if it
+ * is full), its fields as they change (`now`'s seqlock words are ignored),
+ * its end.  A forked child's copies of its parent's groups write nothing.
+ */
+struct smcr_stats_lgr *smcr_stats_lgr_open(void);
+void smcr_stats_lgr_update(struct smcr_stats_lgr *g, const struct smcr_stats_lgr *now);
+void smcr_stats_lgr_close(struct smcr_stats_lgr *g);
+
 /* The live area (tests and the future in-process tool). */
 const struct smcr_stats_file *smcr_stats_area(void);
 /* Path of this process's stats file, "" if stats are private. */

@@ -62,9 +62,14 @@
 
 /* Version 1: the same layout without the per-record seqlock. */
 
-struct listener_table {
+/* A table after the connection records: listeners, link groups. */
+struct table {
 	size_t offset;
 	uint32_t size, count;
+};
+
+struct tables {
+	struct table listeners, lgrs;
 };
 
 #define SMCR_STATS_OLDEST_VERSION 1u
@@ -340,21 +345,27 @@ static bool copy_record(uint32_t version, const struct smcr_stats_conn *src,
 	return smcr_stats_conn_read(src, dst);
 }
 
-/* The listener table, where the header puts it (none in files older than it). */
-static void copy_listeners(const uint8_t *base, const struct listener_table *lt,
-			   struct process_view *pv)
+/* The tables, where the header puts them (none in files older than they). */
+static void copy_tables(const uint8_t *base, const struct tables *t, struct process_view *pv)
 {
-	for (uint32_t i = 0; i < lt->count; i++) {
-		const void *at = base + lt->offset + (size_t)i * lt->size;
+	for (uint32_t i = 0; i < t->listeners.count; i++) {
+		const void *at = base + t->listeners.offset + (size_t)i * t->listeners.size;
 		struct smcr_stats_listener *l = &pv->listeners[pv->nlisteners];
 
 		if (smcr_stats_listener_read(at, l) && l->state == SMCR_STATS_CONN_LIVE)
 			pv->nlisteners++;
 	}
+	for (uint32_t i = 0; i < t->lgrs.count; i++) {
+		const void *at = base + t->lgrs.offset + (size_t)i * t->lgrs.size;
+		struct smcr_stats_lgr *g = &pv->lgrs[pv->nlgrs];
+
+		if (smcr_stats_lgr_read(at, g) && g->state == SMCR_STATS_CONN_LIVE)
+			pv->nlgrs++;
+	}
 }
 
 static bool copy_file(const uint8_t *base, uint32_t version, uint32_t header_size,
-		      uint32_t conn_size, uint32_t max_conns, const struct listener_table *lt,
+		      uint32_t conn_size, uint32_t max_conns, const struct tables *t,
 		      const struct options *o, struct process_view *pv)
 {
 	struct sigaction sa = {.sa_handler = on_sigbus}, old;
@@ -363,7 +374,8 @@ static bool copy_file(const uint8_t *base, uint32_t version, uint32_t header_siz
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGBUS, &sa, &old);
 	pv->conns = xcalloc(max_conns, sizeof(*pv->conns));
-	pv->listeners = xcalloc(lt->count, sizeof(*pv->listeners));
+	pv->listeners = xcalloc(t->listeners.count, sizeof(*pv->listeners));
+	pv->lgrs = xcalloc(t->lgrs.count, sizeof(*pv->lgrs));
 	if (sigsetjmp(sigbus_jump, 1) == 0) {
 		sigbus_armed = 1;
 		copy_counters((const struct smcr_stats_file *)(const void *)base,
@@ -377,7 +389,7 @@ static bool copy_file(const uint8_t *base, uint32_t version, uint32_t header_siz
 			cv->slot = i;
 			pv->nconns++;
 		}
-		copy_listeners(base, lt, pv);
+		copy_tables(base, t, pv);
 		ok = true;
 	}
 	sigbus_armed = 0;
@@ -385,9 +397,11 @@ static bool copy_file(const uint8_t *base, uint32_t version, uint32_t header_siz
 	if (!ok) {
 		free(pv->conns);
 		free(pv->listeners);
+		free(pv->lgrs);
 		pv->conns = NULL;
 		pv->listeners = NULL;
-		pv->nconns = pv->nlisteners = 0;
+		pv->lgrs = NULL;
+		pv->nconns = pv->nlisteners = pv->nlgrs = 0;
 	}
 	return ok;
 }
@@ -409,25 +423,27 @@ static void program_name(const char comm[16], char *out, size_t len)
 }
 
 /*
- * The listener table the header describes, if the file holds it whole:
- * else none (count 0).
+ * A table the header describes (offset, record size, count), if the file
+ * holds it whole after the connection records: else none (count 0).
  */
-static struct listener_table listener_table_of(const struct smcr_stats_file *hdr,
-					       size_t records_end, off_t file_size)
+static struct table table_of(const struct smcr_stats_file *hdr, uint32_t offset, uint16_t size,
+			     uint16_t count, size_t min_size, size_t records_end, off_t file_size)
 {
-	struct listener_table lt = {0};
-	uint64_t end = (uint64_t)hdr->listener_offset +
-		       (uint64_t)hdr->listener_size * hdr->max_listeners;
+	struct table t = {0};
+	uint64_t end = (uint64_t)offset + (uint64_t)size * count;
 
-	if (!hdr->listener_offset || hdr->version < 2 ||
-	    hdr->listener_size < sizeof(struct smcr_stats_listener) ||
-	    hdr->listener_offset < records_end || hdr->listener_offset % 8 ||
-	    hdr->listener_size % 8 || end > (uint64_t)file_size)
-		return lt;
-	lt.offset = hdr->listener_offset;
-	lt.size = hdr->listener_size;
-	lt.count = hdr->max_listeners;
-	return lt;
+	if (!offset || hdr->version < 2 || size < min_size || offset < records_end ||
+	    offset % 8 || size % 8 || end > (uint64_t)file_size)
+		return t;
+	t.offset = offset;
+	t.size = size;
+	t.count = count;
+	return t;
+}
+
+static size_t table_end(const struct table *t)
+{
+	return t->offset + (size_t)t->size * t->count;
 }
 
 /*
@@ -436,7 +452,7 @@ static struct listener_table listener_table_of(const struct smcr_stats_file *hdr
  */
 static void *map_stats_file(int fd, const char *path, const struct stat *st,
 			    pid_t name_pid, bool writable, size_t *len,
-			    struct smcr_stats_file *hdr, struct listener_table *lt)
+			    struct smcr_stats_file *hdr, struct tables *t)
 {
 	const size_t fixed = offsetof(struct smcr_stats_file, conns);
 	size_t need;
@@ -479,9 +495,14 @@ static void *map_stats_file(int fd, const char *path, const struct stat *st,
 		       (long long)st->st_size, need);
 		return NULL;
 	}
-	*lt = listener_table_of(hdr, need, st->st_size);
-	if (lt->count && lt->offset + (size_t)lt->size * lt->count > need)
-		need = lt->offset + (size_t)lt->size * lt->count;
+	t->listeners = table_of(hdr, hdr->listener_offset, hdr->listener_size, hdr->max_listeners,
+				sizeof(struct smcr_stats_listener), need, st->st_size);
+	t->lgrs = table_of(hdr, hdr->lgr_offset, hdr->lgr_size, hdr->max_lgrs,
+			   sizeof(struct smcr_stats_lgr), need, st->st_size);
+	if (t->listeners.count && table_end(&t->listeners) > need)
+		need = table_end(&t->listeners);
+	if (t->lgrs.count && table_end(&t->lgrs) > need)
+		need = table_end(&t->lgrs);
 	base =
 	    mmap(NULL, need, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
@@ -566,7 +587,7 @@ static void read_one(int dirfd, const char *dir, const char *name, pid_t pid,
 	struct process_view pv = {.pid = pid};
 	struct smcr_stats_file *hdr;	    /* only its part before conns[] is read */
 	char path[PATH_MAX + NAME_MAX + 2]; /* dir/name */
-	struct listener_table lt;
+	struct tables tables;
 	struct stat st;
 	uint32_t version;
 	size_t len = 0;
@@ -604,7 +625,7 @@ static void read_one(int dirfd, const char *dir, const char *name, pid_t pid,
 		break;
 	}
 	hdr = xcalloc(1, sizeof(*hdr));
-	base = map_stats_file(fd, path, &st, pid, writable, &len, hdr, &lt);
+	base = map_stats_file(fd, path, &st, pid, writable, &len, hdr, &tables);
 	close(fd);
 	if (!base) {
 		free(hdr);
@@ -612,13 +633,14 @@ static void read_one(int dirfd, const char *dir, const char *name, pid_t pid,
 	}
 	pv.uid = st.st_uid;
 	program_name(hdr->comm, pv.program, sizeof(pv.program));
-	if (!copy_file(base, hdr->version, hdr->header_size, hdr->conn_size, hdr->max_conns, &lt,
-		       o, &pv)) {
+	if (!copy_file(base, hdr->version, hdr->header_size, hdr->conn_size, hdr->max_conns,
+		       &tables, o, &pv)) {
 		warnx_("skipping %s: the file shrank while being read", path);
 	} else if (writable && !reset_file(base, &pv)) {
 		warnx_("cannot reset %s: the file shrank", path);
 		free(pv.conns);
 		free(pv.listeners);
+		free(pv.lgrs);
 	} else {
 		add_process(pl, &pv);
 	}
@@ -1480,6 +1502,7 @@ static void free_view(struct process_view *pv)
 {
 	free(pv->conns);
 	free(pv->listeners);
+	free(pv->lgrs);
 }
 
 static void keep_program(struct process_list *pl, const char *want)

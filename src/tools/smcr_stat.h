@@ -56,6 +56,8 @@ struct process_view {
 	size_t nconns;
 	struct smcr_stats_listener *listeners;
 	size_t nlisteners;
+	struct smcr_stats_lgr *lgrs; /* live link groups (files with the table) */
+	size_t nlgrs;
 };
 
 struct process_list {

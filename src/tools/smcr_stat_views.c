@@ -118,17 +118,22 @@ void listeners_text(const struct process_list *pl)
 		printf("(no listeners in %zu smcr process%s)\n", pl->n, pl->n == 1 ? "" : "es");
 }
 
-/* ---- link groups (SMC-R): gathered from the connection records ------------------- */
+/* ---- link groups (SMC-R) -------------------------------------------------------------- */
 
 #define GROUP_MAX_PEERS 4
 #define GROUP_MAX_DEVICES 2 /* a group has at most two links */
 
+/*
+ * A group as its own record says (files with the link group table) and as
+ * its live connection records add up; either may be missing.
+ */
 struct group {
 	const struct process_view *pv;
+	const struct smcr_stats_lgr *rec;
 	uint32_t id;
-	uint32_t role; /* of its first connection; every one of a group has the same */
+	uint32_t role; /* of its record, else of its first connection */
 	bool mixed_roles;
-	unsigned conns;
+	unsigned conns; /* live connection records */
 	uint64_t bytes_sent, bytes_received;
 	struct {
 		uint8_t addr[16];
@@ -148,38 +153,75 @@ static struct group *group_of(struct group *g, size_t *n, const struct process_v
 	return &g[(*n)++];
 }
 
+static void group_peer(struct group *g, const uint8_t addr[16])
+{
+	unsigned i;
+
+	for (i = 0; i < g->npeers && memcmp(g->peers[i].addr, addr, 16); i++)
+		;
+	if (i == g->npeers && g->npeers < GROUP_MAX_PEERS)
+		memcpy(g->peers[g->npeers++].addr, addr, 16);
+}
+
+static void group_device(struct group *g, const char *dev)
+{
+	unsigned i;
+
+	for (i = 0; i < g->ndevices && strcmp(g->devices[i], dev); i++)
+		;
+	if (i == g->ndevices && g->ndevices < GROUP_MAX_DEVICES)
+		snprintf(g->devices[g->ndevices++], sizeof(g->devices[0]), "%s", dev);
+}
+
 static void group_add(struct group *g, const struct smcr_stats_conn *r)
 {
 	char dev[sizeof(r->device) + 1];
-	unsigned i;
 
 	g->conns++;
 	g->mixed_roles |= r->role != g->role;
 	g->bytes_sent += r->bytes_sent;
 	g->bytes_received += r->bytes_received;
-	for (i = 0; i < g->npeers && memcmp(g->peers[i].addr, r->peer_addr, 16); i++)
-		;
-	if (i == g->npeers && g->npeers < GROUP_MAX_PEERS)
-		memcpy(g->peers[g->npeers++].addr, r->peer_addr, 16);
-	if (!device_name(r, dev))
-		return;
-	for (i = 0; i < g->ndevices && strcmp(g->devices[i], dev); i++)
-		;
-	if (i == g->ndevices && g->ndevices < GROUP_MAX_DEVICES)
-		strcpy(g->devices[g->ndevices++], dev);
+	group_peer(g, r->peer_addr);
+	if (device_name(r, dev))
+		group_device(g, dev);
 }
 
-/* Every live SMC-R connection's group, in process order: the count in *n. */
+/* A link's device name, sanitized as a connection's (the file is another process's). */
+static bool link_device(const struct smcr_stats_link *l, char *out)
+{
+	struct smcr_stats_conn r;
+
+	memcpy(r.device, l->device, sizeof(r.device));
+	return device_name(&r, out);
+}
+
+static void group_record(struct group *g, const struct smcr_stats_lgr *rec)
+{
+	char dev[sizeof(rec->links[0].device) + 1];
+
+	g->rec = rec;
+	group_peer(g, rec->peer_addr);
+	for (unsigned k = 0; k < 2; k++)
+		if (rec->links[k].state != SMCR_STATS_LINK_NONE && link_device(&rec->links[k], dev))
+			group_device(g, dev);
+}
+
+/* Every group of every process, in process order: the count in *n. */
 static struct group *gather_groups(const struct process_list *pl, size_t *n)
 {
 	size_t cap = 0;
 	struct group *g;
 
 	for (size_t p = 0; p < pl->n; p++)
-		cap += pl->v[p].nconns;
+		cap += pl->v[p].nconns + pl->v[p].nlgrs;
 	g = xcalloc(cap, sizeof(*g));
 	*n = 0;
-	for (size_t p = 0; p < pl->n; p++)
+	for (size_t p = 0; p < pl->n; p++) {
+		for (size_t k = 0; k < pl->v[p].nlgrs; k++) {
+			const struct smcr_stats_lgr *rec = &pl->v[p].lgrs[k];
+
+			group_record(group_of(g, n, &pl->v[p], rec->id, rec->role), rec);
+		}
 		for (size_t c = 0; c < pl->v[p].nconns; c++) {
 			const struct smcr_stats_conn *r = &pl->v[p].conns[c].rec;
 
@@ -188,6 +230,7 @@ static struct group *gather_groups(const struct process_list *pl, size_t *n)
 				continue;
 			group_add(group_of(g, n, &pl->v[p], r->link_group, r->role), r);
 		}
+	}
 	return g;
 }
 
@@ -198,6 +241,94 @@ static const char *group_role(const struct group *g)
 	return g->role ? "server" : "client";
 }
 
+static const char *lgr_state_name(uint8_t state)
+{
+	switch (state) {
+	case SMCR_STATS_LGR_PENDING:
+		return "pending";
+	case SMCR_STATS_LGR_ACTIVE:
+		return "active";
+	case SMCR_STATS_LGR_DEAD:
+		return "dead";
+	}
+	return "unknown";
+}
+
+static const char *link_state_name(uint8_t state)
+{
+	switch (state) {
+	case SMCR_STATS_LINK_NONE:
+		return "none";
+	case SMCR_STATS_LINK_ADDING:
+		return "adding";
+	case SMCR_STATS_LINK_PENDING:
+		return "pending";
+	case SMCR_STATS_LINK_UP:
+		return "up";
+	case SMCR_STATS_LINK_DOWN:
+		return "down";
+	}
+	return "unknown";
+}
+
+/* Connections: as the group's record counts them, else its live connection records. */
+static unsigned group_conns(const struct group *g)
+{
+	return g->rec ? g->rec->conns : g->conns;
+}
+
+static void link_json(const struct smcr_stats_link *l)
+{
+	char dev[sizeof(l->device) + 1], gid[INET6_ADDRSTRLEN], peer[INET6_ADDRSTRLEN];
+
+	if (!link_device(l, dev))
+		dev[0] = '\0';
+	addr_text(l->gid, gid, sizeof(gid));
+	addr_text(l->peer_gid, peer, sizeof(peer));
+	printf("{\"link_id\": %u, \"state\": \"%s\", \"device\": \"%s\", \"port\": %u, "
+	       "\"qp\": %" PRIu32 ", \"peer_qp\": %" PRIu32 ", \"connections\": %" PRIu32
+	       ", \"gid\": \"%s\", \"peer_gid\": \"%s\"}",
+	       l->link_id, link_state_name(l->state), dev, l->port, l->qpn, l->peer_qpn, l->conns,
+	       gid, peer);
+}
+
+static void group_json(const struct group *g)
+{
+	char ip[INET6_ADDRSTRLEN];
+
+	printf("    {\"pid\": %d, \"program\": ", (int)g->pv->pid);
+	json_string(g->pv->program);
+	printf(", \"id\": %" PRIu32 ", \"id_hex\": \"%08" PRIx32 "\", \"role\": \"%s\", "
+	       "\"connections\": %u,\n     \"peers\": [",
+	       g->id, g->id, group_role(g), group_conns(g));
+	for (unsigned k = 0; k < g->npeers; k++) {
+		addr_text(g->peers[k].addr, ip, sizeof(ip));
+		printf("%s\"%s\"", k ? ", " : "", ip);
+	}
+	printf("], \"devices\": [");
+	for (unsigned k = 0; k < g->ndevices; k++)
+		printf("%s\"%s\"", k ? ", " : "", g->devices[k]);
+	printf("], \"bytes_sent\": %" PRIu64 ", \"bytes_received\": %" PRIu64 ",\n     ",
+	       g->bytes_sent, g->bytes_received);
+	if (!g->rec) { /* a file without the table: what its connections tell */
+		printf("\"state\": null, \"max_links\": null, \"peer_id\": null, \"links\": null}");
+		return;
+	}
+	printf("\"state\": \"%s\", \"max_links\": %u, \"peer_id\": \"",
+	       lgr_state_name(g->rec->lgr_state), g->rec->max_links);
+	for (unsigned k = 0; k < sizeof(g->rec->peer_id); k++)
+		printf("%02x", g->rec->peer_id[k]);
+	printf("\", \"links\": [");
+	for (unsigned k = 0, first = 1; k < 2; k++) {
+		if (g->rec->links[k].state == SMCR_STATS_LINK_NONE)
+			continue;
+		printf("%s\n      ", first ? "" : ",");
+		link_json(&g->rec->links[k]);
+		first = 0;
+	}
+	printf("]}");
+}
+
 void linkgroups_json(const struct process_list *pl)
 {
 	size_t n;
@@ -206,25 +337,25 @@ void linkgroups_json(const struct process_list *pl)
 	json_head();
 	printf("\"process_count\": %zu, \"link_groups\": [", pl->n);
 	for (size_t i = 0; i < n; i++) {
-		char ip[INET6_ADDRSTRLEN];
-
-		printf("%s    {\"pid\": %d, \"program\": ", i ? ",\n" : "\n", (int)g[i].pv->pid);
-		json_string(g[i].pv->program);
-		printf(", \"id\": %" PRIu32 ", \"id_hex\": \"%08" PRIx32 "\", \"role\": \"%s\", "
-		       "\"connections\": %u,\n     \"peers\": [",
-		       g[i].id, g[i].id, group_role(&g[i]), g[i].conns);
-		for (unsigned k = 0; k < g[i].npeers; k++) {
-			addr_text(g[i].peers[k].addr, ip, sizeof(ip));
-			printf("%s\"%s\"", k ? ", " : "", ip);
-		}
-		printf("], \"devices\": [");
-		for (unsigned k = 0; k < g[i].ndevices; k++)
-			printf("%s\"%s\"", k ? ", " : "", g[i].devices[k]);
-		printf("], \"bytes_sent\": %" PRIu64 ", \"bytes_received\": %" PRIu64 "}",
-		       g[i].bytes_sent, g[i].bytes_received);
+		fputs(i ? ",\n" : "\n", stdout);
+		group_json(&g[i]);
 	}
 	printf("%s]}\n", n ? "\n" : "");
 	free(g);
+}
+
+static void link_text(const struct smcr_stats_link *l)
+{
+	char dev[sizeof(l->device) + 1], gid[INET6_ADDRSTRLEN], peer[INET6_ADDRSTRLEN];
+
+	if (!link_device(l, dev))
+		snprintf(dev, sizeof(dev), "-");
+	addr_text(l->gid, gid, sizeof(gid));
+	addr_text(l->peer_gid, peer, sizeof(peer));
+	printf("         link %-3u %-8s %s/%u  QP %" PRIu32 " -> %" PRIu32 "  conns %" PRIu32
+	       "  %s -> %s\n",
+	       l->link_id, link_state_name(l->state), dev, l->port, l->qpn, l->peer_qpn, l->conns,
+	       gid, peer);
 }
 
 void linkgroups_text(const struct process_list *pl)
@@ -237,8 +368,8 @@ void linkgroups_text(const struct process_list *pl)
 		return;
 	}
 	g = gather_groups(pl, &n);
-	printf("%7s  %-16s  %-8s  %-6s  %5s  %-20s  %s\n", "PID", "PROGRAM", "LGR-ID", "ROLE",
-	       "CONNS", "DEVICES", "PEERS");
+	printf("%7s  %-16s  %-8s  %-6s  %-7s  %5s  %-20s  %s\n", "PID", "PROGRAM", "LGR-ID", "ROLE",
+	       "STATE", "CONNS", "DEVICES", "PEERS");
 	for (size_t i = 0; i < n; i++) {
 		char devices[40] = "", peers[4 * (INET6_ADDRSTRLEN + 1)] = "";
 
@@ -252,9 +383,13 @@ void linkgroups_text(const struct process_list *pl)
 			snprintf(peers + strlen(peers), sizeof(peers) - strlen(peers), "%s%s",
 				 k ? "," : "", ip);
 		}
-		printf("%7d  %-16s  %08" PRIx32 "  %-6s  %5u  %-20s  %s\n", (int)g[i].pv->pid,
-		       g[i].pv->program, g[i].id, group_role(&g[i]), g[i].conns,
+		printf("%7d  %-16s  %08" PRIx32 "  %-6s  %-7s  %5u  %-20s  %s\n", (int)g[i].pv->pid,
+		       g[i].pv->program, g[i].id, group_role(&g[i]),
+		       g[i].rec ? lgr_state_name(g[i].rec->lgr_state) : "-", group_conns(&g[i]),
 		       devices[0] ? devices : "-", peers);
+		for (unsigned k = 0; g[i].rec && k < 2; k++)
+			if (g[i].rec->links[k].state != SMCR_STATS_LINK_NONE)
+				link_text(&g[i].rec->links[k]);
 	}
 	if (n == 0)
 		printf("(no SMC-R link groups in %zu smcr process%s)\n", pl->n,

@@ -259,7 +259,8 @@ static struct fixture {
 	struct real_pair real;
 	struct smcr_listener *revoked, *second; /* "listeners" */
 	int revoked_fd;
-	struct smcr_sock *r[3];                  /* "lgr" */
+	struct smcr_sock *r[4];                  /* "lgr" */
+	struct smcr_stats_lgr *lgr[3];
 } fx = {.revoked_fd = -1};
 
 static void publish_fixture(void)
@@ -341,15 +342,37 @@ static void add_listeners(void)
 	fflush(stdout);
 }
 
+/* A link of a group record: device, port 1, QPs and GIDs derived from `qpn`. */
+static void fake_link(struct smcr_stats_link *l, const char *dev, uint8_t state, uint8_t id,
+		      uint32_t qpn, uint32_t conns)
+{
+	snprintf(l->device, sizeof(l->device), "%s", dev);
+	l->port = 1;
+	l->state = state;
+	l->link_id = id;
+	l->qpn = qpn;
+	l->peer_qpn = qpn + 1;
+	l->conns = conns;
+	l->gid[10] = l->gid[11] = l->peer_gid[10] = l->peer_gid[11] = 0xff;
+	l->gid[12] = l->peer_gid[12] = 10;
+	l->gid[15] = (uint8_t)qpn;
+	l->peer_gid[15] = (uint8_t)(qpn + 1);
+}
+
 /*
  * "lgr": link group 0x101 (client, rxe0) carries two connections, 0x202
- * (server, rxe1) one, each over a loopback TCP pair of its own.
+ * (server, rxe1) one, each over a loopback TCP pair of its own.  Group
+ * records as lgr.c writes them: 0x101 active with two links (one connection
+ * on each), 0x202 active with one, 0x303 an idle group kept for reuse (no
+ * connection), 0x404 a group that has connection records but no group record
+ * (as from a writer without the table).
  */
 static void add_link_groups(void)
 {
-	int c[3], sv[3];
+	struct smcr_stats_lgr g;
+	int c[4], sv[4];
 
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		if (!tcp_pair(AF_INET, &c[i], &sv[i]))
 			die("loopback TCP");
 	fx.r[0] = fake_r_sock(c[0], false, 0x101, "rxe0");
@@ -358,6 +381,36 @@ static void add_link_groups(void)
 	set_bytes(fx.r[0], 100, 200, 1);
 	set_bytes(fx.r[1], 1000, 2000, 1);
 	set_bytes(fx.r[2], 7, 9, 1);
+	fx.r[3] = fake_r_sock(c[3], false, 0x404, "rxe0");
+	for (int i = 0; i < 3; i++) {
+		fx.lgr[i] = smcr_stats_lgr_open();
+		if (!fx.lgr[i])
+			die("smcr_stats_lgr_open");
+	}
+	memset(&g, 0, sizeof(g));
+	g.id = 0x101;
+	g.lgr_state = SMCR_STATS_LGR_ACTIVE;
+	g.max_links = 2;
+	g.conns = 2;
+	g.peer_addr[10] = g.peer_addr[11] = 0xff;
+	g.peer_addr[12] = 127;
+	g.peer_addr[15] = 1;
+	memcpy(g.peer_id, "\x12\x34\x02\x00\x00\x00\x00\x01", 8);
+	fake_link(&g.links[0], "rxe0", SMCR_STATS_LINK_UP, 1, 17, 1);
+	fake_link(&g.links[1], "rxe1", SMCR_STATS_LINK_UP, 2, 33, 1);
+	smcr_stats_lgr_update(fx.lgr[0], &g);
+	memset(&g.links[1], 0, sizeof(g.links[1]));
+	g.id = 0x202;
+	g.role = 1;
+	g.max_links = 1;
+	g.conns = 1;
+	fake_link(&g.links[0], "rxe1", SMCR_STATS_LINK_UP, 1, 49, 1);
+	smcr_stats_lgr_update(fx.lgr[1], &g);
+	g.id = 0x303;
+	g.role = 0;
+	g.conns = 0;
+	fake_link(&g.links[0], "rxe0", SMCR_STATS_LINK_UP, 1, 65, 0);
+	smcr_stats_lgr_update(fx.lgr[2], &g);
 	printf("{\"lgr_a\": %u, \"lgr_b\": %u}\n", 0x101u, 0x202u);
 	fflush(stdout);
 }
@@ -369,8 +422,10 @@ static void release_fixture(void)
 	smcr_listener_unregister(fx.revoked);
 	if (fx.revoked_fd >= 0)
 		close(fx.revoked_fd);
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		free(fx.r[i]);
+	for (int i = 0; i < 3; i++)
+		smcr_stats_lgr_close(fx.lgr[i]);
 	smcr_sock_close(fx.real.c);
 	smcr_sock_close(fx.real.s);
 	smcr_listener_unregister(fx.real.reg);

@@ -484,21 +484,33 @@ def case_listeners(case):
 
 
 def case_link_groups(case):
-    """SMC-R records of two link groups, gathered per group."""
+    """Link group records (lgr.c's) with their links, joined with their connections."""
     p, w = case.start()
     command(p, "lgr")
     doc, err = case.tool_json("linkgroup", "--json", "--dir", case.statsdir)
     check_eq(err, "", "stderr of linkgroup")
     groups = {g["id"]: g for g in doc["link_groups"]}
-    check_eq(sorted(groups), [0x101, 0x202], "link group ids (shm records have none)")
-    a, b = groups[0x101], groups[0x202]
-    check_eq((a["role"], a["connections"], a["devices"], a["peers"], a["id_hex"]),
-             ("client", 2, ["rxe0"], ["127.0.0.1"], "00000101"), "group 0x101")
+    check_eq(sorted(groups), [0x101, 0x202, 0x303, 0x404], "link group ids (shm records have none)")
+    a, b, idle, norec = groups[0x101], groups[0x202], groups[0x303], groups[0x404]
+    check_eq((a["role"], a["state"], a["max_links"], a["connections"], a["peers"], a["id_hex"],
+              a["peer_id"]),
+             ("client", "active", 2, 2, ["127.0.0.1"], "00000101", "1234020000000001"),
+             "group 0x101")
     check_eq((a["bytes_sent"], a["bytes_received"]), (1100, 2200), "group 0x101 bytes")
-    check_eq((b["role"], b["connections"], b["devices"]), ("server", 1, ["rxe1"]), "group 0x202")
+    check_eq([(l["link_id"], l["state"], l["device"], l["port"], l["qp"], l["peer_qp"],
+               l["connections"], l["gid"], l["peer_gid"]) for l in a["links"]],
+             [(1, "up", "rxe0", 1, 17, 18, 1, "10.0.0.17", "10.0.0.18"),
+              (2, "up", "rxe1", 1, 33, 34, 1, "10.0.0.33", "10.0.0.34")], "links of 0x101")
+    check_eq(sorted(a["devices"]), ["rxe0", "rxe1"], "devices of 0x101")
+    check_eq((b["role"], b["connections"], b["devices"], len(b["links"])), ("server", 1, ["rxe1"], 1),
+             "group 0x202")
+    check_eq((idle["connections"], idle["bytes_sent"], idle["links"][0]["qp"]), (0, 0, 65),
+             "an idle group, listed by its record alone")
+    check_eq((norec["state"], norec["links"], norec["connections"], norec["devices"]),
+             (None, None, 1, ["rxe0"]), "a group known from its connections alone")
     text = case.tool("-g", "--dir", case.statsdir).stdout
-    check(re.search(r"00000101 +client +2 +rxe0 +127\.0\.0\.1", text),
-          f"group 0x101 in the table:\n{text}")
+    check(re.search(r"00000101 +client +active +2 +rxe0,rxe1 +127\.0\.0\.1\n +link 1 +up +"
+                    r"rxe0/1 +QP 17 -> 18 +conns 1", text), f"group 0x101 in the table:\n{text}")
     doc, _ = case.tool_json("--json", "--dir", case.statsdir)
     r = [c for c in doc["connections"] if c["link_group"] == 0x101]
     check_eq({(c["mode"], c["device"]) for c in r}, {("smc-r", "rxe0")}, "connection view")

@@ -37,6 +37,7 @@
 #include "smcr/lgr.h"
 #include "smcr/lgr_int.h"
 #include "smcr/llc.h"
+#include "smcr/stats.h"
 #include "smcr/wire.h"
 #include "testdata.h"
 
@@ -448,6 +449,54 @@ static void server_failover_own_finding(void **state)
 	(void)state;
 }
 
+/*
+ * What smcr-stat linkgroup shows follows the group: both links up with a
+ * connection each (the second link's device, QPs as wr.c reports them), then,
+ * after failover, one link carrying both; a dead group's links are down.
+ */
+static void stats_record_follows_failover(void **state)
+{
+	uint8_t del[SMCR_LLC_MSG_LEN];
+	struct smcr_stats_lgr *rec;
+
+	server_with_conn_on_link2();
+	rec = g->stats = smcr_stats_lgr_open();
+	assert_non_null(rec);
+	pthread_mutex_lock(&g->mu);
+	smcr_lgr_publish_locked(g);
+	pthread_mutex_unlock(&g->mu);
+	assert_int_equal(rec->state, SMCR_STATS_CONN_LIVE);
+	assert_int_equal(rec->id, 7);
+	assert_int_equal(rec->role, 1);
+	assert_int_equal(rec->lgr_state, SMCR_STATS_LGR_ACTIVE);
+	assert_int_equal(rec->max_links, 2);
+	assert_int_equal(rec->conns, 2);
+	assert_int_equal(rec->links[0].state, SMCR_STATS_LINK_UP);
+	assert_int_equal(rec->links[0].qpn, 0x11);
+	assert_int_equal(rec->links[0].conns, 1);
+	assert_int_equal(rec->links[0].link_id, 1);
+	assert_int_equal(rec->links[1].state, SMCR_STATS_LINK_UP);
+	assert_int_equal(rec->links[1].qpn, 0x22);
+	assert_int_equal(rec->links[1].conns, 1);
+	assert_int_equal(rec->links[1].link_id, 2);
+	assert_string_equal(rec->links[1].device, "rxe3");
+	/* the client deletes link 2: an LLC message, after which the record is current */
+	delete_link_2(del);
+	handle(0, del, sizeof(del));
+	assert_int_equal(rec->links[1].state, SMCR_STATS_LINK_NONE);
+	assert_int_equal(rec->links[0].conns, 2);
+	assert_int_equal(rec->conns, 2);
+	pthread_mutex_lock(&g->mu);
+	smcr_lgr_fail_locked(g, "test");
+	pthread_mutex_unlock(&g->mu);
+	assert_int_equal(rec->lgr_state, SMCR_STATS_LGR_DEAD);
+	assert_int_equal(rec->links[0].state, SMCR_STATS_LINK_DOWN);
+	smcr_stats_lgr_close(rec);
+	assert_int_equal(rec->state, SMCR_STATS_CONN_FREE);
+	group_free(g);
+	(void)state;
+}
+
 /* The client withdrew the RMB's rkey (DELETE RKEY): a connection with it cannot move. */
 static void server_failover_twin_deleted(void **state)
 {
@@ -611,6 +660,7 @@ int main(void)
 		cmocka_unit_test(server_failover_client_deleted),
 		cmocka_unit_test(server_failover_own_finding),
 		cmocka_unit_test(server_failover_twin_deleted),
+		cmocka_unit_test(stats_record_follows_failover),
 		cmocka_unit_test(client_keeps_add_link_request_rkeys),
 		cmocka_unit_test(server_group_bound_to_peer_address),
 		cmocka_unit_test(client_group_bound_to_peer_address),
