@@ -822,6 +822,24 @@ static int rv_listen(uint64_t *token, int *out)
 }
 
 /*
+ * The fallback reason for a system call that failed with `err`: a process
+ * short of fds or memory is MEM (the operator's limit to raise, and what a
+ * peer's stats show), anything else INTERR.
+ */
+static int shortage_reason(int err)
+{
+	switch (err) {
+	case EMFILE:
+	case ENFILE:
+	case ENOMEM:
+	case ENOBUFS:
+		return SMCR_CLC_DECL_MEM;
+	default:
+		return SMCR_CLC_DECL_INTERR;
+	}
+}
+
+/*
  * Our proof and our memfd, never anything else: the peer gets no file whose
  * open file description (O_NONBLOCK and all) it could change under us.
  * MSG_DONTWAIT: a peer that does not read cannot hold us here.
@@ -849,9 +867,11 @@ static int send_proof(int sock, const uint8_t secret[SHM_SECRET_LEN], uint32_t r
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(cm), &memfd, sizeof(int));
-	if (smcr_libc.sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(wire))
-		return -EPROTO;
-	return 0;
+	ssize_t n = smcr_libc.sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+	if (n < 0)
+		return -errno;
+	return n == (ssize_t)sizeof(wire) ? 0 : -EPROTO;
 }
 
 /*
@@ -926,8 +946,12 @@ static int attach_peer(struct smcr_xconn *xc, int memfd, uint32_t ring_size)
 	/* Not pre-faulted: a short connection touches few of the peer's pages. */
 	if (!xc->peer_base)
 		xc->peer_base = map_with_guard(memfd, ring_size, &xc->peer_map_len);
-	if (!xc->peer_base)
-		goto bad;
+	if (!xc->peer_base) {
+		int reason = shortage_reason(errno);
+
+		smcr_sys_close(memfd);
+		return reason;
+	}
 	smcr_sys_close(memfd);
 	xc->peer_ctrl = (struct shm_ctrl *)(void *)xc->peer_base;
 	xc->peer_ring_size = ring_size;
@@ -1215,6 +1239,7 @@ static int shm_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg *p
 			     struct smcr_clc_msg *acc)
 {
 	const struct smcr_clc_proposal *p = &prop->proposal;
+	int rc;
 
 	if (!smcr_shm_offer_is_ours(prop))
 		return SMCR_CLC_DECL_NOSMCD2DEV;
@@ -1230,8 +1255,9 @@ static int shm_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg *p
 	}
 	/* Classic order: our rendezvous, named by the token; the client knocks. */
 	xc->rv_since_ns = boottime_ns();
-	if (rv_listen(&xc->token, &xc->rv_fd) < 0)
-		return SMCR_CLC_DECL_INTERR;
+	rc = rv_listen(&xc->token, &xc->rv_fd);
+	if (rc < 0)
+		return shortage_reason(-rc);
 	fill_own_dmb(xc, acc, SMCR_CLC_ACCEPT);
 	return 0;
 }
@@ -1287,9 +1313,8 @@ static int client_give_proof(struct smcr_xconn *xc, struct shm_peer *to)
 
 	if (rc)
 		return rc;
-	if (send_proof(xc->unix_fd, xc->own_secret, xc->own->ring_size, xc->own->fd) < 0)
-		return SMCR_CLC_DECL_INTERR;
-	return 0;
+	rc = send_proof(xc->unix_fd, xc->own_secret, xc->own->ring_size, xc->own->fd);
+	return rc < 0 ? shortage_reason(-rc) : 0;
 }
 
 /*
@@ -1315,7 +1340,7 @@ static int client_knock(struct smcr_xconn *xc, uint64_t name, uint32_t size)
 	xc->unix_fd = smcr_sys_fd_high(
 		smcr_libc.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
 	if (xc->unix_fd < 0 || rv_passcred(xc->unix_fd) < 0)
-		return SMCR_CLC_DECL_INTERR;
+		return shortage_reason(errno);
 	rv_name(name, &sa, &salen);
 	if (smcr_libc.connect(xc->unix_fd, (struct sockaddr *)&sa, salen) < 0) {
 		if (errno == EAGAIN) {
@@ -1396,7 +1421,7 @@ static int shm_client_attach(struct smcr_xconn *xc, const struct smcr_clc_msg *a
 		return rc;
 	rc = make_ready_fd(xc);
 	if (rc)
-		return SMCR_CLC_DECL_INTERR;
+		return shortage_reason(-rc);
 
 	fill_own_dmb(xc, conf, SMCR_CLC_CONFIRM);
 	*peer_ring_size = size;
@@ -1421,10 +1446,14 @@ static int server_try_one(struct smcr_xconn *xc, int sock, int64_t deadline)
 		return rc < 0 ? SMCR_CLC_DECL_CNFERR : rc;
 	/* Everything that can fail comes before the answer: the answer commits us. */
 	xc->unix_fd = sock;
-	if (own_region(xc, xc->peer) || make_ready_fd(xc) < 0 ||
-	    send_proof(sock, xc->own_secret, xc->own->ring_size, xc->own->fd) < 0) {
+	rc = own_region(xc, xc->peer);
+	if (!rc)
+		rc = make_ready_fd(xc);
+	if (!rc)
+		rc = send_proof(sock, xc->own_secret, xc->own->ring_size, xc->own->fd);
+	if (rc) {
 		xc->unix_fd = -1;
-		return SMCR_CLC_DECL_INTERR;
+		return rc > 0 ? rc : shortage_reason(-rc);
 	}
 	return 0;
 }
@@ -1481,7 +1510,7 @@ static int server_take_knock(struct smcr_xconn *xc)
 		sock = smcr_libc.accept4(xc->rv_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (sock < 0)
 			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR
-				       ? -EAGAIN : SMCR_CLC_DECL_INTERR;
+				       ? -EAGAIN : shortage_reason(errno);
 		xc->knocks++;
 		xc->knock_fd = smcr_sys_fd_high(sock);
 	}

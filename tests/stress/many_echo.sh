@@ -32,6 +32,7 @@ script=$(dirname -- "${BASH_SOURCE[0]}")/echo_many.py
 # and the 4 KiB the workload wrote), 32 cached peer mappings, allocator slack.
 fd_slack=40
 memfd_maps_max=64
+export SMCR_STRESS_MAPS_MAX=$memfd_maps_max # echo_many.py waits for the server to get there
 rss_slack_kib=$((32 * 1024))
 
 (( $(ulimit -Hn) >= 6 * conns + 256 )) ||
