@@ -208,6 +208,21 @@ static bool is_dev_null(const struct stat *st)
 	return S_ISCHR(st->st_mode) && major(st->st_rdev) == 1 && minor(st->st_rdev) == 3;
 }
 
+/*
+ * Is there a file at path, as far as we may know?  A $HOME this process may
+ * not enter (one inherited across a change of user) hides whether the user's
+ * file exists: that is no file of this user's, not an unreadable one.
+ */
+static bool exists(const char *path)
+{
+	struct stat st;
+	int saved = errno;
+	bool there = stat(path, &st) == 0;
+
+	errno = saved;
+	return there;
+}
+
 static int load(struct smcr_rules *rules, const char *path, bool must_exist)
 {
 	char *text;
@@ -216,7 +231,7 @@ static int load(struct smcr_rules *rules, const char *path, bool must_exist)
 	int fd;
 
 	fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0 && (errno == ENOENT || errno == ENOTDIR) && !must_exist)
+	if (fd < 0 && !must_exist && (errno == ENOENT || errno == ENOTDIR || !exists(path)))
 		return 0;
 	if (fd < 0)
 		return broken(rules, path, 0, "cannot be read: %s", strerror(errno));
