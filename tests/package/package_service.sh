@@ -36,8 +36,8 @@ examples=$apps_dir/../../examples/systemd
 systemd_path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 # dropin_settings FILE: the [Service] settings of a drop-in, one "KEY VALUE" line each
-# (VALUE as written; an empty assignment has no VALUE), the paths of the package
-# under /usr moved into $root.
+# (VALUE as written, but one line per assignment of an Environment= line; an empty
+# assignment has no VALUE), the paths of the package under /usr moved into $root.
 dropin_settings() {
     "$PYTHON" - "$1" "$root" "$multiarch" <<'PY'
 import os, re, shlex, sys
