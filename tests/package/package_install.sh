@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # The Debian package from scripts/package: its control fields and files (smc_run,
 # the library in a private directory, smcr-stat, smcr-bpf when built, the man
-# pages), then, unpacked into a throwaway root, a python echo server and two
+# pages); dpkg installs and purges it in a root of its own; then, unpacked into a
+# throwaway root, a python echo server and two
 # clients under the packaged smc_run: the echo's sha256 equals the file's, each
 # process maps the packaged library, both logs say smc-shm and the packaged
 # smcr-stat counts the server's SMC handshakes.
@@ -58,6 +59,26 @@ for how in path PATH; do
     [[ $out == *"$source_version"* ]] || fail "packaged smc_run -v ($how) does not say $source_version: $out"
 done
 log "packaged smc_run uses $packaged_library"
+
+# dpkg itself installs and purges it in a root of its own (its database there, its log
+# in $work): the package's files are all dpkg's to remove. Dependencies are the real
+# system's business, not this empty root's.
+dpkg_root=$work/dpkg-root
+mkdir -p "$dpkg_root/var/lib/dpkg/info" "$dpkg_root/var/lib/dpkg/updates"
+: >"$dpkg_root/var/lib/dpkg/status"
+dpkg_in_root() { dpkg --root="$dpkg_root" --log="$work/dpkg.log" --force-not-root "$@"; }
+dpkg_in_root --force-depends -i "$deb" >"$work/dpkg-install.log" 2>&1 ||
+    { cat "$work/dpkg-install.log" >&2; fail "dpkg --root -i failed"; }
+[[ $(dpkg_in_root -s smcr | sed -n 's/^Status: //p') == "install ok installed" ]] ||
+    fail "dpkg --root -s smcr: not installed"
+out=$("$dpkg_root/usr/bin/smc_run" -v) || fail "smc_run -v from the dpkg root exited $?"
+[[ $out == *"library: $dpkg_root/usr/lib/$multiarch/smcr/libsmcr.so"* ]] ||
+    fail "smc_run from the dpkg root does not use its library: $out"
+dpkg_in_root -P smcr >"$work/dpkg-purge.log" 2>&1 ||
+    { cat "$work/dpkg-purge.log" >&2; fail "dpkg --root -P failed"; }
+left=$(cd "$dpkg_root" && find . -mindepth 1 ! -path ./var ! -path ./var/lib ! -path './var/lib/dpkg*')
+[[ -z $left ]] || fail "dpkg -P left files behind: $left"
+log "dpkg --root: installed ($(dpkg-deb -c "$deb" | wc -l) entries), smc_run found its library, purged without a trace"
 
 random_file "$work/data" $((16 * 1024 * 1024 + 77))
 port=$(free_port 4)
