@@ -107,7 +107,7 @@ _Static_assert(sizeof(struct rlimit) == sizeof(struct rlimit64), "one ABI for bo
  * preloaded ahead of us sets RLIMIT_CORE while it starts, before its
  * shadow memory exists, so this path must not be instrumented either.
  */
-#define RLIMIT_PASS_THROUGH __attribute__((no_sanitize("address", "undefined")))
+#define RLIMIT_PASS_THROUGH __attribute__((no_sanitize("address", "undefined", "thread")))
 
 static int set_nofile_locked(pid_t pid, const struct rlimit *set, struct rlimit *old)
 {
