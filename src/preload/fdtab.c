@@ -335,5 +335,5 @@ void smcr_fdtab_unlock(void)
 
 void smcr_fdtab_reinit_child(void)
 {
-	pthread_mutex_init(&pool_grow_lock, NULL);
+	pthread_mutex_unlock(&pool_grow_lock);
 }

@@ -57,6 +57,12 @@ static void atfork_parent(void)
 	smcr_spawn_fork_parent();
 }
 
+/*
+ * Every handler below unlocks what atfork_prepare() locked rather than
+ * initialising it again: the child's one thread is the thread that locked
+ * it, and initialising a locked mutex is undefined (ThreadSanitizer, for
+ * one, then sees the child hold every one of them for good).
+ */
 static void atfork_child(void)
 {
 	smcr_engine_fork_child();

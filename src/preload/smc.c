@@ -1684,6 +1684,6 @@ void smcr_smc_unlock(void)
 void smcr_smc_reinit_child(void)
 {
 	smcr_smc_pid = getpid();
-	pthread_mutex_init(&own_lock, NULL);
+	pthread_mutex_unlock(&own_lock);
 	smcr_smc_epoll_reinit_child();
 }

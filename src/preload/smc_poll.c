@@ -76,7 +76,7 @@ void smcr_smc_epoll_unlock(void)
 
 void smcr_smc_epoll_reinit_child(void)
 {
-	pthread_mutex_init(&ep_lock, NULL);
+	pthread_mutex_unlock(&ep_lock);
 }
 
 static uint32_t rec_index(const struct ep_rec *r)

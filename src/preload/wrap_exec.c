@@ -404,7 +404,7 @@ void smcr_spawn_fork_parent(void)
 
 void smcr_spawn_fork_child(void)
 {
-	pthread_mutex_init(&spawn_lock, NULL);
+	pthread_mutex_unlock(&spawn_lock);
 }
 
 static void spawn_forget(const posix_spawn_file_actions_t *fa)

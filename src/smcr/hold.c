@@ -261,7 +261,7 @@ void smcr_hold_fork_child(void)
 	uint64_t start = n_held ? smcr_share_start_time() : 0;
 	unsigned k = 0;
 
-	pthread_mutex_init(&held_lock, NULL);
+	pthread_mutex_unlock(&held_lock);
 	while (k < n_held) {
 		struct smcr_sock *s = held[k];
 		bool taken = false;

@@ -221,7 +221,7 @@ void smcr_share_fork_parent(void)
 /* Only system calls and plain stores: the child's identity is new, its arenas are inherited. */
 void smcr_share_fork_child(void)
 {
-	pthread_mutex_init(&arena_lock, NULL);
+	pthread_mutex_unlock(&arena_lock);
 	self_pid = (pid_t)getpid();
 	self_start = 0; /* read again when first needed */
 }

@@ -591,7 +591,7 @@ void smcr_shm_fork_child(void)
 			region_free_locked(r);
 		}
 	}
-	pthread_mutex_init(&pool_lock, NULL);
+	pthread_mutex_unlock(&pool_lock);
 }
 
 /*

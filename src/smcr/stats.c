@@ -253,7 +253,7 @@ void smcr_stats_fork_child(void)
 	uint32_t lgr_inherited[(SMCR_STATS_MAX_LGRS + 31) / 32] = { 0 };
 	struct smcr_stats_file *f = area;
 
-	pthread_mutex_init(&stats_lock, NULL);
+	pthread_mutex_unlock(&stats_lock);
 	if (area_fd >= 0) {
 		/* The parent's flock stays the parent's: it lives on its open file. */
 		smcr_sys_close(area_fd);
