@@ -72,7 +72,11 @@ struct smcr_fd_entry {
 	 * registration (a forked child must not tear down its parent's).
 	 */
 	int engine_fd;             /* -1 = none */
-	int owner;                 /* pid */
+	/*
+	 * pid.  Atomic: in a forked child, the threads that first use an
+	 * inherited connection at once all take it over (the same store).
+	 */
+	_Atomic int owner;
 	uint32_t fallback_reason;  /* why the connection stayed TCP */
 	void *tcp_record;          /* its stats record in TCP mode (engine.h), or NULL */
 	void *listener;            /* listener registration (smc.c): of a listener, or
