@@ -368,6 +368,18 @@ static void addr_of(const struct sockaddr_storage *ss, uint8_t out[16], uint16_t
 	}
 }
 
+/*
+ * The area, for a writer that does not go through stats_get(): in a forked
+ * child, no thread may write into the area while another remaps it (its
+ * stores would land in the private pages being replaced).
+ */
+static struct smcr_stats_file *area_settled(void)
+{
+	if (__atomic_load_n(&publish_pending, __ATOMIC_ACQUIRE))
+		return stats_get();
+	return __atomic_load_n(&area, __ATOMIC_ACQUIRE);
+}
+
 /* ---- the writer side of the per-record seqlock (include/smcr/stats_abi.h) ---------- */
 
 /* Make seq odd if it is even now; false if another writer holds the record. */
@@ -573,7 +585,7 @@ void smcr_stats_tcp_close(struct smcr_tcp_record *rec)
 {
 	struct smcr_stats_conn *c = (struct smcr_stats_conn *)rec;
 
-	if (c && !stats_off)
+	if (c && !stats_off && area_settled())
 		record_free(c);
 }
 
@@ -655,7 +667,7 @@ void smcr_stats_conn_update(const struct smcr_sock *s)
 {
 	struct smcr_stats_conn *c = s->stats;
 
-	if (!c || stats_off)
+	if (!c || stats_off || !area_settled())
 		return;
 	if (unlikely(__atomic_load_n(&c->state, __ATOMIC_RELAXED) != SMCR_STATS_CONN_LIVE)) {
 		if (s->shared && smcr_hold_is_holder((struct smcr_sock *)(uintptr_t)s))
@@ -669,7 +681,7 @@ void smcr_stats_conn_update(const struct smcr_sock *s)
 
 void smcr_stats_conn_close(const struct smcr_sock *s, int aborted)
 {
-	struct smcr_stats_file *f = area;
+	struct smcr_stats_file *f = area_settled();
 	struct smcr_stats_conn *c = s->stats;
 	uint64_t sent, received;
 
