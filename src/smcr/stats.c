@@ -853,7 +853,7 @@ struct smcr_stats_listener *smcr_stats_listener_open(int listen_fd, uint32_t sta
 
 void smcr_stats_listener_status(struct smcr_stats_listener *l, uint32_t status, const char *why)
 {
-	if (!l || stats_off)
+	if (!l || stats_off || !area_settled())
 		return;
 	seq_begin(&l->seq);
 	listener_fields(l, status, why);
@@ -862,7 +862,7 @@ void smcr_stats_listener_status(struct smcr_stats_listener *l, uint32_t status, 
 
 void smcr_stats_listener_close(struct smcr_stats_listener *l)
 {
-	if (!l || stats_off)
+	if (!l || stats_off || !area_settled())
 		return;
 	seq_begin(&l->seq);
 	SET(l->state, (uint32_t)SMCR_STATS_CONN_FREE);
