@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * smcr-stat's pieces: reading the stats files (smcr_stat.c) and the views
- * beside the connection list and the counters (smcr_stat_views.c).
+ * smcr-stat's pieces: reading the stats files (smcr_stat_read.c), the
+ * connection list, counters and command line (smcr_stat.c), and the views
+ * beside them (smcr_stat_views.c).
  */
 #ifndef SMCR_STAT_H
 #define SMCR_STAT_H
@@ -68,6 +69,7 @@ struct process_list {
 /* Watch mode (-i): the report's number from 1, 0 when not watching. */
 extern unsigned smcr_stat_report;
 
+void warnx_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void *xcalloc(size_t n, size_t size);
 const char *reason_name(uint32_t code);
 const char *mode_name(uint32_t mode);
@@ -79,6 +81,9 @@ void json_string(const char *s);
 bool device_name(const struct smcr_stats_conn *r, char *out);
 /* '{"format": "smcr-stat", "version": N, ' and the report number in watch mode. */
 void json_head(void);
+
+/* smcr_stat_read.c: every stats file found (or those in o->dir), appended to pl. */
+void read_all(const struct options *o, struct process_list *pl);
 
 /* smcr_stat_views.c */
 void listeners_json(const struct process_list *pl);
