@@ -903,7 +903,9 @@ void smcr_stats_lgr_update(struct smcr_stats_lgr *g, const struct smcr_stats_lgr
 	const uint8_t *from = (const uint8_t *)now + LGR_BODY_AT;
 	uint8_t *to = (uint8_t *)g + LGR_BODY_AT;
 
-	if (!g || stats_off || __atomic_load_n(&g->state, __ATOMIC_RELAXED) != SMCR_STATS_CONN_LIVE)
+	/* (a forked child's copy of its parent's group is INHERITED: nothing to publish) */
+	if (!g || stats_off || __atomic_load_n(&g->state, __ATOMIC_RELAXED) != SMCR_STATS_CONN_LIVE ||
+	    !area_settled())
 		return;
 	seq_begin(&g->seq);
 	for (size_t i = 0; i < sizeof(*g) - LGR_BODY_AT; i++)
@@ -913,7 +915,8 @@ void smcr_stats_lgr_update(struct smcr_stats_lgr *g, const struct smcr_stats_lgr
 
 void smcr_stats_lgr_close(struct smcr_stats_lgr *g)
 {
-	if (!g || stats_off || __atomic_load_n(&g->state, __ATOMIC_RELAXED) != SMCR_STATS_CONN_LIVE)
+	if (!g || stats_off || __atomic_load_n(&g->state, __ATOMIC_RELAXED) != SMCR_STATS_CONN_LIVE ||
+	    !area_settled())
 		return;
 	seq_begin(&g->seq);
 	SET(g->state, (uint32_t)SMCR_STATS_CONN_FREE);
