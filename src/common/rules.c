@@ -227,7 +227,7 @@ static int load(struct smcr_rules *rules, const char *path, bool must_exist)
 {
 	char *text;
 	struct stat st;
-	size_t len = 0;
+	size_t len = 0, size;
 	int fd;
 
 	fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
@@ -235,11 +235,17 @@ static int load(struct smcr_rules *rules, const char *path, bool must_exist)
 		return 0;
 	if (fd < 0)
 		return broken(rules, path, 0, "cannot be read: %s", strerror(errno));
-	if (fstat(fd, &st) == 0 && is_dev_null(&st)) {
+	if (fstat(fd, &st) < 0) {
+		int err = errno;
+
+		fd_close(fd);
+		return broken(rules, path, 0, "cannot be read: %s", strerror(err));
+	}
+	if (is_dev_null(&st)) {
 		fd_close(fd);
 		return 0;
 	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+	if (!S_ISREG(st.st_mode)) {
 		fd_close(fd);
 		return broken(rules, path, 0, "not a regular file");
 	}
@@ -247,13 +253,15 @@ static int load(struct smcr_rules *rules, const char *path, bool must_exist)
 		fd_close(fd);
 		return broken(rules, path, 0, "larger than %u bytes", RULES_FILE_MAX);
 	}
-	text = malloc(RULES_FILE_MAX);
+	/* Room for what fstat saw, and a byte more, so that the last read returns 0. */
+	size = (size_t)st.st_size + 1;
+	text = malloc(size);
 	if (!text) {
 		fd_close(fd);
 		return broken(rules, path, 0, "no memory to read it");
 	}
 	for (;;) {
-		ssize_t got = syscall(SYS_read, fd, text + len, RULES_FILE_MAX - len);
+		ssize_t got = syscall(SYS_read, fd, text + len, size - len);
 
 		if (got < 0 && errno == EINTR)
 			continue;
@@ -264,7 +272,7 @@ static int load(struct smcr_rules *rules, const char *path, bool must_exist)
 			fd_close(fd);
 			return broken(rules, path, 0, "cannot be read: %s", strerror(err));
 		}
-		if (got == 0 || (len += (size_t)got) == RULES_FILE_MAX)
+		if (got == 0 || (len += (size_t)got) == size)
 			break;
 	}
 	fd_close(fd);
