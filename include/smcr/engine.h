@@ -151,8 +151,16 @@ enum smcr_confine_kind { SMCR_CONFINE_FILTER, SMCR_CONFINE_STRICT, SMCR_CONFINE_
 void smcr_engine_confine(enum smcr_confine_kind kind, const struct sock_filter *prog,
 			 unsigned len);
 void smcr_engine_confine_undo(void);
-/* Has the process confined its system calls?  (A new TCP socket then passes through.) */
+/*
+ * Has the process confined its system calls?  (A new TCP socket then passes
+ * through.)  Asked before the engine's first call that plain TCP would not
+ * make: the first time, where the process runs under a seccomp filter it
+ * inherited across exec, a child finds out what that filter allows
+ * (src/smcr/confine_probe.c).
+ */
 bool smcr_engine_confined(void);
+/* The same, from what is known already: for paths that make no call of the engine's own. */
+bool smcr_engine_confined_known(void);
 
 /*
  * The engine's fds (rendezvous sockets, rings, doorbells, epoll sets, its

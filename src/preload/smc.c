@@ -822,7 +822,9 @@ void smcr_smc_before_listen(int fd)
 	    smcr_fd_entry_mode(e) != SMCR_FD_CANDIDATE)
 		return;
 	smcr_guard_enter();
-	smcr_tcpopt_mark_listen(fd);
+	/* (confined: not a call plain TCP would not make, bpf() among them) */
+	if (!smcr_engine_confined())
+		smcr_tcpopt_mark_listen(fd);
 	smcr_guard_leave();
 }
 
@@ -880,7 +882,8 @@ static void register_listener(int fd, struct smcr_fd_entry *e)
 	struct smcr_listener *l = NULL;
 	int rc;
 
-	if (e->listener || !decision_lock(e))
+	/* A confined process registers no listener (registry.c's calls may be denied). */
+	if (e->listener || smcr_engine_confined() || !decision_lock(e))
 		return;
 	smcr_guard_enter();
 	if (!e->listener) {

@@ -242,7 +242,7 @@ static int exec_common(enum exec_how how, const char *name, int fd, char *const 
 	 * confined, and its filter, which the new image inherits, may deny what
 	 * judging the file takes: the exec goes as it is.
 	 */
-	if (smcr_preload_active && smcr_smc_enabled && !smcr_engine_confined())
+	if (smcr_preload_active && smcr_smc_enabled && !smcr_engine_confined_known())
 		prog = exec_target(how, name, fd, buf);
 	if (prog) {
 		bool keeps = n < HANDOFF_MAX_ENV && smcr_handoff_env_keeps(envp) &&
@@ -489,7 +489,7 @@ static int spawn_common(bool search, pid_t *pid, const char *file,
 
 	smcr_preload_enter();
 	/* A confined process: as exec_common. */
-	if (smcr_preload_active && smcr_smc_enabled && !smcr_engine_confined())
+	if (smcr_preload_active && smcr_smc_enabled && !smcr_engine_confined_known())
 		prog = search ? (runnable_on_path(file, buf) ? buf : NULL)
 			      : (runnable(file) ? file : NULL);
 	if (prog) {

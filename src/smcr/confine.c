@@ -327,6 +327,17 @@ void smcr_engine_confine(enum smcr_confine_kind kind, const struct sock_filter *
 	pthread_mutex_unlock(&confine_lock);
 }
 
+void smcr_confine_inherited(uint32_t calls)
+{
+	pthread_mutex_lock(&confine_lock);
+	atomic_store(&smcr_confine_denied, atomic_load(&smcr_confine_denied) | calls);
+	atomic_store(&smcr_confine_on, true);
+	if (!smcr_call_allowed(SMCR_CALL_GETPID) || !smcr_call_allowed(SMCR_CALL_WRITE) ||
+	    smcr_log_opens_file())
+		smcr_log_quiet();
+	pthread_mutex_unlock(&confine_lock);
+}
+
 void smcr_engine_confine_undo(void)
 {
 	pthread_mutex_lock(&confine_lock);
@@ -337,6 +348,12 @@ void smcr_engine_confine_undo(void)
 }
 
 bool smcr_engine_confined(void)
+{
+	smcr_confine_check_inherited();
+	return smcr_confined();
+}
+
+bool smcr_engine_confined_known(void)
 {
 	return smcr_confined();
 }

@@ -62,4 +62,20 @@ void smcr_confine_probe(unsigned i, enum smcr_call *call, long *nr, uint64_t arg
 /* A call's name, for the log ("read", "sendto", ...). */
 const char *smcr_call_name(enum smcr_call c);
 
+/*
+ * A filter inherited across exec (confine_probe.c): once per process image,
+ * before the engine's first call that plain TCP would not make.  Where the
+ * process runs under a filter, a child asks it about each such call; any
+ * denial confines the engine (smcr_confine_inherited).  Cheap after the first.
+ */
+void smcr_confine_check_inherited(void);
+/* Tests: how many calls the child makes. */
+unsigned smcr_confine_live_probe_count(void);
+
+/*
+ * Confine the engine for a filter that is in force already: no new
+ * connection, and `calls` (bit per enum smcr_call) denied on the data path.
+ */
+void smcr_confine_inherited(uint32_t calls);
+
 #endif /* SMCR_CONFINE_H */

@@ -60,6 +60,8 @@ static int area_fd = -1;
 static bool publish_pending;
 /* A forked child that could not get its own area: every stats call is a no-op. */
 static bool stats_off;
+/* No file may be made (smcr_stats_keep_private): the private mapping only. */
+static bool stats_private_only;
 
 #define ADD(field, v) __atomic_fetch_add(&(field), (v), __ATOMIC_RELAXED)
 #define SUB(field, v) __atomic_fetch_sub(&(field), (v), __ATOMIC_RELAXED)
@@ -328,11 +330,12 @@ static struct smcr_stats_file *stats_get(void)
 		return f;
 	pthread_mutex_lock(&stats_lock);
 	if (area && publish_pending) {
-		area_republish(area);
+		if (!stats_private_only)
+			area_republish(area);
 		__atomic_store_n(&publish_pending, false, __ATOMIC_RELEASE);
 	}
 	if (!area) {
-		f = area_publish();
+		f = stats_private_only ? NULL : area_publish();
 		if (!f) {
 			f = mmap(NULL, sizeof(*f), PROT_READ | PROT_WRITE,
 				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -937,4 +940,11 @@ const char *smcr_stats_path(void)
 void smcr_stats_confine_prepare(void)
 {
 	(void)stats_get();
+}
+
+void smcr_stats_keep_private(void)
+{
+	pthread_mutex_lock(&stats_lock);
+	stats_private_only = true;
+	pthread_mutex_unlock(&stats_lock);
 }

@@ -73,5 +73,10 @@ void smcr_stats_fork_keep(struct smcr_stats_conn *c);
 void smcr_stats_exit(void);
 /* Before seccomp confinement (confine.c): the stats file is published now, if it is not yet. */
 void smcr_stats_confine_prepare(void);
+/*
+ * A filter denies what the stats file needs (confine_probe.c): the process
+ * keeps its stats in private memory, where smcr-stat cannot see them.
+ */
+void smcr_stats_keep_private(void);
 
 #endif /* SMCR_STATS_H */
