@@ -179,7 +179,6 @@ struct smcr_xconn {
 	uint8_t own_secret[SHM_SECRET_LEN];
 	uint8_t peer_secret[SHM_SECRET_LEN];
 	pid_t peer_pid;      /* announced (server) or from SO_PEERCRED (client) */
-	uid_t peer_uid;      /* from SO_PEERCRED */
 	struct shm_peer *peer; /* the process proven to have sent the peer's proof */
 	int64_t rv_since_ns; /* CLOCK_BOOTTIME before our rendezvous socket existed */
 	uint64_t token;      /* the server's token (its rendezvous name in the classic order) */

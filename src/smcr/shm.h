@@ -19,8 +19,6 @@ bool smcr_shm_offer_is_ours(const struct smcr_clc_msg *prop);
 /* Tests only: regions waiting in this process's pool. */
 unsigned smcr_shm_test_pool_size(void);
 
-/* The listener registry moved to smcr/registry.h. */
-
 /* fork, called only by engine.c: the ring pool's lock; the child forgets the pool. */
 void smcr_shm_fork_prepare(void);
 void smcr_shm_fork_parent(void);
