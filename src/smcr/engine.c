@@ -21,7 +21,8 @@
  *                          own lock (smcr_lgr.mu) is taken under it, and
  *                          under a connection's lock (smcr_conn_lock), never
  *                          the other way round
- *   2. shm.c   pool_lock   the same-host ring pool
+ *   2. shm_pool.c smcr_shm_pool_lock  the same-host ring pool, peer records
+ *                          and mapping cache (shm_int.h)
  *   3. stats.c stats_lock  publishing the stats file
  *   4. eid.c   kernel_mu   the kernel's UEID table, read once
  *   5. ib.c    prep_mu     the background load of libibverbs
