@@ -14,7 +14,7 @@
  * Filters stack (each one the process installs applies on top of the
  * earlier ones), so the denials add up.  After the first filter the engine
  * makes no new connection (the embedder passes new sockets through), its
- * data path takes the allowed route of those it has (shm.c ring_peer,
+ * data path takes the allowed route of those it has (shm_data.c ring_peer,
  * drain_rings), and work that needs a denied call is skipped (stats
  * addresses, the stats file's removal at exit, log lines).
  */

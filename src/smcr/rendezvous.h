@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The same-host rendezvous message (shm.c): what each end presents over the
+ * The same-host rendezvous message (shm_rv.c): what each end presents over the
  * UNIX socket to the other end of the TCP connection, and what the kernel
  * says about it in the ancillary data (the fds it carries, its sender's
  * credentials).  Pure functions over bytes, fuzzed (tests/fuzz/fuzz_rv.c).

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Transport ops: what the connection engine needs from whatever moves bytes
- * into the peer's ring.  Two transports implement it: shm (shm.c, same host)
+ * into the peer's ring.  Two transports implement it: shm (shm*.c, same host)
  * and verbs (verbs.c: RDMA WRITE + 44-byte SENDs), so conn/tx/rx/close are
  * one engine above both.
  *

@@ -1283,9 +1283,9 @@ static void test_pooled_ring_is_zeroed(void **state)
 }
 
 /*
- * Only the written part of a ring is zeroed on reuse (shm.c region_zero): a
- * connection that wrapped its ring must leave all of it zeroed, a short one
- * the bytes it wrote.  Both ends of every round check their whole rings, and
+ * Only the written part of a ring is zeroed on reuse (shm_region.c
+ * smcr_shm_region_zero): a connection that wrapped its ring must leave all
+ * of it zeroed, a short one the bytes it wrote.  Both ends of every round check their whole rings, and
  * the rings are the pooled ones of the round before.
  */
 static bool all_zero(const uint8_t *p, size_t n)

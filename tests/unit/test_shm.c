@@ -41,7 +41,7 @@
 
 #define RING (16u * 1024)
 
-/* Mirror of shm.c's proof message (its layout is part of the rendezvous protocol). */
+/* Mirror of shm_rv.c's proof message (its layout is part of the rendezvous protocol). */
 struct proof {
 	uint32_t magic;
 	uint32_t version;
@@ -431,7 +431,7 @@ struct fake_peer {
 	unsigned ngot;
 };
 
-/* Offsets in struct shm_ctrl (src/smcr/shm.c), the words a peer publishes. */
+/* Offsets in struct shm_ctrl (src/smcr/shm_int.h), the words a peer publishes. */
 #define CTRL_SLEEPING 8
 #define CTRL_CPU 12
 #define CTRL_ARMED 64
