@@ -5,11 +5,18 @@
  * own policy (src/smcr/policy.h smcr_policy_rule) over the configuration and
  * rules files this process would read, so the answer is the library's.
  *
- *   smcr-explain HOST:PORT [--role client|server] [--program NAME]
+ *   smcr-explain HOST:PORT [--role client|server] [--program NAME] [--connect]
  *
  * HOST is an address or a name; an IPv6 address with a port is [ADDR]:PORT.
- * Exit 0 with the answer, 2 on bad usage.
+ * --connect then asks the peer itself, as IBM's smc_chk -C does: it
+ * connects to HOST:PORT as a client under smcr would, runs the handshake the
+ * policy allows, says what came of it (SMC and its transport, or TCP and the
+ * reason), and closes without sending application data (the service sees a
+ * connection that ends at once).
+ * Exit 0 with the answer (for --connect: the connection was made, whatever its
+ * mode), 1 when --connect could not connect, 2 on bad usage.
  */
+#include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,16 +24,20 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "common/config.h"
 #include "common/rules.h"
+#include "smcr/decline.h"
+#include "smcr/engine.h"
 #include "smcr/policy.h"
 
 static int usage(const char *why)
 {
 	if (why)
 		fprintf(stderr, "smc_run --explain: %s\n", why);
-	fprintf(stderr, "usage: smc_run --explain HOST:PORT [--role client|server] [--program NAME]\n"
+	fprintf(stderr, "usage: smc_run --explain HOST:PORT [--role client|server] [--program NAME]"
+			" [--connect]\n"
 			"       (IPv6: [ADDR]:PORT)\n");
 	return 2;
 }
@@ -112,6 +123,69 @@ static const char *outcome_meaning(const char *outcome)
 	return "SMC as the defaults choose: shared memory on this host, SMC-R to an allowed peer";
 }
 
+/* What a reason means to someone checking a peer; NULL where the name says it. */
+static const char *reason_hint(uint32_t reason)
+{
+	switch (reason) {
+	case SMCR_CLC_DECL_PEERNOSMC:
+		return "nothing says the peer runs SMC: no smcr listener registered on this host for"
+		       " the port, the peer not in SMCR_PEERS, no SMC option in its SYN-ACK";
+	case SMCR_CLC_DECL_NOSMCRDEV:
+		return "no RDMA device for the local address (SMC-R needs one, or a peer on this host)";
+	case SMCR_CLC_DECL_RULE:
+		return "a rule of the rules file says tcp";
+	case SMCR_CLC_DECL_SHORTFLOWS:
+		return "recent connections to it were too short for SMC to repay its set-up";
+	default:
+		return NULL;
+	}
+}
+
+/*
+ * --connect: a client's connection to `target`, its handshake as the library
+ * would run it.  0 connected (any mode), 1 not.
+ */
+static int connect_and_report(const struct sockaddr_storage *target)
+{
+	socklen_t len = target->ss_family == AF_INET ? sizeof(struct sockaddr_in)
+						     : sizeof(struct sockaddr_in6);
+	struct smcr_sock_opts opts = { 0 };
+	struct smcr_sock *s = NULL;
+	int fd, rc, learned;
+
+	fd = socket(target->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		printf("connect: cannot make a socket: %s\n", strerror(errno));
+		return 1;
+	}
+	learned = smcr_sock_connect_learned((const struct sockaddr *)target, len);
+	if (!learned) {
+		smcr_tcpopt_mark_connect(fd, (const struct sockaddr *)target);
+		smcr_sock_connect_prepare((const struct sockaddr *)target);
+	}
+	if (connect(fd, (const struct sockaddr *)target, len) < 0) {
+		printf("connect: failed: %s (plain TCP would fail the same way)\n", strerror(errno));
+		close(fd);
+		return 1;
+	}
+	rc = learned ? learned : smcr_sock_connect(fd, &opts, &s);
+	if (rc == 0) {
+		printf("connect: %s: the peer runs SMC and the handshake completed\n",
+		       smcr_sock_mode_name(s));
+		smcr_sock_close(s);
+	} else if (rc > 0) {
+		const char *name = smcr_clc_decl_name((uint32_t)rc), *hint = reason_hint((uint32_t)rc);
+
+		printf("connect: tcp, reason %s (0x%08x)%s%s\n", name ? name : "unknown", (unsigned)rc,
+		       hint ? ": " : "", hint ? hint : "");
+	} else {
+		printf("connect: the SMC handshake failed: %s; the library resets such a connection"
+		       " (a program's data never went over it)\n", strerror(-rc));
+	}
+	close(fd);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const struct smcr_config *cfg = smcr_config_get();
@@ -119,7 +193,7 @@ int main(int argc, char **argv)
 	struct sockaddr_storage target;
 	const char *target_text = NULL, *program = NULL, *why, *outcome;
 	char shown[INET6_ADDRSTRLEN];
-	bool server = false;
+	bool server = false, connect_too = false;
 	unsigned port;
 
 	for (int i = 1; i < argc; i++) {
@@ -131,6 +205,8 @@ int main(int argc, char **argv)
 			server = strcmp(role, "server") == 0;
 		} else if (strcmp(argv[i], "--program") == 0 && i + 1 < argc) {
 			program = argv[++i];
+		} else if (strcmp(argv[i], "--connect") == 0) {
+			connect_too = true;
 		} else if (argv[i][0] == '-' || target_text) {
 			return usage(argv[i][0] == '-' ? "unknown option" : "one HOST:PORT only");
 		} else {
@@ -141,6 +217,8 @@ int main(int argc, char **argv)
 		return usage("missing HOST:PORT");
 	if (parse_target(target_text, &target, &why) < 0)
 		return usage(why);
+	if (connect_too && server)
+		return usage("--connect checks a client's connection (no --role server)");
 
 	if (target.ss_family == AF_INET) {
 		const struct sockaddr_in *in = (const struct sockaddr_in *)&target;
@@ -163,6 +241,8 @@ int main(int argc, char **argv)
 	if (cfg->disabled) {
 		printf("decided by: environment SMCR_DISABLE\noutcome: tcp (%s)\n",
 		       "smcr stays out of the way: every call passes through");
+		if (connect_too)
+			printf("connect: not tried (SMCR_DISABLE)\n");
 		return 0;
 	}
 	/* No program named: one no rule names, so that only the other matchers count. */
@@ -183,5 +263,5 @@ int main(int argc, char **argv)
 		outcome = "smc";
 	}
 	printf("outcome: %s (%s)\n", outcome, outcome_meaning(outcome));
-	return 0;
+	return connect_too ? connect_and_report(&target) : 0;
 }
