@@ -22,7 +22,7 @@
  * never interleave), fences, stores the fields with relaxed atomics, then
  * makes `seq` even again with a release store.  A reader copies the record
  * between an acquire load of an even `seq` and a re-read after an acquire
- * fence, and retries while it was odd or changed: smcr_stats_conn_read()
+ * fence, and retries while it was odd or changed: smcr_stats_seq_read()
  * below is that protocol.  A record is live while `state` is
  * SMCR_STATS_CONN_LIVE; `generation` changes whenever a slot is reused.
  * The per-process counters are independent relaxed 64-bit atomics.
@@ -248,110 +248,124 @@ _Static_assert(sizeof(struct smcr_stats_conn) == 128, "stats record layout is AB
 _Static_assert(sizeof(struct smcr_stats_listener) == 128, "listener record layout is ABI");
 _Static_assert(sizeof(struct smcr_stats_lgr) == 192, "link group record layout is ABI");
 
-/* Attempts smcr_stats_conn_read() makes before giving up on a busy record. */
+/* Attempts a record reader makes before giving up on a busy record. */
 #define SMCR_STATS_READ_TRIES 64
 
 /*
- * Copy one record of a live version-2 file consistently (the reader side of
- * the seqlock).  Returns 1 with *dst a snapshot of one moment, 0 if the
- * record stayed busy for SMCR_STATS_READ_TRIES attempts.
+ * The reader side of the seqlock, shared by the record readers below: calls
+ * copy(src, dst) between an acquire load of an even *seq and a re-read of it
+ * after an acquire fence, and retries while it was odd or changed.  copy()
+ * loads src with relaxed atomics (never plain loads: a writer may be storing).
+ * Returns 1 with *dst_seq the even value the copy was consistent with, 0 if
+ * the record stayed busy for SMCR_STATS_READ_TRIES attempts.
+ */
+static inline int smcr_stats_seq_read(const uint32_t *seq, uint32_t *dst_seq,
+				      void (*copy)(const void *src, void *dst),
+				      const void *src, void *dst)
+{
+	for (int tries = 0; tries < SMCR_STATS_READ_TRIES; tries++) {
+		uint32_t before = __atomic_load_n(seq, __ATOMIC_ACQUIRE);
+
+		if (before & 1u)
+			continue;
+		copy(src, dst);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(seq, __ATOMIC_RELAXED) == before) {
+			*dst_seq = before;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+#define SMCR_STATS_LOAD_(field) (dst->field = __atomic_load_n(&src->field, __ATOMIC_RELAXED))
+
+/* The fields of a connection record, one relaxed load each. */
+static inline void smcr_stats_conn_copy_(const void *from, void *to)
+{
+	const struct smcr_stats_conn *src = (const struct smcr_stats_conn *)from;
+	struct smcr_stats_conn *dst = (struct smcr_stats_conn *)to;
+
+	SMCR_STATS_LOAD_(state);
+	SMCR_STATS_LOAD_(generation);
+	SMCR_STATS_LOAD_(mode);
+	SMCR_STATS_LOAD_(role);
+	SMCR_STATS_LOAD_(tcp_fd);
+	SMCR_STATS_LOAD_(fallback_reason);
+	SMCR_STATS_LOAD_(rmb_size);
+	SMCR_STATS_LOAD_(peer_rmb_size);
+	SMCR_STATS_LOAD_(bytes_sent);
+	SMCR_STATS_LOAD_(bytes_received);
+	SMCR_STATS_LOAD_(cdc_sent);
+	SMCR_STATS_LOAD_(cdc_received);
+	for (unsigned i = 0; i < 16; i++) {
+		SMCR_STATS_LOAD_(local_addr[i]);
+		SMCR_STATS_LOAD_(peer_addr[i]);
+	}
+	SMCR_STATS_LOAD_(local_port);
+	SMCR_STATS_LOAD_(peer_port);
+	SMCR_STATS_LOAD_(conn_phase);
+	SMCR_STATS_LOAD_(link_group);
+	for (unsigned i = 0; i < sizeof(dst->device); i++)
+		SMCR_STATS_LOAD_(device[i]);
+}
+
+/* The fields of a listener record, one relaxed load each. */
+static inline void smcr_stats_listener_copy_(const void *from, void *to)
+{
+	const struct smcr_stats_listener *src = (const struct smcr_stats_listener *)from;
+	struct smcr_stats_listener *dst = (struct smcr_stats_listener *)to;
+
+	SMCR_STATS_LOAD_(state);
+	SMCR_STATS_LOAD_(generation);
+	SMCR_STATS_LOAD_(fd);
+	for (unsigned i = 0; i < 16; i++)
+		SMCR_STATS_LOAD_(addr[i]);
+	SMCR_STATS_LOAD_(port);
+	SMCR_STATS_LOAD_(status);
+	SMCR_STATS_LOAD_(flags);
+	for (unsigned i = 0; i < sizeof(dst->why); i++)
+		SMCR_STATS_LOAD_(why[i]);
+}
+
+#undef SMCR_STATS_LOAD_
+
+/* A link group record byte by byte: its fields are many and small. */
+static inline void smcr_stats_lgr_copy_(const void *from, void *to)
+{
+	const uint8_t *src = (const uint8_t *)from;
+	uint8_t *dst = (uint8_t *)to;
+
+	for (unsigned i = 0; i < sizeof(struct smcr_stats_lgr); i++)
+		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+}
+
+/*
+ * Copy one record of a live version-2 file consistently.  Returns 1 with
+ * *dst a snapshot of one moment, 0 if the record stayed busy for
+ * SMCR_STATS_READ_TRIES attempts.
  */
 static inline int smcr_stats_conn_read(const struct smcr_stats_conn *src,
 				       struct smcr_stats_conn *dst)
 {
-#define SMCR_STATS_LOAD_(field) (dst->field = __atomic_load_n(&src->field, __ATOMIC_RELAXED))
-	for (int tries = 0; tries < SMCR_STATS_READ_TRIES; tries++) {
-		uint32_t seq = __atomic_load_n(&src->seq, __ATOMIC_ACQUIRE);
-
-		if (seq & 1u)
-			continue;
-		SMCR_STATS_LOAD_(state);
-		SMCR_STATS_LOAD_(generation);
-		SMCR_STATS_LOAD_(mode);
-		SMCR_STATS_LOAD_(role);
-		SMCR_STATS_LOAD_(tcp_fd);
-		SMCR_STATS_LOAD_(fallback_reason);
-		SMCR_STATS_LOAD_(rmb_size);
-		SMCR_STATS_LOAD_(peer_rmb_size);
-		SMCR_STATS_LOAD_(bytes_sent);
-		SMCR_STATS_LOAD_(bytes_received);
-		SMCR_STATS_LOAD_(cdc_sent);
-		SMCR_STATS_LOAD_(cdc_received);
-		for (unsigned i = 0; i < 16; i++) {
-			SMCR_STATS_LOAD_(local_addr[i]);
-			SMCR_STATS_LOAD_(peer_addr[i]);
-		}
-		SMCR_STATS_LOAD_(local_port);
-		SMCR_STATS_LOAD_(peer_port);
-		SMCR_STATS_LOAD_(conn_phase);
-		SMCR_STATS_LOAD_(link_group);
-		for (unsigned i = 0; i < sizeof(dst->device); i++)
-			SMCR_STATS_LOAD_(device[i]);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&src->seq, __ATOMIC_RELAXED) == seq) {
-			dst->seq = seq;
-			return 1;
-		}
-	}
-	return 0;
-#undef SMCR_STATS_LOAD_
+	return smcr_stats_seq_read(&src->seq, &dst->seq, smcr_stats_conn_copy_, src, dst);
 }
 
-/* smcr_stats_conn_read() for a listener record. */
+/* smcr_stats_conn_read() for a listener record; `why` comes NUL-terminated. */
 static inline int smcr_stats_listener_read(const struct smcr_stats_listener *src,
 					   struct smcr_stats_listener *dst)
 {
-#define SMCR_STATS_LOAD_(field) (dst->field = __atomic_load_n(&src->field, __ATOMIC_RELAXED))
-	for (int tries = 0; tries < SMCR_STATS_READ_TRIES; tries++) {
-		uint32_t seq = __atomic_load_n(&src->seq, __ATOMIC_ACQUIRE);
-
-		if (seq & 1u)
-			continue;
-		SMCR_STATS_LOAD_(state);
-		SMCR_STATS_LOAD_(generation);
-		SMCR_STATS_LOAD_(fd);
-		for (unsigned i = 0; i < 16; i++)
-			SMCR_STATS_LOAD_(addr[i]);
-		SMCR_STATS_LOAD_(port);
-		SMCR_STATS_LOAD_(status);
-		SMCR_STATS_LOAD_(flags);
-		for (unsigned i = 0; i < sizeof(dst->why); i++)
-			SMCR_STATS_LOAD_(why[i]);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&src->seq, __ATOMIC_RELAXED) == seq) {
-			dst->seq = seq;
-			dst->why[sizeof(dst->why) - 1] = '\0';
-			return 1;
-		}
-	}
-	return 0;
-#undef SMCR_STATS_LOAD_
+	if (!smcr_stats_seq_read(&src->seq, &dst->seq, smcr_stats_listener_copy_, src, dst))
+		return 0;
+	dst->why[sizeof(dst->why) - 1] = '\0';
+	return 1;
 }
 
-/*
- * smcr_stats_conn_read() for a link group record: copied byte by byte
- * between two equal even reads of its seq.
- */
+/* smcr_stats_conn_read() for a link group record. */
 static inline int smcr_stats_lgr_read(const struct smcr_stats_lgr *src,
 				      struct smcr_stats_lgr *dst)
 {
-	const uint8_t *from = (const uint8_t *)src;
-	uint8_t *to = (uint8_t *)dst;
-
-	for (int tries = 0; tries < SMCR_STATS_READ_TRIES; tries++) {
-		uint32_t seq = __atomic_load_n(&src->seq, __ATOMIC_ACQUIRE);
-
-		if (seq & 1u)
-			continue;
-		for (unsigned i = 0; i < sizeof(*dst); i++)
-			to[i] = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&src->seq, __ATOMIC_RELAXED) == seq) {
-			dst->seq = seq;
-			return 1;
-		}
-	}
-	return 0;
+	return smcr_stats_seq_read(&src->seq, &dst->seq, smcr_stats_lgr_copy_, src, dst);
 }
 
 #endif /* SMCR_STATS_ABI_H */

@@ -9,6 +9,10 @@
  *   cdc_received == bytes_sent + 7, rmb_size == peer_rmb_size.
  * Each write touches several fields, so a reader without the seqlock sees
  * half-written records (a torn read breaks one of the equalities).
+ *
+ * The retry itself is shown without threads: smcr_stats_seq_read() with a copy
+ * function during which a simulated writer completes an update, so the first
+ * copy is torn for certain and only a retry gives a consistent one.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -99,6 +103,128 @@ static const char *torn(const struct smcr_stats_conn *r)
 	return NULL;
 }
 
+/* A record of two words a writer keeps equal, under its own seq. */
+struct pair_record {
+	uint32_t seq;
+	uint32_t a;
+	uint32_t b;
+};
+
+static int copies;      /* calls of copy_under_writer() */
+static int writes_left; /* copies during which the writer completes an update */
+
+/* Copies a, lets the writer update the whole record if it has writes left, copies b. */
+static void copy_under_writer(const void *from, void *to)
+{
+	struct pair_record *src = (struct pair_record *)(uintptr_t)from;
+	struct pair_record *dst = to;
+
+	copies++;
+	dst->a = __atomic_load_n(&src->a, __ATOMIC_RELAXED);
+	if (writes_left > 0) {
+		writes_left--;
+		__atomic_store_n(&src->seq, src->seq + 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&src->a, src->a + 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&src->b, src->b + 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&src->seq, src->seq + 1, __ATOMIC_RELEASE);
+	}
+	dst->b = __atomic_load_n(&src->b, __ATOMIC_RELAXED);
+}
+
+/* smcr_stats_seq_read() of src while the writer completes `writes` updates; copies counted. */
+static int read_pair(struct pair_record *src, int writes, struct pair_record *dst, uint32_t *seq)
+{
+	copies = 0;
+	writes_left = writes;
+	*seq = 0;
+	memset(dst, 0, sizeof(*dst));
+	return smcr_stats_seq_read(&src->seq, seq, copy_under_writer, src, dst);
+}
+
+static void test_torn_copy_is_retried(void **state)
+{
+	struct pair_record src = { .seq = 4, .a = 10, .b = 10 }, dst;
+	uint32_t seq;
+
+	(void)state;
+	assert_int_equal(read_pair(&src, 1, &dst, &seq), 1);
+	/* The first copy was a = 10, b = 11: read again, after the update. */
+	assert_int_equal(copies, 2);
+	assert_int_equal(dst.a, 11);
+	assert_int_equal(dst.b, 11);
+	assert_int_equal(seq, 6);
+}
+
+static void test_busy_record_is_not_copied(void **state)
+{
+	struct pair_record src = { .seq = 7, .a = 1, .b = 1 }, dst;
+	uint32_t seq;
+
+	(void)state;
+	assert_int_equal(read_pair(&src, 0, &dst, &seq), 0);
+	assert_int_equal(copies, 0);
+	assert_int_equal(seq, 0);
+}
+
+static void test_reader_gives_up_on_constant_writes(void **state)
+{
+	struct pair_record src = { .seq = 2, .a = 1, .b = 1 }, dst;
+	uint32_t seq;
+
+	(void)state;
+	assert_int_equal(read_pair(&src, 1000, &dst, &seq), 0);
+	assert_int_equal(copies, SMCR_STATS_READ_TRIES);
+	assert_int_equal(seq, 0);
+}
+
+static void fill(void *p, size_t size)
+{
+	for (size_t i = 0; i < size; i++)
+		((uint8_t *)p)[i] = (uint8_t)(i * 7 + 1);
+}
+
+/* Each record reader copies its whole record when it is quiet and nothing when it is busy. */
+static void test_record_readers_copy_whole_records(void **state)
+{
+	struct smcr_stats_conn conn, conn_copy;
+	struct smcr_stats_listener lis, lis_copy;
+	struct smcr_stats_lgr lgr, lgr_copy;
+
+	(void)state;
+	fill(&conn, sizeof(conn));
+	conn.seq = 8;
+	memset(&conn_copy, 0, sizeof(conn_copy));
+	assert_int_equal(smcr_stats_conn_read(&conn, &conn_copy), 1);
+	assert_memory_equal(&conn, &conn_copy, sizeof(conn));
+
+	fill(&lis, sizeof(lis));
+	lis.seq = 8;
+	lis.why[sizeof(lis.why) - 1] = 'x';
+	memset(&lis_copy, 0, sizeof(lis_copy));
+	lis_copy.reserved = lis.reserved; /* not part of the snapshot */
+	assert_int_equal(smcr_stats_listener_read(&lis, &lis_copy), 1);
+	assert_int_equal(lis_copy.why[sizeof(lis_copy.why) - 1], '\0');
+	lis_copy.why[sizeof(lis_copy.why) - 1] = 'x';
+	assert_memory_equal(&lis, &lis_copy, sizeof(lis));
+
+	fill(&lgr, sizeof(lgr));
+	lgr.seq = 8;
+	memset(&lgr_copy, 0, sizeof(lgr_copy));
+	assert_int_equal(smcr_stats_lgr_read(&lgr, &lgr_copy), 1);
+	assert_memory_equal(&lgr, &lgr_copy, sizeof(lgr));
+
+	conn.seq = lis.seq = lgr.seq = 9;
+	memset(&conn_copy, 0, sizeof(conn_copy));
+	memset(&lis_copy, 0, sizeof(lis_copy));
+	memset(&lgr_copy, 0, sizeof(lgr_copy));
+	assert_int_equal(smcr_stats_conn_read(&conn, &conn_copy), 0);
+	assert_int_equal(smcr_stats_listener_read(&lis, &lis_copy), 0);
+	assert_int_equal(smcr_stats_lgr_read(&lgr, &lgr_copy), 0);
+	assert_int_equal(conn_copy.seq, 0);
+	assert_int_equal(lis_copy.seq, 0);
+	assert_int_equal(lgr_copy.seq, 0);
+}
+
 static void test_reader_never_sees_torn_record(void **state)
 {
 	const struct smcr_stats_file *f = smcr_stats_area();
@@ -155,6 +281,10 @@ static void test_reader_never_sees_torn_record(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_torn_copy_is_retried),
+		cmocka_unit_test(test_busy_record_is_not_copied),
+		cmocka_unit_test(test_reader_gives_up_on_constant_writes),
+		cmocka_unit_test(test_record_readers_copy_whole_records),
 		cmocka_unit_test(test_reader_never_sees_torn_record),
 	};
 	char dir[] = "/tmp/smcr-seqlock-test.XXXXXX";
