@@ -581,30 +581,31 @@ static void growth_text(pid_t pid, const struct counters *c)
 	       (double)g.received / watch.seconds);
 }
 
-static void stats_json(const struct process_list *pl, bool reset)
+static bool stats_json_head(const struct process_list *pl, bool reset)
 {
-	struct counters total = {0};
-
+	(void)pl;
 	json_head();
 	printf("\"reset\": %s, \"processes\": [", reset ? "true" : "false");
-	for (size_t p = 0; p < pl->n; p++) {
-		struct counters c = {0};
+	return true;
+}
 
-		add_counters(&c, &pl->v[p]);
-		add_counters(&total, &pl->v[p]);
-		printf("%s    {\"pid\": %d, \"program\": ", p ? ",\n" : "\n",
-		       (int)pl->v[p].pid);
-		json_string(pl->v[p].program);
-		printf(", \"uid\": %u,\n     ", (unsigned)pl->v[p].uid);
-		counters_json(&c);
-		growth_json(pl->v[p].pid, &c);
-		watch_note(pl->v[p].pid, &c);
-		printf("}");
-	}
+static void stats_json_process(const struct process_view *pv, size_t index, bool reset,
+			       const struct counters *c)
+{
+	(void)reset;
+	printf("%s    {\"pid\": %d, \"program\": ", index ? ",\n" : "\n", (int)pv->pid);
+	json_string(pv->program);
+	printf(", \"uid\": %u,\n     ", (unsigned)pv->uid);
+	counters_json(c);
+	growth_json(pv->pid, c);
+	printf("}");
+}
+
+static void stats_json_total(const struct process_list *pl, const struct counters *total)
+{
 	printf("%s],\n  \"total\": {", pl->n ? "\n" : "");
-	counters_json(&total);
-	growth_json(0, &total);
-	watch_note(0, &total);
+	counters_json(total);
+	growth_json(0, total);
 	printf("}}\n");
 }
 
@@ -638,32 +639,71 @@ static void counters_text(const struct counters *c)
 		       reason_name(c->reasons[i].reason), c->reasons[i].count);
 }
 
-static void stats_text(const struct process_list *pl, bool reset)
+static bool stats_text_head(const struct process_list *pl, bool reset)
 {
-	struct counters total = {0};
-	char user[64];
-
+	(void)reset;
 	if (pl->n == 0) {
 		puts("no smcr processes");
-		return;
+		return false;
 	}
+	return true;
+}
+
+static void stats_text_process(const struct process_view *pv, size_t index, bool reset,
+			       const struct counters *c)
+{
+	char user[64];
+
+	(void)index;
+	printf("PID %d (%s), user %s%s\n", (int)pv->pid, pv->program,
+	       user_name(pv->uid, user, sizeof(user)),
+	       reset ? ": counters reset, values before" : "");
+	counters_text(c);
+	growth_text(pv->pid, c);
+}
+
+static void stats_text_total(const struct process_list *pl, const struct counters *total)
+{
+	if (pl->n > 1) {
+		printf("Total of %zu processes\n", pl->n);
+		counters_text(total);
+		growth_text(0, total);
+	}
+}
+
+/*
+ * The counters report in one output form: what comes before the processes
+ * (false: nothing to report, not even a total to keep for the next report),
+ * each process with its counters, then the total.
+ */
+struct stats_format {
+	bool (*head)(const struct process_list *pl, bool reset);
+	void (*process)(const struct process_view *pv, size_t index, bool reset,
+			const struct counters *c);
+	void (*total)(const struct process_list *pl, const struct counters *total);
+};
+
+static const struct stats_format stats_json = {
+    .head = stats_json_head, .process = stats_json_process, .total = stats_json_total};
+static const struct stats_format stats_text = {
+    .head = stats_text_head, .process = stats_text_process, .total = stats_text_total};
+
+/* Every process's counters and their total, kept for the next report's growth. */
+static void stats_report(const struct process_list *pl, bool reset, const struct stats_format *f)
+{
+	struct counters total = {0};
+
+	if (!f->head(pl, reset))
+		return;
 	for (size_t p = 0; p < pl->n; p++) {
 		struct counters c = {0};
 
 		add_counters(&c, &pl->v[p]);
 		add_counters(&total, &pl->v[p]);
-		printf("PID %d (%s), user %s%s\n", (int)pl->v[p].pid, pl->v[p].program,
-		       user_name(pl->v[p].uid, user, sizeof(user)),
-		       reset ? ": counters reset, values before" : "");
-		counters_text(&c);
-		growth_text(pl->v[p].pid, &c);
+		f->process(&pl->v[p], p, reset, &c);
 		watch_note(pl->v[p].pid, &c);
 	}
-	if (pl->n > 1) {
-		printf("Total of %zu processes\n", pl->n);
-		counters_text(&total);
-		growth_text(0, &total);
-	}
+	f->total(pl, &total);
 	watch_note(0, &total);
 }
 
@@ -876,7 +916,7 @@ static void print_report(const struct options *o, const struct process_list *pl)
 		break;
 	case CMD_STATS:
 	case CMD_RESET:
-		o->json ? stats_json(pl, o->cmd == CMD_RESET) : stats_text(pl, o->cmd == CMD_RESET);
+		stats_report(pl, o->cmd == CMD_RESET, o->json ? &stats_json : &stats_text);
 		break;
 	case CMD_LISTENERS:
 		o->json ? listeners_json(pl) : listeners_text(pl);
