@@ -29,27 +29,7 @@
 #include "smcr/shm.h"
 #include "smcr/sys.h"
 #include "smcr/engine.h"
-
-static struct sockaddr_storage sa(const char *addr, unsigned port)
-{
-	struct sockaddr_storage ss;
-
-	memset(&ss, 0, sizeof(ss));
-	if (strchr(addr, ':')) {
-		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-
-		in6->sin6_family = AF_INET6;
-		in6->sin6_port = htons(port);
-		assert_int_equal(inet_pton(AF_INET6, addr, &in6->sin6_addr), 1);
-	} else {
-		struct sockaddr_in *in = (struct sockaddr_in *)&ss;
-
-		in->sin_family = AF_INET;
-		in->sin_port = htons(port);
-		assert_int_equal(inet_pton(AF_INET, addr, &in->sin_addr), 1);
-	}
-	return ss;
-}
+#include "sockaddr_test.h"
 
 static struct smcr_config config(const char *peers, const char *deny)
 {
@@ -79,7 +59,7 @@ static struct smcr_config config(const char *peers, const char *deny)
 
 static int rdma_peer(const struct smcr_config *cfg, const char *addr, unsigned port, int64_t now)
 {
-	struct sockaddr_storage ss = sa(addr, port);
+	struct sockaddr_storage ss = sockaddr_of(addr, port);
 
 	return smcr_policy_rdma_peer(cfg, (struct sockaddr *)&ss, false, now);
 }
@@ -112,7 +92,7 @@ static void test_allow_and_deny(void **state)
 	cfg = config(NULL, NULL);
 	assert_int_equal(rdma_peer(&cfg, "10.77.0.2", 5201, 0), SMCR_CLC_DECL_PEERNOSMC);
 	{
-		struct sockaddr_storage ss = sa("10.77.0.2", 5201);
+		struct sockaddr_storage ss = sockaddr_of("10.77.0.2", 5201);
 
 		assert_int_equal(smcr_policy_rdma_peer(&cfg, (struct sockaddr *)&ss, true, 0), 0);
 		cfg = config(NULL, "10.77.0.2");
@@ -124,7 +104,7 @@ static void test_allow_and_deny(void **state)
 static void test_negative_cache(void **state)
 {
 	struct smcr_config cfg = config("10.0.0.0/8,fd77::/16", NULL);
-	struct sockaddr_storage a = sa("10.0.0.1", 80), b = sa("fd77::2", 80);
+	struct sockaddr_storage a = sockaddr_of("10.0.0.1", 80), b = sockaddr_of("fd77::2", 80);
 	int64_t t0 = 1000000;
 
 	smcr_policy_reset();
@@ -146,7 +126,7 @@ static void test_negative_cache(void **state)
 	/* bounded: the oldest entry makes room */
 	smcr_policy_reset();
 	for (unsigned i = 0; i <= SMCR_POLICY_NEG_SLOTS; i++) {
-		struct sockaddr_storage d = sa("10.0.0.1", 1000 + i);
+		struct sockaddr_storage d = sockaddr_of("10.0.0.1", 1000 + i);
 
 		smcr_policy_rdma_result((struct sockaddr *)&d, SMCR_CLC_DECL_PEERDECL, t0 + i);
 	}
@@ -404,8 +384,8 @@ static void test_learn_bounded(void **state)
 /* The interposer's entry point: only loopback or SMCR_PEERS, and the reason. */
 static void test_learn_connect_verdict(void **state)
 {
-	struct sockaddr_storage lo = sa("127.0.0.1", 7000), mapped = sa("::ffff:127.0.0.1", 7000),
-				remote = sa("192.0.2.1", 7000);
+	struct sockaddr_storage lo = sockaddr_of("127.0.0.1", 7000), mapped = sockaddr_of("::ffff:127.0.0.1", 7000),
+				remote = sockaddr_of("192.0.2.1", 7000);
 
 	(void)state;
 	assert_int_equal(smcr_sock_connect_learned((struct sockaddr *)&lo, sizeof(struct sockaddr_in)), 0);

@@ -31,31 +31,17 @@
 #include "smcr/engine.h"
 #include "smcr/registry.h"
 
+#include "sockaddr_test.h"
+
 #define NOBODY 65534
 
 /* A listening TCP socket on `addr` (127.x or ::1), port 0 or `port`. */
 static int tcp_listener(const char *addr, uint16_t port, uint16_t *bound)
 {
-	struct sockaddr_storage ss;
-	socklen_t len;
+	struct sockaddr_storage ss = sockaddr_of(addr, port);
+	socklen_t len = sockaddr_len(&ss);
 	int one = 1, fd;
 
-	memset(&ss, 0, sizeof(ss));
-	if (strchr(addr, ':')) {
-		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-
-		in6->sin6_family = AF_INET6;
-		in6->sin6_port = htons(port);
-		assert_int_equal(inet_pton(AF_INET6, addr, &in6->sin6_addr), 1);
-		len = sizeof(*in6);
-	} else {
-		struct sockaddr_in *in = (struct sockaddr_in *)&ss;
-
-		in->sin_family = AF_INET;
-		in->sin_port = htons(port);
-		assert_int_equal(inet_pton(AF_INET, addr, &in->sin_addr), 1);
-		len = sizeof(*in);
-	}
 	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	assert_true(fd >= 0);
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -71,26 +57,10 @@ static int tcp_listener(const char *addr, uint16_t port, uint16_t *bound)
 
 static int tcp_client(const char *addr, uint16_t port)
 {
-	struct sockaddr_storage ss;
-	socklen_t len;
+	struct sockaddr_storage ss = sockaddr_of(addr, port);
+	socklen_t len = sockaddr_len(&ss);
 	int fd;
 
-	memset(&ss, 0, sizeof(ss));
-	if (strchr(addr, ':')) {
-		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-
-		in6->sin6_family = AF_INET6;
-		in6->sin6_port = htons(port);
-		inet_pton(AF_INET6, addr, &in6->sin6_addr);
-		len = sizeof(*in6);
-	} else {
-		struct sockaddr_in *in = (struct sockaddr_in *)&ss;
-
-		in->sin_family = AF_INET;
-		in->sin_port = htons(port);
-		inet_pton(AF_INET, addr, &in->sin_addr);
-		len = sizeof(*in);
-	}
 	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	assert_true(fd >= 0);
 	assert_int_equal(connect(fd, (struct sockaddr *)&ss, len), 0);

@@ -24,6 +24,7 @@
 #include "common/config.h"
 #include "common/rules.h"
 #include "smcr/policy.h"
+#include "sockaddr_test.h"
 
 static struct smcr_rules rules;
 
@@ -256,32 +257,11 @@ static void test_files(void **state)
 
 /* ---- the policy's verdict ---------------------------------------------------------- */
 
-static struct sockaddr_storage sa(const char *addr, unsigned port)
-{
-	struct sockaddr_storage ss;
-
-	memset(&ss, 0, sizeof(ss));
-	if (strchr(addr, ':')) {
-		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-
-		in6->sin6_family = AF_INET6;
-		in6->sin6_port = htons((uint16_t)port);
-		assert_int_equal(inet_pton(AF_INET6, addr, &in6->sin6_addr), 1);
-	} else {
-		struct sockaddr_in *in = (struct sockaddr_in *)&ss;
-
-		in->sin_family = AF_INET;
-		in->sin_port = htons((uint16_t)port);
-		assert_int_equal(inet_pton(AF_INET, addr, &in->sin_addr), 1);
-	}
-	return ss;
-}
-
 /* The verdict's action and the matched rule's line (0: none). */
 static int verdict(const struct smcr_config *cfg, bool server, const char *addr, unsigned port,
 		   const char *program, unsigned *line)
 {
-	struct sockaddr_storage ss = sa(addr, port);
+	struct sockaddr_storage ss = sockaddr_of(addr, port);
 	struct smcr_policy_verdict v;
 
 	smcr_policy_rule(cfg, server, (struct sockaddr *)&ss, program, program, &v);
@@ -322,7 +302,7 @@ static void test_policy_verdict(void **state)
 	assert_int_equal(verdict(&cfg, true, "fd77::9", 1, "x", &line), SMCR_RULE_SMC);
 	/* comm is at most 15 characters: a longer program= matches its first 15 */
 	assert_int_equal(parse("tcp program=a-very-long-program-name\n"), 0);
-	ss = sa("10.0.0.1", 1);
+	ss = sockaddr_of("10.0.0.1", 1);
 	smcr_policy_rule(&cfg, false, (struct sockaddr *)&ss, "other", "a-very-long-pro", &v);
 	assert_int_equal(v.action, SMCR_RULE_TCP);
 	smcr_policy_rule(&cfg, false, (struct sockaddr *)&ss, "other", "a-very", &v);
