@@ -12,6 +12,29 @@ source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 export SMCR_LEARN=0
 [[ -n $PYTHON ]] || skip "python3 is not installed"
 
+# socat_echo_case NAME EXPECT PORT SERVER_MODE SERVER_ENV CLIENT_ENV: $work/data echoed
+# once by a socat server (SERVER_MODE: smcr or plain) on 127.0.0.1:PORT to a socat
+# client under smc_run, each run with its own environment (space-separated NAME=VALUE
+# lists); fails unless the echo's sha256 is the file's and the client's log contains
+# EXPECT ("smc-shm (client)" or a fallback reason).
+socat_echo_case() {
+    local name=$1 expect=$2 port=$3 server_mode=$4
+    local -a server_env client_env
+    read -r -a server_env <<<"$5"
+    read -r -a client_env <<<"$6"
+    start_server "$server_mode" "$name-server" env "${server_env[@]}" \
+        socat "TCP4-LISTEN:$port,bind=127.0.0.1,reuseaddr" EXEC:cat
+    wait_listen "$server_pid" "$port"
+    run_client_in "$work/data" smcr "$name-client" 30 env "${client_env[@]}" \
+        socat -t 5 - "TCP4:127.0.0.1:$port"
+    [[ $exit_code -eq 0 ]] || fail "$name: the client exited $exit_code"
+    wait_exit "$server_pid" 10
+    [[ $(sha "$work/$name-client.smcr.out") == "$(sha "$work/data")" ]] || fail "$name: the echo differs (sha256)"
+    grep -q -- "$expect" "$work/$name-client.smcr.err" ||
+        fail "$name: the client's log does not say '$expect': $(grep -m1 -o 'fd [0-9]*: .*' "$work/$name-client.smcr.err")"
+    log "$name: echo intact; client: $(grep -m1 -o -- "$expect.*" "$work/$name-client.smcr.err")"
+}
+
 # iperf3_check_json FILE: "sent N received N bytes, R Mbit/s" from iperf3 -J's
 # output; fails unless the counts are sane (something received, no more than sent).
 iperf3_check_json() {

@@ -24,26 +24,10 @@ rules() {
     printf '%s\n' "# written by $test_name" "$@" >"$file"
 }
 
-# echo_case NAME EXPECT SERVER_ENV CLIENT_ENV: one echo through socat, both ends
-# under smc_run with their own environment (space-separated NAME=VALUE lists);
-# the client's log must contain EXPECT.
+# echo_case NAME EXPECT SERVER_ENV CLIENT_ENV: one echo through socat, both ends under
+# smc_run with their own environment (space-separated NAME=VALUE lists).
 echo_case() {
-    local name=$1 expect=$2 port
-    local -a server_env client_env
-    read -r -a server_env <<<"$3"
-    read -r -a client_env <<<"$4"
-    port=$case_port
-    start_server smcr "$name-server" env "${server_env[@]}" \
-        socat "TCP4-LISTEN:$port,bind=127.0.0.1,reuseaddr" EXEC:cat
-    wait_listen "$server_pid" "$port"
-    run_client_in "$work/data" smcr "$name-client" 30 env "${client_env[@]}" \
-        socat -t 5 - "TCP4:127.0.0.1:$port"
-    [[ $exit_code -eq 0 ]] || fail "$name: the client exited $exit_code"
-    wait_exit "$server_pid" 10
-    [[ $(sha "$work/$name-client.smcr.out") == "$want" ]] || fail "$name: the echo differs (sha256)"
-    grep -q -- "$expect" "$work/$name-client.smcr.err" ||
-        fail "$name: the client's log does not say '$expect': $(grep -m1 -o 'fd [0-9]*: [a-z-]* (.*' "$work/$name-client.smcr.err")"
-    log "$name: echo intact; client: $(grep -m1 -o -- "$expect.*" "$work/$name-client.smcr.err")"
+    socat_echo_case "$1" "$2" "$case_port" smcr "$3" "$4"
 }
 
 rule_tcp='tcp-fallback (client): reason 0x0a060000 RULE'
