@@ -350,6 +350,26 @@ sha() { sha256sum <"$1" | cut -d' ' -f1; }
 # random_file PATH BYTES: BYTES of random data.
 random_file() { head -c "$2" /dev/urandom >"$1"; }
 
+# echo_stream_server NAME PORT [PROGRAM]: echo_stream.py's echo server under smc_run
+# on 127.0.0.1:PORT (PROGRAM: the python to run it, a link with a name of its own
+# for instance); waits until it listens; its pid in $server_pid.
+echo_stream_server() {
+    start_server smcr "$1" "${3:-$PYTHON}" "$apps_dir/echo_stream.py" server "$2"
+    wait_listen "$server_pid" "$2"
+}
+
+# echo_stream_client NAME PORT FILE: echo_stream.py's client under smc_run sends FILE
+# to 127.0.0.1:PORT while reading the echo; fails unless it exited 0 and what came back
+# is FILE (size and sha256).
+echo_stream_client() {
+    local name=$1 port=$2 file=$3 n digest
+    run_client smcr "$name" 60 "$PYTHON" "$apps_dir/echo_stream.py" client "$port" "$file"
+    [[ $exit_code -eq 0 ]] || fail "$name exited $exit_code"
+    read -r n digest <"$work/$name.smcr.out"
+    [[ $n -eq $(stat -c %s "$file") && $digest == "$(sha "$file")" ]] ||
+        fail "$name: echo of $n bytes, sha256 $digest differs from the file's"
+}
+
 # run_both WORKLOAD: runs the function WORKLOAD plain, then under smc_run; each
 # writes what it observed (exit codes, checksums) to "$work/result.$mode"; the
 # two must be identical.

@@ -7,20 +7,6 @@
 # a plain client's fallback is counted by reason over the processes.
 source "$(dirname -- "${BASH_SOURCE[0]}")/smc_lib.sh"
 
-cat >"$work/server.py" <<'PY'
-import socket, sys, threading
-def serve(c):
-    with c:
-        while True:
-            b = c.recv(1 << 16)
-            if not b:
-                break
-            c.sendall(b)
-l = socket.create_server(("127.0.0.1", int(sys.argv[1])))
-while True:
-    c, _ = l.accept()
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
-PY
 # Four connections, each echoes 1 MiB; held open until the release file exists.
 cat >"$work/client.py" <<'PY'
 import os, socket, sys, time
@@ -52,9 +38,8 @@ ln -s "$(command -v "$PYTHON")" "$work/echo-srv"
 stat_json() { "$SMCR_STAT" "$@" --json --dir "$XDG_RUNTIME_DIR/smcr"; }
 
 port=$(free_port 4)
-start_server smcr echo-srv "$work/echo-srv" "$work/server.py" "$port"
+echo_stream_server echo-srv "$port" "$work/echo-srv"
 spid=$server_pid
-wait_listen "$spid" "$port"
 start_server smcr client "$PYTHON" "$work/client.py" "$port" "$work/release"
 cpid=$server_pid
 for ((i = 0; i < 600; i++)); do

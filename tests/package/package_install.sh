@@ -82,16 +82,11 @@ log "dpkg --root: installed ($(dpkg-deb -c "$deb" | wc -l) entries), smc_run fou
 
 random_file "$work/data" $((16 * 1024 * 1024 + 77))
 port=$(free_port 4)
-start_server smcr echo-server "$PYTHON" "$apps_dir/../package/echo.py" server "$port"
+echo_stream_server echo-server "$port"
 pid=$server_pid
-wait_listen "$pid" "$port"
 assert_packaged_library "$pid" "echo server"
 for i in 1 2; do
-    run_client smcr "echo-client$i" 60 "$PYTHON" "$apps_dir/../package/echo.py" client "$port" "$work/data"
-    [[ $exit_code -eq 0 ]] || fail "client $i exited $exit_code"
-    read -r n digest <"$work/echo-client$i.smcr.out"
-    [[ $n -eq $(stat -c %s "$work/data") && $digest == "$(sha "$work/data")" ]] ||
-        fail "client $i: echo of $n bytes, sha256 $digest differs from the file's"
+    echo_stream_client "echo-client$i" "$port" "$work/data"
     grep -qF "smcr: active in " "$work/echo-client$i.smcr.err" || fail "client $i: the library was not loaded"
     assert_smc_log "echo-client$i" 1
 done

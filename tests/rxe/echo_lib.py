@@ -2,7 +2,8 @@
 """Helpers the rxe test programs share (link2.sh, kernel.sh copy this file next to their
 inline scripts, which import it): an echo that sends and receives at once (a peer that
 echoes while we still send must not block us), the echo server's loop, and this process's
-smcr-stat record of a connection."""
+smcr-stat record of a connection.  tests/apps/echo_stream.py (the apps and package suites)
+imports it from here for the server's loop."""
 import hashlib, json, os, socket, subprocess, time
 
 

@@ -2,29 +2,26 @@
 # SPDX-License-Identifier: MIT
 """An echo server and a client that sends a file while reading the echo back.
 
-  echo.py server PORT        thread per connection, on 127.0.0.1
-  echo.py client PORT FILE   prints "BYTES SHA256" of what came back
+  echo_stream.py server PORT        thread per connection, on 127.0.0.1
+  echo_stream.py client PORT FILE   prints "BYTES SHA256" of what came back
+
+The server's loop is the rxe tests' (tests/rxe/echo_lib.py serve()).
 """
 import hashlib
+import os
 import socket
 import sys
 import threading
 
-
-def serve(conn):
-    with conn:
-        while True:
-            data = conn.recv(1 << 16)
-            if not data:
-                return
-            conn.sendall(data)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "rxe"))
+import echo_lib  # noqa: E402 (found through the path above)
 
 
 def server(port):
     listener = socket.create_server(("127.0.0.1", port))
     while True:
         conn, _ = listener.accept()
-        threading.Thread(target=serve, args=(conn,), daemon=True).start()
+        threading.Thread(target=echo_lib.serve, args=(conn,), daemon=True).start()
 
 
 def client(port, path):
