@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "smcr/ibsys.h"
@@ -51,6 +52,25 @@ struct smcr_ib_qp_info {
 	uint32_t psn; /* 24 bits: the first PSN this side sends */
 	uint8_t mtu;  /* enum ibv_mtu, 1 (256) .. 5 (4096), as CLC's qp_mtu */
 };
+
+/*
+ * The peer's side of a link from the fields a CLC Accept/Confirm or an LLC
+ * ADD LINK carries (the same in both), with the MTU to use towards it.
+ */
+static inline struct smcr_ib_qp_info smcr_ib_peer_qp(const uint8_t gid[SMCR_IB_GID_LEN],
+						     const uint8_t mac[SMCR_IB_MAC_LEN],
+						     uint32_t qpn, uint32_t psn, uint8_t mtu)
+{
+	struct smcr_ib_qp_info peer;
+
+	memset(&peer, 0, sizeof(peer));
+	memcpy(peer.gid, gid, SMCR_IB_GID_LEN);
+	memcpy(peer.mac, mac, SMCR_IB_MAC_LEN);
+	peer.qpn = qpn;
+	peer.psn = psn;
+	peer.mtu = mtu;
+	return peer;
+}
 
 /*
  * The 16-byte GID that stands for an IP address: IPv4 as ::ffff:a.b.c.d (how

@@ -327,12 +327,8 @@ static void srv_add_link_answer(struct smcr_lgr *g, unsigned link, const struct 
 	/* the client's RMBs on the new link: a connection on it may have to move back */
 	note_add_link_rkeys(g, link, r);
 	smcr_wr_link_info(g->alt.link, &own);
-	memset(&peer, 0, sizeof(peer));
-	memcpy(peer.gid, r->gid, SMCR_IB_GID_LEN);
-	memcpy(peer.mac, r->mac, SMCR_IB_MAC_LEN);
-	peer.qpn = r->qpn;
-	peer.psn = r->psn;
-	peer.mtu = r->qp_mtu < own.mtu ? r->qp_mtu : own.mtu;
+	peer = smcr_ib_peer_qp(r->gid, r->mac, r->qpn, r->psn,
+			       r->qp_mtu < own.mtu ? r->qp_mtu : own.mtu);
 	if (smcr_lgr_alt_connect(g, &peer) || send_confirm_link_on(g, 1, false, SMCR_LGR_LLC_WAIT_MS)) {
 		smcr_info("verbs: link group %u: the second link does not connect: one link", g->id);
 		send_delete_alt(g);
@@ -421,12 +417,7 @@ static int add_link(struct smcr_lgr *g, unsigned link, const struct smcr_llc_msg
 	    g->max_links < 2 || g->state != SMCR_LGR_ACTIVE || g->alt.state != SMCR_LGR_LINK_NONE ||
 	    r->qp_mtu < 1 || r->qp_mtu > 5)
 		return -EINVAL;
-	memset(&peer, 0, sizeof(peer));
-	memcpy(peer.gid, r->gid, SMCR_IB_GID_LEN);
-	memcpy(peer.mac, r->mac, SMCR_IB_MAC_LEN);
-	peer.qpn = r->qpn;
-	peer.psn = r->psn;
-	peer.mtu = r->qp_mtu;
+	peer = smcr_ib_peer_qp(r->gid, r->mac, r->qpn, r->psn, r->qp_mtu);
 	rc = smcr_lgr_alt_open(g, &peer, r->link_num);
 	if (rc) {
 		smcr_info("verbs: link group %u: no second link (%s)", g->id,

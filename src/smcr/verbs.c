@@ -386,14 +386,8 @@ static int peer_resources(struct smcr_xconn *xc, const struct smcr_clc_accept *a
 /* First contact: the group's QP to RTS towards the peer of an Accept/Confirm. */
 static int connect_qp(struct smcr_xconn *xc, const struct smcr_clc_accept *a)
 {
-	struct smcr_ib_qp_info peer;
+	struct smcr_ib_qp_info peer = smcr_ib_peer_qp(a->gid, a->mac, a->qpn, a->psn, a->qp_mtu);
 
-	memset(&peer, 0, sizeof(peer));
-	memcpy(peer.gid, a->gid, SMCR_IB_GID_LEN);
-	memcpy(peer.mac, a->mac, SMCR_IB_MAC_LEN);
-	peer.qpn = a->qpn;
-	peer.psn = a->psn;
-	peer.mtu = a->qp_mtu;
 	return smcr_lgr_connect(xc->lgr, &peer) ? SMCR_CLC_DECL_ERR_RDYLNK : 0;
 }
 

@@ -54,6 +54,8 @@ struct sent {
 };
 static struct sent sent[16];
 static unsigned nsent, stopped, destroyed, ports_closed;
+static struct smcr_ib_qp_info connected_to; /* the new link's peer, as connected */
+static uint8_t own_mtu = 3; /* our QPs' MTU (enum ibv_mtu) */
 static uint64_t retired; /* smcr_wr_last_retired() of the second link */
 static int alt_fd = -1;  /* the second link's "completion channel" (client role) */
 static struct smcr_ib_port alt_port = { .name = "rxe3", .removal_fd = -1 };
@@ -92,14 +94,14 @@ void __wrap_smcr_wr_link_info(const struct smcr_wr_link *link, struct smcr_ib_qp
 	memset(out, 0, sizeof(*out));
 	out->qpn = link == ALT ? 0x22 : 0x11;
 	out->psn = 0x4242;
-	out->mtu = 3;
+	out->mtu = own_mtu;
 }
 
 int __wrap_smcr_wr_link_connect(struct smcr_wr_link *link, const struct smcr_ib_qp_info *peer);
 int __wrap_smcr_wr_link_connect(struct smcr_wr_link *link, const struct smcr_ib_qp_info *peer)
 {
 	assert_ptr_equal(link, ALT);
-	(void)peer;
+	connected_to = *peer;
 	return 0;
 }
 
@@ -206,6 +208,8 @@ static struct smcr_lgr *group(enum smcr_lgr_role role, enum smcr_lgr_link_state 
 	}
 	nsent = stopped = destroyed = ports_closed = 0;
 	retired = 0;
+	memset(&connected_to, 0, sizeof(connected_to));
+	own_mtu = 3;
 	return n;
 }
 
@@ -273,6 +277,21 @@ static uint32_t kernel_add_link(uint8_t *b, size_t cap, bool answer)
 #define KRKEY2 0x569u
 #define KVADDR 0xffff888008190000ull
 
+/* The new link was connected to the QP the ADD LINK b[0..n) describes, at MTU `mtu`. */
+static void assert_connected_to(const uint8_t *b, uint32_t n, uint8_t mtu)
+{
+	struct smcr_llc_msg m;
+	enum smcr_llc_err err;
+
+	assert_int_equal(smcr_llc_decode(b, n, &m, &err), SMCR_WIRE_OK);
+	assert_int_not_equal(m.add_link.qpn, 0);
+	assert_int_equal(connected_to.qpn, m.add_link.qpn);
+	assert_int_equal(connected_to.psn, m.add_link.psn);
+	assert_memory_equal(connected_to.gid, m.add_link.gid, SMCR_IB_GID_LEN);
+	assert_memory_equal(connected_to.mac, m.add_link.mac, SMCR_IB_MAC_LEN);
+	assert_int_equal(connected_to.mtu, mtu);
+}
+
 /* The client's DELETE LINK of link 2 (the kernel's smcr_link_down(): orderly, lost path). */
 static void delete_link_2(uint8_t b[SMCR_LLC_MSG_LEN])
 {
@@ -297,9 +316,11 @@ static void server_keeps_add_link_answer_rkeys(void **state)
 	g = group(SMCR_LGR_SERVER, SMCR_LGR_LINK_ADDING);
 	conn_on(g, &c1, 0x1001, 0);
 	smcr_lgr_peer_rmb(g, &c1, KRKEY1, 0x5000); /* its CLC Confirm, first contact */
+	own_mtu = 2; /* below the answer's 3 (1024): the smaller one is used */
 	n = kernel_add_link(b, sizeof(b), true);
 	handle(0, b, n);
 	assert_int_equal(g->alt.state, SMCR_LGR_LINK_PENDING);
+	assert_connected_to(b, n, 2);
 	assert_int_equal(nsent, 1);
 	assert_ptr_equal(sent[0].link, ALT); /* CONFIRM LINK on the new QP */
 	assert_int_equal(sent[0].msg[0], 0x20 | SMCR_LLC_CONFIRM_LINK);
@@ -536,6 +557,7 @@ static void client_keeps_add_link_request_rkeys(void **state)
 	n = kernel_add_link(b, sizeof(b), false);
 	handle(0, b, n);
 	assert_int_equal(g->alt.state, SMCR_LGR_LINK_PENDING);
+	assert_connected_to(b, n, 3); /* the request's MTU */
 	assert_int_equal(g->alt.link_num, 2);
 	assert_int_equal(nsent, 1);
 	assert_ptr_equal(sent[0].link, LINK0);
