@@ -116,6 +116,7 @@ static void shm_forget(struct smcr_xconn *xc)
 	smcr_sys_close(xc->ep_fd);
 	smcr_sys_close(xc->unix_fd);
 	smcr_sys_close(xc->rv_fd);
+	smcr_sys_close(xc->knock_fd);
 	smcr_sys_close(xc->spare_fd);
 	smcr_sys_close(xc->own_efd);
 	smcr_shm_region_free(xc->own); /* unmap and close our copy only */
