@@ -12,6 +12,11 @@
 #     parent's connection intact and live afterwards; (c) exec: the new image's
 #     inherited fd reads as reset and the server sees the reset within 3 s; an
 #     accept-then-fork server whose children classify and serve 2 clients over SMC-R.
+#  4. RLIMIT_MEMLOCK too small for an RMB in a process without CAP_IPC_LOCK (so
+#     ibv_reg_mr fails), as a client and as a server: each connection falls back to TCP
+#     with the kernel's reason ERR_REGBUF at the limited end (PEERDECL at a server whose
+#     client declined), its echo intact, and the limited server goes on serving the next
+#     client the same way (run before part 3).
 #  3. `rdma link delete rxe1` while 4 connections stream: every connection ends with
 #     a reset on both ends within 10 s of rxe1's uverbs node leaving /dev/infiniband (the
 #     `rdma` command may take seconds to start on a loaded guest); per connection the
@@ -133,6 +138,51 @@ else
     show "$work/fserv.err" srv
     show "$work/once1.out" cli 3
 fi
+for p in "${pids[@]}"; do kill "$p" 2> /dev/null; done
+pids=()
+
+# ------------------------------------------------------- 4. RLIMIT_MEMLOCK ----
+case_begin "(4) RLIMIT_MEMLOCK too small for an RMB (no CAP_IPC_LOCK): TCP with ERR_REGBUF, intact"
+# 64 KiB of locked memory for a 256 KiB RMB; root keeps every capability but the one
+# that exempts it from the limit.
+limited=(setpriv --bounding-set=-ipc_lock --inh-caps=-ipc_lock prlimit --memlock=65536:65536)
+# regbuf_once NAME PORT [PREFIX...]: one echo-once client; passes when its record says
+# tcp-fallback ERR_REGBUF (the echo itself is checked by robust.py: exit 0)
+regbuf_once() {
+    local name=$1 port=$2
+    shift 2
+    timeout 300 "$@" "$smc_run" -d python3 "$py" echo-once 10.77.0.2 10.77.0.1 "$port" "$stat_tool" \
+        > "$work/$name.out" 2> "$work/$name.err"
+    rc=$?
+    if [[ $rc == 0 ]] && grep -q '^record .*"mode": "tcp-fallback".*"fallback_name": "ERR_REGBUF"' "$work/$name.out"; then
+        pass "$name: echo intact over TCP, the client's record says ERR_REGBUF"
+    else
+        fail "$name: exit $rc$([[ $rc == 124 ]] && echo ': HUNG'): $(grep -o '"mode": "[^"]*"\|"fallback_name": "[^"]*"' "$work/$name.out" | tr '\n' ' ')"
+        show "$work/$name.err" cli
+    fi
+}
+server mlserv echo-server 10.77.0.2 7706
+regbuf_once memlock-client 7706 "${limited[@]}"
+# (the client declines after the server's Accept: PEERDECL on the server, as Linux
+# records it, with the client's own reason in the client's record)
+n=$(grep -c 'tcp-fallback (server): reason 0x05000000 PEERDECL' "$work/mlserv.err")
+[[ $n == 1 ]] && pass "the server's log: the limited client's connection TCP, PEERDECL" ||
+    { fail "the server's log has $n PEERDECL fallbacks, want 1"; show "$work/mlserv.err" srv; }
+kill "$spid" 2> /dev/null
+# the server limited (`server` starts servers without a prefix)
+"${limited[@]}" "$smc_run" -d python3 "$py" echo-server 10.77.0.2 7708 > "$work/mlserv3.out" 2> "$work/mlserv3.err" &
+spid=$!
+pids+=("$spid")
+for ((i = 0; i < 600; i++)); do
+    grep -q listening "$work/mlserv3.out" 2> /dev/null && break
+    sleep 0.1
+done
+for i in 1 2; do
+    regbuf_once "memlock-server$i" 7708
+done
+n=$(grep -c 'tcp-fallback (server): reason 0x09990003 ERR_REGBUF' "$work/mlserv3.err")
+[[ $n == 2 ]] && pass "the limited server's log: both connections TCP, ERR_REGBUF; it kept serving" ||
+    { fail "the limited server's log has $n ERR_REGBUF fallbacks, want 2"; show "$work/mlserv3.err" srv; }
 for p in "${pids[@]}"; do kill "$p" 2> /dev/null; done
 pids=()
 
