@@ -40,22 +40,6 @@ own_stats("server")
 PY
 export APPS_DIR=$apps_dir
 
-# outcome WHO: "SMC FALLBACKS REASONS" from the stats WHO recorded itself.
-outcome() {
-    local f
-    f=$(compgen -G "$STATS_DIR/stats.$1.*" | head -1) || true
-    [[ -n $f && -s $f ]] || { echo none; return; }
-    "$PYTHON" -c '
-import json, sys
-smc = fb = 0
-reasons = {}
-for p in json.load(open(sys.argv[1]))["processes"]:
-    smc += p["handshakes_smc"]
-    fb += p["fallbacks"]
-    for r in p["fallback_reasons"]:
-        reasons[r["name"]] = reasons.get(r["name"], 0) + r["count"]
-print(smc, fb, ",".join(f"{k}:{v}" for k, v in sorted(reasons.items())) or "-")' "$f"
-}
 
 # run_case NAME MODE ACTION CALLS: a server and two clients, each under
 # seccomp_exec ACTION CALLS (MODE smcr: inside smc_run); every client's data
@@ -86,8 +70,8 @@ expect_confined() {
         server) want="0 2 CONFINED:2" ;;
         *) want="0 1 CONFINED:1" ;;
         esac
-        [[ $(outcome "$who") == "$want" ]] ||
-            fail "$name: $who's stats: '$(outcome "$who")', expected '$want'"
+        [[ $(own_outcome "$who") == "$want" ]] ||
+            fail "$name: $who's stats: '$(own_outcome "$who")', expected '$want'"
     done
     grep -q "seccomp filter the process inherited denies what smcr needs (.*$call" \
         "$work/$name-server.smcr.err" "$work/$name-client1.smcr.err" ||
@@ -115,14 +99,14 @@ expect_confined trap-eventfd eventfd2
 # memory, so its log is the evidence; nothing may die.
 run_case kill-flock smcr kill flock
 assert_fallback_log kill-flock-server CONFINED 2
-[[ $(outcome server) == none || $(outcome server) == "0 0 -" ]] ||
-    fail "kill-flock: the server published stats although flock() is denied: '$(outcome server)'"
+[[ $(own_outcome server) == none || $(own_outcome server) == "0 0 -" ]] ||
+    fail "kill-flock: the server published stats although flock() is denied: '$(own_outcome server)'"
 
 # A filter that denies nothing smcr uses: SMC, as without a filter.
 run_case kill-acct smcr kill acct
 for who in server client1 client2; do
     case $who in server) want="2 0 -" ;; *) want="1 0 -" ;; esac
-    [[ $(outcome "$who") == "$want" ]] ||
-        fail "kill-acct: $who's stats: '$(outcome "$who")', expected '$want' (SMC)"
+    [[ $(own_outcome "$who") == "$want" ]] ||
+        fail "kill-acct: $who's stats: '$(own_outcome "$who")', expected '$want' (SMC)"
 done
 log "kill-acct: a filter that allows what smcr uses: every connection SMC (stats)"

@@ -46,25 +46,7 @@ export SMCR_STAT STATS_DIR
 
 # outcome WHO: "SMC FALLBACKS REASONS" summed over WHO's recorded stats, or
 # "none" when no such process recorded any (smcr was not loaded in it).
-outcome() {
-    "$PYTHON" - "$STATS_DIR" "$1" <<'PY'
-import glob, json, sys
-smc = fb = seen = 0
-reasons = {}
-for path in glob.glob(f"{sys.argv[1]}/stats.{sys.argv[2]}.*"):
-    text = open(path).read().strip()
-    if not text:
-        continue
-    for p in json.loads(text)["processes"]:
-        seen += 1
-        smc += p["handshakes_smc"]
-        fb += p["fallbacks"]
-        for r in p["fallback_reasons"]:
-            reasons[r["name"]] = reasons.get(r["name"], 0) + r["count"]
-print(f"{smc} {fb} " + (",".join(f"{k}:{v}" for k, v in sorted(reasons.items())) or "-")
-      if seen else "none")
-PY
-}
+outcome() { own_outcome "$1"; }
 
 # The service's environment is what systemd-socket-activate gives it: LISTEN_*
 # and what -E names, nothing else. These let it record its stats.
