@@ -114,6 +114,44 @@ n=$(grep -c "$rule_tcp" "$work/bad-wrapper.err" || true)
 grep -q "$shm" "$work/bad-wrapper.err" && fail "bad file: a connection ran SMC"
 log "bad file: 5 echoes intact over TCP (RULE), said once: $error"
 
+# The system's file at its default path, /etc/smcr.conf, with no SMCR_CONF: read in a
+# mount namespace of the test's own, where an overlay over /etc holds it, so that no
+# other program on the machine sees it. Root only (mounts); said so otherwise.
+# $work/in_etc_ns COMMAND...: COMMAND in such a namespace, /etc/smcr.conf = $work/etc.conf
+# (a script, so that timeout can run it).
+mkdir -p "$work/etc-ns/up" "$work/etc-ns/work"
+cat >"$work/in_etc_ns" <<SH
+#!/usr/bin/env bash
+exec unshare -m bash -c '
+    mount -t overlay overlay -o "lowerdir=/etc,upperdir=$work/etc-ns/up,workdir=$work/etc-ns/work" /etc ||
+        { echo "in_etc_ns: cannot mount an overlay over /etc" >&2; exit 97; }
+    cp "$work/etc.conf" /etc/smcr.conf
+    exec env -u SMCR_CONF "\$@"' in_etc_ns "\$@"
+SH
+chmod +x "$work/in_etc_ns"
+if [[ $(id -u) -eq 0 ]]; then
+    rules "$work/etc.conf" "tcp port=$case_port role=client"
+    start_server smcr etc-server socat "TCP4-LISTEN:$case_port,bind=127.0.0.1,reuseaddr" EXEC:cat
+    wait_listen "$server_pid" "$case_port"
+    run_client_in "$work/data" plain etc-client 30 "$work/in_etc_ns" "${smcr_prefix[@]}" \
+        socat -t 5 - "TCP4:127.0.0.1:$case_port"
+    [[ $exit_code -eq 0 ]] || fail "/etc/smcr.conf: the client exited $exit_code: $(tail -n 2 "$work/etc-client.plain.err")"
+    wait_exit "$server_pid" 10
+    [[ $(sha "$work/etc-client.plain.out") == "$want" ]] || fail "/etc/smcr.conf: the echo differs (sha256)"
+    grep -q "$rule_tcp" "$work/etc-client.plain.err" ||
+        fail "/etc/smcr.conf: the client's log does not say '$rule_tcp': $(grep -m1 -o 'fd [0-9]*: .*' "$work/etc-client.plain.err")"
+    "$work/in_etc_ns" "$SMC_RUN" --explain "127.0.0.1:$case_port" >"$work/etc-explain.out" 2>&1 ||
+        fail "/etc/smcr.conf: smc_run --explain: $(cat "$work/etc-explain.out")"
+    grep -qx 'rules file: /etc/smcr.conf' "$work/etc-explain.out" &&
+        grep -qx "decided by: /etc/smcr.conf:2 (tcp role=client port=$case_port)" "$work/etc-explain.out" ||
+        fail "/etc/smcr.conf: --explain says: $(cat "$work/etc-explain.out")"
+    [[ -e $work/etc-ns/up/smcr.conf ]] ||
+        fail "/etc/smcr.conf: the file was not written to the overlay (did it reach the machine's /etc?)"
+    log "/etc/smcr.conf (default path, no SMCR_CONF): echo intact over TCP (RULE); --explain names /etc/smcr.conf:2"
+else
+    log "/etc/smcr.conf at its default path: not checked (mounting an overlay over /etc needs root)"
+fi
+
 # --explain: the deciding line, or the setting, and the outcome.
 explain() {
     "$SMC_RUN" --explain "$@" >"$work/explain.out" 2>&1 || fail "smc_run --explain $*: exit $?: $(cat "$work/explain.out")"
