@@ -201,9 +201,9 @@ static int server_knock(struct smcr_xconn *xc, uint64_t name)
 	    smcr_libc.connect(sock, (struct sockaddr *)&sa, salen) < 0 ||
 	    smcr_libc.getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0)
 		goto classic;
-	if (cred.pid != xc->peer_pid) {
-		smcr_warn("rendezvous: offered by pid %d, not the proposer %d", (int)cred.pid,
-			  (int)xc->peer_pid);
+	if (!smcr_shm_cred_is_proposer(&cred, xc->peer_pid)) {
+		smcr_warn("rendezvous: offered by pid %d uid %u, not the proposer %d", (int)cred.pid,
+			  (unsigned)cred.uid, (int)xc->peer_pid);
 		goto classic;
 	}
 	known = smcr_shm_peer_known_alive(cred.pid, cred.uid);
@@ -397,9 +397,9 @@ static int server_try_one(struct smcr_xconn *xc, int sock, int64_t deadline)
 	int rc;
 
 	if (smcr_libc.getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0 ||
-	    cred.pid != xc->peer_pid) {
-		smcr_warn("rendezvous: pid %d is not the proposer %d", (int)cred.pid,
-			  (int)xc->peer_pid);
+	    !smcr_shm_cred_is_proposer(&cred, xc->peer_pid)) {
+		smcr_warn("rendezvous: pid %d uid %u is not the proposer %d", (int)cred.pid,
+			  (unsigned)cred.uid, (int)xc->peer_pid);
 		return SMCR_CLC_DECL_CNFERR;
 	}
 	rc = smcr_shm_take_proof(xc, sock, deadline, 0);

@@ -189,6 +189,12 @@ void smcr_shm_peer_unref(struct shm_peer *p);
 struct shm_peer *smcr_shm_peer_known_alive(pid_t pid, uid_t uid);
 /* The process that sent a proof as (pid, uid) after `since_ns` (a reference), or NULL. */
 struct shm_peer *smcr_shm_peer_prove(pid_t pid, uid_t uid, int64_t since_ns);
+/*
+ * Is the process behind a rendezvous socket (its SO_PEERCRED `cred`) the one
+ * whose Proposal announced `announced`, its pid in its own pid namespace?
+ */
+struct ucred;
+bool smcr_shm_cred_is_proposer(const struct ucred *cred, pid_t announced);
 
 /* shm_rv.c */
 void smcr_shm_rv_name(uint64_t token, struct sockaddr_un *sa, socklen_t *len);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -186,4 +187,51 @@ struct shm_peer *smcr_shm_peer_prove(pid_t pid, uid_t uid, int64_t since_ns)
 	peers = p;
 	pthread_mutex_unlock(&smcr_shm_pool_lock);
 	return p;
+}
+
+/* The pid `pid` (of our pid namespace) has in its own, innermost one (NSpid), or -1. */
+static pid_t innermost_pid(pid_t pid)
+{
+	char path[48], buf[2048];
+	const char *line, *last = NULL;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	fd = smcr_libc.open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = smcr_libc.read(fd, buf, sizeof(buf) - 1);
+	smcr_sys_close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	line = strstr(buf, "\nNSpid:");
+	if (!line)
+		return -1;
+	for (const char *q = line + strlen("\nNSpid:"); *q && *q != '\n'; q++)
+		if ((*q == ' ' || *q == '\t') && q[1] >= '0' && q[1] <= '9')
+			last = q + 1;
+	return last ? (pid_t)strtol(last, NULL, 10) : -1;
+}
+
+/*
+ * The kernel translates a peer's pid into our pid namespace: the same
+ * number when we share one; its number here when it runs in a namespace
+ * below ours, where it announced its own (the last of NSpid in
+ * /proc/PID/status); 0 when it runs in one we cannot see (a sibling
+ * container of the same network namespace, as a pod's, or one above us).
+ * Then no pid can tell who it is, and only a process of our own uid is
+ * believed: one that squats the rendezvous name with our uid could as
+ * well read our memory, another uid never passes.
+ */
+bool smcr_shm_cred_is_proposer(const struct ucred *cred, pid_t announced)
+{
+	if (announced <= 0)
+		return false;
+	if (cred->pid == announced)
+		return true;
+	if (cred->pid == 0)
+		return cred->uid == geteuid();
+	return innermost_pid(cred->pid) == announced;
 }
