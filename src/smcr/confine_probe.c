@@ -286,7 +286,8 @@ PROBE_CODE static int probe_child(void *arg)
 	(void)arg;
 	/*
 	 * The program's own SIGSYS handler (a filter's SECCOMP_RET_TRAP) must
-	 * not run here: the child dies of it instead, which is what it tells.
+	 * not run here: the child dies of the signal instead, which is what it
+	 * tells (the kernel also resets a blocked one to the default).
 	 */
 	syscall(SYS_rt_sigaction, SIGSYS, &dfl, NULL, 8);
 	for (unsigned i = run.start; i < N_PROBES; i++) {
@@ -307,19 +308,30 @@ static _Alignas(64) unsigned char probe_stack[32 * 1024];
 static int probe_from(unsigned start)
 {
 	int status, saved = errno;
+	sigset_t all, old;
 	pid_t pid, w;
 
 	run.start = start;
 	run.at = start;
+	/*
+	 * The child starts with every signal blocked and never unblocks one: a
+	 * signal to the process group (^C) must not run one of the program's
+	 * handlers in a child that shares its memory.  A seccomp SIGSYS is
+	 * forced through the mask, and kills it.
+	 */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	/* No exit signal: only our __WALL wait sees the child. */
 	pid = clone(probe_child, probe_stack + sizeof(probe_stack), CLONE_VM | CLONE_VFORK, NULL);
 	if (pid < 0) {
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		errno = saved;
 		return -1;
 	}
 	do
 		w = waitpid(pid, &status, __WALL);
 	while (w < 0 && errno == EINTR);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	errno = saved;
 	if (w != pid)
 		return -1;
