@@ -52,14 +52,20 @@ static __thread unsigned binding_depth __attribute__((tls_model("initial-exec"))
 
 /*
  * Fatal problems before the table exists: write(2) cannot be used yet, so
- * the message goes out through the raw system call.
+ * the message goes out through libc's syscall(), looked up here: the public
+ * name is the library's own wrapper (wrap_seccomp.c), which needs the table.
  */
 static SMCR_NORETURN SMCR_COLD void die(const char *what, const char *name)
 {
 	const char *parts[] = { "smcr: fatal: ", what, " '", name, "'; aborting\n" };
+	void *addr = dlsym(RTLD_NEXT, "syscall");
+	long (*sys)(long, ...);
 
-	for (size_t i = 0; i < ARRAY_SIZE(parts); i++)
-		syscall(SYS_write, 2, parts[i], strlen(parts[i]));
+	if (addr && !smcr_real_is_own_symbol(addr)) {
+		memcpy(&sys, &addr, sizeof(sys));
+		for (size_t i = 0; i < ARRAY_SIZE(parts); i++)
+			sys(SYS_write, 2, parts[i], strlen(parts[i]));
+	}
 	abort();
 }
 

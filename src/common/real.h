@@ -76,6 +76,7 @@
 	X(int, posix_spawn_file_actions_init, (posix_spawn_file_actions_t *), true)        \
 	X(int, posix_spawn_file_actions_destroy, (posix_spawn_file_actions_t *), true)     \
 	X(int, prctl, (int, ...), true)                                                    \
+	X(long, syscall, (long, ...), true)                                                \
 	/* fd-creating calls: the kernel may reuse a number we still remember */          \
 	X(int, open, (const char *, int, ...), true)                                       \
 	X(int, open64, (const char *, int, ...), false)                                    \

@@ -15,22 +15,28 @@
  * the filter allows.  If the kernel refuses the filter, the engine forgets
  * it again (what was settled stays TCP).
  *
- * Filters installed with the seccomp system call itself (libseccomp calls
- * it through syscall(2)) are not seen here (design §8).
+ * The seccomp system call itself installs filters too: libseccomp's
+ * seccomp_load() makes it through libc's syscall(), which is wrapped here
+ * for that one call number.  A program that makes the call with its own
+ * system call instruction is not seen (design §8).
  */
 #include <errno.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stdarg.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 
 #include "common/log.h"
 #include "preload/preload.h"
 #include "preload/smc.h"
 #include "smcr/engine.h"
 
+/* The engine's work leaves errno as the program had it: only the kernel's answer sets it. */
 static void before_confine(unsigned long mode, const struct sock_fprog *prog)
 {
+	int saved = errno;
+
 	smcr_guard_enter();
 	smcr_smc_before_confine();
 	if (mode == SECCOMP_MODE_STRICT)
@@ -40,6 +46,7 @@ static void before_confine(unsigned long mode, const struct sock_fprog *prog)
 	else
 		smcr_engine_confine(SMCR_CONFINE_UNKNOWN, NULL, 0);
 	smcr_guard_leave();
+	errno = saved;
 }
 
 SMCR_EXPORT int prctl(int option, ...)
@@ -65,4 +72,66 @@ SMCR_EXPORT int prctl(int option, ...)
 		errno = err;
 	}
 	return ret;
+}
+
+/*
+ * seccomp(SECCOMP_SET_MODE_STRICT | SECCOMP_SET_MODE_FILTER, flags, args):
+ * the prctl path above, with the kernel's own measure of success.  With
+ * SECCOMP_FILTER_FLAG_NEW_LISTENER the call returns the listener's fd; with
+ * SECCOMP_FILTER_FLAG_TSYNC (and no TSYNC_ESRCH) a thread that could not be
+ * synchronised fails it with that thread's id, > 0, and no filter applied.
+ * The kernel refuses TSYNC with NEW_LISTENER unless TSYNC_ESRCH turns that
+ * failure into -1/ESRCH, so a positive result is a failure exactly when
+ * NEW_LISTENER is not set.
+ */
+static SMCR_COLD long seccomp_call(long a[6])
+{
+	unsigned long op = (unsigned long)a[0], flags = (unsigned long)a[1];
+	bool confining;
+	long ret;
+	int err;
+
+	smcr_preload_enter();
+	confining = smcr_preload_active &&
+		    (op == SECCOMP_SET_MODE_STRICT || op == SECCOMP_SET_MODE_FILTER);
+	if (confining)
+		before_confine(op == SECCOMP_SET_MODE_STRICT ? SECCOMP_MODE_STRICT :
+							       SECCOMP_MODE_FILTER,
+			       (const struct sock_fprog *)a[2]);
+	ret = smcr_real.syscall(SYS_seccomp, a[0], a[1], a[2], a[3], a[4], a[5]);
+	if (confining &&
+	    (ret < 0 || (ret > 0 && (op == SECCOMP_SET_MODE_STRICT ||
+				     !(flags & SECCOMP_FILTER_FLAG_NEW_LISTENER))))) {
+		err = errno;
+		smcr_engine_confine_undo();
+		errno = err;
+	}
+	return ret;
+}
+
+/*
+ * Every other call number passes straight on (with the library's own raw
+ * system calls, which reach this wrapper too: tests/check-exports.sh).  It
+ * is the hot path of programs that make their futex calls this way, so it
+ * is one compare and a call, and it is not instrumented: the seccomp probe's
+ * child (src/smcr/confine_probe.c) comes through here on a stack of its own.
+ * Nothing on it calls syscall() before the table is bound, so binding first
+ * cannot recurse (src/common/real.c's fatal message looks libc's up itself).
+ */
+SMCR_EXPORT __attribute__((no_sanitize("address", "undefined", "thread"))) long
+syscall(long number, ...)
+{
+	long a[6];
+	va_list ap;
+
+	va_start(ap, number);
+	for (int i = 0; i < 6; i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	if (unlikely(number == SYS_seccomp))
+		return seccomp_call(a);
+	/* Initialised implies bound; before that (another library's constructor) bind only. */
+	if (unlikely(!atomic_load_explicit(&smcr_preload_ready, memory_order_acquire)))
+		smcr_real_bind();
+	return smcr_real.syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 }

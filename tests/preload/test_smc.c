@@ -1920,12 +1920,19 @@ static void private_runtime_dir(void)
 #if defined(__x86_64__) && !defined(__ILP32__)
 #define HAVE_SECCOMP_TEST 1
 /*
+ * How a process installs its filter: prctl(PR_SET_SECCOMP), as OpenSSH does,
+ * or the seccomp system call through libc's syscall(), as libseccomp's
+ * seccomp_load() does.
+ */
+enum confine_how { CONFINE_PRCTL, CONFINE_SYSCALL };
+
+/*
  * A filter shaped like OpenSSH's privilege-separated child's: a short allow
  * list (no sendto, recvmmsg, recvfrom, getsockname, getpeername, epoll,
- * eventfd, open), the process killed on anything else.  socket and connect
- * are allowed, for a connection made after the filter.
+ * eventfd, memfd_create, bpf, open), the process killed on anything else.
+ * socket and connect are allowed, for a connection made after the filter.
  */
-static int confine_self(void)
+static int confine_self(enum confine_how how)
 {
 	static const int allowed[] = {
 		SYS_read, SYS_write, SYS_poll, SYS_ppoll, SYS_futex, SYS_getpid, SYS_gettid,
@@ -1952,13 +1959,39 @@ static int confine_self(void)
 	prog[5 + N] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return -1;
+	if (how == CONFINE_SYSCALL)
+		return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fp);
 	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fp);
+}
+
+/*
+ * A filter the kernel refuses (EINVAL: it loads past the end of struct
+ * seccomp_data).  Were it applied, it would kill the process at its next
+ * call; read as a program, it denies the engine everything.
+ */
+static long confine_refused(void)
+{
+	struct sock_filter prog[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 4096),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+	};
+	struct sock_fprog fp = { .len = 2, .filter = prog };
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return -2;
+	return syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fp);
 }
 #else
 #define HAVE_SECCOMP_TEST 0
-static int confine_self(void)
+static int confine_self(enum confine_how how)
 {
+	(void)how;
 	return -1;
+}
+
+static long confine_refused(void)
+{
+	return -2;
 }
 #endif
 
@@ -1994,26 +2027,45 @@ static bool write_full(int fd, const void *buf, size_t len)
 	return true;
 }
 
+static enum confine_how client_how;
+
 /*
  * Connects (SMC), confines itself, then under the filter: its SMC
  * connection carries CONFINED_LEN bytes each way, a new connection stays TCP
  * with reason CONFINED, and exit() runs the library's exit work.  Any call
  * the filter does not allow kills it (SIGSYS): the server's reap sees that.
+ * Through syscall(), a filter the kernel refuses comes first: the engine
+ * forgets it, and the connection made after it is SMC.
  */
 static void client_confined(void)
 {
 	static unsigned char out[CONFINED_LEN], in[CONFINED_LEN];
 	const struct smcr_stats_file *f;
-	int fd = connect_to_server(0), fd2;
 	bool found = false;
+	int fd, fd2;
 	char c[4];
 
+	if (client_how == CONFINE_SYSCALL) {
+		long r;
+
+		errno = 0;
+		r = confine_refused();
+		CHECK(r == -1 && errno == EINVAL);
+		fd2 = connect_to_server(0);
+		CHECK(fd2 >= 0);
+		CHECK_MODE(fd2, SMC_PRELOAD_FD_SMC);
+		CHECK(write_full(fd2, "ping", 4));
+		CHECK(read_full(fd2, c, 4) && memcmp(c, "pong", 4) == 0);
+		CHECK_MODE(fd2, SMC_PRELOAD_FD_SMC);
+		close(fd2);
+	}
+	fd = connect_to_server(0);
 	CHECK(fd >= 0);
 	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
 	f = my_stats(); /* mapped now: opening it later is not allowed */
 	CHECK(f != NULL);
 	fill(out, sizeof(out), 9);
-	CHECK(confine_self() == 0);
+	CHECK(confine_self(client_how) == 0);
 	CHECK(write_full(fd, out, sizeof(out)));
 	CHECK(read_full(fd, in, sizeof(in)));
 	CHECK(memcmp(in, out, sizeof(in)) == 0);
@@ -2039,7 +2091,7 @@ static void client_confined(void)
 	exit(t_result()); /* the library's exit handler, under the filter */
 }
 
-static int case_seccomp(void)
+static int case_seccomp(enum confine_how how)
 {
 	static unsigned char buf[CONFINED_LEN];
 	pid_t client;
@@ -2050,7 +2102,18 @@ static int case_seccomp(void)
 		fprintf(stderr, "SKIP: the test's filter is written for x86_64\n");
 		return T_EXIT_SKIP;
 	}
+	client_how = how;
 	client = spawn(client_confined);
+	if (how == CONFINE_SYSCALL) {
+		/* the connection after the refused filter */
+		fd2 = accept(listen_fd, NULL, NULL);
+		CHECK(fd2 >= 0);
+		CHECK(read_full(fd2, c, 4) && memcmp(c, "ping", 4) == 0);
+		CHECK_MODE(fd2, SMC_PRELOAD_FD_SMC);
+		CHECK(write_full(fd2, "pong", 4));
+		CHECK(read(fd2, c, 1) == 0);
+		close(fd2);
+	}
 	fd = accept(listen_fd, NULL, NULL);
 	CHECK(fd >= 0);
 	CHECK_MODE(fd, SMC_PRELOAD_FD_CANDIDATE);
@@ -2157,7 +2220,9 @@ int main(int argc, char **argv)
 	else if (!strcmp(which, "half-proposal"))
 		rc = case_half_proposal();
 	else if (!strcmp(which, "seccomp"))
-		rc = case_seccomp();
+		rc = case_seccomp(CONFINE_PRCTL);
+	else if (!strcmp(which, "seccomp-syscall"))
+		rc = case_seccomp(CONFINE_SYSCALL);
 	else {
 		fprintf(stderr, "unknown case %s\n", which);
 		return T_EXIT_FAIL;
