@@ -32,6 +32,18 @@
 #include "preload/smc.h"
 #include "smcr/engine.h"
 
+/*
+ * Can the call confine the process at all?  A filter program at NULL
+ * cannot: the kernel reads its header from there and answers EFAULT.
+ * libseccomp makes that call, with each flag in turn, to learn what the
+ * kernel supports (whether or not the program loads a filter later), so it
+ * must neither settle this process's sockets nor confine the engine.
+ */
+static bool confines(unsigned long mode, const struct sock_fprog *prog)
+{
+	return mode == SECCOMP_MODE_STRICT || (mode == SECCOMP_MODE_FILTER && prog != NULL);
+}
+
 /* The engine's work leaves errno as the program had it: only the kernel's answer sets it. */
 static void before_confine(unsigned long mode, const struct sock_fprog *prog)
 {
@@ -41,10 +53,8 @@ static void before_confine(unsigned long mode, const struct sock_fprog *prog)
 	smcr_smc_before_confine();
 	if (mode == SECCOMP_MODE_STRICT)
 		smcr_engine_confine(SMCR_CONFINE_STRICT, NULL, 0);
-	else if (prog)
-		smcr_engine_confine(SMCR_CONFINE_FILTER, prog->filter, prog->len);
 	else
-		smcr_engine_confine(SMCR_CONFINE_UNKNOWN, NULL, 0);
+		smcr_engine_confine(SMCR_CONFINE_FILTER, prog->filter, prog->len);
 	smcr_guard_leave();
 	errno = saved;
 }
@@ -62,7 +72,7 @@ SMCR_EXPORT int prctl(int option, ...)
 	va_end(ap);
 	smcr_preload_enter();
 	confining = option == PR_SET_SECCOMP && smcr_preload_active &&
-		    (a[0] == SECCOMP_MODE_STRICT || a[0] == SECCOMP_MODE_FILTER);
+		    confines(a[0], (const struct sock_fprog *)a[1]);
 	if (confining)
 		before_confine(a[0], (const struct sock_fprog *)a[1]);
 	ret = smcr_real.prctl(option, a[0], a[1], a[2], a[3]);
@@ -87,17 +97,24 @@ SMCR_EXPORT int prctl(int option, ...)
 static SMCR_COLD long seccomp_call(long a[6])
 {
 	unsigned long op = (unsigned long)a[0], flags = (unsigned long)a[1];
+	const struct sock_fprog *prog = (const struct sock_fprog *)a[2];
+	unsigned long mode = SECCOMP_MODE_DISABLED;
 	bool confining;
 	long ret;
 	int err;
 
+	/*
+	 * The strict mode takes no flags and no argument; libseccomp's first
+	 * question to the kernel is SECCOMP_SET_MODE_STRICT with flags 1 (EINVAL).
+	 */
+	if (op == SECCOMP_SET_MODE_STRICT && flags == 0 && prog == NULL)
+		mode = SECCOMP_MODE_STRICT;
+	else if (op == SECCOMP_SET_MODE_FILTER)
+		mode = SECCOMP_MODE_FILTER;
 	smcr_preload_enter();
-	confining = smcr_preload_active &&
-		    (op == SECCOMP_SET_MODE_STRICT || op == SECCOMP_SET_MODE_FILTER);
+	confining = smcr_preload_active && confines(mode, prog);
 	if (confining)
-		before_confine(op == SECCOMP_SET_MODE_STRICT ? SECCOMP_MODE_STRICT :
-							       SECCOMP_MODE_FILTER,
-			       (const struct sock_fprog *)a[2]);
+		before_confine(mode, prog);
 	ret = smcr_real.syscall(SYS_seccomp, a[0], a[1], a[2], a[3], a[4], a[5]);
 	if (confining &&
 	    (ret < 0 || (ret > 0 && (op == SECCOMP_SET_MODE_STRICT ||

@@ -2108,6 +2108,16 @@ static int case_seccomp(enum confine_how how)
 		/* the connection after the refused filter */
 		fd2 = accept(listen_fd, NULL, NULL);
 		CHECK(fd2 >= 0);
+		CHECK_MODE(fd2, SMC_PRELOAD_FD_CANDIDATE);
+		/*
+		 * libseccomp's questions to the kernel (the strict mode with a flag:
+		 * EINVAL; a filter at NULL: EFAULT) confine nothing: the connection
+		 * just accepted is still classified at its first read, as SMC.
+		 */
+		errno = 0;
+		CHECK(syscall(SYS_seccomp, SECCOMP_SET_MODE_STRICT, 1, NULL) == -1 && errno == EINVAL);
+		errno = 0;
+		CHECK(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, NULL) == -1 && errno == EFAULT);
 		CHECK(read_full(fd2, c, 4) && memcmp(c, "ping", 4) == 0);
 		CHECK_MODE(fd2, SMC_PRELOAD_FD_SMC);
 		CHECK(write_full(fd2, "pong", 4));
