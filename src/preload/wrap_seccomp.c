@@ -127,16 +127,75 @@ static SMCR_COLD long seccomp_call(long a[6])
 }
 
 /*
+ * Before the library has initialised, a call goes to the kernel without
+ * libc: a sanitizer runtime preloaded ahead of us sets its limits while it
+ * starts (wrap_fd.c's setrlimit makes the system call through syscall()),
+ * when nothing may allocate yet, and binding the table (dlsym) would.  None
+ * of it is instrumented: the sanitizer's shadow memory does not exist yet.
+ */
+#define EARLY_CODE __attribute__((no_sanitize("address", "undefined", "thread")))
+#if defined(__x86_64__) && !defined(__ILP32__)
+#define HAVE_RAW_SYSCALL 1
+EARLY_CODE static inline long raw_syscall(long n, const long a[6])
+{
+	register long r10 __asm__("r10") = a[3];
+	register long r8 __asm__("r8") = a[4];
+	register long r9 __asm__("r9") = a[5];
+	unsigned long ret;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(n), "D"(a[0]), "S"(a[1]), "d"(a[2]), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return (long)ret;
+}
+#elif defined(__aarch64__)
+#define HAVE_RAW_SYSCALL 1
+EARLY_CODE static inline long raw_syscall(long n, const long a[6])
+{
+	register long x8 __asm__("x8") = n;
+	register long x0 __asm__("x0") = a[0];
+	register long x1 __asm__("x1") = a[1];
+	register long x2 __asm__("x2") = a[2];
+	register long x3 __asm__("x3") = a[3];
+	register long x4 __asm__("x4") = a[4];
+	register long x5 __asm__("x5") = a[5];
+
+	__asm__ volatile("svc 0"
+			 : "+r"(x0)
+			 : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
+			 : "memory");
+	return x0;
+}
+#else
+#define HAVE_RAW_SYSCALL 0
+#endif
+
+EARLY_CODE static SMCR_COLD long early_syscall(long number, const long a[6])
+{
+#if HAVE_RAW_SYSCALL
+	long ret = raw_syscall(number, a);
+
+	/* libc's convention: -1 and errno for the kernel's -4095..-1 */
+	if ((unsigned long)ret > -4096UL) {
+		errno = (int)-ret;
+		return -1;
+	}
+	return ret;
+#else
+	smcr_real_bind();
+	return smcr_real.syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+#endif
+}
+
+/*
  * Every other call number passes straight on (with the library's own raw
  * system calls, which reach this wrapper too: tests/check-exports.sh).  It
  * is the hot path of programs that make their futex calls this way, so it
  * is one compare and a call, and it is not instrumented: the seccomp probe's
  * child (src/smcr/confine_probe.c) comes through here on a stack of its own.
- * Nothing on it calls syscall() before the table is bound, so binding first
- * cannot recurse (src/common/real.c's fatal message looks libc's up itself).
  */
-SMCR_EXPORT __attribute__((no_sanitize("address", "undefined", "thread"))) long
-syscall(long number, ...)
+EARLY_CODE SMCR_EXPORT long syscall(long number, ...)
 {
 	long a[6];
 	va_list ap;
@@ -147,8 +206,8 @@ syscall(long number, ...)
 	va_end(ap);
 	if (unlikely(number == SYS_seccomp))
 		return seccomp_call(a);
-	/* Initialised implies bound; before that (another library's constructor) bind only. */
+	/* Initialised implies bound. */
 	if (unlikely(!atomic_load_explicit(&smcr_preload_ready, memory_order_acquire)))
-		smcr_real_bind();
+		return early_syscall(number, a);
 	return smcr_real.syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
