@@ -288,9 +288,14 @@ int smcr_sock_classify(int tcp_fd);
  * client's: smcr_sock_connect_start() below), waiting for it until
  * `deadline` (CLOCK_MONOTONIC ms; <= now: not at all).  SMCR_HANDSHAKE_PENDING
  * while the client has not finished; else the result as smcr_sock_accept()'s
- * (0 and *out, > 0 fallback, < 0 hard error: -ETIMEDOUT once the CLC wait
- * bound, opts->handshake_ms, has passed since the Accept).  Either way the
- * caller then calls smcr_handshake_free().
+ * (0 and *out, > 0 fallback, < 0 hard error).  A peer that has not sent its
+ * next message by the CLC wait bound (opts->handshake_ms since the Accept; a
+ * client's server, 10 s or that bound since the Proposal) does not end the
+ * connection: SMC is given up (the transport's part released, the bound's
+ * timer stopped) and the handshake goes on PENDING until that message comes,
+ * which is then taken off the stream and answered with a Decline if it offers
+ * SMC; the result is the fallback TIMEOUT_AL (server) or TIMEOUT_CL (client).
+ * Either way the caller then calls smcr_handshake_free().
  *
  * smcr_handshake_fd() is a pollable fd (made on first use, owned by the
  * handshake) that turns readable when a step may make progress: the
@@ -313,7 +318,9 @@ void smcr_handshake_forget_inherited(struct smcr_handshake *hs);
 
 /*
  * The whole server handshake in one call (start, then steps until done):
- * blocks up to the CLC wait bound.  For callers that own a thread for it.
+ * blocks until the client's last word (after the CLC wait bound, as a read
+ * waits for data: see smcr_handshake_step()).  For callers that own a thread
+ * for it.
  */
 int smcr_sock_accept(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_sock **out);
 

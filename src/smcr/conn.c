@@ -9,8 +9,9 @@
  *           <- Accept | Decline            transport attaches (shm: rendezvous)
  *           Confirm | Decline ->           active | fallback
  * A Decline at any step leaves both sides on TCP with nothing of CLC left in
- * the stream; a timeout or a malformed CLC message leaves the stream in an
- * unknown state and is a hard error.
+ * the stream; a malformed CLC message leaves the stream in an unknown state
+ * and is a hard error.  A side that waited in vain for the peer's next
+ * message gives SMC up, but not the connection (give_up() below).
  */
 #include "smcr/conn.h"
 
@@ -289,8 +290,8 @@ static int client_peek_reply(int fd, const struct smcr_transport_ops *ops, struc
 	ssize_t n;
 
 	for (;;) {
-		int w = ops->clc_wait ? ops->clc_wait(xc, deadline)
-				      : smcr_sys_wait_fd(fd, POLLIN, deadline);
+		int w = ops->clc_wait && xc ? ops->clc_wait(xc, deadline)
+					    : smcr_sys_wait_fd(fd, POLLIN, deadline);
 
 		if (w <= 0)
 			return w == 0 ? -ETIMEDOUT : w;
@@ -365,23 +366,78 @@ static int client_take_reply(int fd, const struct smcr_transport_ops *ops, struc
 	return rc;
 }
 
+/*
+ * A handshake whose peer did not send its next message within the bound
+ * need not cost the connection: a server answers a Proposal only at its
+ * first I/O on the socket, which a busy program may do much later, and a
+ * client may be stopped or swapped out between the Accept and its Confirm.
+ * Plain TCP would have carried on, so we give SMC up and carry on too.  The
+ * peer still owes exactly one CLC message (an smcr server answers a Proposal
+ * with one Accept or Decline before any data of its own, a client an Accept
+ * with one Confirm or Decline), so we send nothing until it has come: it is
+ * taken whenever it comes, answered with a Decline if it offers SMC, and
+ * both ends go on over TCP with nothing of CLC in the stream.  Sending our
+ * Decline at once would not be sound: a peer that answered meanwhile with a
+ * Decline of its own goes on with data, and our Decline would reach its
+ * application.  Meanwhile the connection holds nothing of the transport,
+ * and the application's calls wait as in the handshake (design §4).
+ */
+static void log_give_up(int fd, uint32_t reason, int waited_ms)
+{
+	char name[SMCR_CONN_NAME_MAX];
+	bool client = reason == SMCR_CLC_DECL_TIMEOUT_CL;
+
+	smcr_warn("fd %d: no %s within %d ms: SMC given up (%s), the connection goes on over"
+		  " TCP once the %s's late answer is taken; %s",
+		  fd, client ? "answer to our Proposal" : "Confirm after our Accept", waited_ms,
+		  smcr_fallback_reason_str((int)reason), client ? "server" : "client",
+		  smcr_conn_name(fd, name, sizeof(name)));
+}
+
 /* How long the server may take to answer our Proposal. */
 static int first_reply_ms(int wait)
 {
 	return wait > CLC_FIRST_REPLY_MS ? wait : CLC_FIRST_REPLY_MS;
 }
 
+/*
+ * The server's answer after we gave SMC up (give_up()), all there: consume
+ * it, and answer an Accept with a Decline, as a client that cannot attach
+ * does.  Nothing of CLC is left in the stream then: TCP with `reason`.
+ */
+static int client_take_late_reply(int fd, int wait, uint32_t reason)
+{
+	struct smcr_clc_msg reply;
+	int rc = clc_recv(fd, &reply, smcr_sys_deadline(wait));
+
+	if (rc)
+		return rc;
+	if (reply.hdr.type == SMCR_CLC_ACCEPT)
+		rc = clc_send_decline(fd, reason, smcr_sys_deadline(wait));
+	else if (reply.hdr.type != SMCR_CLC_DECLINE)
+		rc = -EPROTO;
+	return rc ? rc : (int)reason;
+}
+
 /* Proposal sent; the reply decides.  Returns 0, > 0 reason or -errno. */
-static int client_handshake(int fd, const struct smcr_transport_ops *ops, struct smcr_xconn *xc,
+static int client_handshake(int fd, const struct smcr_transport_ops *ops, struct smcr_xconn **xc,
 			    const struct smcr_sock_opts *opts, uint32_t *peer_size, int64_t t0)
 {
 	int wait = clc_wait_ms(opts);
-	int rc = client_propose(fd, ops, xc, wait, t0);
+	int rc = client_propose(fd, ops, *xc, wait, t0);
 
 	if (rc == 0)
-		rc = client_peek_reply(fd, ops, xc, smcr_sys_deadline(first_reply_ms(wait)));
+		rc = client_peek_reply(fd, ops, *xc, smcr_sys_deadline(first_reply_ms(wait)));
+	if (rc == -ETIMEDOUT) {
+		/* the blocking form of give_up(): the answer is awaited as data would be */
+		log_give_up(fd, SMCR_CLC_DECL_TIMEOUT_CL, first_reply_ms(wait));
+		ops->destroy(*xc, false);
+		*xc = NULL;
+		rc = client_peek_reply(fd, ops, NULL, -1);
+		return rc ? rc : client_take_late_reply(fd, wait, SMCR_CLC_DECL_TIMEOUT_CL);
+	}
 	if (rc == 0)
-		rc = client_take_reply(fd, ops, xc, wait, peer_size, t0);
+		rc = client_take_reply(fd, ops, *xc, wait, peer_size, t0);
 	return rc;
 }
 
@@ -464,7 +520,7 @@ int smcr_sock_connect(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr
 	rc = client_begin(tcp_fd, opts, &ops, &xc);
 	if (rc)
 		return rc;
-	rc = client_handshake(tcp_fd, ops, xc, opts, &peer_size, t0);
+	rc = client_handshake(tcp_fd, ops, &xc, opts, &peer_size, t0);
 	return client_end(tcp_fd, ops, xc, peer_size, opts ? opts->spin_us : 0, rc, out);
 }
 
@@ -511,6 +567,7 @@ struct smcr_handshake {
 	int64_t t0_ns;      /* client: when the handshake began (debug timing) */
 	int wait_ms;        /* client: the CLC wait bound per message */
 	int attach_rc;      /* server_attach(): -EAGAIN until it attached or refused */
+	uint32_t gave_up;   /* the reason we gave SMC up at the bound (give_up()); 0 = not */
 	uint32_t peer_size;
 	int lowat;          /* SO_RCVLOWAT we set while a message is partial; 0 = none */
 	int wait_fd;        /* smcr_handshake_fd(): epoll of the three below; -1 = not made */
@@ -580,6 +637,30 @@ static void hs_clear_lowat(struct smcr_handshake *hs)
 	hs->lowat = 0;
 }
 
+static void hs_sync_wait_fd(struct smcr_handshake *hs);
+
+/*
+ * The bound passed without the peer's next message (log_give_up() says why
+ * that is no reason to end the connection): let go of the transport's part
+ * (the rendezvous, rings, a knock in progress) and of the bound, and wait
+ * for that message as a read waits for data.
+ */
+static void give_up(struct smcr_handshake *hs, uint32_t reason, int waited_ms)
+{
+	struct itimerspec off = { { 0, 0 }, { 0, 0 } };
+
+	log_give_up(hs->tcp_fd, reason, waited_ms);
+	hs->gave_up = reason;
+	hs->attach_rc = (int)reason; /* nothing attaches any more: hs_finish() declines */
+	hs_sync_wait_fd(hs);         /* the transport's fd leaves the wait fd first */
+	if (hs->xc)
+		hs->ops->destroy(hs->xc, false);
+	hs->xc = NULL;
+	hs->deadline = INT64_MAX;
+	if (hs->timer_fd >= 0)
+		(void)timerfd_settime(hs->timer_fd, 0, &off, NULL);
+}
+
 /* The client's last word is all there: consume it and decide. */
 static int hs_finish(struct smcr_handshake *hs, const struct smcr_clc_msg *peeked)
 {
@@ -626,7 +707,7 @@ static int hs_advance(struct smcr_handshake *hs)
 	if (rc == -ESHUTDOWN) {
 		/* It left without a word: nothing of CLC remains, the stream just ends. */
 		smcr_dbg("fd %d: the client closed instead of confirming", hs->tcp_fd);
-		return SMCR_CLC_DECL_PEERDECL;
+		return hs->gave_up ? (int)hs->gave_up : SMCR_CLC_DECL_PEERDECL;
 	}
 	if (rc < 0)
 		return rc;
@@ -645,14 +726,9 @@ static int hs_advance(struct smcr_handshake *hs)
 		 */
 		need++;
 	}
-	if (smcr_now_ms() >= hs->deadline) {
-		char name[SMCR_CONN_NAME_MAX];
-
-		smcr_warn("fd %d: no Confirm within %d ms of our Accept; %s", hs->tcp_fd,
-			  (int)(hs->deadline - hs->accept_ns / 1000000),
-			  smcr_conn_name(hs->tcp_fd, name, sizeof(name)));
-		return -ETIMEDOUT;
-	}
+	if (smcr_now_ms() >= hs->deadline)
+		give_up(hs, SMCR_CLC_DECL_TIMEOUT_AL,
+			(int)(hs->deadline - hs->accept_ns / 1000000));
 	hs_set_lowat(hs, need);
 	return SMCR_HANDSHAKE_PENDING;
 }
@@ -667,17 +743,15 @@ static int hs_client_advance(struct smcr_handshake *hs)
 		return -ECONNRESET;
 	if (rc < 0)
 		return rc;
+	if (rc == 1 && hs->gave_up) {
+		hs_clear_lowat(hs);
+		return client_take_late_reply(hs->tcp_fd, hs->wait_ms, hs->gave_up);
+	}
 	if (rc == 1)
 		return client_take_reply(hs->tcp_fd, hs->ops, hs->xc, hs->wait_ms, &hs->peer_size,
 					 hs->t0_ns);
-	if (smcr_now_ms() >= hs->deadline) {
-		char name[SMCR_CONN_NAME_MAX];
-
-		smcr_warn("fd %d: no answer to our Proposal within %d ms; %s", hs->tcp_fd,
-			  first_reply_ms(hs->wait_ms),
-			  smcr_conn_name(hs->tcp_fd, name, sizeof(name)));
-		return -ETIMEDOUT;
-	}
+	if (smcr_now_ms() >= hs->deadline)
+		give_up(hs, SMCR_CLC_DECL_TIMEOUT_CL, first_reply_ms(hs->wait_ms));
 	hs_set_lowat(hs, need);
 	return SMCR_HANDSHAKE_PENDING;
 }
@@ -722,7 +796,8 @@ int smcr_handshake_fd(struct smcr_handshake *hs)
 		return -EMFILE;
 	hs->timer_fd = smcr_libc.timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (smcr_libc.epoll_ctl(hs->wait_fd, EPOLL_CTL_ADD, hs->tcp_fd, &ev) < 0 ||
-	    hs->timer_fd < 0 || timerfd_settime(hs->timer_fd, TFD_TIMER_ABSTIME, &at, NULL) < 0)
+	    hs->timer_fd < 0 ||
+	    (!hs->gave_up && timerfd_settime(hs->timer_fd, TFD_TIMER_ABSTIME, &at, NULL) < 0))
 		goto fail;
 	ev.events = EPOLLIN;
 	if (smcr_libc.epoll_ctl(hs->wait_fd, EPOLL_CTL_ADD, hs->timer_fd, &ev) < 0)

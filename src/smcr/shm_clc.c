@@ -275,6 +275,9 @@ static int client_give_proof(struct smcr_xconn *xc, struct shm_peer *to)
 	if (rc)
 		return rc;
 	rc = smcr_shm_send_proof(xc->unix_fd, xc->own_secret, xc->own->ring_size, xc->own->fd);
+	/* A server that hung up its end has given the handshake up (its CLC bound passed). */
+	if (rc == -EPIPE || rc == -ECONNRESET)
+		return SMCR_CLC_DECL_PEERDECL;
 	return rc < 0 ? smcr_shm_shortage_reason(-rc) : 0;
 }
 
