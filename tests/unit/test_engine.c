@@ -1231,6 +1231,72 @@ static void test_client_declines_unreachable_accept(void **state)
 	pair_close(&p);
 }
 
+/*
+ * The server's CLC bound passes between its Accept and the client's answer
+ * (a client stopped there): the server gives SMC up, not the connection.
+ * The client's late answer to the Accept is taken off the stream, and both
+ * ends go on over TCP with every byte of data intact and none of CLC.
+ * One thread: the client's steps run only once the server has given up.
+ */
+static void test_server_gives_up_then_takes_late_answer(void **state)
+{
+	struct smcr_sock_opts so = { .handshake_ms = 50 };
+	struct smcr_handshake *chs = NULL, *shs = NULL;
+	struct smcr_sock *c = NULL, *s = NULL;
+	struct pollfd pfd;
+	struct pair p;
+	char buf[8];
+	int crc, rc;
+
+	(void)state;
+	pair_listen(&p);
+	p.cfd = tcp_connect(p.port);
+	assert_int_equal(smcr_sock_connect_start(p.cfd, NULL, &chs), SMCR_HANDSHAKE_PENDING);
+	p.sfd = accept4(p.lfd, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(p.sfd >= 0);
+	assert_int_equal(classify_wait(p.sfd), SMCR_CLASSIFY_PROPOSAL);
+	assert_int_equal(smcr_sock_accept_start(p.sfd, &so, &shs), SMCR_HANDSHAKE_PENDING);
+	/* past the bound: still pending (given up), however long it waits */
+	rc = smcr_handshake_step(shs, smcr_test_now_ms() + 300, &s);
+	assert_int_equal(rc, SMCR_HANDSHAKE_PENDING);
+	assert_null(s);
+	/* the server sent nothing after its Accept: the client answers it */
+	do
+		crc = smcr_handshake_step(chs, smcr_test_now_ms() + 2000, &c);
+	while (crc == SMCR_HANDSHAKE_PENDING);
+	smcr_handshake_free(chs);
+	if (crc == 0) {
+		/* it attached before the server let go: a Confirm, answered by a Decline */
+		assert_non_null(c);
+	} else {
+		assert_true(crc > 0);
+		assert_null(c);
+	}
+	rc = smcr_handshake_step(shs, smcr_test_now_ms() + 2000, &s);
+	smcr_handshake_free(shs);
+	assert_int_equal(rc, SMCR_CLC_DECL_TIMEOUT_AL);
+	assert_null(s);
+	/* TCP both ways, nothing of CLC in either direction */
+	assert_int_equal(send(p.sfd, "pong", 4, 0), 4);
+	if (c) {
+		assert_int_equal(smcr_sock_send(c, "ping", 4, 0), 4);
+		struct iovec iov = { buf, 4 };
+
+		assert_int_equal(smcr_sock_recvv(c, &iov, 1, MSG_WAITALL), 4);
+	} else {
+		assert_int_equal(send(p.cfd, "ping", 4, 0), 4);
+		assert_int_equal(recv(p.cfd, buf, 4, MSG_WAITALL), 4);
+	}
+	assert_memory_equal(buf, "pong", 4);
+	assert_int_equal(recv(p.sfd, buf, 4, MSG_WAITALL), 4);
+	assert_memory_equal(buf, "ping", 4);
+	pfd = (struct pollfd){ .fd = p.sfd, .events = POLLIN };
+	assert_int_equal(poll(&pfd, 1, 0), 0);
+	if (c)
+		smcr_sock_close(c);
+	pair_close(&p);
+}
+
 static void test_late_proposal_declined(void **state)
 {
 	uint8_t buf[SMCR_CLC_MAX_LEN];
@@ -1487,6 +1553,7 @@ int main(void)
 		cmocka_unit_test(test_server_speaks_first),
 		cmocka_unit_test(test_server_falls_back_when_client_declines),
 		cmocka_unit_test(test_client_declines_unreachable_accept),
+		cmocka_unit_test(test_server_gives_up_then_takes_late_answer),
 		cmocka_unit_test(test_late_proposal_declined),
 		cmocka_unit_test(test_pooled_ring_is_zeroed),
 		cmocka_unit_test(test_pooled_ring_zeroed_whole),
