@@ -209,12 +209,15 @@ bool smcr_smc_inherited(struct smcr_fd_entry *e)
 	return smcr_fd_entry_mode(e) == SMCR_FD_SMC && s != NULL && !entry_owns(e, s);
 }
 
-/* The decision is one thread's at a time; others wait for its outcome. */
+/*
+ * The decision is one thread's at a time; others wait for its outcome.
+ * Bounded: a handshake is a few CLC round trips, though one whose peer is
+ * late holds a blocking call as long as a read waits for data (design §4).
+ */
 static bool decision_lock(struct smcr_fd_entry *e)
 {
 	struct timespec pause = { 0, 100 * 1000 };
 
-	/* Bounded: a handshake is a few CLC round trips (2 s each at most). */
 	for (int i = 0; i < 300000; i++) {
 		if (!atomic_flag_test_and_set_explicit(&e->busy, memory_order_acquire))
 			return true;
@@ -551,7 +554,7 @@ static int64_t io_deadline(int fd, enum smcr_io_kind kind, bool may_block)
 	if (kind == SMCR_IO_POLL || !may_block)
 		return 0;
 	ms = timeval_ms(fd, kind == SMCR_IO_WRITE ? SO_SNDTIMEO : SO_RCVTIMEO);
-	return ms > 0 ? smcr_now_ms() + ms : INT64_MAX; /* the engine's own bound ends it anyway */
+	return ms > 0 ? smcr_now_ms() + ms : INT64_MAX; /* as long as a read waits for data */
 }
 
 static int handshake_step(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, bool may_block)
@@ -568,6 +571,14 @@ static int handshake_step(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kin
 	return kind == SMCR_IO_POLL ? DECIDED : -EAGAIN;
 }
 
+/*
+ * How long a handshake finished for a handoff may wait for the peer: past
+ * both CLC bounds (a client's 10 s for the first answer, then 6 s).  The
+ * late answer of a peer still silent then would reach the new owner, which
+ * cannot take it off the stream, as data: the connection is reset instead.
+ */
+#define FINISH_HANDSHAKE_MS 16000
+
 void smcr_smc_finish_handshake(int fd, struct smcr_fd_entry *e)
 {
 	struct smcr_sock *s = NULL;
@@ -579,12 +590,13 @@ void smcr_smc_finish_handshake(int fd, struct smcr_fd_entry *e)
 	smcr_guard_enter();
 	hs = atomic_load_explicit(&e->handshake, memory_order_acquire);
 	if (hs) {
+		int64_t bound = smcr_now_ms() + FINISH_HANDSHAKE_MS;
 		int rc;
 
-		do /* up to the engine's bound */
-			rc = smcr_handshake_step(hs, INT64_MAX, &s);
-		while (rc == SMCR_HANDSHAKE_PENDING);
-		handshake_end(fd, e, rc, s);
+		do
+			rc = smcr_handshake_step(hs, bound, &s);
+		while (rc == SMCR_HANDSHAKE_PENDING && smcr_now_ms() < bound);
+		handshake_end(fd, e, rc == SMCR_HANDSHAKE_PENDING ? -ETIMEDOUT : rc, s);
 	}
 	smcr_guard_leave();
 	decision_unlock(e);
@@ -769,7 +781,11 @@ int smcr_smc_settle(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, boo
 		    !(flags & (SMCR_FD_F_ACCEPTED | SMCR_FD_F_CONNECTING)))
 			return 0;
 		if (!decision_lock(e))
-			return 0;
+			/*
+			 * Another thread's handshake still runs: the socket
+			 * under it is not the application's stream yet.
+			 */
+			return -EAGAIN;
 		smcr_guard_enter();
 		if (smcr_fd_entry_mode(e) == SMCR_FD_CANDIDATE) {
 			if (flags & SMCR_FD_F_ACCEPTED)
@@ -1083,7 +1099,7 @@ static void release_entry(struct smcr_fd_entry *e)
  * to do so as when the server speaks first (SMCR_SPEAK_FIRST_WAIT_MS), which
  * is when an smcr client proposes: right after its connect() returns. Any
  * other client is a plain TCP peer: nothing to wait for.  A handshake already
- * under way is finished instead (up to the engine's bound): it may end in SMC,
+ * under way is finished instead (FINISH_HANDSHAKE_MS at most): it may end in SMC,
  * which the caller then ends like any SMC connection that cannot follow.
  */
 static void settle_unread(int fd, struct smcr_fd_entry *e, uint32_t reason, const char *why)
