@@ -48,6 +48,7 @@
 #include "smcr/engine.h"
 #include "smcr/libc.h"
 #include "smcr/stats.h"
+#include "smcr/sys.h"
 
 /*
  * The child runs on a stack of its own, beside every sanitizer's idea of
@@ -367,21 +368,10 @@ static bool probe_all(uint64_t *denied)
 static int seccomp_mode(void)
 {
 	char buf[4096];
-	int fd = smcr_libc.open("/proc/self/status", O_RDONLY | O_CLOEXEC), saved = errno;
-	ssize_t n = -1, got;
 	const char *p;
 
-	if (fd >= 0) {
-		n = 0;
-		while (n < (ssize_t)sizeof(buf) - 1 &&
-		       (got = smcr_libc.read(fd, buf + n, sizeof(buf) - 1 - (size_t)n)) > 0)
-			n += got;
-		smcr_libc.close(fd);
-	}
-	errno = saved;
-	if (n <= 0)
+	if (smcr_sys_read_text("/proc/self/status", buf, sizeof(buf)) < 0)
 		return -1;
-	buf[n] = '\0';
 	p = strstr(buf, "\nSeccomp:");
 	if (!p)
 		return 0; /* a kernel without seccomp */

@@ -41,18 +41,10 @@ static int64_t proc_started_by_ns(pid_t pid)
 	const char *p;
 	long hz = sysconf(_SC_CLK_TCK);
 	unsigned long long ticks;
-	ssize_t n;
-	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = smcr_libc.open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (smcr_sys_read_text(path, buf, sizeof(buf)) < 0 || hz <= 0)
 		return -1;
-	n = smcr_libc.read(fd, buf, sizeof(buf) - 1);
-	smcr_sys_close(fd);
-	if (n <= 0 || hz <= 0)
-		return -1;
-	buf[n] = '\0';
 	/* After the command name's last ')': state is field 3, starttime 22. */
 	p = strrchr(buf, ')');
 	for (int field = 2; p && field < 21; field++)
@@ -194,18 +186,10 @@ static pid_t innermost_pid(pid_t pid)
 {
 	char path[48], buf[2048];
 	const char *line, *last = NULL;
-	ssize_t n;
-	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	fd = smcr_libc.open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (smcr_sys_read_text(path, buf, sizeof(buf)) < 0)
 		return -1;
-	n = smcr_libc.read(fd, buf, sizeof(buf) - 1);
-	smcr_sys_close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
 	line = strstr(buf, "\nNSpid:");
 	if (!line)
 		return -1;

@@ -194,6 +194,24 @@ void smcr_sys_close(int fd)
 	errno = saved;
 }
 
+ssize_t smcr_sys_read_text(const char *path, char *buf, size_t size)
+{
+	int saved = errno, fd = smcr_libc.open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = -1;
+
+	if (fd >= 0 && size > 1) {
+		n = smcr_libc.read(fd, buf, size - 1);
+		smcr_sys_close(fd);
+	} else if (fd >= 0) {
+		smcr_sys_close(fd);
+	}
+	errno = saved;
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	return n;
+}
+
 int64_t smcr_sys_deadline(int ms)
 {
 	return ms < 0 ? -1 : smcr_now_ms() + ms;

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "common/clock.h" /* smcr_now_ms(), smcr_now_ns(): deadlines below are on it */
 
@@ -37,6 +38,13 @@ void smcr_sys_fd_window_unlock(void);
 
 /* Close an fd we own, keeping errno. */
 void smcr_sys_close(int fd);
+
+/*
+ * A small text file (/proc's) read whole into buf, NUL-terminated: its
+ * length, or -1 if it cannot be opened or is empty.  One open, one read, one
+ * close; errno as it was.
+ */
+ssize_t smcr_sys_read_text(const char *path, char *buf, size_t size);
 
 /*
  * poll() one fd for `events` until `deadline_ms` (CLOCK_MONOTONIC; < 0 =
