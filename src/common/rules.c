@@ -2,6 +2,7 @@
 /* The rules file's parser (see rules.h). */
 #include "common/rules.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -27,6 +28,29 @@ const char *smcr_rule_action_name(int action)
 	case SMCR_RULE_TCP: return "tcp";
 	default: return "?";
 	}
+}
+
+void smcr_rule_text(const struct smcr_rule *r, char *out, size_t len)
+{
+	char addr[INET6_ADDRSTRLEN];
+	size_t n;
+
+	if (!len)
+		return;
+	n = (size_t)snprintf(out, len, "%s", smcr_rule_action_name(r->action));
+#define RULE_TEXT_ADD(...) \
+	(n < len ? n += (size_t)snprintf(out + n, len - n, __VA_ARGS__) : n)
+	if (r->program[0])
+		RULE_TEXT_ADD(" program=%s", r->program);
+	if (r->role)
+		RULE_TEXT_ADD(" role=%s", r->role == SMCR_RULE_CLIENT ? "client" : "server");
+	if (r->has_addr && inet_ntop(r->addr.family, r->addr.addr, addr, sizeof(addr)))
+		RULE_TEXT_ADD(" addr=%s/%u", addr, r->addr.prefix);
+	if (r->port)
+		RULE_TEXT_ADD(" port=%u", r->port);
+	if (!r->program[0] && !r->role && !r->has_addr && !r->port)
+		RULE_TEXT_ADD(" *");
+#undef RULE_TEXT_ADD
 }
 
 static int SMCR_PRINTF(4, 5) broken(struct smcr_rules *rules, const char *path, unsigned line,

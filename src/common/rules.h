@@ -76,6 +76,13 @@ struct smcr_rules {
 const char *smcr_rule_action_name(int action);
 
 /*
+ * The rule `r` in the file's own words, "tcp program=psql port=5432" ("tcp
+ * *" for a rule that matches everything), NUL-terminated and cut to `len`:
+ * how smcr-explain and smcr-stat -l name the rule that decided.
+ */
+void smcr_rule_text(const struct smcr_rule *r, char *out, size_t len);
+
+/*
  * Parses `text` (a whole file, `len` bytes) as `path`, appending its rules.
  * 0, or -1 with rules->broken set and rules->problem naming path:line.
  */

@@ -81,21 +81,10 @@ static int parse_target(const char *text, struct sockaddr_storage *out, const ch
 
 static void print_rule(const struct smcr_rules *rules, const struct smcr_rule *r)
 {
-	char addr[INET6_ADDRSTRLEN];
+	char text[SMCR_RULES_LINE_MAX];
 
-	printf("decided by: %s:%u (%s", rules->files[r->file], r->line,
-	       smcr_rule_action_name(r->action));
-	if (r->program[0])
-		printf(" program=%s", r->program);
-	if (r->role)
-		printf(" role=%s", r->role == SMCR_RULE_CLIENT ? "client" : "server");
-	if (r->has_addr && inet_ntop(r->addr.family, r->addr.addr, addr, sizeof(addr)))
-		printf(" addr=%s/%u", addr, r->addr.prefix);
-	if (r->port)
-		printf(" port=%u", r->port);
-	if (!r->program[0] && !r->role && !r->has_addr && !r->port)
-		printf(" *");
-	printf(")\n");
+	smcr_rule_text(r, text, sizeof(text));
+	printf("decided by: %s:%u (%s)\n", rules->files[r->file], r->line, text);
 }
 
 /* What an environment setting that decides makes of the connection. */
