@@ -209,12 +209,23 @@ struct smcr_sock_opts {
  * runs smcr, so local clients will propose SMC to it (design §4).  The entry
  * lives until smcr_listener_unregister() or until every process holding it has
  * exited (it is an abstract UNIX socket, close-on-exec).  0 or -errno;
- * -ECANCELED when a rule keeps the listener TCP (src/common/rules.h).  A name
- * that is taken, or that could not be made for want of fds or memory, still
- * gives a listener: smcr_listener_needs_claim() says it has no name yet.
+ * -ECANCELED when a rule keeps the listener TCP (src/common/rules.h), with
+ * *out its smcr_listener_unserved() (or NULL): nothing registered, unregister
+ * it all the same.  A name that is taken, or that could not be made for want
+ * of fds or memory, still gives a listener: smcr_listener_needs_claim() says
+ * it has no name yet.
  */
 int smcr_listener_register(int listen_fd, struct smcr_listener **out);
 void smcr_listener_unregister(struct smcr_listener *l);
+/*
+ * A listener smcr does not serve (a rule, or a process that confines its
+ * system calls): never registered nor announced; it only shows in smcr-stat
+ * -l as not served, because of `why`, until smcr_listener_unregister() when
+ * the socket closes.  No system call but getsockname, and none where the
+ * process's filter denies it (the record then has no address).  NULL if not
+ * a TCP socket or out of memory.  Keeps errno.
+ */
+struct smcr_listener *smcr_listener_unserved(int listen_fd, const char *why);
 /*
  * A listener registered while another process held the name (prefork, or a
  * new nginx master while the old one lives), or while fds ran short, takes

@@ -103,13 +103,19 @@ struct smcr_stats_conn {
 
 /*
  * Whether local clients are told to propose SMC to a listening socket
- * (the same-host registry, src/smcr/registry.h).
+ * (the same-host registry, src/smcr/registry.h).  New values may be added
+ * within version 2: a reader shows a value it does not know as unknown.
  */
 enum smcr_stats_listener_status {
 	SMCR_STATS_LISTENER_SERVED = 1,    /* this process holds the registry name */
 	SMCR_STATS_LISTENER_NAME_HELD = 2, /* another process holds the port's name */
 	SMCR_STATS_LISTENER_REVOKED = 3,   /* withdrawn; `why` says why */
 	SMCR_STATS_LISTENER_NO_NAME = 4,   /* out of fds or memory for the name: retried */
+	/*
+	 * Never registered nor announced, for as long as it listens: `why` says
+	 * why (a rule, a rules file not understood, a confined process).
+	 */
+	SMCR_STATS_LISTENER_NOT_SERVED = 5,
 };
 
 /* The process runs with SMCR_SAMEHOST=0: its own clients never look the name up. */
@@ -129,7 +135,7 @@ struct smcr_stats_listener {
 	uint16_t status;          /* enum smcr_stats_listener_status */
 	uint32_t flags;           /* SMCR_STATS_LISTENER_F_* */
 	uint64_t reserved;
-	char why[80];             /* REVOKED: why, NUL-terminated */
+	char why[80];             /* REVOKED, NOT_SERVED: why, NUL-terminated */
 };
 
 /* An SMC-R link group and its links (src/smcr/lgr.h), as of its last change. */

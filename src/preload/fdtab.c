@@ -191,6 +191,7 @@ struct smcr_fd_entry *smcr_fdtab_track(int fd, int domain, enum smcr_fd_mode mod
 		entry->fallback_reason = 0;
 		entry->tcp_record = NULL;
 		entry->listener = NULL;
+		entry->unserved = NULL;
 		entry->listen_port = 0;
 		atomic_store_explicit(&entry->handshake, NULL, memory_order_relaxed);
 		atomic_store_explicit(&entry->handshake_fd, -1, memory_order_relaxed);

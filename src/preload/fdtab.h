@@ -81,6 +81,7 @@ struct smcr_fd_entry {
 	void *tcp_record;          /* its stats record in TCP mode (engine.h), or NULL */
 	void *listener;            /* listener registration (smc.c): of a listener, or
 				    * of the listener of an unclassified accepted socket */
+	void *unserved;            /* a listener smcr does not serve: its smcr_listener_unserved() */
 	uint16_t listen_port;      /* a listener's port */
 	_Atomic(void *) handshake; /* accepted: the server handshake in progress (engine.h) */
 	_Atomic int handshake_fd;  /* ... its smcr_handshake_fd() once made, else -1 */

@@ -892,17 +892,29 @@ void smcr_smc_before_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	smcr_guard_leave();
 }
 
-/* Register the listener `fd` for SMC. */
+/*
+ * Register the listener `fd` for SMC.  One that a rule keeps on TCP, or that
+ * a confined process opens, is only recorded, as not served, for smcr-stat
+ * -l: its record goes when the socket does (release_entry()).
+ */
 static void register_listener(int fd, struct smcr_fd_entry *e)
 {
 	struct smcr_listener *l = NULL;
+	bool confined;
 	int rc;
 
-	/* A confined process registers no listener (registry.c's calls may be denied). */
-	if (e->listener || smcr_engine_confined() || !decision_lock(e))
+	if (e->listener || e->unserved)
+		return;
+	confined = smcr_engine_confined();
+	if (!decision_lock(e))
 		return;
 	smcr_guard_enter();
-	if (!e->listener) {
+	if (e->listener || e->unserved) {
+		/* another thread's listen() came first */
+	} else if (confined) {
+		/* A confined process registers no listener (registry.c's calls may be denied). */
+		e->unserved = smcr_listener_unserved(fd, "the process confines its system calls");
+	} else {
 		struct listener_reg *r = calloc(1, sizeof(*r));
 
 		rc = r ? smcr_listener_register(fd, &l) : -ENOMEM;
@@ -925,6 +937,7 @@ static void register_listener(int fd, struct smcr_fd_entry *e)
 			smcr_sock_listen_prepare();
 		} else if (rc == -ECANCELED) {
 			free(r);
+			e->unserved = l;
 			smcr_info("fd %d: listener on port %u kept TCP by a rule (reason RULE)", fd,
 				  local_port(fd));
 		} else {
@@ -1054,7 +1067,8 @@ static void release_entry(struct smcr_fd_entry *e)
 	int saved;
 
 	/* Most sockets never got any of it: their close costs no more than without us. */
-	if (!s && !e->epoll_regs && !e->listener && !e->tcp_record && e->engine_fd < 0 &&
+	if (!s && !e->epoll_regs && !e->listener && !e->unserved && !e->tcp_record &&
+	    e->engine_fd < 0 &&
 	    !atomic_load_explicit(&e->handshake, memory_order_acquire)) {
 		e->epoll_events = 0;
 		return;
@@ -1067,6 +1081,10 @@ static void release_entry(struct smcr_fd_entry *e)
 	if (e->listener) {
 		reg_put(e->listener);
 		e->listener = NULL;
+	}
+	if (e->unserved) {
+		smcr_listener_unregister(e->unserved);
+		e->unserved = NULL;
 	}
 	if (s && owner) {
 		/* The last holder's close ends it; an earlier one's only lets go. */

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/log.h"
@@ -167,22 +168,34 @@ static int rule_action(const struct smcr_config *cfg, bool server, const struct 
 	return v.action;
 }
 
-bool smcr_policy_listener_excluded(int listen_fd)
+bool smcr_policy_listener_excluded(int listen_fd, char *why, size_t len)
 {
 	const struct smcr_config *cfg = smcr_config_get();
+	struct smcr_policy_verdict v = { .action = SMCR_RULE_SMC };
 	struct sockaddr_storage local;
-	socklen_t len = sizeof(local);
+	socklen_t slen = sizeof(local);
 	int saved = errno;
-	bool excluded;
 
 	if (!cfg->rules)
 		return false;
-	if (cfg->rules->broken)
+	if (cfg->rules->broken) {
+		if (why && len)
+			snprintf(why, len, "rules file not understood: %s", cfg->rules->problem);
 		return true;
-	excluded = smcr_libc.getsockname(listen_fd, (struct sockaddr *)&local, &len) == 0 &&
-		   rule_action(cfg, true, (struct sockaddr *)&local) == SMCR_RULE_TCP;
+	}
+	if (smcr_libc.getsockname(listen_fd, (struct sockaddr *)&local, &slen) == 0)
+		smcr_policy_rule(cfg, true, (struct sockaddr *)&local, NULL, NULL, &v);
 	errno = saved;
-	return excluded;
+	if (v.action != SMCR_RULE_TCP)
+		return false;
+	if (why && len && v.rule) {
+		char text[SMCR_RULES_LINE_MAX];
+
+		smcr_rule_text(v.rule, text, sizeof(text));
+		snprintf(why, len, "rule %s:%u: %s", cfg->rules->files[v.rule->file], v.rule->line,
+			 text);
+	}
+	return true;
 }
 
 /* ---- learned policy (learn.h) ----------------------------------------------------- */

@@ -118,8 +118,10 @@ void smcr_policy_rule(const struct smcr_config *cfg, bool server, const struct s
 
 /*
  * Does a rule keep the listener `listen_fd` out of SMC (not registered, not
- * announced)?  One getsockname, and only when there are rules.
+ * announced)?  One getsockname, and only when there are rules.  If so and
+ * `why` is not NULL, it names the cause for smcr-stat -l: "rule
+ * /etc/smcr.conf:3: tcp port=5432", or the rules file not understood.
  */
-bool smcr_policy_listener_excluded(int listen_fd);
+bool smcr_policy_listener_excluded(int listen_fd, char *why, size_t len);
 
 #endif /* SMCR_POLICY_H */

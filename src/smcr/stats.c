@@ -818,7 +818,7 @@ static void listener_fields(struct smcr_stats_listener *l, uint32_t status, cons
 }
 
 struct smcr_stats_listener *smcr_stats_listener_open(int listen_fd, uint32_t status,
-						     uint32_t flags)
+						     uint32_t flags, const char *why)
 {
 	struct smcr_stats_file *f = stats_get();
 	struct sockaddr_storage ss;
@@ -828,7 +828,9 @@ struct smcr_stats_listener *smcr_stats_listener_open(int listen_fd, uint32_t sta
 
 	if (!f)
 		return NULL;
-	if (smcr_libc.getsockname(listen_fd, (struct sockaddr *)&ss, &len) == 0)
+	/* Confined (confine.h): a record without its address rather than a killed process. */
+	if (smcr_call_allowed(SMCR_CALL_GETSOCKNAME) &&
+	    smcr_libc.getsockname(listen_fd, (struct sockaddr *)&ss, &len) == 0)
 		addr_of(&ss, addr, &port);
 	for (unsigned i = 0; i < SMCR_STATS_MAX_LISTENERS; i++) {
 		struct smcr_stats_listener *l = &f->listeners[i];
@@ -847,7 +849,7 @@ struct smcr_stats_listener *smcr_stats_listener_open(int listen_fd, uint32_t sta
 			SET(l->addr[b], addr[b]);
 		SET(l->port, port);
 		SET(l->flags, flags);
-		listener_fields(l, status, NULL);
+		listener_fields(l, status, why);
 		seq_end(&l->seq);
 		return l;
 	}

@@ -32,10 +32,11 @@ void smcr_stats_conn_relink(const struct smcr_sock *s, uint32_t bytes_resent);
 
 /*
  * A listening socket (conn.c's registry calls): a record in the process's
- * listener table (NULL if it is full), its status as it changes, its end.
+ * listener table (NULL if it is full), its status (and why, or NULL) as it
+ * changes, its end.
  */
 struct smcr_stats_listener *smcr_stats_listener_open(int listen_fd, uint32_t status,
-						     uint32_t flags);
+						     uint32_t flags, const char *why);
 void smcr_stats_listener_status(struct smcr_stats_listener *l, uint32_t status,
 				const char *why);
 void smcr_stats_listener_close(struct smcr_stats_listener *l);

@@ -149,7 +149,7 @@ void smcr_tcpopt_mark_connect(int tcp_fd, const struct sockaddr *dst)
 
 void smcr_tcpopt_mark_listen(int listen_fd)
 {
-	if (!smcr_tcpopt_enabled() || smcr_policy_listener_excluded(listen_fd))
+	if (!smcr_tcpopt_enabled() || smcr_policy_listener_excluded(listen_fd, NULL, 0))
 		return;
 	mark(listen_fd, SMCR_BPF_F_SERVE, "SYN-ACK");
 }

@@ -1930,7 +1930,8 @@ enum confine_how { CONFINE_PRCTL, CONFINE_SYSCALL };
  * A filter shaped like OpenSSH's privilege-separated child's: a short allow
  * list (no sendto, recvmmsg, recvfrom, getsockname, getpeername, epoll,
  * eventfd, memfd_create, bpf, open), the process killed on anything else.
- * socket and connect are allowed, for a connection made after the filter.
+ * socket and connect are allowed, for a connection made after the filter,
+ * and bind and listen, for a listener opened after it.
  */
 static int confine_self(enum confine_how how)
 {
@@ -1939,6 +1940,7 @@ static int confine_self(enum confine_how how)
 		SYS_close, SYS_munmap, SYS_mmap, SYS_brk, SYS_madvise, SYS_mprotect, SYS_exit,
 		SYS_exit_group, SYS_rt_sigreturn, SYS_rt_sigprocmask, SYS_clock_gettime,
 		SYS_clock_nanosleep, SYS_nanosleep, SYS_socket, SYS_connect, SYS_shutdown,
+		SYS_bind, SYS_listen,
 		SYS_getrandom, SYS_sched_yield,
 		SYS_sigaltstack, /* a sanitizer runtime's exit path (ASan), not the library's */
 	};
@@ -2029,13 +2031,50 @@ static bool write_full(int fd, const void *buf, size_t len)
 
 static enum confine_how client_how;
 
+/* The live listener record of fd `fd` in `f`, or NULL. */
+static const struct smcr_stats_listener *listener_record(const struct smcr_stats_file *f, int fd)
+{
+	for (unsigned i = 0; f && i < SMCR_STATS_MAX_LISTENERS; i++)
+		if (f->listeners[i].state == SMCR_STATS_CONN_LIVE && f->listeners[i].fd == fd)
+			return &f->listeners[i];
+	return NULL;
+}
+
+/*
+ * A listener opened under the filter: listed as not served, because the
+ * process confines its system calls (smcr-stat -l), until it is closed.
+ */
+static void listener_confined(const struct smcr_stats_file *f)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	const struct smcr_stats_listener *l;
+	int lfd = socket(AF_INET, SOCK_STREAM, 0);
+
+	CHECK(lfd >= 0);
+	CHECK(bind(lfd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	CHECK(listen(lfd, 4) == 0);
+	l = listener_record(f, lfd);
+	if (!l || l->status != SMCR_STATS_LISTENER_NOT_SERVED ||
+	    strcmp(l->why, "the process confines its system calls") != 0) {
+		fprintf(stderr, "confined listener fd %d: record %s, status %u, why '%s'\n", lfd,
+			l ? "live" : "missing", l ? (unsigned)l->status : 0u, l ? l->why : "");
+		t_failures++;
+	}
+	close(lfd);
+	if (listener_record(f, lfd)) {
+		fprintf(stderr, "confined listener fd %d: its record outlives its close\n", lfd);
+		t_failures++;
+	}
+}
+
 /*
  * Connects (SMC), confines itself, then under the filter: its SMC
  * connection carries CONFINED_LEN bytes each way, a new connection stays TCP
- * with reason CONFINED, and exit() runs the library's exit work.  Any call
- * the filter does not allow kills it (SIGSYS): the server's reap sees that.
- * Through syscall(), a filter the kernel refuses comes first: the engine
- * forgets it, and the connection made after it is SMC.
+ * with reason CONFINED, a new listener is listed as not served, and exit()
+ * runs the library's exit work.  Any call the filter does not allow kills it
+ * (SIGSYS): the server's reap sees that.  Through syscall(), a filter the
+ * kernel refuses comes first: the engine forgets it, and the connection made
+ * after it is SMC.
  */
 static void client_confined(void)
 {
@@ -2084,6 +2123,7 @@ static void client_confined(void)
 	if (!found)
 		fprintf(stderr, "confined client: no live TCP record with reason CONFINED\n");
 	CHECK(found);
+	listener_confined(f);
 	close(fd2);
 	CHECK(shutdown(fd, SHUT_WR) == 0);
 	CHECK(read(fd, c, 1) == 0);
