@@ -25,6 +25,8 @@ static const char *listener_status_name(uint32_t status)
 		return "revoked";
 	case SMCR_STATS_LISTENER_NO_NAME:
 		return "no-name";
+	case SMCR_STATS_LISTENER_NOT_SERVED:
+		return "not-served";
 	}
 	return "unknown";
 }
@@ -46,6 +48,9 @@ static void listener_reason(const struct smcr_stats_listener *l, char *out, size
 		break;
 	case SMCR_STATS_LISTENER_REVOKED:
 		snprintf(out, len, "%s", l->why[0] ? l->why : "revoked");
+		break;
+	case SMCR_STATS_LISTENER_NOT_SERVED:
+		snprintf(out, len, "%s", l->why[0] ? l->why : "not served");
 		break;
 	case SMCR_STATS_LISTENER_NO_NAME:
 		snprintf(out, len, "no registry name: out of fds or memory (retried when it accepts)%s%s",
@@ -101,7 +106,7 @@ void listeners_text(const struct process_list *pl)
 		puts("no smcr processes");
 		return;
 	}
-	printf("%7s  %-16s  %4s  %-24s  %-9s  %s\n", "PID", "PROGRAM", "FD", "LISTEN",
+	printf("%7s  %-16s  %4s  %-24s  %-10s  %s\n", "PID", "PROGRAM", "FD", "LISTEN",
 	       "STATUS", "WHY NOT SERVED");
 	for (size_t p = 0; p < pl->n; p++)
 		for (size_t i = 0; i < pl->v[p].nlisteners; i++, n++) {
@@ -110,7 +115,7 @@ void listeners_text(const struct process_list *pl)
 
 			endpoint_text(l->addr, l->port, where, sizeof(where));
 			listener_reason(l, why, sizeof(why));
-			printf("%7d  %-16s  %4" PRId32 "  %-24s  %-9s  %s\n", (int)pl->v[p].pid,
+			printf("%7d  %-16s  %4" PRId32 "  %-24s  %-10s  %s\n", (int)pl->v[p].pid,
 			       pl->v[p].program, l->fd, where, listener_status_name(l->status),
 			       why[0] ? why : "-");
 		}
