@@ -1188,8 +1188,9 @@ bool smcr_smc_entry_is_conn(struct smcr_fd_entry *e)
  * every call is still allowed: nothing that the filter might deny may be
  * left to do later.  An accepted connection not classified yet is settled
  * (reason CONFINED); a client socket whose handshake has not begun stays
- * TCP; a handshake under way is finished; listeners leave the registry, so
- * local clients stop proposing to them.  SMC connections stay SMC.
+ * TCP; a handshake under way is finished; the listeners this process
+ * registered leave the registry, so local clients stop proposing to them.
+ * SMC connections stay SMC.
  */
 void smcr_smc_before_confine(void)
 {
@@ -1202,10 +1203,16 @@ void smcr_smc_before_confine(void)
 		if (!e)
 			continue;
 		f = smcr_fd_entry_flags(e);
-		if ((f & SMCR_FD_F_LISTENING) && e->listener && decision_lock(e)) {
-			smcr_guard_enter();
-			drop_listener_ref(e);
-			smcr_guard_leave();
+		if ((f & SMCR_FD_F_LISTENING) && e->listener &&
+		    ((struct listener_reg *)e->listener)->pid == smcr_smc_pid && decision_lock(e)) {
+			/*
+			 * Its accepted connections will not be classified (the filter
+			 * may deny what that takes), so no local client may propose
+			 * to it any more.  For good: a registration cannot be taken
+			 * back once withdrawn, also if the kernel refuses the filter.
+			 * One that followed fork stays its registrant's (design §8).
+			 */
+			smcr_smc_revoke_listener((int)fd, e, "the process confines its system calls");
 			decision_unlock(e);
 		} else if (smcr_fd_entry_mode(e) != SMCR_FD_CANDIDATE || (f & SMCR_FD_F_LISTENING)) {
 			/* decided already, or a listener of another process */
