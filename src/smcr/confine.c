@@ -296,6 +296,17 @@ static void log_denied(uint32_t denied)
 		  " denied to the engine: %s", n ? list : "nothing it uses");
 }
 
+/* Confined from now on, `denied` added to what earlier filters deny.  confine_lock held. */
+static void confine_locked(uint32_t denied)
+{
+	atomic_store(&smcr_confine_denied, atomic_load(&smcr_confine_denied) | denied);
+	atomic_store(&smcr_confine_on, true);
+	/* A log line is a getpid and a write (and an open, to a log file). */
+	if (!smcr_call_allowed(SMCR_CALL_GETPID) || !smcr_call_allowed(SMCR_CALL_WRITE) ||
+	    smcr_log_opens_file())
+		smcr_log_quiet();
+}
+
 void smcr_engine_confine(enum smcr_confine_kind kind, const struct sock_filter *prog,
 			 unsigned len)
 {
@@ -318,23 +329,14 @@ void smcr_engine_confine(enum smcr_confine_kind kind, const struct sock_filter *
 	smcr_stats_confine_prepare();
 	smcr_hold_each(smcr_stats_conn_update);
 	log_denied(denied);
-	atomic_store(&smcr_confine_denied, denied_before | denied);
-	atomic_store(&smcr_confine_on, true);
-	/* A log line is a getpid and a write (and an open, to a log file). */
-	if (!smcr_call_allowed(SMCR_CALL_GETPID) || !smcr_call_allowed(SMCR_CALL_WRITE) ||
-	    smcr_log_opens_file())
-		smcr_log_quiet();
+	confine_locked(denied);
 	pthread_mutex_unlock(&confine_lock);
 }
 
 void smcr_confine_inherited(uint32_t calls)
 {
 	pthread_mutex_lock(&confine_lock);
-	atomic_store(&smcr_confine_denied, atomic_load(&smcr_confine_denied) | calls);
-	atomic_store(&smcr_confine_on, true);
-	if (!smcr_call_allowed(SMCR_CALL_GETPID) || !smcr_call_allowed(SMCR_CALL_WRITE) ||
-	    smcr_log_opens_file())
-		smcr_log_quiet();
+	confine_locked(calls);
 	pthread_mutex_unlock(&confine_lock);
 }
 

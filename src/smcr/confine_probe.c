@@ -421,14 +421,9 @@ void smcr_confine_check_inherited(void)
 		pthread_mutex_unlock(&inherited_lock);
 		return;
 	}
+	/* (the strict mode cannot be inherited: it allows no exec) */
 	mode = seccomp_mode();
-	if (mode == 1) {
-		/* strict: nothing but read and write is left */
-		any = stats_denied = true;
-		denied = ~UINT64_C(0) >> (64 - N_PROBES);
-		calls = (~0u >> (32 - SMCR_CALL_COUNT)) &
-			~((1u << SMCR_CALL_READ) | (1u << SMCR_CALL_WRITE));
-	} else if (mode != 0) {
+	if (mode != 0) {
 		if (!probe_all(&denied)) {
 			/* no child to ask: nothing is known, so nothing is tried */
 			denied = ~UINT64_C(0) >> (64 - N_PROBES);
@@ -449,7 +444,7 @@ void smcr_confine_check_inherited(void)
 		/* first: it silences the log where a log line would be denied */
 		smcr_confine_inherited(calls);
 		log_inherited(denied, stats_denied);
-	} else if (mode == 2 || mode < 0) {
+	} else if (mode != 0) {
 		smcr_dbg("the process runs under a seccomp filter that allows every call smcr makes");
 	}
 	atomic_store_explicit(&inherited_checked, true, memory_order_release);
