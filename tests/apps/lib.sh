@@ -296,18 +296,7 @@ assert_fallback_log() {
 # --json): "SMC FALLBACKS REASON:COUNT,..."; processes without stats count nothing.
 mode_stats() {
     "$SMCR_STAT" stats --json --dir "$XDG_RUNTIME_DIR/smcr" |
-        "$PYTHON" -c '
-import json, sys
-pids = {int(p) for p in sys.argv[1:]}
-smc = fb = 0
-reasons = {}
-for p in json.load(sys.stdin)["processes"]:
-    if p["pid"] in pids:
-        smc += p["handshakes_smc"]
-        fb += p["fallbacks"]
-        for r in p["fallback_reasons"]:
-            reasons[r["name"]] = reasons.get(r["name"], 0) + r["count"]
-print(smc, fb, ",".join(f"{k}:{v}" for k, v in sorted(reasons.items())) or "-")' "$@"
+        "$PYTHON" "$apps_dir/stats_summary.py" --pids "$*" -
 }
 
 # assert_smc_stats WHAT MIN PID...: the processes together made at least MIN SMC

@@ -87,21 +87,8 @@ CONF
 # recorded themselves as $STATS_DIR/stats.WHO.* (own_stats.py: a process's stats
 # file vanishes when it exits), or "none" when none recorded any (smcr not loaded).
 own_outcome() {
-    "$PYTHON" - "$STATS_DIR" "$1" <<'PY'
-import glob, json, sys
-smc = fb = seen = 0
-reasons = {}
-for path in glob.glob(f"{sys.argv[1]}/stats.{sys.argv[2]}.*"):
-    text = open(path).read().strip()
-    if not text:
-        continue
-    for p in json.loads(text)["processes"]:
-        seen += 1
-        smc += p["handshakes_smc"]
-        fb += p["fallbacks"]
-        for r in p["fallback_reasons"]:
-            reasons[r["name"]] = reasons.get(r["name"], 0) + r["count"]
-print(f"{smc} {fb} " + (",".join(f"{k}:{v}" for k, v in sorted(reasons.items())) or "-")
-      if seen else "none")
-PY
+    local files
+    files=$(compgen -G "$STATS_DIR/stats.$1.*") || files=
+    # shellcheck disable=SC2086 # the names are this test's own, without blanks
+    "$PYTHON" "$apps_dir/stats_summary.py" --none $files
 }
