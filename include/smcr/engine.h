@@ -91,7 +91,8 @@ struct pollfd;
 	X(int, memfd_create, (const char *, unsigned int))                          \
 	X(int, timerfd_create, (int, int))                                          \
 	X(int, inotify_init1, (int))                                                \
-	X(int, prctl, (int, ...))
+	X(int, prctl, (int, ...))                                                   \
+	X(long, syscall, (long, ...))
 
 #define SMCR_LIBC_MEMBER(ret, name, params) ret(*name) params;
 struct smcr_libc {

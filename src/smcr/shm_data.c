@@ -152,7 +152,7 @@ static int drain_rings(struct smcr_xconn *xc)
 		mm[i].msg_hdr.msg_iovlen = 1;
 	}
 	/* (The engine's own socket: no wrapper to bypass, so the system call itself.) */
-	n = (int)syscall(SYS_recvmmsg, xc->unix_fd, mm, SHM_RINGS_PER_DRAIN, MSG_DONTWAIT, NULL);
+	n = (int)smcr_libc.syscall(SYS_recvmmsg, xc->unix_fd, mm, SHM_RINGS_PER_DRAIN, MSG_DONTWAIT, NULL);
 	if (n < 0)
 		return errno == EAGAIN || errno == EINTR ? 0 : -1;
 	/* A ring is one byte: an empty message is the end of the stream. */

@@ -71,7 +71,7 @@ void smcr_sys_fd_window_unlock(void)
 
 static int nofile_limit(const struct rlimit *set, struct rlimit *old)
 {
-	return (int)syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, set, old);
+	return (int)smcr_libc.syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, set, old);
 }
 
 /* The number the engine's fds start from under the limits `cur`. */
@@ -120,7 +120,7 @@ static int dup_above_soft(int fd, struct rlimit *cur)
 		return -1;
 	}
 	if (room_above(cur))
-		high = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, (int)fd_target(cur));
+		high = (int)smcr_libc.syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, (int)fd_target(cur));
 	if (cur->rlim_cur != cur->rlim_max)
 		(void)nofile_limit(cur, NULL);
 	smcr_sys_fd_window_unlock();
