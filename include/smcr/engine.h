@@ -153,6 +153,16 @@ void smcr_engine_confine(enum smcr_confine_kind kind, const struct sock_filter *
 			 unsigned len);
 void smcr_engine_confine_undo(void);
 /*
+ * A filter confined as SMCR_CONFINE_UNKNOWN (its program could not be read
+ * safely before the kernel call: a filter in force may deny the one call
+ * that reads it without the risk of a fault) has applied, with program
+ * (prog, len), which the kernel has just read: the engine's denials become
+ * what that program denies, added to those of the filters before it.
+ * Called after the kernel applied it, so it makes no system call the
+ * program may deny.
+ */
+void smcr_engine_confine_applied(const struct sock_filter *prog, unsigned len);
+/*
  * Has the process confined its system calls?  (A new TCP socket then passes
  * through.)  Asked before the engine's first call that plain TCP would not
  * make: the first time, where the process runs under a seccomp filter it

@@ -21,6 +21,10 @@
  * system call instruction is not seen (design §8).
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/uio.h>
+#include <unistd.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stdarg.h>
@@ -33,54 +37,160 @@
 #include "smcr/engine.h"
 
 /*
- * Can the call confine the process at all?  A filter program at NULL
- * cannot: the kernel reads its header from there and answers EFAULT.
- * libseccomp makes that call, with each flag in turn, to learn what the
- * kernel supports (whether or not the program loads a filter later), so it
- * must neither settle this process's sockets nor confine the engine.
+ * The program a filter call hands the kernel is the caller's memory, and it
+ * may be no program at all: libseccomp asks the kernel what it supports with
+ * a filter at NULL, and a buggy or hostile caller may pass an unmapped
+ * address, a header whose .filter is unmapped, or a length of 0 or above
+ * BPF_MAXINSNS.  The kernel answers those with EFAULT or EINVAL and applies
+ * nothing; the wrapper must answer the same, must not fault reading them,
+ * and must not confine the process, nor settle its sockets, for them.
+ *
+ * So the wrapper reads the program with a call that reports a bad address
+ * instead of faulting: process_vm_readv on this process (its own memory
+ * needs no ptrace permission).  It copies header and instructions into
+ * private memory, the engine evaluates that copy, and the kernel installs
+ * the same copy, so what the engine judged is what applies even if the
+ * caller's memory changes meanwhile.  Where the read shows the kernel would
+ * refuse the program, the caller's own arguments go to the kernel unread,
+ * and its answer, whatever it is, is the caller's.
+ *
+ * process_vm_readv is a call a filter in force may deny, killing the
+ * process (systemd's SystemCallFilter= with @debug excluded does), so it is
+ * made only where no filter is in force yet.  Under one, the wrapper does
+ * not read the program before the kernel call: the engine confines itself
+ * as for a filter it cannot see (every call it makes counts as denied), the
+ * caller's arguments go to the kernel, and once the kernel has applied the
+ * filter (so it has read the whole program from that memory) the engine
+ * reads it and narrows its denials to what it denies.
  */
-static bool confines(unsigned long mode, const struct sock_fprog *prog)
+enum program_read {
+	PROGRAM_COPIED,	 /* the copy is the program the kernel will be given */
+	PROGRAM_REFUSED, /* the kernel refuses it (EFAULT, EINVAL) without applying anything */
+	PROGRAM_UNREAD,	 /* a filter is in force: not read before the kernel call */
+};
+
+/* One filter call at a time: the copy, and the engine's state to undo, are the process's. */
+static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sock_filter program_copy[BPF_MAXINSNS];
+
+/* n bytes at `from` of this process into `to`: 1 copied, 0 not all mapped, -1 no answer. */
+static int read_own(void *to, const void *from, size_t n)
 {
-	return mode == SECCOMP_MODE_STRICT || (mode == SECCOMP_MODE_FILTER && prog != NULL);
+	struct iovec local = { .iov_base = to, .iov_len = n };
+	struct iovec remote = { .iov_base = (void *)(uintptr_t)from, .iov_len = n };
+	ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+
+	if (got == (ssize_t)n)
+		return 1;
+	if (got >= 0 || errno == EFAULT)
+		return 0;
+	return -1; /* ENOSYS (no CONFIG_CROSS_MEMORY_ATTACH), EPERM (a security module) */
 }
 
-/* The engine's work leaves errno as the program had it: only the kernel's answer sets it. */
-static void before_confine(unsigned long mode, const struct sock_fprog *prog)
+static enum program_read read_program(const struct sock_fprog *user, struct sock_fprog *copy)
+{
+	int r;
+
+	if (!user)
+		return PROGRAM_REFUSED;
+	/* 0: none; 2: a filter; -1 (EINVAL): a kernel without seccomp, where the call fails anyway */
+	if (smcr_real.prctl(PR_GET_SECCOMP, 0, 0, 0, 0) > 0)
+		return PROGRAM_UNREAD;
+	r = read_own(copy, user, sizeof(*copy));
+	if (r <= 0)
+		return r < 0 ? PROGRAM_UNREAD : PROGRAM_REFUSED;
+	if (copy->len == 0 || copy->len > BPF_MAXINSNS)
+		return PROGRAM_REFUSED;
+	r = read_own(program_copy, copy->filter, copy->len * sizeof(program_copy[0]));
+	if (r <= 0)
+		return r < 0 ? PROGRAM_UNREAD : PROGRAM_REFUSED;
+	copy->filter = program_copy;
+	return PROGRAM_COPIED;
+}
+
+/* One PR_SET_SECCOMP or seccomp(SECCOMP_SET_MODE_*) call, around the kernel's. */
+struct install {
+	const struct sock_fprog *user; /* the caller's argument */
+	const struct sock_fprog *arg;  /* what the kernel is given */
+	struct sock_fprog copy;
+	enum program_read read;
+	bool locked, confining;
+};
+
+/*
+ * Before the kernel call, while every call is still allowed: the engine
+ * learns the filter and this process's sockets are settled.  The engine's
+ * work leaves errno as the program had it: only the kernel's answer sets it.
+ */
+static void install_begin(struct install *in, unsigned long mode, const struct sock_fprog *user)
+{
+	enum smcr_confine_kind kind = SMCR_CONFINE_UNKNOWN;
+	int saved = errno;
+
+	in->user = user;
+	in->arg = user;
+	in->read = PROGRAM_REFUSED;
+	in->locked = false;
+	in->confining = false;
+	if (!smcr_preload_active || (mode != SECCOMP_MODE_STRICT && mode != SECCOMP_MODE_FILTER))
+		return;
+	pthread_mutex_lock(&install_lock);
+	in->locked = true;
+	smcr_guard_enter();
+	if (mode == SECCOMP_MODE_STRICT) {
+		kind = SMCR_CONFINE_STRICT;
+		in->confining = true;
+	} else {
+		in->read = read_program(user, &in->copy);
+		if (in->read == PROGRAM_COPIED) {
+			kind = SMCR_CONFINE_FILTER;
+			in->arg = &in->copy;
+		}
+		in->confining = in->read != PROGRAM_REFUSED;
+	}
+	if (in->confining) {
+		smcr_smc_before_confine();
+		if (kind == SMCR_CONFINE_FILTER)
+			smcr_engine_confine(kind, in->copy.filter, in->copy.len);
+		else
+			smcr_engine_confine(kind, NULL, 0);
+	}
+	smcr_guard_leave();
+	errno = saved;
+}
+
+/* After it: applied (`applied`) or refused, the engine follows the kernel's answer. */
+static void install_end(struct install *in, bool applied)
 {
 	int saved = errno;
 
-	smcr_guard_enter();
-	smcr_smc_before_confine();
-	if (mode == SECCOMP_MODE_STRICT)
-		smcr_engine_confine(SMCR_CONFINE_STRICT, NULL, 0);
-	else
-		smcr_engine_confine(SMCR_CONFINE_FILTER, prog->filter, prog->len);
-	smcr_guard_leave();
+	if (in->confining && !applied)
+		smcr_engine_confine_undo();
+	else if (in->confining && in->read == PROGRAM_UNREAD)
+		/* the kernel has just read both from there */
+		smcr_engine_confine_applied(in->user->filter, in->user->len);
+	if (in->locked)
+		pthread_mutex_unlock(&install_lock);
 	errno = saved;
 }
 
 SMCR_EXPORT int prctl(int option, ...)
 {
+	struct install in;
 	unsigned long a[4];
-	bool confining;
 	va_list ap;
-	int ret, err;
+	int ret;
 
 	va_start(ap, option);
 	for (int i = 0; i < 4; i++)
 		a[i] = va_arg(ap, unsigned long);
 	va_end(ap);
 	smcr_preload_enter();
-	confining = option == PR_SET_SECCOMP && smcr_preload_active &&
-		    confines(a[0], (const struct sock_fprog *)a[1]);
-	if (confining)
-		before_confine(a[0], (const struct sock_fprog *)a[1]);
-	ret = smcr_real.prctl(option, a[0], a[1], a[2], a[3]);
-	if (confining && ret != 0) {
-		err = errno;
-		smcr_engine_confine_undo();
-		errno = err;
-	}
+	if (option != PR_SET_SECCOMP)
+		return smcr_real.prctl(option, a[0], a[1], a[2], a[3]);
+	install_begin(&in, a[0], (const struct sock_fprog *)a[1]);
+	ret = smcr_real.prctl(option, a[0], (unsigned long)in.arg, a[2], a[3]);
+	install_end(&in, ret == 0);
 	return ret;
 }
 
@@ -99,9 +209,8 @@ static SMCR_COLD long seccomp_call(long a[6])
 	unsigned long op = (unsigned long)a[0], flags = (unsigned long)a[1];
 	const struct sock_fprog *prog = (const struct sock_fprog *)a[2];
 	unsigned long mode = SECCOMP_MODE_DISABLED;
-	bool confining;
+	struct install in;
 	long ret;
-	int err;
 
 	/*
 	 * The strict mode takes no flags and no argument; libseccomp's first
@@ -112,17 +221,10 @@ static SMCR_COLD long seccomp_call(long a[6])
 	else if (op == SECCOMP_SET_MODE_FILTER)
 		mode = SECCOMP_MODE_FILTER;
 	smcr_preload_enter();
-	confining = smcr_preload_active && confines(mode, prog);
-	if (confining)
-		before_confine(mode, prog);
-	ret = smcr_real.syscall(SYS_seccomp, a[0], a[1], a[2], a[3], a[4], a[5]);
-	if (confining &&
-	    (ret < 0 || (ret > 0 && (op == SECCOMP_SET_MODE_STRICT ||
-				     !(flags & SECCOMP_FILTER_FLAG_NEW_LISTENER))))) {
-		err = errno;
-		smcr_engine_confine_undo();
-		errno = err;
-	}
+	install_begin(&in, mode, prog);
+	ret = smcr_real.syscall(SYS_seccomp, a[0], a[1], (long)in.arg, a[3], a[4], a[5]);
+	install_end(&in, ret == 0 || (ret > 0 && op == SECCOMP_SET_MODE_FILTER &&
+				      (flags & SECCOMP_FILTER_FLAG_NEW_LISTENER)));
 	return ret;
 }
 

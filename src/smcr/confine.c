@@ -333,6 +333,19 @@ void smcr_engine_confine(enum smcr_confine_kind kind, const struct sock_filter *
 	pthread_mutex_unlock(&confine_lock);
 }
 
+void smcr_engine_confine_applied(const struct sock_filter *prog, unsigned len)
+{
+	uint32_t denied = smcr_confine_eval(prog, len);
+
+	pthread_mutex_lock(&confine_lock);
+	atomic_store(&smcr_confine_denied, denied_before);
+	smcr_log_threshold = log_threshold_before;
+	confine_locked(denied);
+	/* confine_locked() silenced the log if a line would make a denied call */
+	log_denied(denied);
+	pthread_mutex_unlock(&confine_lock);
+}
+
 void smcr_confine_inherited(uint32_t calls)
 {
 	pthread_mutex_lock(&confine_lock);

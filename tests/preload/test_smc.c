@@ -2131,6 +2131,190 @@ static void client_confined(void)
 	exit(t_result()); /* the library's exit handler, under the filter */
 }
 
+/* ---- filter calls the kernel refuses for their arguments ------------------------------ */
+
+#if HAVE_SECCOMP_TEST
+/* The kernel's answer, asked past the library (its wrappers see no raw system call instruction). */
+static long kernel_call(long nr, long a0, long a1, long a2)
+{
+	unsigned long ret;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(nr), "D"(a0), "S"(a1), "d"(a2)
+			 : "rcx", "r11", "memory");
+	if (ret > -4096UL) {
+		errno = (int)-ret;
+		return -1;
+	}
+	return (long)ret;
+}
+
+/*
+ * Arguments the kernel refuses with EFAULT or EINVAL, applying nothing: no
+ * program, unmapped memory (also half of a header, the end of a program),
+ * a length of 0 or beyond BPF_MAXINSNS, bad flags before a bad address.
+ */
+struct bad_filter {
+	const char *what;
+	long flags;
+	const void *arg;
+	int expect; /* the errno the kernel answers */
+};
+
+static unsigned bad_filters(struct bad_filter *out)
+{
+	static struct sock_fprog fp[5];
+	static const struct sock_filter allow[2] = {
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	long page = sysconf(_SC_PAGESIZE);
+	/* two pages, the second unmapped: what ends the first is followed by a hole */
+	char *m = mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *hole = m + page;
+	struct sock_filter *tail = (struct sock_filter *)hole - 2;
+	unsigned n = 0;
+
+	if (m == MAP_FAILED || munmap(hole, (size_t)page) != 0)
+		return 0;
+	memcpy(tail, allow, sizeof(allow));
+	fp[0] = (struct sock_fprog){ .len = 4, .filter = (struct sock_filter *)hole };
+	fp[1] = (struct sock_fprog){ .len = 0, .filter = tail };
+	fp[2] = (struct sock_fprog){ .len = 0xffff, .filter = tail };
+	fp[3] = (struct sock_fprog){ .len = BPF_MAXINSNS, .filter = tail };
+	fp[4] = (struct sock_fprog){ .len = 2, .filter = NULL };
+	out[n++] = (struct bad_filter){ "NULL", 0, NULL, EFAULT };
+	out[n++] = (struct bad_filter){ "an unmapped address", 0, hole, EFAULT };
+	out[n++] = (struct bad_filter){ "a header cut by a hole", 0, hole - 8, EFAULT };
+	out[n++] = (struct bad_filter){ "an unmapped program", 0, &fp[0], EFAULT };
+	out[n++] = (struct bad_filter){ "a program of length 0", 0, &fp[1], EINVAL };
+	out[n++] = (struct bad_filter){ "a program of length 0xffff", 0, &fp[2], EINVAL };
+	out[n++] = (struct bad_filter){ "a program running into a hole", 0, &fp[3], EFAULT };
+	out[n++] = (struct bad_filter){ "a program at NULL", 0, &fp[4], EINVAL };
+	out[n++] = (struct bad_filter){ "bad flags, an unmapped address", ~0L, hole, EINVAL };
+	return n;
+}
+
+/*
+ * Each bad call through prctl() and syscall(SYS_seccomp): the result and
+ * errno the kernel gives the same call made past the library, and no crash.
+ */
+static void bad_filter_calls(const char *who)
+{
+	struct bad_filter bad[16];
+	unsigned n = bad_filters(bad);
+
+	CHECK(n > 0);
+	for (unsigned i = 0; i < n; i++) {
+		for (int via = 0; via < 2; via++) {
+			long got, want;
+			int got_errno, want_errno;
+
+			/* prctl takes no flags: its bad-flags case is the plain address */
+			if (via == 0 && bad[i].flags)
+				continue;
+			errno = 0;
+			if (via == 0)
+				want = kernel_call(SYS_prctl, PR_SET_SECCOMP, SECCOMP_MODE_FILTER,
+						   (long)bad[i].arg);
+			else
+				want = kernel_call(SYS_seccomp, SECCOMP_SET_MODE_FILTER, bad[i].flags,
+						   (long)bad[i].arg);
+			want_errno = errno;
+			errno = 0;
+			if (via == 0)
+				got = prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, bad[i].arg);
+			else
+				got = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, bad[i].flags,
+					      bad[i].arg);
+			got_errno = errno;
+			if (got != want || got_errno != want_errno || want != -1 ||
+			    want_errno != bad[i].expect) {
+				fprintf(stderr,
+					"%s: %s with %s: %ld (%s), the kernel's answer %ld (%s),"
+					" expected -1 (%s)\n",
+					who, via ? "seccomp" : "prctl", bad[i].what, got,
+					strerror(got_errno), want, strerror(want_errno),
+					strerror(bad[i].expect));
+				t_failures++;
+			}
+		}
+	}
+}
+
+/*
+ * The client: bad filter calls, then a connection that must be SMC (a
+ * process that took them for a confinement would keep it TCP, reason
+ * CONFINED).  Then, under a filter that allows everything, the same calls
+ * once more: with a filter in force the wrapper does not read the program
+ * before the kernel call, and must still answer as the kernel does.
+ */
+static void client_bad_filters(void)
+{
+	struct sock_filter allow_all[] = { BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW) };
+	struct sock_fprog fp = { .len = 1, .filter = allow_all };
+	int fd;
+	char c[4];
+
+	CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0);
+	fd = connect_to_server(0);
+	CHECK(fd >= 0);
+	CHECK(write_full(fd, "ping", 4));
+	CHECK(read_full(fd, c, 4) && memcmp(c, "pong", 4) == 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	close(fd);
+	bad_filter_calls("client");
+	fd = connect_to_server(0);
+	CHECK(fd >= 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(write_full(fd, "ping", 4));
+	CHECK(read_full(fd, c, 4) && memcmp(c, "pong", 4) == 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	close(fd);
+	CHECK(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fp) == 0);
+	bad_filter_calls("client under a filter");
+	/* a second filter through the path that reads it after the kernel applied it */
+	CHECK(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fp) == 0);
+}
+
+/*
+ * The server makes the bad calls while it holds an accepted connection
+ * not classified yet: one taken for a confinement would settle it (TCP,
+ * reason CONFINED); it must become SMC at its first read.
+ */
+static int case_seccomp_bad(void)
+{
+	pid_t client;
+	int fd;
+	char c[4];
+
+	CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0);
+	client = spawn(client_bad_filters);
+	for (int round = 0; round < 2; round++) {
+		fd = accept(listen_fd, NULL, NULL);
+		CHECK(fd >= 0);
+		CHECK_MODE(fd, SMC_PRELOAD_FD_CANDIDATE);
+		if (round == 0)
+			bad_filter_calls("server");
+		CHECK(read_full(fd, c, 4) && memcmp(c, "ping", 4) == 0);
+		CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+		CHECK(write_full(fd, "pong", 4));
+		CHECK(read(fd, c, 1) == 0);
+		close(fd);
+	}
+	reap(client, "client of bad filter calls");
+	return t_result();
+}
+#else
+static int case_seccomp_bad(void)
+{
+	fprintf(stderr, "SKIP: the test's raw system call is written for x86_64\n");
+	return T_EXIT_SKIP;
+}
+#endif
+
 static int case_seccomp(enum confine_how how)
 {
 	static unsigned char buf[CONFINED_LEN];
@@ -2273,6 +2457,8 @@ int main(int argc, char **argv)
 		rc = case_seccomp(CONFINE_PRCTL);
 	else if (!strcmp(which, "seccomp-syscall"))
 		rc = case_seccomp(CONFINE_SYSCALL);
+	else if (!strcmp(which, "seccomp-bad"))
+		rc = case_seccomp_bad();
 	else {
 		fprintf(stderr, "unknown case %s\n", which);
 		return T_EXIT_FAIL;
