@@ -259,6 +259,8 @@ static int client_take_proof(struct smcr_xconn *xc, int sock, int64_t deadline, 
 {
 	int rc = smcr_shm_take_proof(xc, sock, deadline, size);
 
+	if (rc == -EMFILE)
+		return smcr_shm_shortage_reason(-rc);
 	if (rc < 0)
 		return rc == -ETIMEDOUT ? SMCR_CLC_DECL_TIMEOUT_AL : SMCR_CLC_DECL_PEERDECL;
 	return rc;
@@ -340,11 +342,19 @@ static int client_take_knock(struct smcr_xconn *xc, uint32_t size)
 		socklen_t clen = sizeof(cred);
 		int sock = smcr_libc.accept4(xc->rv_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
-		if (sock < 0)
-			break; /* nobody (else) knocked: the Accept was wrong */
+		if (sock < 0) {
+			/* nobody (else) knocked: the Accept was wrong; or no fd for the knock */
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				rc = smcr_shm_shortage_reason(errno);
+			break;
+		}
 		sock = smcr_sys_fd_high(sock);
-		if (sock < 0 ||
-		    smcr_libc.getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
+		if (sock < 0) {
+			/* no room to keep it: the knock is lost, the shortage ours */
+			rc = smcr_shm_shortage_reason(errno);
+			break;
+		}
+		if (smcr_libc.getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
 			smcr_sys_close(sock);
 			continue;
 		}
@@ -355,6 +365,8 @@ static int client_take_knock(struct smcr_xconn *xc, uint32_t size)
 			break;
 		}
 		smcr_sys_close(sock);
+		if (rc == SMCR_CLC_DECL_MEM)
+			break; /* the server's proof, its memfd dropped for want of an fd */
 		rc = SMCR_CLC_DECL_CNFERR;
 	}
 	if (rc)
@@ -406,6 +418,8 @@ static int server_try_one(struct smcr_xconn *xc, int sock, int64_t deadline)
 		return SMCR_CLC_DECL_CNFERR;
 	}
 	rc = smcr_shm_take_proof(xc, sock, deadline, 0);
+	if (rc == -EMFILE)
+		return smcr_shm_shortage_reason(-rc);
 	if (rc)
 		return rc < 0 ? SMCR_CLC_DECL_CNFERR : rc;
 	/* Everything that can fail comes before the answer: the answer commits us. */
@@ -454,6 +468,8 @@ static int server_take_proof(struct smcr_xconn *xc)
 	smcr_sys_close(xc->spare_fd);
 	xc->spare_fd = -1;
 	rc = smcr_shm_take_proof(xc, xc->unix_fd, smcr_now_ms(), 0);
+	if (rc == -EMFILE)
+		return smcr_shm_shortage_reason(-rc);
 	return rc < 0 ? SMCR_CLC_DECL_CNFERR : rc;
 }
 
@@ -476,7 +492,10 @@ static int server_take_knock(struct smcr_xconn *xc)
 			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR
 				       ? -EAGAIN : smcr_shm_shortage_reason(errno);
 		xc->knocks++;
+		/* no room to keep it out of the program's numbers: the knock is lost, the shortage ours */
 		xc->knock_fd = smcr_sys_fd_high(sock);
+		if (xc->knock_fd < 0)
+			return smcr_shm_shortage_reason(errno);
 	}
 	rc = proof_queued(xc->knock_fd);
 	if (rc == 0)
@@ -488,8 +507,13 @@ static int server_take_knock(struct smcr_xconn *xc)
 	}
 	smcr_sys_close(xc->knock_fd);
 	xc->knock_fd = -1;
-	if (xc->peer_base)
-		return rc; /* attached but could not answer: give up */
+	/*
+	 * Attached but could not answer, or the proposer's proof (its
+	 * credentials were checked first) could not be taken for want of an
+	 * fd: give up, with our own reason.
+	 */
+	if (xc->peer_base || rc == SMCR_CLC_DECL_MEM)
+		return rc;
 	return -EAGAIN; /* a stranger's: wait for the next knock */
 }
 

@@ -142,7 +142,8 @@ int smcr_shm_send_proof(int sock, const uint8_t secret[SHM_SECRET_LEN], uint32_t
 
 /*
  * Receive a proof with exactly one fd (the peer's memfd, *memfd) and its
- * sender's credentials (*cred): 0, -ETIMEDOUT, or -EPROTO (fds closed).
+ * sender's credentials (*cred): 0, -ETIMEDOUT, -EMFILE (the proof came, but
+ * this process had no fd left for its memfd), or -EPROTO (fds closed).
  */
 static int recv_proof(int sock, int64_t deadline, struct smcr_rv_proof *proof, int *memfd,
 		      struct ucred *cred)
@@ -158,6 +159,7 @@ static int recv_proof(int sock, int64_t deadline, struct smcr_rv_proof *proof, i
 		.msg_controllen = sizeof(u.buf),
 	};
 	struct smcr_rv_anc anc;
+	bool decoded;
 	int rc;
 	ssize_t n;
 
@@ -169,10 +171,20 @@ static int recv_proof(int sock, int64_t deadline, struct smcr_rv_proof *proof, i
 	if (n < 0)
 		return -errno;
 	smcr_rv_anc_parse(u.buf, mh.msg_controllen, &anc);
-	if (smcr_rv_proof_decode(wire, (size_t)n, proof) != SMCR_WIRE_OK ||
-	    anc.nfds != 1 || anc.extra || !anc.has_cred || (mh.msg_flags & (MSG_CTRUNC | MSG_TRUNC))) {
+	decoded = smcr_rv_proof_decode(wire, (size_t)n, proof) == SMCR_WIRE_OK;
+	if (!decoded || anc.nfds != 1 || anc.extra || !anc.has_cred ||
+	    (mh.msg_flags & (MSG_CTRUNC | MSG_TRUNC))) {
 		for (unsigned i = 0; i < anc.nfds; i++)
 			smcr_sys_close(anc.fds[i]);
+		/*
+		 * The kernel drops the fds it cannot install (RLIMIT_NOFILE
+		 * reached) and says so with MSG_CTRUNC: a well-formed proof
+		 * whose memfd did not arrive is this process's shortage, which
+		 * the end that hit it records as its own reason (MEM).
+		 */
+		if (decoded && anc.nfds == 0 && anc.has_cred && !(mh.msg_flags & MSG_TRUNC) &&
+		    (mh.msg_flags & MSG_CTRUNC))
+			return -EMFILE;
 		return -EPROTO;
 	}
 	/* Lives only until attach_peer() maps it: no move above the floor. */
@@ -231,7 +243,8 @@ bad:
  * The peer's proof on `sock`: its secret must be the one the CLC exchange
  * gave us and its ring `size` (0: any size); then its ring is mapped and
  * its sender proven if it can be (xc->peer, for the pool).  0, -ETIMEDOUT or
- * -EPROTO (nothing usable came), or a decline reason.
+ * -EPROTO (nothing usable came), -EMFILE (no fd left for the peer's memfd),
+ * or a decline reason.
  */
 int smcr_shm_take_proof(struct smcr_xconn *xc, int sock, int64_t deadline, uint32_t size)
 {

@@ -12,7 +12,10 @@
 #             at each of the points of the handshake where an fd is taken:
 #             every echo still intact, no error, and both ends agree on every
 #             connection's mode (an end in SMC whose peer fell back is a lost
-#             connection); the fallbacks are counted, whatever their reason.
+#             connection); the server's published stats count each of its
+#             fallbacks with its own reason, MEM (the shortage is its own),
+#             never PEERDECL (the client's Decline of a handshake the server
+#             lost).
 # Resources (fds, RSS, memfd mappings) of both processes before, during and
 # after are logged; after the close they must be back at the baseline, within
 # what the library keeps on purpose: its pool of idle rings and its cache of
@@ -98,10 +101,19 @@ for k in 0 1 2 3 4 5; do
     log "fd-limit: $small connections, server RLIMIT_NOFILE $nofile ($how)"
     run_echo smcr "fdlimit$k" "$small" "$how:$nofile"
     assert_echoed "fdlimit$k" smcr "$small"
+    # The server ran short itself: its own stats count each fallback with its
+    # own reason, MEM, never the client's Decline of a handshake it lost (PEERDECL).
+    read -r ssmc sfb sreasons <<<"$(mode_stats "$server_pid")" || fail "fdlimit$k: smcr-stat stats --json failed"
     stop_server "$server_pid"
     read -r smc fb reasons <<<"$(modes_agree "fdlimit$k")" || fail "fdlimit$k: the two ends disagree"
     (( smc + fb / 2 == small )) || fail "fdlimit$k: $smc SMC and $fb fallback log lines for $small connections"
     (( fb > 0 )) || fail "fdlimit$k: no fallback although the server had fds for fewer connections"
-    log "fdlimit$k: $smc SMC, $((fb / 2)) TCP, both ends agreeing ($reasons)"
+    (( ssmc == smc && sfb == fb / 2 )) ||
+        fail "fdlimit$k: the server's stats count $ssmc SMC and $sfb fallbacks ($sreasons), its log $smc and $((fb / 2))"
+    smem=$(tr ',' '\n' <<<"$sreasons" | sed -n 's/^MEM://p')
+    (( ${smem:-0} > 0 )) || fail "fdlimit$k: no fallback with reason MEM in the server's stats ($sreasons)"
+    ! tr ',' '\n' <<<"$sreasons" | grep -q '^PEERDECL:' ||
+        fail "fdlimit$k: the server's stats blame the client (PEERDECL) for its own shortage ($sreasons)"
+    log "fdlimit$k: $smc SMC, $((fb / 2)) TCP, both ends agreeing ($reasons); the server's stats: $sreasons"
     assert_baseline "fdlimit$k" smcr server $(( plain_server_growth + rss_slack_kib ))
 done
