@@ -70,6 +70,20 @@ static struct smcr_sock_opts sock_opts;
 static int tcp_rcvbuf_default; /* a new TCP socket's SO_RCVBUF (tcp_rmem[1]); 0 = unknown */
 static int speak_first_wait_ms = SMCR_CONFIG_SPEAK_FIRST_WAIT_MS;
 
+/* Set when the process starts to confine its system calls (smcr_smc_before_confine). */
+static atomic_bool confining;
+
+/*
+ * No new SMC decision: the process confines its system calls, or is about
+ * to.  The caller has set the socket's flag that the confining thread's
+ * walk reads (smcr_smc_before_confine says why the order matters).
+ */
+static bool confined_now(void)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	return atomic_load(&confining) || smcr_engine_confined();
+}
+
 /* ---- listeners of this process (a peer in the same process: no SMC) ----- */
 
 #define OWN_LISTENERS 64
@@ -404,6 +418,15 @@ static int client_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 
 	if (atomic_load_explicit(&e->handshake, memory_order_acquire))
 		return handshake_step(fd, e, kind, may_block);
+	/*
+	 * Connected before the process confined itself, deciding after: no
+	 * Proposal, and none of the calls below (the filter may deny them).
+	 */
+	if (confined_now()) {
+		go_fallback(fd, e, SMCR_CLC_DECL_CONFINED, true, "client",
+			    "the process confines its system calls");
+		return 0;
+	}
 
 	if (!(smcr_fd_entry_flags(e) & SMCR_FD_F_CONNECTED)) {
 		struct sockaddr_storage ss;
@@ -839,7 +862,7 @@ void smcr_smc_before_listen(int fd)
 		return;
 	smcr_guard_enter();
 	/* (confined: not a call plain TCP would not make, bpf() among them) */
-	if (!smcr_engine_confined())
+	if (!confined_now())
 		smcr_tcpopt_mark_listen(fd);
 	smcr_guard_leave();
 }
@@ -877,7 +900,7 @@ void smcr_smc_before_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	 * on every connection, as the kernel's SMC tries it: the learned policy
 	 * guesses for programs that did not ask.
 	 */
-	if (smcr_engine_confined())
+	if (confined_now())
 		reason = SMCR_CLC_DECL_CONFINED;
 	else if (smcr_fd_entry_flags(e) & SMCR_FD_F_ASKED_SMC)
 		reason = 0;
@@ -905,7 +928,7 @@ static void register_listener(int fd, struct smcr_fd_entry *e)
 
 	if (e->listener || e->unserved)
 		return;
-	confined = smcr_engine_confined();
+	confined = confined_now();
 	if (!decision_lock(e))
 		return;
 	smcr_guard_enter();
@@ -1022,7 +1045,7 @@ void smcr_smc_after_accept(int listen_fd, int fd)
 	if (!smcr_smc_enabled || !smcr_preload_table_writable())
 		return;
 	e = smcr_fdtab_peek(fd);
-	if (e && smcr_engine_confined()) {
+	if (e && confined_now()) {
 		/* No handshake once the process confines its system calls (wrap_seccomp.c). */
 		smcr_guard_enter();
 		go_fallback(fd, e, SMCR_CLC_DECL_CONFINED, true, "server",
@@ -1131,6 +1154,12 @@ static void settle_unread(int fd, struct smcr_fd_entry *e, uint32_t reason, cons
 	}
 	if (!decision_lock(e))
 		return;
+	if (atomic_load_explicit(&e->handshake, memory_order_acquire)) {
+		/* its thread answered a Proposal while this one waited for the lock */
+		decision_unlock(e);
+		smcr_smc_finish_handshake(fd, e);
+		return;
+	}
 	smcr_guard_enter();
 	may_propose = (smcr_fd_entry_flags(e) & SMCR_FD_F_PEER_SMC) || smcr_peer_is_local(fd) ||
 		      smcr_peer_may_propose(fd);
@@ -1191,11 +1220,23 @@ bool smcr_smc_entry_is_conn(struct smcr_fd_entry *e)
  * TCP; a handshake under way is finished; the listeners this process
  * registered leave the registry, so local clients stop proposing to them.
  * SMC connections stay SMC.
+ *
+ * Other threads go on meanwhile.  The engine counts as confined only once
+ * it has learned the filter, after this walk, so `confining` closes the gap:
+ * set before the walk, it makes every decision taken after it (a client's
+ * Proposal, a listener's registration, an accepted connection's
+ * classification: confined_now()) stay TCP, and a socket the walk has
+ * passed before another thread made it a candidate is one whose decision
+ * comes after.  Each side writes its own flag before it reads the other's
+ * (a socket's CONNECTING, ACCEPTED or LISTENING, set before its decision):
+ * at least one of the two sees the other.
  */
 void smcr_smc_before_confine(void)
 {
 	if (!smcr_smc_enabled)
 		return;
+	atomic_store(&confining, true);
+	atomic_thread_fence(memory_order_seq_cst);
 	for (unsigned fd = 0, high = smcr_fdtab_high(); fd < high; fd++) {
 		struct smcr_fd_entry *e = smcr_fdtab_get((int)fd);
 		unsigned f;
@@ -1221,12 +1262,18 @@ void smcr_smc_before_confine(void)
 		} else if (f & SMCR_FD_F_ACCEPTED) {
 			settle_unread((int)fd, e, SMCR_CLC_DECL_CONFINED, "the process confines its system calls");
 		} else if ((f & (SMCR_FD_F_CONNECTING | SMCR_FD_F_CONNECTED)) && decision_lock(e)) {
+			bool proposed;
+
 			smcr_guard_enter();
-			if (smcr_fd_entry_mode(e) == SMCR_FD_CANDIDATE)
+			/* its thread may have proposed while this one waited for the lock */
+			proposed = atomic_load_explicit(&e->handshake, memory_order_acquire) != NULL;
+			if (!proposed && smcr_fd_entry_mode(e) == SMCR_FD_CANDIDATE)
 				go_fallback((int)fd, e, SMCR_CLC_DECL_CONFINED, true, "client",
 					    "the process confines its system calls");
 			smcr_guard_leave();
 			decision_unlock(e);
+			if (proposed)
+				smcr_smc_finish_handshake((int)fd, e);
 		}
 		smcr_fdtab_put(e);
 	}
@@ -1730,4 +1777,9 @@ void smcr_smc_reinit_child(void)
 	smcr_smc_pid = getpid();
 	pthread_mutex_unlock(&own_lock);
 	smcr_smc_epoll_reinit_child();
+}
+
+void smcr_smc_confine_refused(void)
+{
+	atomic_store(&confining, false);
 }

@@ -63,6 +63,8 @@ void smcr_smc_continue_on_tcp(int fd, struct smcr_fd_entry *e, const char *why);
 void smcr_smc_exit(void);
 /* Before a seccomp filter applies (wrap_seccomp.c): nothing left undecided that needs it. */
 void smcr_smc_before_confine(void);
+/* The kernel refused the filter: new decisions may use SMC again (what was settled stays TCP). */
+void smcr_smc_confine_refused(void);
 /*
  * The process closes fds first..last (close_range, closefrom): SMC connections
  * it keeps through an fd outside the range whose library fds are inside go on

@@ -164,8 +164,10 @@ static void install_end(struct install *in, bool applied)
 {
 	int saved = errno;
 
-	if (in->confining && !applied)
+	if (in->confining && !applied) {
 		smcr_engine_confine_undo();
+		smcr_smc_confine_refused();
+	}
 	else if (in->confining && in->read == PROGRAM_UNREAD)
 		/* the kernel has just read both from there */
 		smcr_engine_confine_applied(in->user->filter, in->user->len);
