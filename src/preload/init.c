@@ -43,6 +43,8 @@ static void atfork_prepare(void)
 {
 	/* Bind first: binding takes locks of its own (dlsym, pthread_once). */
 	smcr_real_bind();
+	/* first: a filter call holds it while it takes the locks below */
+	smcr_seccomp_fork_prepare();
 	smcr_spawn_fork_prepare();
 	smcr_fdtab_lock();
 	smcr_smc_lock();
@@ -55,6 +57,7 @@ static void atfork_parent(void)
 	smcr_smc_unlock();
 	smcr_fdtab_unlock();
 	smcr_spawn_fork_parent();
+	smcr_seccomp_fork_parent();
 }
 
 /*
@@ -69,6 +72,7 @@ static void atfork_child(void)
 	smcr_fdtab_reinit_child();
 	smcr_smc_reinit_child();
 	smcr_spawn_fork_child();
+	smcr_seccomp_fork_child();
 }
 
 /* The library's one exit handler: connections first, then the engine's exit. */

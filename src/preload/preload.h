@@ -84,6 +84,14 @@ smcr_vfork_fn *smcr_vfork_prepare(void);
 extern __thread void *smcr_vfork_ret __attribute__((tls_model("initial-exec")));
 void smcr_vfork_parent_resume(pid_t child);
 
+/*
+ * fork (init.c's handlers): a filter call in another thread holds its lock
+ * (wrap_seccomp.c) while it works; the child must not inherit it held.
+ */
+void smcr_seccomp_fork_prepare(void);
+void smcr_seccomp_fork_parent(void);
+void smcr_seccomp_fork_child(void);
+
 /* May this call change the fd table? Yes, except inside a vfork child. */
 static inline bool smcr_preload_table_writable(void)
 {

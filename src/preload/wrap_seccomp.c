@@ -73,6 +73,21 @@ enum program_read {
 static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sock_filter program_copy[BPF_MAXINSNS];
 
+void smcr_seccomp_fork_prepare(void)
+{
+	pthread_mutex_lock(&install_lock);
+}
+
+void smcr_seccomp_fork_parent(void)
+{
+	pthread_mutex_unlock(&install_lock);
+}
+
+void smcr_seccomp_fork_child(void)
+{
+	pthread_mutex_unlock(&install_lock);
+}
+
 /* n bytes at `from` of this process into `to`: 1 copied, 0 not all mapped, -1 no answer. */
 static int read_own(void *to, const void *from, size_t n)
 {
