@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "smcr/confine.h"
+#include "smcr/engine.h"
 
 #define BIT(c) (1u << (c))
 #define ALL ((1u << SMCR_CALL_COUNT) - 1)
@@ -296,6 +297,40 @@ static void test_kernel_agrees(void **state)
 	}
 }
 
+/*
+ * A filter whose program could not be read before the kernel call (a filter
+ * was in force: wrap_seccomp.c): everything counts as denied until the
+ * kernel applied it, then exactly what its program denies, added to what
+ * the filters before it deny; a refusal forgets it.
+ */
+static void test_unread_then_applied(void **state)
+{
+	static const struct sock_filter deny_getpid[] = {
+		LD(NR_OFF),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getpid, 0, 1),
+		RET(SECCOMP_RET_ERRNO | EPERM),
+		RET(SECCOMP_RET_ALLOW),
+	};
+	uint32_t first;
+
+	(void)state;
+	if (!HAVE_ARCH)
+		skip();
+	smcr_engine_confine(SMCR_CONFINE_FILTER, sshd_like, sizeof(sshd_like) / sizeof(sshd_like[0]));
+	first = atomic_load(&smcr_confine_denied);
+	assert_true(smcr_confined());
+
+	smcr_engine_confine(SMCR_CONFINE_UNKNOWN, NULL, 0);
+	assert_int_equal(atomic_load(&smcr_confine_denied), ALL);
+	smcr_engine_confine_undo();
+	assert_int_equal(atomic_load(&smcr_confine_denied), first);
+
+	smcr_engine_confine(SMCR_CONFINE_UNKNOWN, NULL, 0);
+	smcr_engine_confine_applied(deny_getpid, sizeof(deny_getpid) / sizeof(deny_getpid[0]));
+	assert_int_equal(atomic_load(&smcr_confine_denied), first | BIT(SMCR_CALL_GETPID));
+	assert_true(smcr_confined());
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -304,6 +339,7 @@ int main(void)
 		cmocka_unit_test(test_actions),
 		cmocka_unit_test(test_unfollowable),
 		cmocka_unit_test(test_kernel_agrees),
+		cmocka_unit_test(test_unread_then_applied),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
