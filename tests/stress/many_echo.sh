@@ -21,12 +21,16 @@
 # what the library keeps on purpose: its pool of idle rings and its cache of
 # the peer's mappings (32 each at the default ring size).
 #
-#   many_echo.sh [CONNS]      CONNS connections (default 1000; SMCR_STRESS_CONNS)
+#   many_echo.sh [CONNS]      CONNS connections (default 1000; SMCR_STRESS_CONNS), at
+#                             least 200: with fewer, the fd-limit runs' limits leave
+#                             the server no fd above the library's floor (256), and
+#                             no handshake there starts at all
 source "$(dirname -- "${BASH_SOURCE[0]}")/../apps/smc_lib.sh"
 source "$(dirname -- "${BASH_SOURCE[0]}")/stress_lib.sh"
 
 need prlimit
 conns=${1:-${SMCR_STRESS_CONNS:-1000}}
+(( conns >= 200 )) || fail "$conns connections: the fd-limit runs need at least 200 (see the usage above)"
 nbytes=4096
 deadline=120 # seconds for every connection of a run to echo: a bound, not a measure
 script=$(dirname -- "${BASH_SOURCE[0]}")/echo_many.py
