@@ -1266,7 +1266,7 @@ void smcr_smc_before_confine(void)
 
 			smcr_guard_enter();
 			/* its thread may have proposed while this one waited for the lock */
-			proposed = atomic_load_explicit(&e->handshake, memory_order_acquire) != NULL;
+			proposed = atomic_load_explicit(&e->handshake, memory_order_acquire);
 			if (!proposed && smcr_fd_entry_mode(e) == SMCR_FD_CANDIDATE)
 				go_fallback((int)fd, e, SMCR_CLC_DECL_CONFINED, true, "client",
 					    "the process confines its system calls");

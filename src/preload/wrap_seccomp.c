@@ -108,7 +108,7 @@ static enum program_read read_program(const struct sock_fprog *user, struct sock
 
 	if (!user)
 		return PROGRAM_REFUSED;
-	/* 0: none; 2: a filter; -1 (EINVAL): a kernel without seccomp, where the call fails anyway */
+	/* 0 none, 2 a filter; -1 (EINVAL) no seccomp in the kernel: the call fails anyway */
 	if (smcr_real.prctl(PR_GET_SECCOMP, 0, 0, 0, 0) > 0)
 		return PROGRAM_UNREAD;
 	r = read_own(copy, user, sizeof(*copy));
@@ -182,10 +182,10 @@ static void install_end(struct install *in, bool applied)
 	if (in->confining && !applied) {
 		smcr_engine_confine_undo();
 		smcr_smc_confine_refused();
-	}
-	else if (in->confining && in->read == PROGRAM_UNREAD)
-		/* the kernel has just read both from there */
+	} else if (in->confining && in->read == PROGRAM_UNREAD) {
+		/* the kernel has just read header and program from there */
 		smcr_engine_confine_applied(in->user->filter, in->user->len);
+	}
 	if (in->locked)
 		pthread_mutex_unlock(&install_lock);
 	errno = saved;

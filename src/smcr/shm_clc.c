@@ -344,8 +344,8 @@ static int client_take_knock(struct smcr_xconn *xc, uint32_t size)
 
 		if (sock < 0) {
 			/* nobody (else) knocked: the Accept was wrong; or no fd for the knock */
-			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				rc = smcr_shm_shortage_reason(errno);
+			if (smcr_shm_shortage_reason(errno) == SMCR_CLC_DECL_MEM)
+				rc = SMCR_CLC_DECL_MEM;
 			break;
 		}
 		sock = smcr_sys_fd_high(sock);
@@ -492,7 +492,7 @@ static int server_take_knock(struct smcr_xconn *xc)
 			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR
 				       ? -EAGAIN : smcr_shm_shortage_reason(errno);
 		xc->knocks++;
-		/* no room to keep it out of the program's numbers: the knock is lost, the shortage ours */
+		/* no room above the program's numbers: the knock is lost, the shortage ours */
 		xc->knock_fd = smcr_sys_fd_high(sock);
 		if (xc->knock_fd < 0)
 			return smcr_shm_shortage_reason(errno);

@@ -2220,8 +2220,8 @@ static void bad_filter_calls(const char *who)
 				want = kernel_call(SYS_prctl, PR_SET_SECCOMP, SECCOMP_MODE_FILTER,
 						   (long)bad[i].arg);
 			else
-				want = kernel_call(SYS_seccomp, SECCOMP_SET_MODE_FILTER, bad[i].flags,
-						   (long)bad[i].arg);
+				want = kernel_call(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+						   bad[i].flags, (long)bad[i].arg);
 			want_errno = errno;
 			errno = 0;
 			if (via == 0)

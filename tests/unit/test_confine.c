@@ -319,7 +319,8 @@ static void test_unread_then_applied(void **state)
 		skip();
 	/* the engine publishes its stats file before confinement: not from a unit test */
 	smcr_stats_keep_private();
-	smcr_engine_confine(SMCR_CONFINE_FILTER, sshd_like, sizeof(sshd_like) / sizeof(sshd_like[0]));
+	smcr_engine_confine(SMCR_CONFINE_FILTER, sshd_like,
+			    sizeof(sshd_like) / sizeof(sshd_like[0]));
 	first = atomic_load(&smcr_confine_denied);
 	assert_true(smcr_confined());
 
