@@ -172,6 +172,14 @@ void smcr_engine_confine_applied(const struct sock_filter *prog, unsigned len);
 bool smcr_engine_confined(void);
 /* The same, from what is known already: for paths that make no call of the engine's own. */
 bool smcr_engine_confined_known(void);
+/*
+ * Which of the calls that move a TCP socket's bytes the process's filter
+ * lets through (the calls confine.c evaluates it for): read(2), write(2),
+ * and sendto(2) with MSG_DONTWAIT | MSG_NOSIGNAL.  All of them while not
+ * confined.
+ */
+enum smcr_engine_io { SMCR_ENGINE_IO_READ, SMCR_ENGINE_IO_WRITE, SMCR_ENGINE_IO_SEND };
+bool smcr_engine_io_allowed(enum smcr_engine_io io);
 
 /*
  * The engine's fds (rendezvous sockets, rings, doorbells, epoll sets, its
@@ -293,6 +301,22 @@ enum smcr_classify {
  * blocks.  Returns enum smcr_classify, or -errno for a socket error.
  */
 int smcr_sock_classify(int tcp_fd);
+
+/*
+ * The first bytes of an accepted connection as read off the stream, where
+ * peeking is not an option (a confined process: smc.c's screen): TCP if
+ * buf[0..avail) cannot begin a CLC Proposal; NEED_MORE while it may, *need
+ * then how many bytes the message has as far as they tell (a header's
+ * worth before the header is all there); PROPOSAL once it is a complete, valid
+ * Proposal, *need its exact length (what follows it is the client's data).
+ */
+int smcr_clc_screen(const void *buf, size_t avail, size_t *need);
+
+/* The longest CLC Proposal: a buffer of this size holds any. */
+#define SMCR_CLC_SCREEN_MAX 652
+
+/* A CLC Decline giving `reason`, encoded into buf[0..cap): its length, 0 if it does not fit. */
+size_t smcr_clc_decline_encode(uint32_t reason, void *buf, size_t cap);
 
 /*
  * Server handshake after SMCR_CLASSIFY_PROPOSAL, in steps that never wait
@@ -618,6 +642,8 @@ const char *smcr_conn_name(int tcp_fd, char *buf, size_t size);
  * published stats show every fallback with its reason.
  */
 void smcr_note_fallback(int reason);
+/* Count a handshake the interposer ended with a reset, with the reason it had to. */
+void smcr_note_handshake_failed(int reason);
 
 /*
  * A connection that runs on plain TCP gets a stats record too (mode, fallback

@@ -372,3 +372,13 @@ bool smcr_engine_confined_known(void)
 {
 	return smcr_confined();
 }
+
+bool smcr_engine_io_allowed(enum smcr_engine_io io)
+{
+	switch (io) {
+	case SMCR_ENGINE_IO_READ: return smcr_call_allowed(SMCR_CALL_READ);
+	case SMCR_ENGINE_IO_WRITE: return smcr_call_allowed(SMCR_CALL_WRITE);
+	case SMCR_ENGINE_IO_SEND: return smcr_call_allowed(SMCR_CALL_SEND);
+	default: return false;
+	}
+}

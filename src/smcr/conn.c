@@ -551,6 +551,44 @@ int smcr_sock_classify(int tcp_fd)
 	}
 }
 
+_Static_assert(SMCR_CLC_SCREEN_MAX == SMCR_CLC_MAX_LEN, "the screen's buffer holds any Proposal");
+
+int smcr_clc_screen(const void *buf, size_t avail, size_t *need)
+{
+	struct smcr_clc_msg msg;
+	enum smcr_clc_err err;
+	size_t len = SMCR_CLC_HDR_LEN;
+
+	switch (smcr_clc_decode(buf, avail, &msg, &len, &err)) {
+	case SMCR_WIRE_NEED_MORE:
+		/* a sound prefix so far: of a Proposal, or of another message (TCP) */
+		if (avail > 4 && ((const uint8_t *)buf)[4] != SMCR_CLC_PROPOSAL)
+			return SMCR_CLASSIFY_TCP;
+		if (len <= avail || len > SMCR_CLC_MAX_LEN)
+			return SMCR_CLASSIFY_TCP;
+		*need = len;
+		return SMCR_CLASSIFY_NEED_MORE;
+	case SMCR_WIRE_OK:
+		*need = len;
+		return msg.hdr.type == SMCR_CLC_PROPOSAL ? SMCR_CLASSIFY_PROPOSAL : SMCR_CLASSIFY_TCP;
+	default:
+		return SMCR_CLASSIFY_TCP;
+	}
+}
+
+size_t smcr_clc_decline_encode(uint32_t reason, void *buf, size_t cap)
+{
+	struct smcr_clc_msg m;
+	enum smcr_clc_err err;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = SMCR_CLC_DECLINE;
+	m.hdr.version = SMCR_CLC_V2;
+	m.decline.diag = reason;
+	m.decline.os_type = SMCR_CLC_OS_LINUX;
+	return smcr_clc_encode(&m, buf, cap, &err);
+}
+
 /*
  * One server handshake between the Accept and the client's last word
  * (engine.h smcr_sock_accept_start/step).  Nothing here waits for the
@@ -1673,6 +1711,11 @@ void smcr_note_fallback(int reason)
 {
 	if (reason > 0)
 		smcr_stats_fallback(reason);
+}
+
+void smcr_note_handshake_failed(int reason)
+{
+	smcr_stats_handshake_failed(reason);
 }
 
 const char *smcr_fallback_reason_str(int reason)
