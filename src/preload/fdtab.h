@@ -38,6 +38,7 @@ enum smcr_fd_mode {
 	SMCR_FD_CANDIDATE = 2,   /* TCP stream socket that may move to SMC */
 	SMCR_FD_SMC = 3,         /* data path diverted to the engine */
 	SMCR_FD_FALLBACK = 4,    /* tried SMC, stays plain TCP for good */
+	SMCR_FD_SCREEN = 5,      /* TCP, but a Proposal at its start is taken off (smc_screen.c) */
 };
 
 /* Entry flags. */
@@ -82,6 +83,7 @@ struct smcr_fd_entry {
 	void *listener;            /* listener registration (smc.c): of a listener, or
 				    * of the listener of an unclassified accepted socket */
 	void *unserved;            /* a listener smcr does not serve: its smcr_listener_unserved() */
+	void *screen;              /* SCREEN: the bytes read so far (smc_screen.c), or NULL */
 	uint16_t listen_port;      /* a listener's port */
 	_Atomic(void *) handshake; /* accepted: the server handshake in progress (engine.h) */
 	_Atomic int handshake_fd;  /* ... its smcr_handshake_fd() once made, else -1 */

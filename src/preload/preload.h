@@ -61,6 +61,24 @@ static inline bool smcr_preload_divert(int fd)
 }
 
 /*
+ * The receive calls' test: as smcr_preload_divert, and a SCREEN socket's
+ * reads too, until the start of its stream is known not to be a Proposal
+ * (its writes, and every other call, reach the kernel as the program made them).
+ */
+static inline bool smcr_preload_divert_rx(int fd)
+{
+	struct smcr_fd_entry *entry = smcr_fdtab_peek(fd);
+	unsigned char mode;
+
+	if (likely(entry == NULL))
+		return false;
+	mode = atomic_load_explicit(&entry->mode, memory_order_relaxed);
+	return (mode == SMCR_FD_SMC || mode == SMCR_FD_SCREEN ||
+		(mode == SMCR_FD_CANDIDATE && smcr_smc_enabled)) &&
+	       !smcr_guard_inside();
+}
+
+/*
  * vfork: the child runs in the parent's memory, on the vforking thread's
  * TLS, until it calls exec or _exit. What it closes or dup2s (python's
  * subprocess does, between vfork and exec) concerns only its own fd

@@ -1050,6 +1050,8 @@ void smcr_smc_after_accept(int listen_fd, int fd)
 		smcr_guard_enter();
 		go_fallback(fd, e, SMCR_CLC_DECL_CONFINED, true, "server",
 			    "the process confines its system calls");
+		/* A local client may still propose (to another process's registration). */
+		smcr_smc_screen_start(e);
 		smcr_guard_leave();
 		return;
 	}
@@ -1090,7 +1092,7 @@ static void release_entry(struct smcr_fd_entry *e)
 	int saved;
 
 	/* Most sockets never got any of it: their close costs no more than without us. */
-	if (!s && !e->epoll_regs && !e->listener && !e->unserved && !e->tcp_record &&
+	if (!s && !e->epoll_regs && !e->listener && !e->unserved && !e->tcp_record && !e->screen &&
 	    e->engine_fd < 0 &&
 	    !atomic_load_explicit(&e->handshake, memory_order_acquire)) {
 		e->epoll_events = 0;
@@ -1109,6 +1111,7 @@ static void release_entry(struct smcr_fd_entry *e)
 		smcr_listener_unregister(e->unserved);
 		e->unserved = NULL;
 	}
+	smcr_smc_screen_release(e);
 	if (s && owner) {
 		/* The last holder's close ends it; an earlier one's only lets go. */
 		smcr_dbg("engine fd %d: SMC connection closed", e->engine_fd);
@@ -1510,6 +1513,9 @@ ssize_t smcr_smc_recvmsg(int fd, struct msghdr *msg, int flags)
 	ssize_t n;
 	int ret;
 
+	e = smcr_fdtab_peek(fd);
+	if (e && smcr_fd_entry_mode(e) == SMCR_FD_SCREEN)
+		return smcr_smc_screen_recvmsg(fd, msg, flags);
 	e = acquire(fd, SMCR_IO_READ, flags, &s, &ret);
 	if (!e)
 		return ret < 0 ? fail(ret) : smcr_real.recvmsg(fd, msg, flags);

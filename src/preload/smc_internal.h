@@ -4,6 +4,7 @@
 #define SMCR_PRELOAD_SMC_INTERNAL_H
 
 #include <stdbool.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include "preload/fdtab.h"
@@ -44,6 +45,18 @@ int smcr_smc_handshake_fd(struct smcr_fd_entry *e);
  * client's Confirm as data.
  */
 void smcr_smc_finish_handshake(int fd, struct smcr_fd_entry *e);
+
+/* smc_screen.c */
+/*
+ * An accepted connection of a confined process, TCP already: its reads
+ * take a Proposal at its start off the stream (and decline it) before the
+ * program sees a byte.
+ */
+void smcr_smc_screen_start(struct smcr_fd_entry *e);
+/* A receive call on a SCREEN socket: as recvmsg(2). */
+ssize_t smcr_smc_screen_recvmsg(int fd, struct msghdr *msg, int flags);
+/* The entry is released: its bytes go. */
+void smcr_smc_screen_release(struct smcr_fd_entry *e);
 
 /* smc_poll.c */
 /* The entry just reached SMC: its epoll registrations move to the doorbell. */

@@ -106,7 +106,7 @@ divert_send_buf(int fd, const void *buf, size_t len, int flags, const struct soc
 SMCR_EXPORT ssize_t read(int fd, void *buf, size_t len)
 {
 	smcr_preload_enter();
-	if (smcr_preload_divert(fd))
+	if (smcr_preload_divert_rx(fd))
 		return divert_recv_buf(fd, buf, len, 0, NULL, NULL);
 	return smcr_real.read(fd, buf, len);
 }
@@ -114,7 +114,7 @@ SMCR_EXPORT ssize_t read(int fd, void *buf, size_t len)
 SMCR_EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
 {
 	smcr_preload_enter();
-	if (smcr_preload_divert(fd)) {
+	if (smcr_preload_divert_rx(fd)) {
 		if (len > buflen)
 			__chk_fail();
 		return divert_recv_buf(fd, buf, len, 0, NULL, NULL);
@@ -126,7 +126,7 @@ SMCR_EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
 SMCR_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
 	smcr_preload_enter();
-	if (smcr_preload_divert(fd))
+	if (smcr_preload_divert_rx(fd))
 		return divert_recv(fd, iov, iovcnt, 0, NULL, NULL);
 	return smcr_real.readv(fd, iov, iovcnt);
 }
@@ -134,7 +134,7 @@ SMCR_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 SMCR_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 {
 	smcr_preload_enter();
-	if (smcr_preload_divert(fd))
+	if (smcr_preload_divert_rx(fd))
 		return divert_recv_buf(fd, buf, len, flags, NULL, NULL);
 	return smcr_real.recv(fd, buf, len, flags);
 }
@@ -142,7 +142,7 @@ SMCR_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 SMCR_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags)
 {
 	smcr_preload_enter();
-	if (smcr_preload_divert(fd)) {
+	if (smcr_preload_divert_rx(fd)) {
 		if (len > buflen)
 			__chk_fail();
 		return divert_recv_buf(fd, buf, len, flags, NULL, NULL);
@@ -155,7 +155,7 @@ SMCR_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct so
 			     socklen_t *addrlen)
 {
 	smcr_preload_enter();
-	if (smcr_preload_divert(fd))
+	if (smcr_preload_divert_rx(fd))
 		return divert_recv_buf(fd, buf, len, flags, addr, addrlen);
 	return smcr_real.recvfrom(fd, buf, len, flags, addr, addrlen);
 }
@@ -164,7 +164,7 @@ SMCR_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
 				   struct sockaddr *addr, socklen_t *addrlen)
 {
 	smcr_preload_enter();
-	if (smcr_preload_divert(fd)) {
+	if (smcr_preload_divert_rx(fd)) {
 		if (len > buflen)
 			__chk_fail();
 		return divert_recv_buf(fd, buf, len, flags, addr, addrlen);
@@ -176,7 +176,7 @@ SMCR_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
 SMCR_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	smcr_preload_enter();
-	if (smcr_preload_divert(fd))
+	if (smcr_preload_divert_rx(fd))
 		return divert_recvmsg(fd, msg, flags);
 	return smcr_real.recvmsg(fd, msg, flags);
 }
@@ -214,7 +214,7 @@ SMCR_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int fla
 			 struct timespec *timeout)
 {
 	smcr_preload_enter();
-	if (smcr_preload_divert(fd))
+	if (smcr_preload_divert_rx(fd))
 		return divert_mmsg(fd, vec, vlen, flags, false);
 	SMCR_REAL_OR_ENOSYS(recvmmsg);
 	return smcr_real.recvmmsg(fd, vec, vlen, flags, timeout);
