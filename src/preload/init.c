@@ -239,12 +239,15 @@ SMCR_EXPORT int smc_preload_active(void)
 SMCR_EXPORT int smc_preload_fd_mode(int fd)
 {
 	struct smcr_fd_entry *entry;
+	int mode;
 
 	smcr_preload_enter();
 	entry = smcr_fdtab_peek(fd);
 	if (!entry)
 		return SMC_PRELOAD_FD_UNTRACKED;
-	return atomic_load_explicit(&entry->mode, memory_order_relaxed);
+	mode = atomic_load_explicit(&entry->mode, memory_order_relaxed);
+	/* A screened socket is TCP for good: only its first bytes are looked at. */
+	return mode == SMCR_FD_SCREEN ? SMC_PRELOAD_FD_FALLBACK : mode;
 }
 
 __thread pid_t smcr_vfork_parent __attribute__((tls_model("initial-exec")));

@@ -1931,8 +1931,12 @@ enum confine_how { CONFINE_PRCTL, CONFINE_SYSCALL };
  * list (no sendto, recvmmsg, recvfrom, getsockname, getpeername, epoll,
  * eventfd, memfd_create, bpf, open), the process killed on anything else.
  * socket and connect are allowed, for a connection made after the filter,
- * and bind and listen, for a listener opened after it.
+ * bind and listen, for a listener opened after it, and accept, for a
+ * connection accepted after it.
  */
+static bool confine_no_write; /* the filter denies write (and, as always, sendto) too */
+static bool confine_open;     /* the filter allows openat: the test reads its stats file */
+
 static int confine_self(enum confine_how how)
 {
 	static const int allowed[] = {
@@ -1940,9 +1944,10 @@ static int confine_self(enum confine_how how)
 		SYS_close, SYS_munmap, SYS_mmap, SYS_brk, SYS_madvise, SYS_mprotect, SYS_exit,
 		SYS_exit_group, SYS_rt_sigreturn, SYS_rt_sigprocmask, SYS_clock_gettime,
 		SYS_clock_nanosleep, SYS_nanosleep, SYS_socket, SYS_connect, SYS_shutdown,
-		SYS_bind, SYS_listen,
+		SYS_bind, SYS_listen, SYS_accept, SYS_accept4,
 		SYS_getrandom, SYS_sched_yield,
 		SYS_sigaltstack, /* a sanitizer runtime's exit path (ASan), not the library's */
+		-1, /* openat under confine_open, else read again */
 	};
 	enum { N = sizeof(allowed) / sizeof(allowed[0]) };
 	struct sock_filter prog[N + 6];
@@ -1954,9 +1959,15 @@ static int confine_self(enum confine_how how)
 	prog[2] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
 	prog[3] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
 					       offsetof(struct seccomp_data, nr));
-	for (unsigned i = 0; i < N; i++)
+	for (unsigned i = 0; i < N; i++) {
+		int nr = confine_no_write && allowed[i] == SYS_write ? SYS_read : allowed[i];
+
+		if (allowed[i] == -1)
+			nr = confine_open ? SYS_openat : SYS_read;
+
 		prog[4 + i] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
-							   (uint32_t)allowed[i], (uint8_t)(N - i), 0);
+							   (uint32_t)nr, (uint8_t)(N - i), 0);
+	}
 	prog[4 + N] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
 	prog[5 + N] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
@@ -2373,6 +2384,91 @@ static int case_seccomp(enum confine_how how)
 	return t_result();
 }
 
+/*
+ * A pre-forking server's child: confined (the OpenSSH-shaped filter: read
+ * and write, no sendto, no recvfrom; with confine_no_write, no write either),
+ * it accepts on the listener the parent registered, which a local client
+ * still proposes to.  Its program must never read the Proposal: the library
+ * declines it with the one call the filter allows (write), and the program
+ * reads the client's "ping" first; where the filter allows no call that could
+ * send a Decline, the connection reads as reset.  A call the filter denies
+ * kills the child (SIGSYS): the reap sees that.
+ */
+static void server_child_confined(void)
+{
+	const struct smcr_stats_file *f;
+	char c[4];
+	int fd;
+
+	confine_open = true;
+	CHECK(confine_self(CONFINE_PRCTL) == 0);
+	f = my_stats(); /* published when the process confined itself */
+	CHECK(f != NULL);
+	fd = accept(listen_fd, NULL, NULL);
+	CHECK(fd >= 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_FALLBACK); /* TCP from the start: reason CONFINED */
+	if (confine_no_write) {
+		errno = 0;
+		CHECK(read(fd, c, sizeof(c)) == -1 && errno == ECONNRESET);
+		CHECK(read(fd, c, sizeof(c)) == -1 && errno == ECONNRESET);
+		/* counted: a failed handshake, reason CONFINED */
+		CHECK(f && f->handshake_errors == 1);
+		close(fd);
+		return;
+	}
+	/* one byte at a time: the Proposal's header would not fit the buffer either */
+	CHECK(read(fd, c, 1) == 1 && c[0] == 'p');
+	CHECK(read_full(fd, c + 1, 3) && memcmp(c, "ping", 4) == 0);
+	CHECK(write_full(fd, "pong", 4));
+	CHECK(read(fd, c, 1) == 0);
+	check_stats_fallback(REASON_CONFINED);
+	CHECK(f && f->handshake_errors == 0);
+	close(fd);
+}
+
+/* Its client: proposes (the listener is registered), is declined (CONFINED), goes on over TCP. */
+static void client_of_confined_child(void)
+{
+	char c[4];
+	int fd = connect_to_server(0);
+
+	if (confine_no_write) {
+		/*
+		 * Its Proposal unanswered: the server's close ends the handshake
+		 * (a blocking connect() runs it: ECONNREFUSED), never as data.
+		 */
+		if (fd >= 0) {
+			CHECK(write(fd, "ping", 4) == -1 || read(fd, c, sizeof(c)) <= 0);
+			close(fd);
+		}
+		return;
+	}
+	CHECK(fd >= 0);
+	CHECK(write_full(fd, "ping", 4));
+	CHECK_MODE(fd, SMC_PRELOAD_FD_FALLBACK);
+	CHECK(read_full(fd, c, 4) && memcmp(c, "pong", 4) == 0);
+	check_stats_fallback(REASON_CONFINED); /* the reason the server's Decline gave */
+	CHECK(shutdown(fd, SHUT_WR) == 0);
+	CHECK(read(fd, c, 1) == 0);
+	close(fd);
+}
+
+static int case_seccomp_child(bool no_write)
+{
+	pid_t server, client;
+
+	if (!HAVE_SECCOMP_TEST) {
+		fprintf(stderr, "SKIP: the test's filter is written for x86_64\n");
+		return T_EXIT_SKIP;
+	}
+	confine_no_write = no_write;
+	server = spawn(server_child_confined);
+	client = spawn(client_of_confined_child);
+	reap(client, "client of the confined child");
+	reap(server, "confined child");
+	return t_result();
+}
+
 int main(int argc, char **argv)
 {
 	const char *which = argc > 1 ? argv[1] : "echo";
@@ -2459,6 +2555,10 @@ int main(int argc, char **argv)
 		rc = case_seccomp(CONFINE_SYSCALL);
 	else if (!strcmp(which, "seccomp-bad"))
 		rc = case_seccomp_bad();
+	else if (!strcmp(which, "seccomp-child"))
+		rc = case_seccomp_child(false);
+	else if (!strcmp(which, "seccomp-child-nowrite"))
+		rc = case_seccomp_child(true);
 	else {
 		fprintf(stderr, "unknown case %s\n", which);
 		return T_EXIT_FAIL;

@@ -1325,6 +1325,60 @@ static void test_late_proposal_declined(void **state)
 	pair_close(&p);
 }
 
+/*
+ * The screen of a confined server (read off the stream, no peek): a
+ * Proposal's every prefix asks for more, as many bytes as its header says
+ * once it is there; the whole of it is a Proposal of exactly its length, also
+ * with data after it; anything else, at any byte, is TCP.
+ */
+static void test_screen_proposal_read_off_the_stream(void **state)
+{
+	uint8_t buf[SMCR_CLC_MAX_LEN + 16], dbuf[64];
+	struct smcr_clc_msg m, d;
+	enum smcr_clc_err err;
+	size_t n, need, len;
+
+	(void)state;
+	assert_int_equal(SMCR_CLC_SCREEN_MAX, SMCR_CLC_MAX_LEN);
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = SMCR_CLC_PROPOSAL;
+	m.hdr.version = SMCR_CLC_V1;
+	m.hdr.typev1 = SMCR_CLC_PATH_R;
+	n = encode(&m, buf);
+	for (size_t have = 0; have < n; have++) {
+		need = 0;
+		assert_int_equal(smcr_clc_screen(buf, have, &need), SMCR_CLASSIFY_NEED_MORE);
+		assert_int_equal(need, have < SMCR_CLC_HDR_LEN ? SMCR_CLC_HDR_LEN : n);
+	}
+	assert_int_equal(smcr_clc_screen(buf, n, &need), SMCR_CLASSIFY_PROPOSAL);
+	assert_int_equal(need, n);
+	memcpy(buf + n, "data", 4);
+	assert_int_equal(smcr_clc_screen(buf, n + 4, &need), SMCR_CLASSIFY_PROPOSAL);
+	assert_int_equal(need, n);
+	/* one byte off in the eyecatcher, the type or the length's high byte: not a Proposal */
+	for (size_t i = 0; i < 6; i++) {
+		uint8_t copy[SMCR_CLC_MAX_LEN];
+
+		memcpy(copy, buf, n);
+		copy[i] ^= i == 5 ? 0x80 : 0x01; /* (the length's high byte: past any Proposal) */
+		assert_int_equal(smcr_clc_screen(copy, n, &need), SMCR_CLASSIFY_TCP);
+	}
+	assert_int_equal(smcr_clc_screen("GET / HTTP/1.0\r\n", 16, &need), SMCR_CLASSIFY_TCP);
+	assert_int_equal(smcr_clc_screen("\xE2\xD4\xC3", 3, &need), SMCR_CLASSIFY_NEED_MORE);
+	assert_int_equal(smcr_clc_screen("\xE2\xD4\xC3\x00", 4, &need), SMCR_CLASSIFY_TCP);
+	/* another CLC message (an Accept's header) is no Proposal */
+	buf[4] = SMCR_CLC_ACCEPT;
+	assert_int_equal(smcr_clc_screen(buf, 5, &need), SMCR_CLASSIFY_TCP);
+	/* the Decline it is answered with */
+	n = smcr_clc_decline_encode(SMCR_CLC_DECL_CONFINED, dbuf, sizeof(dbuf));
+	assert_true(n > 0);
+	assert_int_equal(smcr_clc_decode(dbuf, n, &d, &len, &err), SMCR_WIRE_OK);
+	assert_int_equal(len, n);
+	assert_int_equal(d.hdr.type, SMCR_CLC_DECLINE);
+	assert_int_equal(d.decline.diag, SMCR_CLC_DECL_CONFINED);
+	assert_int_equal(smcr_clc_decline_encode(SMCR_CLC_DECL_CONFINED, dbuf, 8), 0);
+}
+
 /* Ring buffers are reused after a clean close and start zeroed. */
 static void test_pooled_ring_is_zeroed(void **state)
 {
@@ -1555,6 +1609,7 @@ int main(void)
 		cmocka_unit_test(test_client_declines_unreachable_accept),
 		cmocka_unit_test(test_server_gives_up_then_takes_late_answer),
 		cmocka_unit_test(test_late_proposal_declined),
+		cmocka_unit_test(test_screen_proposal_read_off_the_stream),
 		cmocka_unit_test(test_pooled_ring_is_zeroed),
 		cmocka_unit_test(test_pooled_ring_zeroed_whole),
 		cmocka_unit_test(test_fork_child_forgets_pool),
