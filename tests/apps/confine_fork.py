@@ -8,13 +8,15 @@ it registered it).  The child confines its own system calls with
 prctl(PR_SET_SECCOMP) (a filter that allows every call: the confinement is
 what matters), prints "child PID", accepts one connection on the inherited
 listener, echoes it to its end and prints "first HEX" with the first bytes it
-read, then "echoed".
+read, then "echoed"; then it reads a second connection, non-blocking, until it
+has 4 bytes, prints "second HEX" with them and echoes them.
 client: connects, sends INPUT, reads the echo into OUTPUT, prints "pid PID"
 and "done".
 Each process then waits until DIR/release exists, so that its published
 stats can be read while it still runs."""
 import ctypes
 import os
+import select
 import socket
 import struct
 import sys
@@ -68,7 +70,24 @@ def server(port, d):
         c.sendall(b)
     c.close()
     print("echoed", flush=True)
+    # The second, as an event loop reads: non-blocking, after select.
+    c = s.accept()[0]
+    c.setblocking(False)
+    got = b""
+    while len(got) < 4:
+        select.select([c], [], [], 30)
+        try:
+            b = c.recv(65536)
+        except BlockingIOError:
+            continue
+        if not b:
+            break
+        got += b
+    print("second", got.hex(), flush=True)
+    c.setblocking(True)
+    c.sendall(got)
     wait_release(d)
+    c.close()
 
 
 def client(port, d, inp, out):

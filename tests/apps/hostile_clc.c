@@ -14,6 +14,11 @@
  *   after HOLD_MS of silence, what the connection shows:
  *   "end reset" | "end eof" | "end open" | "end data"
  * Exit 0 when it got that far, 1 on a local error.
+ *
+ * With HOSTILE_CLC_SPLIT_MS=N in the environment it sends the Proposal's
+ * first 5 bytes, then after N ms the rest of it and at once the 4 bytes
+ * "tail", as a client that does not wait for the answer would: a server
+ * must take exactly the Proposal off the stream, whatever its reads get.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -112,7 +117,21 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	n = smcr_clc_encode(&prop, wire, sizeof(wire), &err);
-	if (n == 0 || send(fd, wire, n, MSG_NOSIGNAL) != (ssize_t)n) {
+	if (getenv("HOSTILE_CLC_SPLIT_MS") && n > 5) {
+		uint8_t rest[SMCR_CLC_MAX_LEN + 4];
+
+		memcpy(rest, wire + 5, n - 5);
+		memcpy(rest + n - 5, "tail", 4);
+		if (send(fd, wire, 5, MSG_NOSIGNAL) != 5) {
+			perror("hostile_clc: send");
+			return 1;
+		}
+		poll(NULL, 0, atoi(getenv("HOSTILE_CLC_SPLIT_MS")));
+		if (send(fd, rest, n - 1, MSG_NOSIGNAL) != (ssize_t)(n - 1)) {
+			perror("hostile_clc: send");
+			return 1;
+		}
+	} else if (n == 0 || send(fd, wire, n, MSG_NOSIGNAL) != (ssize_t)n) {
 		perror("hostile_clc: send");
 		return 1;
 	}

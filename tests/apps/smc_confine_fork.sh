@@ -42,6 +42,20 @@ grep -q '^done' "$work/client.smcr.out" ||
 client=$(sed -n 's/^pid //p' "$work/client.smcr.out")
 assert_fallback_stats client CONFINED 1 "$client"
 assert_fallback_stats "confined child" CONFINED 1 "$child"
+
+# A Proposal in two pieces with the client's data right behind it, to a
+# program that reads non-blocking: exactly the Proposal is taken off.
+hostile=${SMCR_TEST_HOSTILE_CLC:-}
+[[ -x $hostile ]] || fail "hostile_clc helper not built (SMCR_TEST_HOSTILE_CLC)"
+HOSTILE_CLC_SPLIT_MS=200 timeout 30 "$hostile" 127.0.0.1 "$port" 3000 >"$work/split.out" 2>"$work/split.err" ||
+    fail "hostile_clc failed: $(tail -n 2 "$work/split.err")"
+grep -qx 'reply decline 0x0a040000' "$work/split.out" ||
+    fail "the split Proposal's answer: '$(head -n 1 "$work/split.out")', not a Decline with CONFINED"
+second=$(sed -n 's/^second //p' "$work/server.smcr.out")
+[[ $second == "$(printf tail | od -An -tx1 | tr -d ' \n')" ]] ||
+    fail "the child's program read '$second' on the second connection, not the client's 'tail'"
+grep -qx 'end data' "$work/split.out" || fail "the client did not get its data echoed: $(tail -n 1 "$work/split.out")"
+assert_fallback_stats "confined child" CONFINED 2 "$child"
 touch "$work/release"
 wait_exit "$client_bg" 10
 [[ $exit_code -eq 0 ]] || fail "the client exited $exit_code: $(tail -n 2 "$work/client.smcr.err")"
@@ -49,4 +63,4 @@ wait_exit "$parent_pid" 10
 [[ $exit_code -eq 0 ]] || fail "the server exited $exit_code: $(tail -n 2 "$work/server.smcr.err")"
 grep -q 'declined a CLC Proposal (CONFINED)' "$work/server.smcr.err" ||
     fail "the child's log does not say it declined the Proposal"
-log "256 KiB echoed intact; the confined child read the client's bytes first ($first), not a Proposal"
+log "256 KiB echoed intact; the confined child read the client's bytes first ($first), not a Proposal; a split one was taken off too ($second)"
