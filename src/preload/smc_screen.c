@@ -183,12 +183,20 @@ static ssize_t first_read(int fd, struct smcr_fd_entry *e, struct msghdr *msg, i
 	*more = false;
 	if (!v)
 		return 0;
-	n = screen_read(fd, v->iov_base, v->iov_len, flags);
+	/* (never MSG_WAITALL here: a client that proposed waits for the answer) */
+	n = screen_read(fd, v->iov_base, v->iov_len, flags & ~MSG_WAITALL);
 	if (n < 0)
 		return -errno; /* EAGAIN, EINTR: the screen goes on at the next read */
 	c = n ? smcr_clc_screen(v->iov_base, (size_t)n, &need) : SMCR_CLASSIFY_TCP;
 	if (c == SMCR_CLASSIFY_TCP) {
 		screen_end(e);
+		if ((flags & MSG_WAITALL) && n > 0 && (size_t)n < v->iov_len) {
+			ssize_t more_n = screen_read(fd, (uint8_t *)v->iov_base + n,
+						     v->iov_len - (size_t)n, flags);
+
+			if (more_n > 0)
+				n += more_n;
+		}
 		return n;
 	}
 	if (c == SMCR_CLASSIFY_PROPOSAL) {
