@@ -219,6 +219,9 @@ struct smcr_sock_opts {
 	int spin_us;        /* before sleeping, poll up to this long while the peer
 			     * is running on another CPU; 0 = never (the zero default;
 			     * the preload passes SMCR_SPIN_US, default 20) */
+	/* a client's smcr_sock_connect_plan(), taken for this socket; NULL = the
+	 * client handshake asks the policy itself */
+	const struct smcr_client_plan *plan;
 };
 
 /* ---- server side ---------------------------------------------------------- */
@@ -399,6 +402,23 @@ bool smcr_peer_may_propose(int tcp_fd);
  * listener, local address)?  Only then may smcr_sock_connect() propose.
  */
 bool smcr_peer_is_registered(int tcp_fd);
+/* The same with the peer's address known (getpeername() of `tcp_fd`). */
+bool smcr_peer_is_registered_at(int tcp_fd, const struct sockaddr_storage *peer);
+
+/*
+ * The client's policy (below) asked before the engine takes the socket: a
+ * connection that stays TCP then costs no duplicate fd, no socket options
+ * read, no connection state.  0 and *plan if it may propose, which
+ * smcr_sock_connect() and smcr_sock_connect_start() then follow through
+ * opts->plan without asking again; else the fallback reason, not counted
+ * (the caller reports the fallback).  `peer`: the socket's peer address as
+ * getpeername() gave it, or NULL to have it asked.
+ */
+struct smcr_client_plan {
+	const struct smcr_transport_ops *ops;
+};
+int smcr_sock_connect_plan(int tcp_fd, const struct sockaddr_storage *peer,
+			   struct smcr_client_plan *plan);
 
 /*
  * Client handshake on a connected TCP socket: Proposal, Accept, Confirm.
@@ -652,6 +672,9 @@ void smcr_note_handshake_failed(int reason);
  */
 struct smcr_tcp_record;
 struct smcr_tcp_record *smcr_stats_tcp_open(int tcp_fd, bool server, int reason);
+/* The same with the peer's address known (getpeername() of `tcp_fd`; NULL: asked). */
+struct smcr_tcp_record *smcr_stats_tcp_open_peer(int tcp_fd, bool server, int reason,
+						 const struct sockaddr_storage *peer);
 /*
  * A client connection kept on TCP before connect() (smcr_sock_connect_learned):
  * its record from the destination alone, with no system call (the local

@@ -125,16 +125,11 @@ static void own_listener_set(uint16_t port, pid_t pid, bool add)
  * accept) would wait for each other in the handshake: the server answers a
  * Proposal only at its first I/O. Such a pair stays TCP.
  */
-static bool peer_in_this_process(int fd)
+static bool peer_in_this_process(const struct sockaddr_storage *peer)
 {
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
-	uint16_t port;
+	uint16_t port = smcr_sockaddr_port(peer);
 	bool found = false;
 
-	if (smcr_real.getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
-		return false;
-	port = smcr_sockaddr_port(&ss);
 	pthread_mutex_lock(&own_lock);
 	for (unsigned i = 0; i < OWN_LISTENERS; i++)
 		if (own_listeners[i].port == port && own_listeners[i].pid == smcr_smc_pid)
@@ -282,8 +277,13 @@ static void drop_listener_ref(struct smcr_fd_entry *e)
 
 /* ---- outcomes of a decision ---------------------------------------------------- */
 
-static void go_fallback(int fd, struct smcr_fd_entry *e, uint32_t reason, bool count,
-			const char *role, const char *why)
+/*
+ * The connection stays TCP for `reason`.  `peer`: its peer address if the
+ * caller read it already (else the stats record asks the kernel).
+ */
+static void go_fallback_peer(int fd, struct smcr_fd_entry *e, uint32_t reason, bool count,
+			     const char *role, const char *why,
+			     const struct sockaddr_storage *peer)
 {
 	char name[SMCR_CONN_NAME_MAX];
 
@@ -292,11 +292,18 @@ static void go_fallback(int fd, struct smcr_fd_entry *e, uint32_t reason, bool c
 		smcr_note_fallback((int)reason);
 	/* A record of its own in the published stats: mode TCP, with the reason. */
 	e->owner = smcr_smc_pid;
-	e->tcp_record = smcr_stats_tcp_open(fd, strcmp(role, "server") == 0, (int)reason);
+	e->tcp_record = smcr_stats_tcp_open_peer(fd, strcmp(role, "server") == 0, (int)reason,
+						 peer);
 	atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
 	smcr_info("fd %d: tcp-fallback (%s): reason 0x%08x %s%s%s; %s", fd, role, reason,
 		  smcr_fallback_reason_str((int)reason), why ? ", " : "", why ? why : "",
 		  smcr_conn_name(fd, name, sizeof(name)));
+}
+
+static void go_fallback(int fd, struct smcr_fd_entry *e, uint32_t reason, bool count,
+			const char *role, const char *why)
+{
+	go_fallback_peer(fd, e, reason, count, role, why, NULL);
 }
 
 /*
@@ -412,7 +419,11 @@ static int handshake_wait(int fd, struct smcr_fd_entry *e, int efd, struct smcr_
 static int client_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, bool may_block)
 {
 	struct smcr_handshake *hs = NULL;
+	struct smcr_client_plan plan;
+	struct sockaddr_storage peer;
+	socklen_t peer_len = sizeof(peer);
 	struct smcr_sock *s = NULL;
+	bool have_peer = false;
 	char byte;
 	int efd, rc;
 
@@ -429,43 +440,51 @@ static int client_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 	}
 
 	if (!(smcr_fd_entry_flags(e) & SMCR_FD_F_CONNECTED)) {
-		struct sockaddr_storage ss;
-		socklen_t len = sizeof(ss);
-
 		if (wait_fd(fd, POLLOUT, 0) <= 0)
 			return 0; /* still connecting: the kernel answers EAGAIN */
-		if (smcr_real.getpeername(fd, (struct sockaddr *)&ss, &len) < 0) {
+		if (smcr_real.getpeername(fd, (struct sockaddr *)&peer, &peer_len) < 0) {
 			/* The connect failed: the kernel reports why. */
 			atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
 			return 0;
 		}
+		have_peer = true;
 		add_flags(e, SMCR_FD_F_CONNECTED);
 	}
 	if (smcr_real.recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) >= 0) {
 		/* The server spoke (or closed) before we proposed: its bytes are data. */
-		go_fallback(fd, e, SMCR_CLC_DECL_SYNCERR, true, "client", "server spoke first");
+		go_fallback_peer(fd, e, SMCR_CLC_DECL_SYNCERR, true, "client", "server spoke first",
+				 have_peer ? &peer : NULL);
 		return 0;
 	}
-	if (peer_in_this_process(fd)) {
-		go_fallback(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "client", "peer is this process");
+	if (!have_peer)
+		have_peer = smcr_real.getpeername(fd, (struct sockaddr *)&peer, &peer_len) == 0;
+	if (have_peer && peer_in_this_process(&peer)) {
+		go_fallback_peer(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "client",
+				 "peer is this process", &peer);
+		return 0;
+	}
+	/*
+	 * The policy (the registry's probe for a same-host peer, its sock_diag
+	 * check for a registered one) before the engine takes a duplicate of
+	 * the socket: a peer that does not run smcr costs no fd, no socket
+	 * option read and no connection state.  The handshake follows this
+	 * plan and does not ask again.
+	 */
+	rc = smcr_sock_connect_plan(fd, have_peer ? &peer : NULL, &plan);
+	if (rc) {
+		go_fallback_peer(fd, e, (uint32_t)rc, true, "client", NULL, have_peer ? &peer : NULL);
 		return 0;
 	}
 	efd = engine_dup(fd);
 	if (efd < 0) {
-		/* Out of fds, the registry cannot be asked either: say which limit bit. */
-		if (errno == EMFILE || errno == ENFILE || smcr_peer_is_registered(fd))
-			go_fallback(fd, e, SMCR_CLC_DECL_MEM, true, "client", "no fd for the engine");
-		else
-			go_fallback(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "client", NULL);
+		go_fallback_peer(fd, e, SMCR_CLC_DECL_MEM, true, "client", "no fd for the engine",
+				 have_peer ? &peer : NULL);
 		return 0;
 	}
-	/*
-	 * smcr_sock_connect() asks the registry itself (a sock_diag lookup, the
-	 * dearest step before the first CLC byte) and falls back with PEERNOSMC,
-	 * counted, if the peer is not vouched for: asking here too would double it.
-	 */
 	{
 		struct smcr_sock_opts o = conn_opts(efd);
+
+		o.plan = &plan;
 
 		if (may_block) {
 			rc = smcr_sock_connect(efd, &o, &s);

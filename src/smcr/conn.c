@@ -250,17 +250,23 @@ static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_st
  * another of our addresses counts as elsewhere: it loses SMC, never safety.
  * The client asks it before it proposes, the server of a same-host Proposal.
  */
-static bool local_peer(int fd, struct sockaddr_storage *peer)
+static bool local_peer_at(int fd, const struct sockaddr_storage *peer)
 {
 	struct sockaddr_storage self;
-	socklen_t plen = sizeof(*peer), slen = sizeof(self);
+	socklen_t slen = sizeof(self);
 
-	if (smcr_libc.getpeername(fd, (struct sockaddr *)peer, &plen) < 0)
-		return false;
 	if (sockaddr_is_loopback(peer))
 		return true;
 	return smcr_libc.getsockname(fd, (struct sockaddr *)&self, &slen) == 0 &&
 	       same_addr(peer, &self);
+}
+
+static bool local_peer(int fd, struct sockaddr_storage *peer)
+{
+	socklen_t plen = sizeof(*peer);
+
+	return smcr_libc.getpeername(fd, (struct sockaddr *)peer, &plen) == 0 &&
+	       local_peer_at(fd, peer);
 }
 
 bool smcr_peer_is_local(int tcp_fd)
@@ -275,6 +281,11 @@ bool smcr_peer_is_registered(int tcp_fd)
 	struct sockaddr_storage peer;
 
 	return local_peer(tcp_fd, &peer) && smcr_registry_vouches(tcp_fd, &peer);
+}
+
+bool smcr_peer_is_registered_at(int tcp_fd, const struct sockaddr_storage *peer)
+{
+	return local_peer_at(tcp_fd, peer) && smcr_registry_vouches(tcp_fd, peer);
 }
 
 /*
@@ -457,8 +468,12 @@ static bool peer_addr(int fd, struct sockaddr_storage *ss)
 static int client_begin(int tcp_fd, const struct smcr_sock_opts *opts,
 			const struct smcr_transport_ops **ops, struct smcr_xconn **xc)
 {
-	int rc = smcr_policy_client(smcr_config_get(), tcp_fd, ops);
+	int rc = 0;
 
+	if (opts && opts->plan && opts->plan->ops)
+		*ops = opts->plan->ops;
+	else
+		rc = smcr_policy_client(smcr_config_get(), tcp_fd, ops);
 	*xc = NULL;
 	if (rc) {
 		smcr_stats_fallback(rc);
@@ -482,6 +497,13 @@ static int client_begin(int tcp_fd, const struct smcr_sock_opts *opts,
 		smcr_stats_fallback(rc);
 	}
 	return rc;
+}
+
+int smcr_sock_connect_plan(int tcp_fd, const struct sockaddr_storage *peer,
+			   struct smcr_client_plan *plan)
+{
+	plan->ops = NULL;
+	return smcr_policy_client_to(smcr_config_get(), tcp_fd, peer, &plan->ops);
 }
 
 /* The client handshake ended with `rc`: the connection, or its state let go. */

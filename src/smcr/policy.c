@@ -382,15 +382,25 @@ static int announced_peer(const struct smcr_config *cfg, int tcp_fd, int transpo
 int smcr_policy_client(const struct smcr_config *cfg, int tcp_fd,
 		       const struct smcr_transport_ops **ops)
 {
+	return smcr_policy_client_to(cfg, tcp_fd, NULL, ops);
+}
+
+int smcr_policy_client_to(const struct smcr_config *cfg, int tcp_fd,
+			  const struct sockaddr_storage *known_peer,
+			  const struct smcr_transport_ops **ops)
+{
 	struct sockaddr_storage peer;
 	socklen_t plen = sizeof(peer);
 	int transport = cfg->transport, action = SMCR_RULE_SMC;
-	bool rdma_only, have_peer = false;
+	bool rdma_only, have_peer = known_peer != NULL;
 	int rc;
 
 	*ops = NULL;
+	if (known_peer)
+		peer = *known_peer;
 	if (cfg->rules) {
-		have_peer = smcr_libc.getpeername(tcp_fd, (struct sockaddr *)&peer, &plen) == 0;
+		if (!have_peer)
+			have_peer = smcr_libc.getpeername(tcp_fd, (struct sockaddr *)&peer, &plen) == 0;
 		action = have_peer ? rule_action(cfg, false, (struct sockaddr *)&peer)
 				   : cfg->rules->broken ? SMCR_RULE_TCP : SMCR_RULE_SMC;
 		if (action == SMCR_RULE_TCP)
@@ -401,7 +411,9 @@ int smcr_policy_client(const struct smcr_config *cfg, int tcp_fd,
 			transport = SMCR_CONFIG_TRANSPORT_RDMA;
 	}
 	rdma_only = transport == SMCR_CONFIG_TRANSPORT_RDMA;
-	if (!rdma_only && cfg->samehost && smcr_peer_is_registered(tcp_fd)) {
+	if (!rdma_only && cfg->samehost &&
+	    (have_peer ? smcr_peer_is_registered_at(tcp_fd, &peer)
+		       : smcr_peer_is_registered(tcp_fd))) {
 		*ops = &smcr_shm_ops;
 		return 0;
 	}
@@ -421,7 +433,7 @@ int smcr_policy_client(const struct smcr_config *cfg, int tcp_fd,
 					   (rdma_only &&
 					    !smcr_policy_match(cfg->peers, cfg->n_peers,
 							       (struct sockaddr *)&peer) &&
-					    smcr_peer_is_registered(tcp_fd)),
+					    smcr_peer_is_registered_at(tcp_fd, &peer)),
 				   smcr_now_ms());
 	if (rc)
 		return rc;

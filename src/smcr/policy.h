@@ -92,6 +92,13 @@ bool smcr_policy_announce(const struct smcr_config *cfg, const struct sockaddr *
  */
 int smcr_policy_client(const struct smcr_config *cfg, int tcp_fd,
 		       const struct smcr_transport_ops **ops);
+/*
+ * The same with the socket's peer address already known (getpeername() of
+ * `tcp_fd`, read by the caller): it is not asked for again.  NULL: asked.
+ */
+int smcr_policy_client_to(const struct smcr_config *cfg, int tcp_fd,
+			  const struct sockaddr_storage *known_peer,
+			  const struct smcr_transport_ops **ops);
 
 /* The server's choice for a received Proposal: 0 and *ops, or a decline reason. */
 int smcr_policy_server(const struct smcr_config *cfg, const struct smcr_clc_msg *prop,

@@ -459,8 +459,8 @@ struct record_init {
 	char device[16];
 };
 
-static void record_init_of(struct record_init *ri, int tcp_fd, uint32_t mode, uint32_t role,
-			   uint32_t reason)
+static void record_init_at(struct record_init *ri, int tcp_fd, uint32_t mode, uint32_t role,
+			   uint32_t reason, const struct sockaddr_storage *peer)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
@@ -476,9 +476,17 @@ static void record_init_of(struct record_init *ri, int tcp_fd, uint32_t mode, ui
 	    smcr_libc.getsockname(tcp_fd, (struct sockaddr *)&ss, &len) == 0)
 		addr_of(&ss, ri->local_addr, &ri->local_port);
 	len = sizeof(ss);
-	if (smcr_call_allowed(SMCR_CALL_GETPEERNAME) &&
-	    smcr_libc.getpeername(tcp_fd, (struct sockaddr *)&ss, &len) == 0)
+	if (peer)
+		addr_of(peer, ri->peer_addr, &ri->peer_port);
+	else if (smcr_call_allowed(SMCR_CALL_GETPEERNAME) &&
+		 smcr_libc.getpeername(tcp_fd, (struct sockaddr *)&ss, &len) == 0)
 		addr_of(&ss, ri->peer_addr, &ri->peer_port);
+}
+
+static void record_init_of(struct record_init *ri, int tcp_fd, uint32_t mode, uint32_t role,
+			   uint32_t reason)
+{
+	record_init_at(ri, tcp_fd, mode, role, reason, NULL);
 }
 
 /*
@@ -554,13 +562,19 @@ struct smcr_stats_conn *smcr_stats_conn_open(const struct smcr_sock *s)
 
 struct smcr_tcp_record *smcr_stats_tcp_open(int tcp_fd, bool server, int reason)
 {
+	return smcr_stats_tcp_open_peer(tcp_fd, server, reason, NULL);
+}
+
+struct smcr_tcp_record *smcr_stats_tcp_open_peer(int tcp_fd, bool server, int reason,
+						 const struct sockaddr_storage *peer)
+{
 	struct smcr_stats_file *f = stats_get();
 	struct record_init ri;
 
 	if (!f)
 		return NULL;
-	record_init_of(&ri, tcp_fd, SMCR_STATS_MODE_TCP, server ? 1u : 0u,
-		       reason > 0 ? (uint32_t)reason : 0u);
+	record_init_at(&ri, tcp_fd, SMCR_STATS_MODE_TCP, server ? 1u : 0u,
+		       reason > 0 ? (uint32_t)reason : 0u, peer);
 	return (struct smcr_tcp_record *)claim_record(f, &ri);
 }
 
