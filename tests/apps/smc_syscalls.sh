@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# System calls on paths that stay TCP, counted exactly (strace -c; no timing):
+# each count is the difference between two runs of syscall_loop of different
+# lengths, so start-up, the library's own set-up and exit cancel out.
+#
+#   - recv(MSG_DONTWAIT) on an accepted socket whose client has sent nothing
+#     yet: one system call under smcr, as without it (the library's peek that
+#     finds no byte is the call's EAGAIN);
+#   - a client under smcr connecting to a plain server on this host: at most
+#     MAX_CLIENT_EXTRA system calls per connection more than plain TCP's.
+#
+# Each smcr run proves from its own published stats (smcr-stat) that the
+# library decided those connections: TCP, reason PEERNOSMC, no SMC.
+source "$(dirname -- "${BASH_SOURCE[0]}")/smc_lib.sh"
+
+need strace ss
+[[ -z ${SMCR_SANITIZER_PRELOAD:-} ]] ||
+    skip "a sanitizer runtime makes system calls of its own on allocation: counts are not exact"
+loop=${SMCR_TEST_SYSCALL_LOOP:-}
+[[ -x $loop ]] || skip "syscall_loop is not built (SMCR_TEST_SYSCALL_LOOP)"
+
+# The RFC 7609 option mode (a bpf program smc_run attaches as root) is not
+# the subject here: off, so the counts do not depend on who runs the test.
+export SMCR_BPF=0
+
+# What a client under smcr adds per connection to a plain local server: the
+# peek for a server that spoke first, its peer's address, the netns of the
+# registry's names (a stat), the registry's probe (socket, connect refused,
+# close), and the local address for the connection's stats record.
+MAX_CLIENT_EXTRA=7
+
+# traced MODE NAME ARGS...: syscall_loop ARGS under strace -f -c (MODE smcr:
+# under smc_run); sets traced_total, the run's system calls, and for smcr
+# traced_stats, its stats (mode_stats) read while it still ran.
+traced() {
+    local mode=$1 name=$2 line rc=0
+    shift 2
+    local -a prefix=()
+    [[ $mode == smcr ]] && prefix=("$SMC_RUN")
+    coproc LOOP { "${prefix[@]}" strace -f -c -o "$work/$name.strace" "$loop" "$@" 2>"$work/$name.err"; }
+    read -r -t 120 line <&"${LOOP[0]}" || fail "$name: no 'ready' line: $(cat "$work/$name.err")"
+    traced_stats=
+    if [[ $mode == smcr ]]; then
+        traced_stats=$(mode_stats "${line#ready }") || fail "$name: smcr-stat stats --json failed"
+    fi
+    eval "exec ${LOOP[1]}>&-"
+    wait "$LOOP_PID" || rc=$?
+    [[ $rc -eq 0 ]] || fail "$name: exit status $rc: $(cat "$work/$name.err")"
+    traced_total=$(awk '$NF == "total" { print $4 }' "$work/$name.strace")
+    [[ -n $traced_total ]] || fail "$name: no strace summary in $work/$name.strace"
+}
+
+# per_call MODE NAME N1 N2 ARGS_BEFORE_N...: system calls per call, the
+# difference of runs with N1 and N2 calls, to two decimals; in per_call_result.
+# Sets per_call_stats to the N2 run's stats.
+per_call() {
+    local mode=$1 name=$2 n1=$3 n2=$4 t1
+    shift 4
+    traced "$mode" "$name-$n1" "$@" "$n1"
+    t1=$traced_total
+    traced "$mode" "$name-$n2" "$@" "$n2"
+    per_call_stats=$traced_stats
+    per_call_result=$(awk -v a="$t1" -v b="$traced_total" -v n=$((n2 - n1)) \
+        'BEGIN { printf "%.2f", (b - a) / n }')
+}
+
+# expect_tcp WHAT N: per_call_stats count N fallbacks, all PEERNOSMC, and no SMC.
+expect_tcp() {
+    local smc fb reasons
+    read -r smc fb reasons <<<"$per_call_stats"
+    [[ $smc -eq 0 && $fb -eq $2 && $reasons == "PEERNOSMC:$2" ]] ||
+        fail "$1: stats say $smc SMC, $fb fallback(s) ($reasons); expected $2 PEERNOSMC"
+}
+
+# recv EAGAIN on an accepted socket before its client's first byte.
+per_call plain eagain-plain 1000 2000 eagain
+plain=$per_call_result
+per_call smcr eagain-smcr 1000 2000 eagain
+with=$per_call_result
+expect_tcp "recv EAGAIN, smcr" 1
+log "recv EAGAIN before the first byte: $plain system call(s) per call plain, $with under smcr"
+[[ $plain == 1.00 ]] || fail "plain recv EAGAIN costs $plain system calls per call, expected 1.00"
+[[ $with == "$plain" ]] ||
+    fail "recv EAGAIN under smcr costs $with system calls per call, plain $plain: see $work/eagain-smcr-*.strace"
+
+# A client under smcr to a plain server on this host: stays TCP (PEERNOSMC).
+port=$(free_port)
+start_server plain echo "$PYTHON" "$apps_dir/echo.py" server-asyncio 127.0.0.1 "$port"
+wait_listen "$server_pid" "$port"
+per_call plain connect-plain 100 200 connect "$port"
+plain=$per_call_result
+per_call smcr connect-smcr 100 200 connect "$port"
+with=$per_call_result
+stop_server "$server_pid"
+expect_tcp "smcr client to a plain server" 200
+log "client to a plain server: $plain system calls per connection plain, $with under smcr"
+awk -v p="$plain" -v w="$with" -v m="$MAX_CLIENT_EXTRA" 'BEGIN { exit !(w - p <= m) }' ||
+    fail "an smcr client to a plain server makes $with system calls per connection, plain $plain" \
+        "(more than $MAX_CLIENT_EXTRA added): compare $work/connect-*-200.strace"
+log "PASS"

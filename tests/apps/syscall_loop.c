@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: MIT
+/*
+ * syscall_loop: a fixed number of socket calls on a path that stays TCP, for
+ * counting the system calls they cost (smc_syscalls.sh runs it under strace
+ * -c at two lengths: the difference is the cost of the extra calls alone).
+ *
+ *   syscall_loop eagain N      an accepted loopback connection whose client
+ *                              has sent nothing: N recv(MSG_DONTWAIT), each
+ *                              EAGAIN; then the client's first byte is read
+ *                              (the server's connection then stays TCP)
+ *   syscall_loop connect PORT N
+ *                              N connections to 127.0.0.1:PORT, one after the
+ *                              other: connect, 14 bytes each way, close
+ *
+ * The client of `eagain` is made with raw system calls, so the library under
+ * test never sees it: only the accepted socket is tracked.  Afterwards the
+ * program prints "ready PID" and waits for its stdin to end, so that the
+ * caller can read its published stats while it still runs.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static void die(const char *what)
+{
+	fprintf(stderr, "syscall_loop: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static void eagain(long n)
+{
+	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(addr);
+	char buf[64];
+	int lfd = socket(AF_INET, SOCK_STREAM, 0), cfd, sfd;
+
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&addr, sizeof(addr)) < 0 || listen(lfd, 1) < 0 ||
+	    getsockname(lfd, (struct sockaddr *)&addr, &len) < 0)
+		die("listen");
+	cfd = (int)syscall(SYS_socket, AF_INET, SOCK_STREAM, 0);
+	if (cfd < 0 || syscall(SYS_connect, cfd, &addr, sizeof(addr)) < 0)
+		die("raw connect");
+	sfd = accept(lfd, NULL, NULL);
+	if (sfd < 0)
+		die("accept");
+	for (long i = 0; i < n; i++)
+		if (recv(sfd, buf, sizeof(buf), MSG_DONTWAIT) != -1 || errno != EAGAIN)
+			die("recv on a connection whose client sent nothing");
+	if (syscall(SYS_write, cfd, "x", 1) != 1)
+		die("raw write");
+	if (recv(sfd, buf, sizeof(buf), 0) != 1 || buf[0] != 'x')
+		die("recv of the client's first byte");
+	syscall(SYS_close, cfd);
+	close(sfd);
+	close(lfd);
+}
+
+static void connections(int port, long n)
+{
+	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	char msg[14] = "syscall_loop.", buf[14];
+
+	for (long i = 0; i < n; i++) {
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		size_t got = 0;
+
+		if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0)
+			die("connect");
+		if (write(fd, msg, sizeof(msg)) != (ssize_t)sizeof(msg))
+			die("write");
+		while (got < sizeof(buf)) {
+			ssize_t r = read(fd, buf + got, sizeof(buf) - got);
+
+			if (r <= 0)
+				die("read");
+			got += (size_t)r;
+		}
+		if (memcmp(buf, msg, sizeof(msg)) != 0) {
+			fprintf(stderr, "syscall_loop: the echo differs\n");
+			exit(1);
+		}
+		close(fd);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	char c;
+
+	if (argc == 3 && !strcmp(argv[1], "eagain"))
+		eagain(atol(argv[2]));
+	else if (argc == 4 && !strcmp(argv[1], "connect"))
+		connections(atoi(argv[2]), atol(argv[3]));
+	else {
+		fprintf(stderr, "usage: syscall_loop eagain N | connect PORT N\n");
+		return 2;
+	}
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	while (read(0, &c, 1) > 0)
+		;
+	return 0;
+}
