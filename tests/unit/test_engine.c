@@ -111,6 +111,19 @@ static void pair_open(struct pair *p, uint32_t rcvbuf)
 	p->rcvbuf = rcvbuf;
 	p->cfd = tcp_connect(p->port);
 	assert_true(smcr_peer_is_registered(p->cfd));
+	{
+		/* the same answers with the peer's address given, and a plan to propose */
+		struct sockaddr_storage peer;
+		socklen_t plen = sizeof(peer);
+		struct smcr_client_plan plan;
+
+		assert_int_equal(getpeername(p->cfd, (struct sockaddr *)&peer, &plen), 0);
+		assert_true(smcr_peer_is_registered_at(p->cfd, &peer));
+		assert_int_equal(smcr_sock_connect_plan(p->cfd, &peer, &plan), 0);
+		assert_non_null(plan.ops);
+		assert_int_equal(smcr_sock_connect_plan(p->cfd, NULL, &plan), 0);
+		assert_non_null(plan.ops);
+	}
 	assert_int_equal(pthread_create(&t, NULL, client_main, p), 0);
 	p->sfd = accept4(p->lfd, NULL, NULL, SOCK_CLOEXEC);
 	assert_true(p->sfd >= 0);
@@ -951,6 +964,16 @@ static void test_unregistered_peer_gets_no_proposal(void **state)
 	cfd = tcp_connect(port);
 	sfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 	assert_false(smcr_peer_is_registered(cfd));
+	{
+		struct sockaddr_storage peer;
+		socklen_t plen = sizeof(peer);
+		struct smcr_client_plan plan;
+
+		assert_int_equal(getpeername(cfd, (struct sockaddr *)&peer, &plen), 0);
+		assert_false(smcr_peer_is_registered_at(cfd, &peer));
+		assert_int_equal(smcr_sock_connect_plan(cfd, &peer, &plan), SMCR_CLC_DECL_PEERNOSMC);
+		assert_null(plan.ops);
+	}
 	assert_int_equal(smcr_sock_connect(cfd, NULL, &c), SMCR_CLC_DECL_PEERNOSMC);
 	assert_null(c);
 	assert_string_equal(smcr_fallback_reason_str(SMCR_CLC_DECL_PEERNOSMC), "PEERNOSMC");

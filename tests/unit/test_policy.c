@@ -143,6 +143,7 @@ static void test_client_choice(void **state)
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t len = sizeof(a);
 	const struct smcr_transport_ops *ops;
+	struct sockaddr_storage peer;
 	struct smcr_config cfg;
 	int l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0);
 
@@ -152,21 +153,33 @@ static void test_client_choice(void **state)
 	assert_int_equal(getsockname(l, (struct sockaddr *)&a, &len), 0);
 	assert_int_equal(connect(c, (struct sockaddr *)&a, sizeof(a)), 0);
 
+	len = sizeof(peer);
+	assert_int_equal(getpeername(c, (struct sockaddr *)&peer, &len), 0);
+
+	/* each answer is the same with the peer's address given (smcr_policy_client_to) */
 	cfg = config(NULL, NULL); /* auto, nothing allowed, listener not registered */
 	assert_int_equal(smcr_policy_client(&cfg, c, &ops), SMCR_CLC_DECL_PEERNOSMC);
+	assert_null(ops);
+	assert_int_equal(smcr_policy_client_to(&cfg, c, &peer, &ops), SMCR_CLC_DECL_PEERNOSMC);
 	assert_null(ops);
 	cfg = config("127.0.0.0/8", NULL);
 	if (smcr_policy_verbs_ops()) {
 		assert_int_equal(smcr_policy_client(&cfg, c, &ops), 0);
 		assert_ptr_equal(ops, smcr_policy_verbs_ops());
+		assert_int_equal(smcr_policy_client_to(&cfg, c, &peer, &ops), 0);
+		assert_ptr_equal(ops, smcr_policy_verbs_ops());
 	} else {
 		assert_int_equal(smcr_policy_client(&cfg, c, &ops), SMCR_CLC_DECL_NOSMCRDEV);
+		assert_int_equal(smcr_policy_client_to(&cfg, c, &peer, &ops),
+				 SMCR_CLC_DECL_NOSMCRDEV);
 	}
 	cfg.transport = SMCR_CONFIG_TRANSPORT_SHM;
 	assert_int_equal(smcr_policy_client(&cfg, c, &ops), SMCR_CLC_DECL_PEERNOSMC);
+	assert_int_equal(smcr_policy_client_to(&cfg, c, &peer, &ops), SMCR_CLC_DECL_PEERNOSMC);
 	cfg = config("127.0.0.0/8", "127.0.0.1");
 	cfg.transport = SMCR_CONFIG_TRANSPORT_RDMA;
 	assert_int_equal(smcr_policy_client(&cfg, c, &ops), SMCR_CLC_DECL_PEERNOSMC);
+	assert_int_equal(smcr_policy_client_to(&cfg, c, &peer, &ops), SMCR_CLC_DECL_PEERNOSMC);
 	close(c);
 	close(l);
 }
