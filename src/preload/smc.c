@@ -423,9 +423,9 @@ static int client_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 	struct sockaddr_storage peer;
 	socklen_t peer_len = sizeof(peer);
 	struct smcr_sock *s = NULL;
-	bool have_peer = false;
+	bool have_peer = false, short_of_fds;
+	int efd, rc, saved_errno;
 	char byte;
-	int efd, rc;
 
 	if (atomic_load_explicit(&e->handshake, memory_order_acquire))
 		return handshake_step(fd, e, kind, may_block);
@@ -470,7 +470,17 @@ static int client_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 	 * option read and no connection state.  The handshake follows this
 	 * plan and does not ask again.
 	 */
+	saved_errno = errno;
+	errno = 0;
 	rc = smcr_sock_connect_plan(fd, have_peer ? &peer : NULL, &plan);
+	/* Out of fds, the registry could not be asked: say which limit bit. */
+	short_of_fds = errno == EMFILE || errno == ENFILE;
+	errno = saved_errno;
+	if (rc == SMCR_CLC_DECL_PEERNOSMC && short_of_fds) {
+		go_fallback_peer(fd, e, SMCR_CLC_DECL_MEM, true, "client",
+				 "no fd to ask the registry", have_peer ? &peer : NULL);
+		return 0;
+	}
 	if (rc) {
 		go_fallback_peer(fd, e, (uint32_t)rc, true, "client", NULL, have_peer ? &peer : NULL);
 		return 0;
