@@ -31,7 +31,7 @@ void smcr_stats_slept(void);
 void smcr_stats_conn_relink(const struct smcr_sock *s, uint32_t bytes_resent);
 
 /*
- * A listening socket (conn.c's registry calls): a record in the process's
+ * A listening socket (listener.c's registry calls): a record in the process's
  * listener table (NULL if it is full), its status (and why, or NULL) as it
  * changes, its end.
  */

@@ -218,7 +218,7 @@ rogue_check() {
 rogue_check
 #
 # verbs_engine: the engine's own data path (CDC, cursors, flow control, close) over the
-# verbs transport, its CLC flow driven by the test with smcr_verbs_ops (conn.c does not
+# verbs transport, its CLC flow driven by the test with smcr_verbs_ops (connect.c does not
 # select that transport yet); every byte checked, the stream must go as RoCEv2.
 verbs_run() { # NAME PREF(4|6) SERVER_ADDR CLIENT_ADDR PORT BYTES -- SERVER_ARGS -- CLIENT_ARGS
     local name=$1 pref=$2 srv=$3 cli=$4 port=$5 bytes=$6 prog

@@ -8,10 +8,10 @@
  *   verbs_engine clients SERVER_ADDR PORT LOCAL_ADDR BYTES CONNS PARALLEL PINGS [expect-reset]
  *   verbs_engine rogue SERVER_ADDR PORT LOCAL_ADDR read|write
  *
- * The engine's own handshake (conn.c) still picks the shm transport, so this program runs
- * the CLC flow itself, exactly as conn.c does but with smcr_verbs_ops: Proposal, Accept,
- * Confirm encoded by the engine's CLC codec over the TCP connection, the transport's
- * hooks in between. Then it hands the transport to smcr_conn_new() and uses the engine's
+ * The engine's own handshake (connect.c, accept.c) still picks the shm transport, so
+ * this program runs the CLC flow itself, exactly as those do but with smcr_verbs_ops:
+ * Proposal, Accept, Confirm encoded by the engine's CLC codec over the TCP connection,
+ * the transport's hooks in between. Then it hands the transport to smcr_conn_new() and uses the engine's
  * socket API: PINGS 1-byte round trips, BYTES client -> server with every byte checked,
  * the server's stream hash sent back, both sides closed through the engine.
  * With expect-reset the client streams until the connection breaks (the calling script
@@ -240,7 +240,7 @@ static int decline(int fd, int reason)
 	return failf("declined", reason);
 }
 
-/* conn.c's client flow with smcr_verbs_ops. */
+/* connect.c's client flow with smcr_verbs_ops. */
 static struct smcr_sock *client_handshake(int fd)
 {
 	const struct smcr_transport_ops *ops = &smcr_verbs_ops;
@@ -283,7 +283,7 @@ fail:
 	return NULL;
 }
 
-/* conn.c's server flow with smcr_verbs_ops. */
+/* accept.c's server flow with smcr_verbs_ops. */
 static struct smcr_sock *server_handshake(int fd)
 {
 	const struct smcr_transport_ops *ops = &smcr_verbs_ops;

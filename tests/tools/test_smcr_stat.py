@@ -453,7 +453,7 @@ def command(p, line):
 
 
 def case_listeners(case):
-    """Listeners as conn.c records them: served, revoked with its reason, name held."""
+    """Listeners as listener.c records them: served, revoked with its reason, name held."""
     p, w = case.start()
     lw = command(p, "listeners")
     doc, err = case.tool_json("-l", "--json", "--dir", case.statsdir)
