@@ -228,58 +228,56 @@ static int server_policy(int tcp_fd, const struct smcr_clc_msg *prop,
 	return smcr_policy_server(cfg, prop, ops);
 }
 
-int smcr_sock_accept_start(int tcp_fd, const struct smcr_sock_opts *opts,
-			   struct smcr_handshake **out)
+/* The server's side of a handshake, its transport state still to come; NULL: no memory. */
+static struct smcr_handshake *server_hs_new(int tcp_fd, const struct smcr_transport_ops *ops,
+					    const struct smcr_sock_opts *opts)
 {
-	const struct smcr_transport_ops *ops = &smcr_shm_ops;
-	struct smcr_handshake *hs = NULL;
-	struct smcr_xconn *xc = NULL;
-	struct smcr_clc_msg prop;
-	int64_t prop_ns;
-	int rc, decline = 0;
+	struct smcr_handshake *hs = calloc(1, sizeof(*hs));
 
-	*out = NULL;
-	/* Classified already: the whole Proposal is in, reading it never waits. */
-	rc = smcr_clc_sock_recv(tcp_fd, &prop, smcr_now_ms());
-	prop_ns = smcr_now_ns();
-	if (rc == 0 && prop.hdr.type != SMCR_CLC_PROPOSAL)
-		rc = -EPROTO;
-	if (rc == 0) {
-		decline = server_policy(tcp_fd, &prop, &ops);
-		if (decline == 0 && ops->same_host && !smcr_peer_is_local(tcp_fd))
-			decline = SMCR_CLC_DECL_NOTLOCAL;
-		hs = decline == 0 ? calloc(1, sizeof(*hs)) : NULL;
-		/* Out of memory here still answers the Proposal (Decline MEM). */
-		if (decline == 0 && !hs)
-			decline = SMCR_CLC_DECL_MEM;
-		if (hs) {
-			hs->tcp_fd = tcp_fd;
-			hs->ops = ops;
-			hs->spin_us = opts ? opts->spin_us : 0;
-			hs->deadline = smcr_sys_deadline(smcr_hs_wait_ms(opts));
-			hs->attach_rc = -EAGAIN;
-			hs->wait_fd = hs->timer_fd = hs->watched_xfd = -1;
-		}
-		if (decline == 0) {
-			rc = ops->create(tcp_fd, smcr_hs_rmb_size(ops, opts), smcr_hs_wait_ms(opts), &xc);
-			if (rc < 0) {
-				xc = NULL;
-				decline = rc == -ENODEV && !ops->same_host
-						  ? SMCR_CLC_DECL_NOSMCRDEV
-						  : SMCR_CLC_DECL_MEM;
-			}
-		}
-		if (decline == 0)
-			hs->xc = xc;
-		rc = server_answer(tcp_fd, hs, &prop, decline);
+	if (hs) {
+		hs->tcp_fd = tcp_fd;
+		hs->ops = ops;
+		hs->spin_us = opts ? opts->spin_us : 0;
+		hs->deadline = smcr_sys_deadline(smcr_hs_wait_ms(opts));
+		hs->attach_rc = -EAGAIN;
+		hs->wait_fd = hs->timer_fd = hs->watched_xfd = -1;
 	}
-	if (rc == 0) {
-		hs->accept_ns = smcr_now_ns();
-		smcr_dbg("fd %d: Accept sent %lld us after the Proposal was read", tcp_fd,
-			 (long long)((hs->accept_ns - prop_ns) / 1000));
-		*out = hs;
-		return SMCR_HANDSHAKE_PENDING;
+	return hs;
+}
+
+/*
+ * Whether to take up the Proposal `prop`: 0 with *hs and its transport state
+ * *xc, or the reason to decline it.  A decline may leave *hs made (the
+ * transport had no room): it goes when the handshake ends.
+ */
+static int server_decide(int tcp_fd, const struct smcr_sock_opts *opts,
+			 const struct smcr_clc_msg *prop, const struct smcr_transport_ops **ops,
+			 struct smcr_handshake **hs, struct smcr_xconn **xc)
+{
+	int decline = server_policy(tcp_fd, prop, ops), rc;
+
+	if (decline == 0 && (*ops)->same_host && !smcr_peer_is_local(tcp_fd))
+		decline = SMCR_CLC_DECL_NOTLOCAL;
+	*hs = decline == 0 ? server_hs_new(tcp_fd, *ops, opts) : NULL;
+	/* Out of memory here still answers the Proposal (Decline MEM). */
+	if (decline == 0 && !*hs)
+		decline = SMCR_CLC_DECL_MEM;
+	if (decline)
+		return decline;
+	rc = (*ops)->create(tcp_fd, smcr_hs_rmb_size(*ops, opts), smcr_hs_wait_ms(opts), xc);
+	if (rc < 0) {
+		*xc = NULL;
+		return rc == -ENODEV && !(*ops)->same_host ? SMCR_CLC_DECL_NOSMCRDEV
+							   : SMCR_CLC_DECL_MEM;
 	}
+	(*hs)->xc = *xc;
+	return 0;
+}
+
+/* The server's handshake ended before it was under way: let go of it, count `rc`. */
+static int server_abandon(int tcp_fd, const struct smcr_transport_ops *ops,
+			  struct smcr_handshake *hs, struct smcr_xconn *xc, int rc)
+{
 	if (hs) {
 		hs->xc = NULL; /* destroyed below */
 		smcr_handshake_free(hs);
@@ -293,6 +291,36 @@ int smcr_sock_accept_start(int tcp_fd, const struct smcr_sock_opts *opts,
 	smcr_dbg("server handshake on fd %d (%s): %d%s", tcp_fd, ops->name, rc,
 		 rc == SMCR_CLC_DECL_NOTLOCAL ? " (same-host offer from another host)" : "");
 	return rc;
+}
+
+int smcr_sock_accept_start(int tcp_fd, const struct smcr_sock_opts *opts,
+			   struct smcr_handshake **out)
+{
+	const struct smcr_transport_ops *ops = &smcr_shm_ops;
+	struct smcr_handshake *hs = NULL;
+	struct smcr_xconn *xc = NULL;
+	struct smcr_clc_msg prop;
+	int64_t prop_ns;
+	int rc;
+
+	*out = NULL;
+	/* Classified already: the whole Proposal is in, reading it never waits. */
+	rc = smcr_clc_sock_recv(tcp_fd, &prop, smcr_now_ms());
+	prop_ns = smcr_now_ns();
+	if (rc == 0 && prop.hdr.type != SMCR_CLC_PROPOSAL)
+		rc = -EPROTO;
+	if (rc == 0) {
+		int decline = server_decide(tcp_fd, opts, &prop, &ops, &hs, &xc);
+
+		rc = server_answer(tcp_fd, hs, &prop, decline);
+	}
+	if (rc != 0)
+		return server_abandon(tcp_fd, ops, hs, xc, rc);
+	hs->accept_ns = smcr_now_ns();
+	smcr_dbg("fd %d: Accept sent %lld us after the Proposal was read", tcp_fd,
+		 (long long)((hs->accept_ns - prop_ns) / 1000));
+	*out = hs;
+	return SMCR_HANDSHAKE_PENDING;
 }
 
 int smcr_sock_accept(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_sock **out)
