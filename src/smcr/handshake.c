@@ -91,30 +91,6 @@ void smcr_hs_clear_lowat(struct smcr_handshake *hs)
 	hs->lowat = 0;
 }
 
-static void hs_sync_wait_fd(struct smcr_handshake *hs);
-
-/*
- * The bound passed without the peer's next message (smcr_hs_log_give_up() says why
- * that is no reason to end the connection): let go of the transport's part
- * (the rendezvous, rings, a knock in progress) and of the bound, and wait
- * for that message as a read waits for data.
- */
-void smcr_hs_give_up(struct smcr_handshake *hs, uint32_t reason, int waited_ms)
-{
-	struct itimerspec off = { { 0, 0 }, { 0, 0 } };
-
-	smcr_hs_log_give_up(hs->tcp_fd, reason, waited_ms);
-	hs->gave_up = reason;
-	hs->attach_rc = (int)reason; /* nothing attaches any more: accept.c declines */
-	hs_sync_wait_fd(hs);         /* the transport's fd leaves the wait fd first */
-	if (hs->xc)
-		hs->ops->destroy(hs->xc, false);
-	hs->xc = NULL;
-	hs->deadline = INT64_MAX;
-	if (hs->timer_fd >= 0)
-		(void)timerfd_settime(hs->timer_fd, 0, &off, NULL);
-}
-
 static int hs_xfd(const struct smcr_handshake *hs)
 {
 	return hs->ops->server_wait_fd && hs->attach_rc == -EAGAIN
@@ -135,6 +111,28 @@ static void hs_sync_wait_fd(struct smcr_handshake *hs)
 	hs->watched_xfd = -1;
 	if (xfd >= 0 && smcr_libc.epoll_ctl(hs->wait_fd, EPOLL_CTL_ADD, xfd, &ev) == 0)
 		hs->watched_xfd = xfd;
+}
+
+/*
+ * The bound passed without the peer's next message (smcr_hs_log_give_up()
+ * says why that is no reason to end the connection): let go of the
+ * transport's part (the rendezvous, rings, a knock in progress) and of the
+ * bound, and wait for that message as a read waits for data.
+ */
+void smcr_hs_give_up(struct smcr_handshake *hs, uint32_t reason, int waited_ms)
+{
+	struct itimerspec off = { { 0, 0 }, { 0, 0 } };
+
+	smcr_hs_log_give_up(hs->tcp_fd, reason, waited_ms);
+	hs->gave_up = reason;
+	hs->attach_rc = (int)reason; /* nothing attaches any more: accept.c declines */
+	hs_sync_wait_fd(hs);         /* the transport's fd leaves the wait fd first */
+	if (hs->xc)
+		hs->ops->destroy(hs->xc, false);
+	hs->xc = NULL;
+	hs->deadline = INT64_MAX;
+	if (hs->timer_fd >= 0)
+		(void)timerfd_settime(hs->timer_fd, 0, &off, NULL);
 }
 
 int smcr_handshake_fd(struct smcr_handshake *hs)
