@@ -62,6 +62,8 @@ void smcr_conn_free(struct smcr_sock *s, bool clean)
 		free(s);
 }
 
+/* ---- progress and readiness ------------------------------------------------------------ */
+
 unsigned smcr_conn_mask(const struct smcr_sock *s)
 {
 	unsigned mask = 0;
