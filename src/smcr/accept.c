@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * The server's CLC handshake (handshake_int.h): what the first bytes on an
- * accepted socket are, the policy's answer to a Proposal, our Accept or
- * Decline, then in steps (smcr_handshake_step) the transport's attach and
- * the client's Confirm or Decline; and a Proposal that comes after the
- * server gave SMC up, declined.
+ * accepted socket are (peeked at, or in the interposer's screen's buffer),
+ * the policy's answer to a Proposal, our Accept or Decline, then in steps
+ * (smcr_handshake_step) the transport's attach and the client's Confirm or
+ * Decline; and a Proposal that comes after the server gave SMC up, declined.
  */
 #include <errno.h>
 #include <stdlib.h>

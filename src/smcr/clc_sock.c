@@ -2,7 +2,8 @@
 /*
  * CLC messages over the TCP socket (clc.c encodes and decodes them): a
  * message is sent whole, received exactly (never a byte of what follows,
- * which belongs to the application), or peeked at without consuming it.
+ * which belongs to the application), or peeked at without consuming it; a
+ * Decline also as bytes, for the interposer to send itself.
  */
 #include <errno.h>
 #include <limits.h>
@@ -93,15 +94,21 @@ int smcr_clc_sock_recv(int fd, struct smcr_clc_msg *msg, int64_t deadline)
 	return 0;
 }
 
+/* Our Decline, v2, for `reason`. */
+static void decline_msg(struct smcr_clc_msg *m, uint32_t reason)
+{
+	memset(m, 0, sizeof(*m));
+	m->hdr.type = SMCR_CLC_DECLINE;
+	m->hdr.version = SMCR_CLC_V2;
+	m->decline.diag = reason;
+	m->decline.os_type = SMCR_CLC_OS_LINUX;
+}
+
 int smcr_clc_sock_decline(int fd, uint32_t reason, int64_t deadline)
 {
 	struct smcr_clc_msg m;
 
-	memset(&m, 0, sizeof(m));
-	m.hdr.type = SMCR_CLC_DECLINE;
-	m.hdr.version = SMCR_CLC_V2;
-	m.decline.diag = reason;
-	m.decline.os_type = SMCR_CLC_OS_LINUX;
+	decline_msg(&m, reason);
 	/* "out of sync": the Accept named a link group we do not have (the kernel ends it) */
 	m.hdr.flag = reason == SMCR_CLC_DECL_SYNCERR;
 	return smcr_clc_sock_send(fd, &m, deadline);
@@ -112,11 +119,7 @@ size_t smcr_clc_decline_encode(uint32_t reason, void *buf, size_t cap)
 	struct smcr_clc_msg m;
 	enum smcr_clc_err err;
 
-	memset(&m, 0, sizeof(m));
-	m.hdr.type = SMCR_CLC_DECLINE;
-	m.hdr.version = SMCR_CLC_V2;
-	m.decline.diag = reason;
-	m.decline.os_type = SMCR_CLC_OS_LINUX;
+	decline_msg(&m, reason);
 	return smcr_clc_encode(&m, buf, cap, &err);
 }
 

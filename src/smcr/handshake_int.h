@@ -4,13 +4,15 @@
  * sees).  One concern a file, as the kernel's net/smc splits them:
  *
  *   clc_sock.c   CLC messages over the TCP socket: send, receive exactly one,
- *                peek at the next, Decline
+ *                peek at the next, Decline (also encoded for the interposer's
+ *                screen)
  *   handshake.c  the handshake in steps (struct smcr_handshake): its wait fd
  *                and bound, SO_RCVLOWAT while a message is partial, giving
  *                SMC up when the peer is late; the fallback reasons
  *   connect.c    the client: whether the peer is on this host, Proposal,
  *                the server's answer, Confirm, blocking or in steps
- *   accept.c     the server: classifying the first bytes, the policy's
+ *   accept.c     the server: classifying the first bytes (on the socket or
+ *                in the interposer's screen's buffer), the policy's
  *                answer to a Proposal, Accept or Decline, the client's
  *                Confirm
  *
