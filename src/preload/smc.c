@@ -450,12 +450,6 @@ static int client_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 		have_peer = true;
 		add_flags(e, SMCR_FD_F_CONNECTED);
 	}
-	if (smcr_real.recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) >= 0) {
-		/* The server spoke (or closed) before we proposed: its bytes are data. */
-		go_fallback_peer(fd, e, SMCR_CLC_DECL_SYNCERR, true, "client", "server spoke first",
-				 have_peer ? &peer : NULL);
-		return 0;
-	}
 	if (!have_peer)
 		have_peer = smcr_real.getpeername(fd, (struct sockaddr *)&peer, &peer_len) == 0;
 	if (have_peer && peer_in_this_process(&peer)) {
@@ -483,6 +477,17 @@ static int client_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 	}
 	if (rc) {
 		go_fallback_peer(fd, e, (uint32_t)rc, true, "client", NULL, have_peer ? &peer : NULL);
+		return 0;
+	}
+	/*
+	 * After the policy, so that a peer that does not run smcr is reported
+	 * as such however soon it greets (a plain rsync daemon does at once),
+	 * and costs no peek.
+	 */
+	if (smcr_real.recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) >= 0) {
+		/* The server spoke (or closed) before we proposed: its bytes are data. */
+		go_fallback_peer(fd, e, SMCR_CLC_DECL_SYNCERR, true, "client", "server spoke first",
+				 have_peer ? &peer : NULL);
 		return 0;
 	}
 	efd = engine_dup(fd);

@@ -25,11 +25,12 @@ loop=${SMCR_TEST_SYSCALL_LOOP:-}
 # the subject here: off, so the counts do not depend on who runs the test.
 export SMCR_BPF=0
 
-# What a client under smcr adds per connection to a plain local server: the
-# peek for a server that spoke first, its peer's address, the netns of the
-# registry's names (a stat), the registry's probe (socket, connect refused,
-# close), and the local address for the connection's stats record.
-MAX_CLIENT_EXTRA=7
+# What a client under smcr adds per connection to a plain local server: its
+# peer's address, the netns of the registry's names (a stat), the registry's
+# probe (socket, connect refused, close), and the local address for the
+# connection's stats record (no peek for a server that spoke first: the
+# policy's answer comes before it).
+MAX_CLIENT_EXTRA=6
 
 # traced MODE NAME ARGS...: syscall_loop ARGS under strace -f -c (MODE smcr:
 # under smc_run); sets traced_total, the run's system calls, and for smcr
