@@ -426,8 +426,14 @@ bool smcr_lgr_settle(struct smcr_lgr *g, struct smcr_lgr_conn *c, bool ready)
 	if (g->state != SMCR_LGR_DEAD && smcr_lgr_arm_locked(g) < 0)
 		smcr_lgr_fail_locked(g, "cannot arm the completion queue");
 	smcr_lgr_drain_locked(g); /* a message that completed before the arm raised no event */
-	look_again = c->qcount > 0;
-	if (ready || c->qcount || g->state == SMCR_LGR_DEAD)
+	/*
+	 * A move to the other link (failover) that came after the caller last
+	 * looked is work for it too: its ring must survive this settle, or the
+	 * resend and the CDC the peer waits for wait for the next message, which
+	 * a peer blocked on our cursors never sends.
+	 */
+	look_again = c->qcount > 0 || __atomic_load_n(&c->switched, __ATOMIC_ACQUIRE);
+	if (ready || look_again || g->state == SMCR_LGR_DEAD)
 		smcr_lgr_conn_ring(c);
 	else
 		unring(c);

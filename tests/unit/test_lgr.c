@@ -161,6 +161,14 @@ int __wrap_smcr_wr_arm(struct smcr_wr_link *link)
 	return 0;
 }
 
+/* The fake links complete nothing and never fail. */
+bool __wrap_smcr_wr_poll(struct smcr_wr_link *link);
+bool __wrap_smcr_wr_poll(struct smcr_wr_link *link)
+{
+	(void)link;
+	return false;
+}
+
 int __wrap_smcr_ib_port_open_alt(const struct smcr_ib_port *primary,
 				 const uint8_t peer_gid[SMCR_IB_GID_LEN], struct smcr_ib_port **out);
 int __wrap_smcr_ib_port_open_alt(const struct smcr_ib_port *primary,
@@ -417,6 +425,35 @@ static void expect_c2_moved(void)
 	/* later connections: the surviving link */
 	smcr_lgr_conn_assign(g, &c1);
 	assert_int_equal(c1.link, 0);
+}
+
+/*
+ * The move lands while the application's thread is between its look at the
+ * connection and its settle (nothing ready, nothing queued): the settle must
+ * keep the worker's ring and say "look again", or the thread sleeps with the
+ * resend and the cursors its peer waits for never sent (a peer blocked on
+ * them sends nothing that would wake it).
+ */
+static void failover_survives_idle_settle(void **state)
+{
+	uint64_t v = 0;
+
+	server_with_conn_on_link2();
+	c2.efd = eventfd(0, EFD_NONBLOCK);
+	assert_true(c2.efd >= 0);
+	pthread_mutex_lock(&g->mu);
+	smcr_lgr_alt_down_locked(g, "its RDMA device is being removed", false);
+	pthread_mutex_unlock(&g->mu);
+	assert_true(smcr_lgr_settle(g, &c2, false));
+	assert_int_equal(read(c2.efd, &v, sizeof(v)), sizeof(v)); /* still rung */
+	c2.efd_set = false;
+	expect_c2_moved(); /* takes the move */
+	assert_false(smcr_lgr_settle(g, &c2, false));
+	assert_int_equal(read(c2.efd, &v, sizeof(v)), -1); /* and now quiet */
+	close(c2.efd);
+	c2.efd = -1;
+	group_free(g);
+	(void)state;
 }
 
 /*
@@ -683,6 +720,7 @@ int main(void)
 		cmocka_unit_test(server_failover_own_finding),
 		cmocka_unit_test(server_failover_twin_deleted),
 		cmocka_unit_test(stats_record_follows_failover),
+		cmocka_unit_test(failover_survives_idle_settle),
 		cmocka_unit_test(client_keeps_add_link_request_rkeys),
 		cmocka_unit_test(server_group_bound_to_peer_address),
 		cmocka_unit_test(client_group_bound_to_peer_address),
