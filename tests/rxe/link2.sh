@@ -162,7 +162,8 @@ def serve(c, i):
             moved = record(c)
             sw = stat("stats", "--json")["total"].get("link_switches")
             say(f"moved 2: {rec} -> {moved} switches={sw}")
-    echo_lib.serve(c, each)
+    # (i)/(j): the stream across the failover reads on while its echo waits (serve_queued)
+    (echo_lib.serve_queued if size and i == 2 else echo_lib.serve)(c, each)
     say(f"served {i}: {rec}")
 ts = []
 for i in (1, 2):
