@@ -50,19 +50,21 @@ def stream(c, data, under_way=None, before_end=None):
     return got, got == size and h.digest() == hashlib.sha256(data).digest(), gap, gap_at
 
 
-def serve(c, each=None):
-    """Echo what comes on c until the peer's end, then close c; each(bytes echoed so far)
-    after every piece."""
+def _echo(c, pieces, each):
+    """Send every piece back on c, then close c; each(bytes echoed so far) after every one."""
     done = 0
     with c:
-        while True:
-            b = c.recv(1 << 16)
-            if not b:
-                break
+        for b in pieces:
             c.sendall(b)
             done += len(b)
             if each:
                 each(done)
+
+
+def serve(c, each=None):
+    """Echo what comes on c until the peer's end, then close c; each(bytes echoed so far)
+    after every piece."""
+    _echo(c, iter(lambda: c.recv(1 << 16), b""), each)
 
 
 def serve_queued(c, each=None):
@@ -72,24 +74,14 @@ def serve_queued(c, each=None):
     repeats it only when it has something else to send (smc_tx_sndbuf_nonempty sends no CDC
     while the peer's buffer is full) or reads more, so an echo whose write waits for that
     update while the peer's data waits for its read would wait for ever."""
-    q, done = queue.SimpleQueue(), 0
+    q = queue.SimpleQueue()
     def reader():
-        while True:
-            b = c.recv(1 << 16)
+        for b in iter(lambda: c.recv(1 << 16), b""):
             q.put(b)
-            if not b:
-                break
+        q.put(b"")
     t = threading.Thread(target=reader, daemon=True)
     t.start()
-    with c:
-        while True:
-            b = q.get()
-            if not b:
-                break
-            c.sendall(b)
-            done += len(b)
-            if each:
-                each(done)
+    _echo(c, iter(q.get, b""), each)
     t.join()
 
 
