@@ -209,6 +209,13 @@ int smcr_engine_fd_dup(int fd);
  */
 void smcr_engine_fd_limit_lock(void);
 void smcr_engine_fd_limit_unlock(void);
+/*
+ * Brackets one connection's set-up on the calling thread (they nest): its fd
+ * moves after the first reuse the limits the first found where they leave
+ * no room above the program's numbers, instead of asking the kernel again.
+ */
+void smcr_engine_fd_scope_begin(void);
+void smcr_engine_fd_scope_end(void);
 
 /* Per-connection choices; zero-initialise for the defaults. */
 struct smcr_sock_opts {

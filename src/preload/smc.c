@@ -845,10 +845,12 @@ int smcr_smc_settle(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, boo
 			return -EAGAIN;
 		smcr_guard_enter();
 		if (smcr_fd_entry_mode(e) == SMCR_FD_CANDIDATE) {
+			smcr_engine_fd_scope_begin();
 			if (flags & SMCR_FD_F_ACCEPTED)
 				rc = server_decide(fd, e, kind, may_block);
 			else
 				rc = client_decide(fd, e, kind, may_block);
+			smcr_engine_fd_scope_end();
 		}
 		drop_listener_ref(e);
 		smcr_guard_leave();

@@ -65,6 +65,16 @@ void smcr_engine_fd_limit_unlock(void)
 	smcr_sys_fd_window_unlock();
 }
 
+void smcr_engine_fd_scope_begin(void)
+{
+	smcr_sys_fd_scope_begin();
+}
+
+void smcr_engine_fd_scope_end(void)
+{
+	smcr_sys_fd_scope_end();
+}
+
 void smcr_engine_fork_prepare(void)
 {
 	smcr_hold_fork_prepare();

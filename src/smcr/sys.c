@@ -109,15 +109,58 @@ static int raise_soft(struct rlimit *cur)
 	return -1;
 }
 
+/*
+ * The limits the first move of this thread's current scope found
+ * (smcr_sys_fd_scope_begin()).  A connection's set-up moves up to four fds
+ * within one call of the library; where those limits left no room above the
+ * program's numbers, the later moves go straight to SMCR_ENGINE_FD_FLOOR
+ * without asking again: the raise would only have reported them once more.
+ * A change of the limits by another thread or process during that one call
+ * is concurrent with it either way.  Nothing outlives the scope, so the next
+ * set-up reads the limits afresh.
+ */
+static __thread struct {
+	unsigned depth;
+	bool known;
+	struct rlimit lim;
+} fd_scope __attribute__((tls_model("initial-exec")));
+
+void smcr_sys_fd_scope_begin(void)
+{
+	if (fd_scope.depth++ == 0)
+		fd_scope.known = false;
+}
+
+void smcr_sys_fd_scope_end(void)
+{
+	if (fd_scope.depth > 0)
+		fd_scope.depth--;
+}
+
+/* In a scope whose limits are known to leave no room: them, in *cur. */
+static bool scope_says_no_room(struct rlimit *cur)
+{
+	if (fd_scope.depth == 0 || !fd_scope.known || room_above(&fd_scope.lim))
+		return false;
+	*cur = fd_scope.lim;
+	return true;
+}
+
 /* A copy of `fd` at fd_target() or above, or -1; *cur: the limits in force. */
 static int dup_above_soft(int fd, struct rlimit *cur)
 {
 	int high = -1;
 
+	if (scope_says_no_room(cur))
+		return -1;
 	smcr_sys_fd_window_lock();
 	if (raise_soft(cur) < 0) {
 		smcr_sys_fd_window_unlock();
 		return -1;
+	}
+	if (fd_scope.depth > 0) {
+		fd_scope.lim = *cur;
+		fd_scope.known = true;
 	}
 	if (room_above(cur))
 		high = (int)smcr_libc.syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, (int)fd_target(cur));

@@ -32,6 +32,13 @@ int smcr_sys_memfd(const char *name, unsigned int flags);
 int smcr_sys_fd_high(int fd);
 /* The same for a close-on-exec copy of `fd` (fd stays open); -1 with errno. */
 int smcr_sys_fd_copy(int fd);
+/*
+ * Brackets one connection's set-up on this thread (they nest): within it, the
+ * fd moves after the first reuse the limits it found when they left no room
+ * above the program's numbers (see sys.c).
+ */
+void smcr_sys_fd_scope_begin(void);
+void smcr_sys_fd_scope_end(void);
 /* Held across every change of RLIMIT_NOFILE (see sys.c), fork and exec. */
 void smcr_sys_fd_window_lock(void);
 void smcr_sys_fd_window_unlock(void);
