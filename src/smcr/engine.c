@@ -58,6 +58,7 @@ int smcr_engine_fd_dup(int fd)
 void smcr_engine_fd_limit_lock(void)
 {
 	smcr_sys_fd_window_lock();
+	smcr_sys_fd_limits_changing();
 }
 
 void smcr_engine_fd_limit_unlock(void)

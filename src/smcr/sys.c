@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -111,19 +112,29 @@ static int raise_soft(struct rlimit *cur)
 
 /*
  * The limits the first move of this thread's current scope found
- * (smcr_sys_fd_scope_begin()).  A connection's set-up moves up to four fds
+ * (smcr_sys_fd_scope_begin()).  A connection's set-up moves up to five fds
  * within one call of the library; where those limits left no room above the
  * program's numbers, the later moves go straight to SMCR_ENGINE_FD_FLOOR
  * without asking again: the raise would only have reported them once more.
- * A change of the limits by another thread or process during that one call
- * is concurrent with it either way.  Nothing outlives the scope, so the next
- * set-up reads the limits afresh.
+ * The program's own changes (its setrlimit/prlimit and exec, under the
+ * window lock) count up fd_limit_changes, and a scope that sees the count
+ * move asks again; another process's prlimit on us during that one call is
+ * concurrent with it, as it is between any move's raise and its fcntl.
+ * Nothing outlives the scope, so the next set-up reads the limits afresh.
  */
+static atomic_uint fd_limit_changes;
+
 static __thread struct {
 	unsigned depth;
 	bool known;
+	unsigned changes;
 	struct rlimit lim;
 } fd_scope __attribute__((tls_model("initial-exec")));
+
+void smcr_sys_fd_limits_changing(void)
+{
+	atomic_fetch_add_explicit(&fd_limit_changes, 1, memory_order_relaxed);
+}
 
 void smcr_sys_fd_scope_begin(void)
 {
@@ -140,7 +151,8 @@ void smcr_sys_fd_scope_end(void)
 /* In a scope whose limits are known to leave no room: them, in *cur. */
 static bool scope_says_no_room(struct rlimit *cur)
 {
-	if (fd_scope.depth == 0 || !fd_scope.known || room_above(&fd_scope.lim))
+	if (fd_scope.depth == 0 || !fd_scope.known || room_above(&fd_scope.lim) ||
+	    fd_scope.changes != atomic_load_explicit(&fd_limit_changes, memory_order_relaxed))
 		return false;
 	*cur = fd_scope.lim;
 	return true;
@@ -160,6 +172,7 @@ static int dup_above_soft(int fd, struct rlimit *cur)
 	}
 	if (fd_scope.depth > 0) {
 		fd_scope.lim = *cur;
+		fd_scope.changes = atomic_load_explicit(&fd_limit_changes, memory_order_relaxed);
 		fd_scope.known = true;
 	}
 	if (room_above(cur))

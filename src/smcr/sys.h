@@ -39,6 +39,8 @@ int smcr_sys_fd_copy(int fd);
  */
 void smcr_sys_fd_scope_begin(void);
 void smcr_sys_fd_scope_end(void);
+/* Called under the window lock before the program changes RLIMIT_NOFILE. */
+void smcr_sys_fd_limits_changing(void);
 /* Held across every change of RLIMIT_NOFILE (see sys.c), fork and exec. */
 void smcr_sys_fd_window_lock(void);
 void smcr_sys_fd_window_unlock(void);
