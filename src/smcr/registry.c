@@ -82,7 +82,8 @@ static unsigned long long netns_inode(void)
 /*
  * Name without the leading NUL; returns its length.  `ns` is netns_inode(),
  * which callers read once per lookup: a stat of /proc/self/ns/net walks procfs
- * and was a visible share of a client's connection setup, three times over.
+ * and is a visible share of a client's connection set-up, so one lookup never
+ * pays it twice.
  */
 static size_t registry_name(unsigned long long ns, uint16_t port, char *out, size_t len)
 {
