@@ -24,9 +24,7 @@
 int smcr_sock_classify(int tcp_fd)
 {
 	uint8_t buf[SMCR_CLC_MAX_LEN];
-	struct smcr_clc_msg msg;
-	enum smcr_clc_err err;
-	size_t len;
+	size_t need;
 	ssize_t n;
 
 	n = smcr_libc.recv(tcp_fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
@@ -34,15 +32,7 @@ int smcr_sock_classify(int tcp_fd)
 		return errno == EAGAIN || errno == EWOULDBLOCK ? SMCR_CLASSIFY_NOTHING : -errno;
 	if (n == 0)
 		return SMCR_CLASSIFY_EOF;
-	switch (smcr_clc_decode(buf, (size_t)n, &msg, &len, &err)) {
-	case SMCR_WIRE_NEED_MORE:
-		return SMCR_CLASSIFY_NEED_MORE;
-	case SMCR_WIRE_OK:
-		return msg.hdr.type == SMCR_CLC_PROPOSAL ? SMCR_CLASSIFY_PROPOSAL
-							 : SMCR_CLASSIFY_TCP;
-	default:
-		return SMCR_CLASSIFY_TCP;
-	}
+	return smcr_clc_screen(buf, (size_t)n, &need);
 }
 
 _Static_assert(SMCR_CLC_SCREEN_MAX == SMCR_CLC_MAX_LEN, "the screen's buffer holds any Proposal");
