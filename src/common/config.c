@@ -393,6 +393,13 @@ void smcr_config_parse(struct smcr_config *cfg, smcr_config_getenv_fn *get, void
 	else if (text)
 		memcpy(cfg->log_file, text, strlen(text) + 1);
 
+	text = lookup(get, ctx, "SMCR_RUNDIR");
+	if (text && *text && (text[0] != '/' || strlen(text) >= sizeof(cfg->rundir)))
+		add_problem(cfg, "SMCR_RUNDIR=%.40s: expected an absolute path shorter than %zu "
+			    "bytes; ignored", text, sizeof(cfg->rundir));
+	else if (text)
+		memcpy(cfg->rundir, text, strlen(text) + 1);
+
 	text = lookup(get, ctx, "SMCR_MAX_FDS");
 	if (text) {
 		unsigned max_fds;

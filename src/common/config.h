@@ -49,6 +49,13 @@
  *                  the user's, $XDG_CONFIG_HOME/smcr.conf or ~/.config/smcr.conf,
  *                  comes first.  SMCR_TRANSPORT, SMCR_SAMEHOST, SMCR_PEERS and
  *                  SMCR_PEERS_DENY win over the rules (src/smcr/policy.h)
+ *   SMCR_RUNDIR    a directory shared by the containers (network namespaces)
+ *                  of one host, where listeners also register and same-host
+ *                  rendezvous sockets live, so that shared memory crosses
+ *                  network namespaces; an absolute path, owned by root or by
+ *                  this user, not writable by others unless sticky
+ *                  (default: unset: same-host SMC stays within a network
+ *                  namespace; smcr/rundir.h)
  *   SMCR_TESTLINK_TIME  seconds an SMC-R link may be idle before we send it
  *                  LLC TEST LINK, and wait for the answer before the link
  *                  group is given up (1..86400, default 30, as the kernel's
@@ -107,6 +114,7 @@ struct smcr_config {
 	size_t sndbuf;     /* 0 = not set */
 	size_t rcvbuf;     /* 0 = not set */
 	char log_file[256]; /* "" = stderr */
+	char rundir[96];    /* SMCR_RUNDIR; "" = none */
 	unsigned max_fds;  /* 0 = decide from RLIMIT_NOFILE */
 	bool disabled;
 	bool samehost;                /* same-host SMC over shared memory */

@@ -409,6 +409,29 @@ static void test_max_fds_range_and_log_file_length(void **state)
 	assert_int_equal(cfg.max_fds, 0);
 }
 
+static void test_rundir(void **state)
+{
+	char long_path[200];
+	const char *abs[] = { "SMCR_RUNDIR", "/run/smcr", NULL };
+	const char *rel[] = { "SMCR_RUNDIR", "run/smcr", NULL };
+	const char *huge[] = { "SMCR_RUNDIR", long_path, NULL };
+	struct smcr_config cfg;
+
+	(void)state;
+	memset(long_path, 'a', sizeof(long_path) - 1);
+	long_path[0] = '/';
+	long_path[sizeof(long_path) - 1] = '\0';
+	cfg = parse(abs);
+	assert_int_equal(cfg.n_problems, 0);
+	assert_string_equal(cfg.rundir, "/run/smcr");
+	cfg = parse(rel);
+	assert_int_equal(cfg.n_problems, 1);
+	assert_string_equal(cfg.rundir, "");
+	cfg = parse(huge);
+	assert_int_equal(cfg.n_problems, 1);
+	assert_string_equal(cfg.rundir, "");
+}
+
 static void test_bools(void **state)
 {
 	static const char *const yes[] = { "1", "yes", "TRUE", "on" };
@@ -486,6 +509,7 @@ int main(void)
 		cmocka_unit_test(test_bad_values_keep_defaults_and_are_reported),
 		cmocka_unit_test(test_buffer_size_range),
 		cmocka_unit_test(test_max_fds_range_and_log_file_length),
+		cmocka_unit_test(test_rundir),
 		cmocka_unit_test(test_bools),
 		cmocka_unit_test(test_cidr),
 		cmocka_unit_test(test_transport_and_peer_lists),
