@@ -17,6 +17,7 @@
 #include "smcr/handshake_int.h"
 #include "smcr/libc.h"
 #include "smcr/policy.h"
+#include "smcr/rundir.h"
 #include "smcr/shm.h"
 #include "smcr/stats.h"
 #include "smcr/sys.h"
@@ -246,7 +247,13 @@ static int server_decide(int tcp_fd, const struct smcr_sock_opts *opts,
 {
 	int decline = server_policy(tcp_fd, prop, ops), rc;
 
-	if (decline == 0 && (*ops)->same_host && !smcr_peer_is_local(tcp_fd))
+	/*
+	 * A peer that is not local by address may still be a container of this
+	 * host when we share a runtime directory with others: its rendezvous
+	 * then proves it (rundir.h), or it stays TCP.
+	 */
+	if (decline == 0 && (*ops)->same_host && !smcr_peer_is_local(tcp_fd) &&
+	    !smcr_rundir_enabled())
 		decline = SMCR_CLC_DECL_NOTLOCAL;
 	*hs = decline == 0 ? server_hs_new(tcp_fd, *ops, opts) : NULL;
 	/* Out of memory here still answers the Proposal (Decline MEM). */

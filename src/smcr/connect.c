@@ -19,6 +19,7 @@
 #include "smcr/libc.h"
 #include "smcr/policy.h"
 #include "smcr/registry.h"
+#include "smcr/rundir.h"
 #include "smcr/stats.h"
 #include "smcr/sys.h"
 
@@ -87,16 +88,25 @@ bool smcr_peer_is_local(int tcp_fd)
 	return local_peer(tcp_fd, &peer);
 }
 
+/*
+ * A local address: the registry of our network namespace.  Any other may be
+ * a container of this host, in another namespace: the shared runtime
+ * directory's entry for it, if SMCR_RUNDIR is set (rundir.h).
+ */
+bool smcr_peer_is_registered_at(int tcp_fd, const struct sockaddr_storage *peer)
+{
+	if (local_peer_at(tcp_fd, peer))
+		return smcr_registry_vouches(tcp_fd, peer);
+	return smcr_rundir_enabled() && smcr_rundir_vouches(tcp_fd, peer);
+}
+
 bool smcr_peer_is_registered(int tcp_fd)
 {
 	struct sockaddr_storage peer;
+	socklen_t plen = sizeof(peer);
 
-	return local_peer(tcp_fd, &peer) && smcr_registry_vouches(tcp_fd, &peer);
-}
-
-bool smcr_peer_is_registered_at(int tcp_fd, const struct sockaddr_storage *peer)
-{
-	return local_peer_at(tcp_fd, peer) && smcr_registry_vouches(tcp_fd, peer);
+	return smcr_libc.getpeername(tcp_fd, (struct sockaddr *)&peer, &plen) == 0 &&
+	       smcr_peer_is_registered_at(tcp_fd, &peer);
 }
 
 /*

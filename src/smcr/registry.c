@@ -63,6 +63,7 @@
 #include "common/log.h"
 #include "common/sockaddr.h"
 #include "smcr/libc.h"
+#include "smcr/rundir.h"
 #include "smcr/sys.h"
 
 /* An id no socket owner can have: the lookup failed or was ambiguous. */
@@ -428,7 +429,7 @@ static bool uid_is_mapped(uint32_t uid)
 	return mapped;
 }
 
-static bool uid_is_distinct(uint32_t uid)
+bool smcr_registry_uid_is_distinct(uint32_t uid)
 {
 	/* 0 unknown, 1 ambiguous overflow uid, 2 real overflow uid. */
 	static int overflow_state;
@@ -515,11 +516,16 @@ static void warn_if_squatted(int listen_fd, uint16_t port)
 
 int smcr_registry_add(int listen_fd, uint16_t port, struct smcr_registration *out)
 {
-	int rc = smcr_registry_claim(port, out);
+	int rc;
+
+	out->dir = NULL;
+	rc = smcr_registry_claim(port, out);
 
 	/* Taken: by our own user (prefork, SO_REUSEPORT) or squatted by another. */
 	if (rc == -EADDRINUSE)
 		warn_if_squatted(listen_fd, port);
+	if (rc == 0 || rc == -EADDRINUSE)
+		out->dir = smcr_rundir_register(listen_fd, port);
 	return rc;
 }
 
@@ -557,6 +563,7 @@ void smcr_registry_revoke(const struct smcr_registration *r)
 
 	if (r->owner_fd >= 0)
 		smcr_libc.shutdown(r->owner_fd, SHUT_RDWR);
+	smcr_rundir_revoke(r->dir);
 	errno = saved;
 }
 
@@ -567,6 +574,8 @@ void smcr_registry_remove(struct smcr_registration *r)
 	if (r->probe_fd >= 0)
 		smcr_sys_close(r->probe_fd);
 	r->owner_fd = r->probe_fd = -1;
+	smcr_rundir_remove(r->dir);
+	r->dir = NULL;
 }
 
 /*
@@ -641,7 +650,7 @@ bool smcr_registry_vouches(int tcp_fd, const struct sockaddr_storage *peer)
 	seen_set(port, registrant != NO_UID);
 	if (registrant == NO_UID)
 		return false; /* not registered (the common case for plain servers) */
-	if (listener != registrant || !uid_is_distinct(listener)) {
+	if (listener != registrant || !smcr_registry_uid_is_distinct(listener)) {
 		smcr_info("port %u: registry entry of uid %d does not match the TCP listener's "
 			  "owner (uid %d): not proposing SMC",
 			  (unsigned)port, registrant == NO_UID ? -1 : (int)registrant,

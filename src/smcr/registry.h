@@ -10,22 +10,29 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+struct smcr_rundir_reg;
+
 /* The sockets holding one registration (close both to unregister). */
 struct smcr_registration {
 	int owner_fd; /* listening seqpacket socket: the name whose owner diag reports */
 	int probe_fd; /* datagram socket, same name: a cheap "anybody there?" */
+	struct smcr_rundir_reg *dir; /* entries in SMCR_RUNDIR (rundir.h), or NULL */
 };
 
 /*
  * Register the listening TCP socket `listen_fd` (bound to `port`) under the
- * abstract UNIX name "smcr/l/<netns inode>/<port>".  0 or -errno.
+ * abstract UNIX name "smcr/l/<netns inode>/<port>", and in SMCR_RUNDIR by its
+ * addresses if that is set (rundir.h).  0 or -errno (the abstract name's).
  * -EADDRINUSE when the name is taken: by a process of the listener's own user
  * (prefork, SO_REUSEPORT: fine), or by another user (squatting), which is
  * logged as a warning; local clients then stay on TCP for that port.
  */
 int smcr_registry_add(int listen_fd, uint16_t port, struct smcr_registration *out);
 void smcr_registry_remove(struct smcr_registration *r);
-/* smcr_registry_add() without a word about a name that is taken (a retry). */
+/*
+ * smcr_registry_add() for the abstract name only, without a word about a
+ * name that is taken (a retry); out->dir is left as it is.
+ */
 int smcr_registry_claim(uint16_t port, struct smcr_registration *out);
 /*
  * No client may believe the registration any more, whoever holds it: the
@@ -41,5 +48,11 @@ void smcr_registry_revoke(const struct smcr_registration *r);
  * the owner of every TCP listener that can have accepted the connection.
  */
 bool smcr_registry_vouches(int tcp_fd, const struct sockaddr_storage *peer);
+
+/*
+ * Does `uid`, as diag or stat reports it, name one user?  Not the overflow
+ * uid that every user unmapped in our user namespace reads as.
+ */
+bool smcr_registry_uid_is_distinct(uint32_t uid);
 
 #endif /* SMCR_REGISTRY_H */

@@ -18,6 +18,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 
+#include "smcr/rundir.h"
 #include "smcr/share.h"
 #include "smcr/stats_abi.h"
 #include "smcr/sys.h"
@@ -56,9 +57,9 @@ static int shm_create(int tcp_fd, uint32_t size, int timeout_ms, struct smcr_xco
 {
 	struct smcr_xconn *xc = xconn_alloc();
 
-	(void)tcp_fd; /* server_attach gets it when it is needed */
 	if (!xc)
 		return -ENOMEM;
+	xc->rv_in_dir = smcr_rundir_for_peer(tcp_fd);
 	xc->timeout_ms = timeout_ms;
 	xc->want_size = size;
 	xc->own_efd = xc->ep_fd = xc->unix_fd = xc->rv_fd = xc->knock_fd = xc->spare_fd = -1;
@@ -93,7 +94,7 @@ static void shm_destroy(struct smcr_xconn *xc, bool clean)
 		xc->own->dirty = xc->rx_dirty;
 	smcr_sys_close(xc->ep_fd);
 	smcr_sys_close(xc->unix_fd);
-	smcr_sys_close(xc->rv_fd);
+	smcr_shm_rv_close(xc);
 	smcr_sys_close(xc->knock_fd);
 	smcr_sys_close(xc->spare_fd);
 	smcr_sys_close(xc->own_efd);

@@ -95,7 +95,7 @@ int smcr_shm_client_propose(struct smcr_xconn *xc, struct smcr_clc_msg *prop)
 	 * server) the classic order still works.
 	 */
 	xc->rv_since_ns = smcr_shm_boottime_ns();
-	if (smcr_shm_rv_listen(&xc->rv_token, &xc->rv_fd) == 0) {
+	if (smcr_shm_rv_listen(xc, &xc->rv_token) == 0) {
 		p->ism_gid_cnt = 2;
 		p->ism_gids[1].gid = xc->rv_token;
 		p->ism_gids[1].chid = SHM_CHID;
@@ -186,8 +186,6 @@ static int server_knock(struct smcr_xconn *xc, uint64_t name)
 {
 	struct ucred cred;
 	socklen_t clen = sizeof(cred);
-	struct sockaddr_un sa;
-	socklen_t salen;
 	struct shm_peer *known;
 	int sock, rc;
 
@@ -196,9 +194,7 @@ static int server_knock(struct smcr_xconn *xc, uint64_t name)
 		smcr_libc.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
 	if (sock < 0)
 		return -1;
-	smcr_shm_rv_name(name, &sa, &salen);
-	if (smcr_shm_rv_passcred(sock) < 0 ||
-	    smcr_libc.connect(sock, (struct sockaddr *)&sa, salen) < 0 ||
+	if (smcr_shm_rv_passcred(sock) < 0 || smcr_shm_rv_connect(xc, sock, name) < 0 ||
 	    smcr_libc.getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0)
 		goto classic;
 	if (!smcr_shm_cred_is_proposer(&cred, xc->peer_pid)) {
@@ -239,7 +235,7 @@ int smcr_shm_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg *pro
 	}
 	/* Classic order: our rendezvous, named by the token; the client knocks. */
 	xc->rv_since_ns = smcr_shm_boottime_ns();
-	rc = smcr_shm_rv_listen(&xc->token, &xc->rv_fd);
+	rc = smcr_shm_rv_listen(xc, &xc->token);
 	if (rc < 0)
 		return smcr_shm_shortage_reason(-rc);
 	fill_own_dmb(xc, acc, SMCR_CLC_ACCEPT);
@@ -297,8 +293,6 @@ static int client_knock(struct smcr_xconn *xc, uint64_t name, uint32_t size)
 	int64_t deadline = smcr_sys_deadline(xc->timeout_ms);
 	struct ucred cred;
 	socklen_t clen = sizeof(cred);
-	struct sockaddr_un sa;
-	socklen_t salen;
 	struct shm_peer *known;
 	int rc;
 
@@ -307,8 +301,7 @@ static int client_knock(struct smcr_xconn *xc, uint64_t name, uint32_t size)
 		smcr_libc.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
 	if (xc->unix_fd < 0 || smcr_shm_rv_passcred(xc->unix_fd) < 0)
 		return smcr_shm_shortage_reason(errno);
-	smcr_shm_rv_name(name, &sa, &salen);
-	if (smcr_libc.connect(xc->unix_fd, (struct sockaddr *)&sa, salen) < 0) {
+	if (smcr_shm_rv_connect(xc, xc->unix_fd, name) < 0) {
 		if (errno == EAGAIN) {
 			smcr_warn("rendezvous: the server's does not accept: TCP");
 			return SMCR_CLC_DECL_TIMEOUT_AL;
@@ -391,8 +384,7 @@ int smcr_shm_client_attach(struct smcr_xconn *xc, const struct smcr_clc_msg *acc
 	else
 		rc = client_knock(xc, acc->accept.dmb_token, size);
 	/* Our rendezvous is needed no longer (or never was): nobody else may knock. */
-	smcr_sys_close(xc->rv_fd);
-	xc->rv_fd = -1;
+	smcr_shm_rv_close(xc);
 	if (rc)
 		return rc;
 	rc = smcr_shm_make_ready_fd(xc);
@@ -526,8 +518,7 @@ int smcr_shm_server_attach(struct smcr_xconn *xc, int tcp_fd, uint32_t *peer_rin
 	if (rc == -EAGAIN)
 		return rc;
 	/* The name is needed no longer: nobody else may knock. */
-	smcr_sys_close(xc->rv_fd);
-	xc->rv_fd = -1;
+	smcr_shm_rv_close(xc);
 	if (rc)
 		return rc;
 	*peer_ring_size = xc->peer_ring_size;

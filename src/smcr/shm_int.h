@@ -136,6 +136,8 @@ struct smcr_xconn {
 	int64_t rv_since_ns; /* CLOCK_BOOTTIME before our rendezvous socket existed */
 	uint64_t token;      /* the server's token (its rendezvous name in the classic order) */
 	uint64_t rv_token;   /* client: our own rendezvous name, offered in the Proposal */
+	uint64_t rv_bound;   /* the name rv_fd is bound to */
+	bool rv_in_dir;      /* rendezvous names are in SMCR_RUNDIR (smcr_rundir_for_peer) */
 	uint32_t tx_seq;     /* our mailbox writes into the peer's page */
 	uint32_t rx_seq;     /* last mailbox seq we consumed */
 	uint32_t rx_dirty;   /* our ring: bytes from 0 the peer's cursors covered */
@@ -197,9 +199,13 @@ struct ucred;
 bool smcr_shm_cred_is_proposer(const struct ucred *cred, pid_t announced);
 
 /* shm_rv.c */
-void smcr_shm_rv_name(uint64_t token, struct sockaddr_un *sa, socklen_t *len);
 int smcr_shm_rv_passcred(int fd);
-int smcr_shm_rv_listen(uint64_t *token, int *out);
+/* Our rendezvous listener, abstract or in SMCR_RUNDIR (xc->rv_in_dir): 0 or -errno. */
+int smcr_shm_rv_listen(struct smcr_xconn *xc, uint64_t *token);
+/* Connect `sock` to the rendezvous `token` where xc's are: 0 or -1 with errno. */
+int smcr_shm_rv_connect(const struct smcr_xconn *xc, int sock, uint64_t token);
+/* Close our rendezvous listener; its name in SMCR_RUNDIR goes with it. */
+void smcr_shm_rv_close(struct smcr_xconn *xc);
 /* The decline reason for a system call that failed with `err`. */
 int smcr_shm_shortage_reason(int err);
 int smcr_shm_send_proof(int sock, const uint8_t secret[SHM_SECRET_LEN], uint32_t ring_size,

@@ -23,13 +23,14 @@
 #include "common/log.h"
 #include "smcr/clc.h"
 #include "smcr/libc.h"
+#include "smcr/rundir.h"
 #include "smcr/sys.h"
 #include "smcr/wire.h"
 
 #define SHM_MAGIC 0x534d4352u /* "SMCR" */
 #define SHM_RV_BIND_TRIES 3
 
-void smcr_shm_rv_name(uint64_t token, struct sockaddr_un *sa, socklen_t *len)
+static void rv_abstract_name(uint64_t token, struct sockaddr_un *sa, socklen_t *len)
 {
 	int n;
 
@@ -39,6 +40,33 @@ void smcr_shm_rv_name(uint64_t token, struct sockaddr_un *sa, socklen_t *len)
 	n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "smcr/rv/%016llx",
 		     (unsigned long long)token);
 	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+/*
+ * Within one network namespace an abstract name; to a peer that may be in
+ * another (SMCR_RUNDIR, rundir.h) a socket file in the shared directory,
+ * the only name both can reach.  Either way the name proves nothing: the
+ * secrets and SO_PEERCRED do (design §7).
+ */
+int smcr_shm_rv_connect(const struct smcr_xconn *xc, int sock, uint64_t token)
+{
+	struct sockaddr_un sa;
+	socklen_t salen;
+
+	if (xc->rv_in_dir)
+		return smcr_rundir_rv_connect(sock, token);
+	rv_abstract_name(token, &sa, &salen);
+	return smcr_libc.connect(sock, (struct sockaddr *)&sa, salen);
+}
+
+void smcr_shm_rv_close(struct smcr_xconn *xc)
+{
+	if (xc->rv_fd < 0)
+		return;
+	smcr_sys_close(xc->rv_fd);
+	xc->rv_fd = -1;
+	if (xc->rv_in_dir)
+		smcr_rundir_rv_unlink(xc->rv_bound);
 }
 
 /*
@@ -56,11 +84,12 @@ int smcr_shm_rv_passcred(int fd)
 }
 
 /*
- * A rendezvous listener under a fresh random name (*token): 0 or -errno.  It
- * lives only for the handshake, inside one call of the application's, so it
- * stays in the low fd range rather than paying two more system calls.
+ * A rendezvous listener under a fresh random name (*token), xc->rv_fd: 0 or
+ * -errno.  It lives only for the handshake, inside one call of the
+ * application's, so it stays in the low fd range rather than paying two
+ * more system calls.
  */
-int smcr_shm_rv_listen(uint64_t *token, int *out)
+int smcr_shm_rv_listen(struct smcr_xconn *xc, uint64_t *token)
 {
 	int err = -EADDRINUSE;
 
@@ -74,14 +103,25 @@ int smcr_shm_rv_listen(uint64_t *token, int *out)
 		fd = smcr_libc.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (fd < 0)
 			return -errno;
-		smcr_shm_rv_name(*token, &sa, &salen);
-		if (smcr_shm_rv_passcred(fd) == 0 &&
-		    smcr_libc.bind(fd, (struct sockaddr *)&sa, salen) == 0 &&
-		    smcr_libc.listen(fd, SHM_ACCEPT_ATTEMPTS) == 0) {
-			*out = fd;
+		err = smcr_shm_rv_passcred(fd) < 0 ? -errno : 0;
+		if (err == 0 && xc->rv_in_dir) {
+			err = smcr_rundir_rv_bind(fd, *token);
+		} else if (err == 0) {
+			rv_abstract_name(*token, &sa, &salen);
+			if (smcr_libc.bind(fd, (struct sockaddr *)&sa, salen) < 0)
+				err = -errno;
+		}
+		if (err == 0 && smcr_libc.listen(fd, SHM_ACCEPT_ATTEMPTS) == 0) {
+			xc->rv_fd = fd;
+			xc->rv_bound = *token;
 			return 0;
 		}
-		err = -errno; /* squatted: draw another name */
+		if (err == 0) {
+			err = -errno;
+			if (xc->rv_in_dir)
+				smcr_rundir_rv_unlink(*token);
+		}
+		/* squatted: draw another name */
 		smcr_sys_close(fd);
 	}
 	return err;
