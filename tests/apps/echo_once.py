@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""echo_once.py PORT BYTES [STATS_NAME]: one connection to 127.0.0.1:PORT that
-sends BYTES of random data, half-closes, and reads everything the echo server
-sends back. Prints "intact SHA256", or "corrupt: ..." (exit 1), or
+"""echo_once.py PORT BYTES [STATS_NAME]: one connection to 127.0.0.1:PORT (or
+$ECHO_HOST:PORT) that sends BYTES of random data, half-closes, and reads
+everything the echo server sends back. Prints "intact SHA256", or "corrupt: ..." (exit 1), or
 "error: CLASS: MESSAGE" when the connection fails (exit 2). With STATS_NAME,
 the process records its own published stats under that name before it exits
 (own_stats.py, for tests whose clients' stats files vanish with them)."""
@@ -15,7 +15,7 @@ import threading
 port, n = int(sys.argv[1]), int(sys.argv[2])
 stats_name = sys.argv[3] if len(sys.argv) > 3 else None
 data = os.urandom(n)
-s = socket.create_connection(("127.0.0.1", port))
+s = socket.create_connection((os.environ.get("ECHO_HOST", "127.0.0.1"), port))
 s.settimeout(30)
 
 
