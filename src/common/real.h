@@ -118,6 +118,7 @@
 	  false)                                                                           \
 	X(ssize_t, sendfile, (int, int, off_t *, size_t), true)                            \
 	X(ssize_t, sendfile64, (int, int, off64_t *, size_t), false)                       \
+	X(ssize_t, splice, (int, loff_t *, int, loff_t *, size_t, unsigned int), false)    \
 	/* glibc _FORTIFY_SOURCE variants */                                               \
 	X(ssize_t, __read_chk, (int, void *, size_t, size_t), false)                       \
 	X(ssize_t, __recv_chk, (int, void *, size_t, size_t, int), false)                  \

@@ -1656,6 +1656,26 @@ ssize_t smcr_smc_sendfile(int out_fd, int in_fd, off_t *offset, size_t count, bo
 	return ret < 0 ? fail(ret) : 0;
 }
 
+int smcr_smc_send_room(int fd, size_t *room, bool *nonblock)
+{
+	struct smcr_sock *s;
+	struct smcr_fd_entry *e;
+	size_t size, unacked;
+	int ret;
+
+	e = acquire(fd, SMCR_IO_WRITE, 0, &s, &ret);
+	if (!e)
+		return ret;
+	*nonblock = wants_nonblock(e, 0);
+	smcr_guard_enter();
+	size = smcr_sock_sndbuf(s);
+	unacked = smcr_sock_unacked_bytes(s);
+	smcr_guard_leave();
+	smcr_fdtab_put(e);
+	*room = unacked < size ? size - unacked : 0;
+	return 1;
+}
+
 /* ---- socket calls on SMC sockets ------------------------------------------------------- */
 
 int smcr_smc_shutdown(int fd, int how, bool *handled)

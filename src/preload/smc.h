@@ -99,6 +99,15 @@ ssize_t smcr_smc_recvmsg(int fd, struct msghdr *msg, int flags);
 ssize_t smcr_smc_sendmsg(int fd, const struct msghdr *msg, int flags);
 /* sendfile into an SMC socket: a copy loop. *handled = false: the kernel's. */
 ssize_t smcr_smc_sendfile(int out_fd, int in_fd, off_t *offset, size_t count, bool *handled);
+/*
+ * Room for a send that must not block on an SMC socket (settled first, as a
+ * write would be): 1 with *room and the socket's O_NONBLOCK in *nonblock; 0 if
+ * the socket is not SMC (the kernel's); < 0 the error a write would give.
+ */
+int smcr_smc_send_room(int fd, size_t *room, bool *nonblock);
+/* splice() with an SMC socket on one side (smc_splice.c). *handled = false: the kernel's. */
+ssize_t smcr_smc_splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
+			unsigned int flags, bool *handled);
 
 /* ---- readiness (wrap_poll.c) ----------------------------------------------- */
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The data path: read/readv/write/writev, send/sendto/sendmsg/sendmmsg,
- * recv/recvfrom/recvmsg/recvmmsg, sendfile, and glibc's _FORTIFY_SOURCE
+ * recv/recvfrom/recvmsg/recvmmsg, sendfile, splice, and glibc's _FORTIFY_SOURCE
  * variants (__read_chk, __recv_chk, __recvfrom_chk).
  *
  * Every wrapper has the same shape, and this is the whole cost the
@@ -18,6 +18,7 @@
  * what read/write/send/recv mean on a stream socket
  * (tests/preload/test_divert.c checks that).
  */
+#include <fcntl.h> /* splice */
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -304,6 +305,30 @@ SMCR_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 	if (smcr_preload_divert(out_fd))
 		return divert_sendfile(out_fd, in_fd, offset, count);
 	return smcr_real.sendfile(out_fd, in_fd, offset, count);
+}
+
+/* splice with an SMC socket on one side goes through a buffer (smc_splice.c). */
+static SMCR_COLD __attribute__((noinline)) ssize_t
+divert_splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
+	      unsigned int flags)
+{
+	bool handled;
+	ssize_t n = smcr_smc_splice(fd_in, off_in, fd_out, off_out, len, flags, &handled);
+
+	if (handled)
+		return n;
+	SMCR_REAL_OR_ENOSYS(splice);
+	return smcr_real.splice(fd_in, off_in, fd_out, off_out, len, flags);
+}
+
+SMCR_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
+			   unsigned int flags)
+{
+	smcr_preload_enter();
+	if (smcr_preload_divert_rx(fd_in) || smcr_preload_divert(fd_out))
+		return divert_splice(fd_in, off_in, fd_out, off_out, len, flags);
+	SMCR_REAL_OR_ENOSYS(splice);
+	return smcr_real.splice(fd_in, off_in, fd_out, off_out, len, flags);
 }
 
 _Static_assert(sizeof(off_t) == sizeof(off64_t), "sendfile64 shares sendfile's SMC path");

@@ -1699,6 +1699,129 @@ static int case_calls(void)
 	return t_result();
 }
 
+/* ---- splice between a pipe and an SMC socket ----------------------------------------------- */
+
+#define SPLICE_IN_LEN (200 * 1000 + 7)
+#define SPLICE_OUT_LEN (150 * 1000 + 3)
+static int splice_sync[2]; /* server -> client: how many bytes to read at the end */
+
+static void client_splice(void)
+{
+	static unsigned char data[SPLICE_IN_LEN], got[SPLICE_IN_LEN];
+	int fd = connect_to_server(0);
+	uint64_t more = 0;
+
+	CHECK(fd >= 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	fill(data, SPLICE_IN_LEN, 11);
+	CHECK(write(fd, data, SPLICE_IN_LEN) == SPLICE_IN_LEN);
+	fill(data, SPLICE_OUT_LEN, 12);
+	CHECK(recv(fd, got, SPLICE_OUT_LEN, MSG_WAITALL) == SPLICE_OUT_LEN);
+	CHECK(memcmp(got, data, SPLICE_OUT_LEN) == 0);
+	/* Not reading now: the server fills our ring, then says how much it wrote. */
+	CHECK(write(fd, "r", 1) == 1);
+	CHECK(read(splice_sync[0], &more, sizeof(more)) == sizeof(more));
+	fill(data, SPLICE_IN_LEN, 13);
+	CHECK(more > 0 && more <= SPLICE_IN_LEN);
+	CHECK(recv(fd, got, more, MSG_WAITALL) == (ssize_t)more);
+	CHECK(memcmp(got, data, more) == 0);
+	close(fd);
+}
+
+/* Moves `len` bytes from socket `fd` through a pipe into buf with splice. */
+static bool splice_in_all(int fd, int p[2], unsigned char *buf, size_t len)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = splice(fd, NULL, p[1], NULL, len - done, SPLICE_F_MOVE);
+
+		if (n <= 0 || read(p[0], buf + done, (size_t)n) != n)
+			return false;
+		done += (size_t)n;
+	}
+	return true;
+}
+
+static int case_splice(void)
+{
+	static unsigned char data[SPLICE_IN_LEN], got[SPLICE_IN_LEN];
+	pid_t client;
+	int fd, p[2], avail = 0, flags;
+	size_t done = 0;
+	uint64_t filled = 0;
+	char c;
+
+	CHECK(pipe(splice_sync) == 0);
+	client = spawn(client_splice);
+	fd = accept(listen_fd, NULL, NULL);
+	CHECK(fd >= 0 && pipe(p) == 0);
+	/* Socket to pipe: the stream comes through whole and in order. */
+	fill(data, SPLICE_IN_LEN, 11);
+	CHECK(splice_in_all(fd, p, got, 1000));
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	/* A full pipe refuses without taking anything from the socket. */
+	CHECK(fcntl(p[1], F_SETPIPE_SZ, 4096) == 4096);
+	CHECK(write(p[1], data, 4096) == 4096);
+	CHECK_FAILS(splice(fd, NULL, p[1], NULL, 65536, SPLICE_F_NONBLOCK), EAGAIN);
+	CHECK(read(p[0], got + 1000, 4096) == 4096);
+	CHECK(splice_in_all(fd, p, got + 1000, SPLICE_IN_LEN - 1000));
+	CHECK(memcmp(got, data, SPLICE_IN_LEN) == 0);
+	/* An offset on the socket's side is the kernel's to refuse. */
+	{
+		loff_t off = 0;
+
+		CHECK(splice(fd, &off, p[1], NULL, 10, 0) < 0);
+	}
+	/* Pipe to socket. */
+	fill(data, SPLICE_OUT_LEN, 12);
+	while (done < SPLICE_OUT_LEN) {
+		size_t chunk = SPLICE_OUT_LEN - done < 4096 ? SPLICE_OUT_LEN - done : 4096;
+		ssize_t n;
+
+		CHECK(write(p[1], data + done, chunk) == (ssize_t)chunk);
+		n = splice(p[0], NULL, fd, NULL, chunk, 0);
+		CHECK(n == (ssize_t)chunk);
+		if (n != (ssize_t)chunk)
+			break;
+		done += chunk;
+	}
+	/* The client stops reading; a non-blocking socket's full ring takes nothing from the pipe. */
+	CHECK(recv(fd, &c, 1, MSG_WAITALL) == 1 && c == 'r');
+	flags = fcntl(fd, F_GETFL);
+	CHECK(fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0);
+	fill(data, SPLICE_IN_LEN, 13);
+	for (;;) {
+		ssize_t n;
+
+		CHECK(write(p[1], data + filled, 1000) == 1000);
+		n = splice(p[0], NULL, fd, NULL, 1000, SPLICE_F_NONBLOCK);
+		if (n < 0) {
+			CHECK(errno == EAGAIN);
+			break;
+		}
+		CHECK(n > 0);
+		filled += (uint64_t)n;
+		if (n < 1000) {
+			/* the rest of those 1000 bytes is still in the pipe: take it out */
+			char rest[1000];
+
+			CHECK(read(p[0], rest, (size_t)(1000 - n)) == 1000 - n);
+		}
+		if (filled + 1000 > SPLICE_IN_LEN)
+			break;
+	}
+	CHECK(ioctl(p[0], FIONREAD, &avail) == 0 && (avail == 0 || avail == 1000));
+	CHECK(write(splice_sync[1], &filled, sizeof(filled)) == sizeof(filled));
+	CHECK(fcntl(fd, F_SETFL, flags) == 0);
+	close(p[0]);
+	close(p[1]);
+	close(fd);
+	reap(client, "client");
+	check_stats_smc(SPLICE_IN_LEN);
+	return t_result();
+}
+
 /* ---- SMC connections that follow fork ------------------------------------------------------ */
 
 /*
@@ -2541,6 +2664,8 @@ int main(int argc, char **argv)
 		rc = case_rcvtimeo();
 	else if (!strcmp(which, "calls"))
 		rc = case_calls();
+	else if (!strcmp(which, "splice"))
+		rc = case_splice();
 	else if (!strcmp(which, "fork-client"))
 		rc = case_fork_client();
 	else if (!strcmp(which, "fork-share"))
