@@ -171,7 +171,7 @@ static ssize_t splice_to_socket(int pipe_fd, int sock, size_t len, unsigned int 
 		 * writer of the socket: the bytes already left the pipe and
 		 * have nowhere else to go.
 		 */
-		(void)poll(&p, 1, -1);
+		(void)smcr_smc_ppoll(&p, 1, NULL, NULL);
 	}
 	return (ssize_t)sent;
 }
