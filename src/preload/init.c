@@ -9,10 +9,12 @@
  * maps the fd table and registers the fork handlers.
  */
 #include <errno.h>
+#include <link.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/auxv.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -149,6 +151,29 @@ static unsigned fdtab_size(const struct smcr_config *cfg)
 	return (unsigned)lim.rlim_max;
 }
 
+static int object_is_liburing(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	const char *name = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+
+	(void)size;
+	(void)arg;
+	name = name ? name + 1 : info->dlpi_name;
+	return name && strncmp(name, "liburing.so", 11) == 0;
+}
+
+/*
+ * A program linked with liburing may read and write its sockets through
+ * io_uring, in the kernel, where no wrapper sees the calls: an SMC
+ * connection's bytes are in the rings, so such a read would wait forever on
+ * the TCP socket and such a write would put bytes on TCP that the peer never
+ * reads.  The library cannot tell which fds the program gives io_uring, so it
+ * stays out of the way of the whole process: plain TCP, as without it.
+ */
+static bool uses_io_uring(void)
+{
+	return dl_iterate_phdr(object_is_liburing, NULL) != 0;
+}
+
 /* Decides whether to act, and says why not (once, at info level). */
 static bool decide_active(const struct smcr_config *cfg, bool secure)
 {
@@ -161,6 +186,12 @@ static bool decide_active(const struct smcr_config *cfg, bool secure)
 	}
 	if (cfg->disabled) {
 		smcr_info("not active: SMCR_DISABLE is set; every call passes through");
+		return false;
+	}
+	if (uses_io_uring()) {
+		smcr_warn_once_per_session("not active in a program linked with liburing: sockets it"
+					   " reads and writes through io_uring bypass smcr, so"
+					   " every call passes through (plain TCP)");
 		return false;
 	}
 	ret = smcr_fdtab_init(fdtab_size(cfg));
