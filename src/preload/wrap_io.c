@@ -34,10 +34,16 @@ ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags,
 		       struct sockaddr *addr, socklen_t *addrlen);
 void __chk_fail(void) __attribute__((noreturn));
 
-/* The engine's receive entry point (see above). */
+/*
+ * The engine's receive entry point (see above).  MSG_ERRQUEUE reads the
+ * socket's error queue (timestamps, zero-copy completions, ICMP errors),
+ * never its stream: that is the kernel socket's, whatever carries the data.
+ */
 static SMCR_COLD __attribute__((noinline)) ssize_t divert_recvmsg(int fd, struct msghdr *msg,
 								   int flags)
 {
+	if (flags & MSG_ERRQUEUE)
+		return smcr_real.recvmsg(fd, msg, flags);
 	return smcr_smc_recvmsg(fd, msg, flags);
 }
 

@@ -518,6 +518,17 @@ static int case_peek(void)
 	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
 	CHECK(n == 6 && memcmp(buf, "hello ", 6) == 0);
 	CHECK(ioctl(fd, FIONREAD, &avail) == 0 && avail == 6);
+	/* The error queue is empty, as a TCP socket's is: it never hands out stream bytes. */
+	CHECK_FAILS(recv(fd, buf, sizeof(buf), MSG_ERRQUEUE | MSG_DONTWAIT), EAGAIN);
+	{
+		char control[256];
+		struct iovec iov = { buf, sizeof(buf) };
+		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+				      .msg_control = control, .msg_controllen = sizeof(control) };
+
+		CHECK_FAILS(recvmsg(fd, &msg, MSG_ERRQUEUE | MSG_DONTWAIT), EAGAIN);
+	}
+	CHECK(ioctl(fd, FIONREAD, &avail) == 0 && avail == 6);
 	memset(buf, 0, sizeof(buf));
 	CHECK(recv(fd, buf, 6, MSG_PEEK | MSG_DONTWAIT) == 6);
 	/* WAITALL: blocks until all 11 bytes are there. */
