@@ -39,12 +39,50 @@ void __chk_fail(void) __attribute__((noreturn));
  * socket's error queue (timestamps, zero-copy completions, ICMP errors),
  * never its stream: that is the kernel socket's, whatever carries the data.
  */
+static ssize_t recv_discard(int fd, struct msghdr *msg, int flags);
+
 static SMCR_COLD __attribute__((noinline)) ssize_t divert_recvmsg(int fd, struct msghdr *msg,
 								   int flags)
 {
 	if (flags & MSG_ERRQUEUE)
 		return smcr_real.recvmsg(fd, msg, flags);
+	if (flags & MSG_TRUNC)
+		return recv_discard(fd, msg, flags);
 	return smcr_smc_recvmsg(fd, msg, flags);
+}
+
+/*
+ * MSG_TRUNC on a TCP socket discards the bytes instead of copying them (the
+ * buffer may be NULL): as many as the buffers would have held, the way a
+ * read would have returned them, through a scratch buffer here.
+ */
+static SMCR_COLD __attribute__((noinline)) ssize_t recv_discard(int fd, struct msghdr *msg,
+								int flags)
+{
+	char scratch[16384];
+	struct iovec iov = { scratch, 0 };
+	struct msghdr one = { .msg_iov = &iov, .msg_iovlen = 1 };
+	size_t want = 0, done = 0;
+
+	for (size_t i = 0; i < msg->msg_iovlen; i++)
+		want += msg->msg_iov[i].iov_len;
+	flags &= ~MSG_TRUNC;
+	do {
+		ssize_t n;
+
+		iov.iov_len = want - done < sizeof(scratch) ? want - done : sizeof(scratch);
+		n = smcr_smc_recvmsg(fd, &one, flags);
+		if (n <= 0)
+			return done > 0 ? (ssize_t)done : n;
+		done += (size_t)n;
+		/* a peek sees the same bytes again: one look is its answer */
+		if (flags & MSG_PEEK)
+			break;
+		if (!(flags & MSG_WAITALL))
+			flags |= MSG_DONTWAIT;
+	} while (done < want);
+	msg->msg_flags = 0;
+	return (ssize_t)done;
 }
 
 /* The engine's send entry point (see above). */

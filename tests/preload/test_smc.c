@@ -1710,7 +1710,7 @@ static int case_calls(void)
 	return t_result();
 }
 
-/* ---- splice between a pipe and an SMC socket ----------------------------------------------- */
+/* ---- splice between a pipe and an SMC socket, and MSG_TRUNC ---------------------------------- */
 
 #define SPLICE_IN_LEN (200 * 1000 + 7)
 #define SPLICE_OUT_LEN (150 * 1000 + 3)
@@ -1771,12 +1771,15 @@ static int case_splice(void)
 	fill(data, SPLICE_IN_LEN, 11);
 	CHECK(splice_in_all(fd, p, got, 1000));
 	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	/* MSG_TRUNC discards, as on TCP (no buffer at all). */
+	CHECK(recv(fd, NULL, 500, MSG_TRUNC | MSG_WAITALL) == 500);
+	memcpy(got + 1000, data + 1000, 500);
 	/* A full pipe refuses without taking anything from the socket. */
 	CHECK(fcntl(p[1], F_SETPIPE_SZ, 4096) == 4096);
 	CHECK(write(p[1], data, 4096) == 4096);
 	CHECK_FAILS(splice(fd, NULL, p[1], NULL, 65536, SPLICE_F_NONBLOCK), EAGAIN);
-	CHECK(read(p[0], got + 1000, 4096) == 4096);
-	CHECK(splice_in_all(fd, p, got + 1000, SPLICE_IN_LEN - 1000));
+	CHECK(read(p[0], got + 1500, 4096) == 4096);
+	CHECK(splice_in_all(fd, p, got + 1500, SPLICE_IN_LEN - 1500));
 	CHECK(memcmp(got, data, SPLICE_IN_LEN) == 0);
 	/* An offset on the socket's side is the kernel's to refuse. */
 	{
