@@ -36,15 +36,17 @@ void __chk_fail(void) __attribute__((noreturn));
 
 /*
  * The engine's receive entry point (see above).  MSG_ERRQUEUE reads the
- * socket's error queue (timestamps, zero-copy completions, ICMP errors),
- * never its stream: that is the kernel socket's, whatever carries the data.
+ * socket's error queue (timestamps, zero-copy completions, ICMP errors) and
+ * MSG_OOB the urgent byte, never the stream: both are the kernel socket's,
+ * whatever carries the data (urgent data only ever travels on TCP: see
+ * send_urgent()).
  */
 static ssize_t recv_discard(int fd, struct msghdr *msg, int flags);
 
 static SMCR_COLD __attribute__((noinline)) ssize_t divert_recvmsg(int fd, struct msghdr *msg,
 								   int flags)
 {
-	if (flags & MSG_ERRQUEUE)
+	if (flags & (MSG_ERRQUEUE | MSG_OOB))
 		return smcr_real.recvmsg(fd, msg, flags);
 	if (flags & MSG_TRUNC)
 		return recv_discard(fd, msg, flags);
@@ -85,11 +87,43 @@ static SMCR_COLD __attribute__((noinline)) ssize_t recv_discard(int fd, struct m
 	return (ssize_t)done;
 }
 
+static ssize_t send_urgent(int fd, const struct msghdr *msg, int flags);
+
 /* The engine's send entry point (see above). */
 static SMCR_COLD __attribute__((noinline)) ssize_t divert_sendmsg(int fd, const struct msghdr *msg,
 								   int flags)
 {
+	if (flags & MSG_OOB)
+		return send_urgent(fd, msg, flags);
 	return smcr_smc_sendmsg(fd, msg, flags);
+}
+
+/*
+ * Urgent data has no place in an SMC ring (docs/protocol.md §6.7), and sent
+ * in band its byte would land in the peer's stream.  So the connection goes
+ * on over TCP first (one host: both ends, from where the stream had got to;
+ * over SMC-R, which cannot, it ends as a reset both ends see), and the
+ * kernel sends the urgent byte as it does on TCP.  Settled first as any
+ * write would be: a connection still undecided may turn out SMC.
+ */
+static SMCR_COLD __attribute__((noinline)) ssize_t send_urgent(int fd, const struct msghdr *msg,
+								int flags)
+{
+	struct smcr_fd_entry *e;
+	bool nonblock;
+	size_t room;
+	int rc = smcr_smc_send_room(fd, &room, &nonblock);
+
+	if (rc < 0) {
+		errno = -rc;
+		return -1;
+	}
+	e = rc > 0 ? smcr_fdtab_get(fd) : NULL;
+	if (e) {
+		smcr_smc_continue_on_tcp(fd, e, "urgent data (MSG_OOB)");
+		smcr_fdtab_put(e);
+	}
+	return smcr_real.sendmsg(fd, msg, flags);
 }
 
 static SMCR_COLD __attribute__((noinline)) ssize_t

@@ -1836,6 +1836,66 @@ static int case_splice(void)
 	return t_result();
 }
 
+/* ---- urgent data --------------------------------------------------------------------------- */
+
+/*
+ * The client reads the stream up to the urgent mark, then the urgent byte
+ * with MSG_OOB, then the rest, as on TCP (SO_OOBINLINE off: the byte is not
+ * in the stream, and reading past the mark first would drop it).
+ */
+static bool read_exactly(int fd, char *buf, size_t len)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = recv(fd, buf + got, len - got, 0);
+
+		if (n <= 0)
+			return false;
+		got += (size_t)n;
+	}
+	return true;
+}
+
+static void client_oob(void)
+{
+	int fd = connect_to_server(0), rc = -1;
+	char buf[8] = { 0 }, c = 0;
+
+	CHECK(fd >= 0);
+	CHECK(write(fd, "go", 2) == 2);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(read_exactly(fd, buf, 2) && memcmp(buf, "ab", 2) == 0);
+	/* until the urgent byte has come (EINVAL: none yet), at most 10 s */
+	for (int i = 0; i < 10000 && rc != 1; i++) {
+		rc = (int)recv(fd, &c, 1, MSG_OOB | MSG_DONTWAIT);
+		if (rc != 1)
+			usleep(1000);
+	}
+	CHECK(rc == 1 && c == 'c');
+	CHECK(read_exactly(fd, buf, 2) && memcmp(buf, "de", 2) == 0);
+	CHECK(write(fd, "k", 1) == 1);
+	close(fd);
+}
+
+static int case_oob(void)
+{
+	pid_t client = spawn(client_oob);
+	int fd = accept(listen_fd, NULL, NULL);
+	char buf[2];
+
+	CHECK(fd >= 0);
+	CHECK(recv(fd, buf, 2, MSG_WAITALL) == 2 && memcmp(buf, "go", 2) == 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(write(fd, "ab", 2) == 2);
+	CHECK(send(fd, "c", 1, MSG_OOB) == 1);
+	CHECK(write(fd, "de", 2) == 2);
+	CHECK(recv(fd, buf, 1, MSG_WAITALL) == 1 && buf[0] == 'k');
+	close(fd);
+	reap(client, "client");
+	return t_result();
+}
+
 /* ---- SMC connections that follow fork ------------------------------------------------------ */
 
 /*
@@ -2680,6 +2740,8 @@ int main(int argc, char **argv)
 		rc = case_calls();
 	else if (!strcmp(which, "splice"))
 		rc = case_splice();
+	else if (!strcmp(which, "oob"))
+		rc = case_oob();
 	else if (!strcmp(which, "fork-client"))
 		rc = case_fork_client();
 	else if (!strcmp(which, "fork-share"))
