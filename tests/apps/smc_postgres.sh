@@ -23,6 +23,12 @@ if [[ $(id -u) -eq 0 ]]; then
     as_user=(setpriv --reuid=postgres --regid=postgres --init-groups)
     # The processes publish their stats where that user may write.
     chown postgres: "$XDG_RUNTIME_DIR"
+    # ...and load the library from where that user may read it (the build
+    # directory may be under root's home).
+    mkdir -m 755 "$work/lib"
+    cp "$SMCR_LIB" "$work/lib/libsmcr.so"
+    chmod 755 "$work/lib/libsmcr.so"
+    export SMCR_LIB=$work/lib/libsmcr.so
 fi
 data=$work/pgdata
 mkdir -m 700 "$data"
