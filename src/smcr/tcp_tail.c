@@ -208,7 +208,12 @@ ssize_t smcr_tail_recv(struct smcr_sock *s, const struct iovec *iov, int iovcnt,
 {
 	struct iovec rest[TAIL_IOV_MAX];
 	int64_t deadline = -2;
+	size_t want = 0;
 
+	for (int i = 0; i < iovcnt; i++)
+		want += iov[i].iov_len;
+	if (want > 0 && got >= want)
+		return (ssize_t)got; /* the ring filled it */
 	for (;;) {
 		struct msghdr m = { .msg_iov = rest };
 		ssize_t n;
@@ -223,7 +228,13 @@ ssize_t smcr_tail_recv(struct smcr_sock *s, const struct iovec *iov, int iovcnt,
 				smcr_hold_self(s)->bytes_received += (uint64_t)n;
 			}
 			got += (size_t)n;
-			if (!(flags & MSG_WAITALL) || (flags & MSG_PEEK) || m.msg_iovlen == 0)
+			/*
+			 * Filled: done.  Asking again with nothing left to fill
+			 * would not return 0 but EAGAIN (TCP answers an empty
+			 * read with the queue's state), and the wait below would
+			 * wait for bytes nobody asked for.
+			 */
+			if (got >= want || !(flags & MSG_WAITALL) || (flags & MSG_PEEK))
 				return (ssize_t)got;
 			continue;
 		}
