@@ -1843,6 +1843,8 @@ static int case_splice(void)
  * with MSG_OOB, then the rest, as on TCP (SO_OOBINLINE off: the byte is not
  * in the stream, and reading past the mark first would drop it).
  */
+#define OOB_TAIL_LEN 65536
+
 static bool read_exactly(int fd, char *buf, size_t len)
 {
 	size_t got = 0;
@@ -1873,7 +1875,18 @@ static void client_oob(void)
 			usleep(1000);
 	}
 	CHECK(rc == 1 && c == 'c');
-	CHECK(read_exactly(fd, buf, 2) && memcmp(buf, "de", 2) == 0);
+	/*
+	 * The rest comes over TCP, the connection's first read since it moved:
+	 * one that waits for all it asked for ends when it has it.
+	 */
+	{
+		static unsigned char want[2 + OOB_TAIL_LEN], got[2 + OOB_TAIL_LEN];
+
+		memcpy(want, "de", 2);
+		fill(want + 2, OOB_TAIL_LEN, 31);
+		CHECK(recv(fd, got, sizeof(got), MSG_WAITALL) == (ssize_t)sizeof(got));
+		CHECK(memcmp(got, want, sizeof(got)) == 0);
+	}
 	CHECK(write(fd, "k", 1) == 1);
 	close(fd);
 }
@@ -1890,6 +1903,12 @@ static int case_oob(void)
 	CHECK(write(fd, "ab", 2) == 2);
 	CHECK(send(fd, "c", 1, MSG_OOB) == 1);
 	CHECK(write(fd, "de", 2) == 2);
+	{
+		static unsigned char tail[OOB_TAIL_LEN];
+
+		fill(tail, OOB_TAIL_LEN, 31);
+		CHECK(write(fd, tail, OOB_TAIL_LEN) == OOB_TAIL_LEN);
+	}
 	CHECK(recv(fd, buf, 1, MSG_WAITALL) == 1 && buf[0] == 'k');
 	close(fd);
 	reap(client, "client");
