@@ -34,22 +34,7 @@ backend be
     http-reuse always
     server nginx 127.0.0.1:$nginx_port
 CFG
-cat >"$work/check.lua" <<LUA
-local f = assert(io.open("$work/www/page.bin", "rb"))
-local expected = f:read("*a")
-f:close()
-local threads = {}
-function setup(thread) table.insert(threads, thread) end
-function init(args) good = 0; bad = 0 end
-function response(status, headers, body)
-    if status == 200 and body == expected then good = good + 1 else bad = bad + 1 end
-end
-function done(summary, latency, requests)
-    local g, b = 0, 0
-    for _, t in ipairs(threads) do g = g + t:get("good"); b = b + t:get("bad") end
-    io.write(string.format("checked: good %d bad %d\n", g, b))
-end
-LUA
+write_wrk_checker "$work/www/page.bin"
 
 start_server smcr nginx nginx -p "$work" -e "$work/nginx-stderr.log" -c "$work/nginx.conf"
 nginx_pid=$server_pid

@@ -83,6 +83,28 @@ http {
 CONF
 }
 
+# write_wrk_checker FILE: $work/check.lua, a wrk script that counts the
+# responses whose status is 200 and whose body equals FILE ("good") and the
+# others ("bad"), summed over wrk's threads on a line "checked: good G bad B".
+write_wrk_checker() {
+    cat >"$work/check.lua" <<LUA
+local f = assert(io.open("$1", "rb"))
+local expected = f:read("*a")
+f:close()
+local threads = {}
+function setup(thread) table.insert(threads, thread) end
+function init(args) good = 0; bad = 0 end
+function response(status, headers, body)
+    if status == 200 and body == expected then good = good + 1 else bad = bad + 1 end
+end
+function done(summary, latency, requests)
+    local g, b = 0, 0
+    for _, t in ipairs(threads) do g = g + t:get("good"); b = b + t:get("bad") end
+    io.write(string.format("checked: good %d bad %d\n", g, b))
+end
+LUA
+}
+
 # own_outcome WHO: "SMC FALLBACKS REASONS" summed over the stats that processes
 # recorded themselves as $STATS_DIR/stats.WHO.* (own_stats.py: a process's stats
 # file vanishes when it exits), or "none" when none recorded any (smcr not loaded).

@@ -13,23 +13,7 @@ mkdir -p "$work/www"
 random_file "$work/www/page.bin" 4096
 port=$(free_port 4)
 write_nginx_conf "$port" 256 'keepalive_requests 1000000;' backlog=512
-cat >"$work/check.lua" <<LUA
--- Every response: status 200 and the body equal to the served file.
-local f = assert(io.open("$work/www/page.bin", "rb"))
-local expected = f:read("*a")
-f:close()
-local threads = {}
-function setup(thread) table.insert(threads, thread) end
-function init(args) good = 0; bad = 0 end
-function response(status, headers, body)
-    if status == 200 and body == expected then good = good + 1 else bad = bad + 1 end
-end
-function done(summary, latency, requests)
-    local g, b = 0, 0
-    for _, t in ipairs(threads) do g = g + t:get("good"); b = b + t:get("bad") end
-    io.write(string.format("checked: good %d bad %d\n", g, b))
-end
-LUA
+write_wrk_checker "$work/www/page.bin"
 
 mode=smcr
 start_server smcr nginx nginx -p "$work" -e "$work/nginx-stderr.log" -c "$work/nginx.conf"
