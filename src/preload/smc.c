@@ -61,14 +61,14 @@
 
 /* How long a partial CLC Proposal prefix may sit before it counts as data. */
 #define PARTIAL_PROPOSAL_MS 2000
-/* How long a server's first write waits for a local client's Proposal. */
 
 bool smcr_smc_enabled;
 int smcr_smc_spin_us;
 pid_t smcr_smc_pid;
 static struct smcr_sock_opts sock_opts;
 static int tcp_rcvbuf_default; /* a new TCP socket's SO_RCVBUF (tcp_rmem[1]); 0 = unknown */
-static int speak_first_wait_ms = SMCR_CONFIG_SPEAK_FIRST_WAIT_MS;
+/* How long a server's first write waits for a local client's Proposal. */
+int smcr_smc_speak_first_wait_ms = SMCR_CONFIG_SPEAK_FIRST_WAIT_MS;
 
 /* Set when the process starts to confine its system calls (smcr_smc_before_confine). */
 static atomic_bool confining;
@@ -78,7 +78,7 @@ static atomic_bool confining;
  * to.  The caller has set the socket's flag that the confining thread's
  * walk reads (smcr_smc_before_confine says why the order matters).
  */
-static bool confined_now(void)
+bool smcr_smc_confined_now(void)
 {
 	atomic_thread_fence(memory_order_seq_cst);
 	return atomic_load(&confining) || smcr_engine_confined();
@@ -125,7 +125,7 @@ static void own_listener_set(uint16_t port, pid_t pid, bool add)
  * accept) would wait for each other in the handshake: the server answers a
  * Proposal only at its first I/O. Such a pair stays TCP.
  */
-static bool peer_in_this_process(const struct sockaddr_storage *peer)
+bool smcr_smc_peer_in_this_process(const struct sockaddr_storage *peer)
 {
 	uint16_t port = smcr_sockaddr_port(peer);
 	bool found = false;
@@ -159,7 +159,7 @@ static struct listener_reg *reg_get(struct listener_reg *r)
 	return r;
 }
 
-static void reg_put(struct listener_reg *r)
+void smcr_smc_listener_put(struct listener_reg *r)
 {
 	if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1)
 		return;
@@ -172,17 +172,12 @@ static void reg_put(struct listener_reg *r)
 /* ---- small helpers ----------------------------------------------------------- */
 
 /* poll one fd through libc; 1 ready, 0 timeout, -errno. */
-static int wait_fd(int fd, short events, int timeout_ms)
+int smcr_smc_wait_fd(int fd, short events, int timeout_ms)
 {
 	struct pollfd p = { .fd = fd, .events = events };
 	int rc = smcr_real.poll(&p, 1, timeout_ms);
 
 	return rc < 0 ? -errno : rc;
-}
-
-static void add_flags(struct smcr_fd_entry *e, unsigned flags)
-{
-	atomic_fetch_or_explicit(&e->flags, flags, memory_order_relaxed);
 }
 
 /*
@@ -191,7 +186,7 @@ static void add_flags(struct smcr_fd_entry *e, unsigned flags)
  * same-host connection follows fork): the child's first look takes it over,
  * later ones cost one compare.
  */
-static bool entry_owns(struct smcr_fd_entry *e, struct smcr_sock *s)
+bool smcr_smc_entry_owns(struct smcr_fd_entry *e, struct smcr_sock *s)
 {
 	if (e->owner == smcr_smc_pid)
 		return true;
@@ -208,14 +203,14 @@ struct smcr_sock *smcr_smc_sock_of(struct smcr_fd_entry *e)
 	if (smcr_fd_entry_mode(e) != SMCR_FD_SMC)
 		return NULL;
 	s = atomic_load_explicit(&e->sock, memory_order_acquire);
-	return entry_owns(e, s) ? s : NULL;
+	return smcr_smc_entry_owns(e, s) ? s : NULL;
 }
 
 bool smcr_smc_inherited(struct smcr_fd_entry *e)
 {
 	struct smcr_sock *s = atomic_load_explicit(&e->sock, memory_order_acquire);
 
-	return smcr_fd_entry_mode(e) == SMCR_FD_SMC && s != NULL && !entry_owns(e, s);
+	return smcr_fd_entry_mode(e) == SMCR_FD_SMC && s != NULL && !smcr_smc_entry_owns(e, s);
 }
 
 /*
@@ -223,7 +218,7 @@ bool smcr_smc_inherited(struct smcr_fd_entry *e)
  * Bounded: a handshake is a few CLC round trips, though one whose peer is
  * late holds a blocking call as long as a read waits for data (design §4).
  */
-static bool decision_lock(struct smcr_fd_entry *e)
+bool smcr_smc_decision_lock(struct smcr_fd_entry *e)
 {
 	struct timespec pause = { 0, 100 * 1000 };
 
@@ -235,13 +230,13 @@ static bool decision_lock(struct smcr_fd_entry *e)
 	return false;
 }
 
-static void decision_unlock(struct smcr_fd_entry *e)
+void smcr_smc_decision_unlock(struct smcr_fd_entry *e)
 {
 	atomic_flag_clear_explicit(&e->busy, memory_order_release);
 }
 
 /* A duplicate of the TCP socket for the engine, close-on-exec. */
-static int engine_dup(int fd)
+int smcr_smc_engine_dup(int fd)
 {
 	int efd = smcr_engine_fd_dup(fd);
 
@@ -250,7 +245,7 @@ static int engine_dup(int fd)
 	return efd;
 }
 
-static int timeval_ms(int fd, int name)
+int smcr_smc_timeval_ms(int fd, int name)
 {
 	struct timeval tv = { 0, 0 };
 	socklen_t len = sizeof(tv);
@@ -260,17 +255,18 @@ static int timeval_ms(int fd, int name)
 	return (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
 }
 
-static void apply_timeouts(int fd, struct smcr_sock *s)
+void smcr_smc_apply_timeouts(int fd, struct smcr_sock *s)
 {
-	smcr_sock_set_timeouts(s, timeval_ms(fd, SO_RCVTIMEO), timeval_ms(fd, SO_SNDTIMEO));
+	smcr_sock_set_timeouts(s, smcr_smc_timeval_ms(fd, SO_RCVTIMEO),
+			       smcr_smc_timeval_ms(fd, SO_SNDTIMEO));
 }
 
 /* A decided connection no longer keeps its listener registered. */
-static void drop_listener_ref(struct smcr_fd_entry *e)
+void smcr_smc_drop_listener_ref(struct smcr_fd_entry *e)
 {
 	if ((smcr_fd_entry_flags(e) & SMCR_FD_F_ACCEPTED) && e->listener &&
 	    smcr_fd_entry_mode(e) != SMCR_FD_CANDIDATE) {
-		reg_put(e->listener);
+		smcr_smc_listener_put(e->listener);
 		e->listener = NULL;
 	}
 }
@@ -281,9 +277,8 @@ static void drop_listener_ref(struct smcr_fd_entry *e)
  * The connection stays TCP for `reason`.  `peer`: its peer address if the
  * caller read it already (else the stats record asks the kernel).
  */
-static void go_fallback_peer(int fd, struct smcr_fd_entry *e, uint32_t reason, bool count,
-			     const char *role, const char *why,
-			     const struct sockaddr_storage *peer)
+void smcr_smc_fallback_peer(int fd, struct smcr_fd_entry *e, uint32_t reason, bool count,
+			    const char *role, const char *why, const struct sockaddr_storage *peer)
 {
 	char name[SMCR_CONN_NAME_MAX];
 
@@ -300,17 +295,17 @@ static void go_fallback_peer(int fd, struct smcr_fd_entry *e, uint32_t reason, b
 		  smcr_conn_name(fd, name, sizeof(name)));
 }
 
-static void go_fallback(int fd, struct smcr_fd_entry *e, uint32_t reason, bool count,
-			const char *role, const char *why)
+void smcr_smc_fallback(int fd, struct smcr_fd_entry *e, uint32_t reason, bool count,
+		       const char *role, const char *why)
 {
-	go_fallback_peer(fd, e, reason, count, role, why, NULL);
+	smcr_smc_fallback_peer(fd, e, reason, count, role, why, NULL);
 }
 
 /*
  * connect(AF_UNSPEC) disconnects a TCP socket with an RST: the peer sees a
  * reset at once, and the kernel fails every further call on the socket.
  */
-static bool tcp_reset(int fd)
+bool smcr_smc_tcp_reset(int fd)
 {
 	static const struct sockaddr unspec = { .sa_family = AF_UNSPEC };
 
@@ -318,28 +313,28 @@ static bool tcp_reset(int fd)
 }
 
 /* A hard handshake error leaves the stream in an unknown state: reset it. */
-static void fail_connection(int fd, struct smcr_fd_entry *e, int err, const char *role)
+void smcr_smc_fail_connection(int fd, struct smcr_fd_entry *e, int err, const char *role)
 {
 	char name[SMCR_CONN_NAME_MAX] = "";
 
 	/* named while it still has a peer */
 	if (smcr_log_enabled(SMCR_LOG_WARN))
 		smcr_conn_name(fd, name, sizeof(name));
-	tcp_reset(fd);
+	smcr_smc_tcp_reset(fd);
 	e->fallback_reason = err == ETIMEDOUT ? SMCR_CLC_DECL_TIMEOUT_CL : SMCR_CLC_DECL_INTERR;
 	atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
 	smcr_warn("fd %d: SMC handshake failed (%s): %s; connection reset; %s", fd, role,
 		  strerror(err), name);
 }
 
-static void go_smc(int fd, struct smcr_fd_entry *e, int efd, struct smcr_sock *s,
-		   const char *role)
+void smcr_smc_go_smc(int fd, struct smcr_fd_entry *e, int efd, struct smcr_sock *s,
+		     const char *role)
 {
 	char name[SMCR_CONN_NAME_MAX];
 
 	e->engine_fd = efd;
 	e->owner = smcr_smc_pid;
-	apply_timeouts(fd, s);
+	smcr_smc_apply_timeouts(fd, s);
 	atomic_store_explicit(&e->sock, s, memory_order_release);
 	atomic_store_explicit(&e->mode, SMCR_FD_SMC, memory_order_release);
 	smcr_smc_epoll_move(e, s);
@@ -349,19 +344,19 @@ static void go_smc(int fd, struct smcr_fd_entry *e, int efd, struct smcr_sock *s
 }
 
 /* The result of smcr_sock_connect/accept on efd. Returns 0 or -errno to report. */
-static int take_handshake(int fd, struct smcr_fd_entry *e, int efd, int rc, struct smcr_sock *s,
-			  const char *role)
+int smcr_smc_take_handshake(int fd, struct smcr_fd_entry *e, int efd, int rc, struct smcr_sock *s,
+			    const char *role)
 {
 	if (rc == 0) {
-		go_smc(fd, e, efd, s, role);
+		smcr_smc_go_smc(fd, e, efd, s, role);
 		return 0;
 	}
 	smcr_real.close(efd);
 	if (rc > 0) {
-		go_fallback(fd, e, (uint32_t)rc, false, role, NULL);
+		smcr_smc_fallback(fd, e, (uint32_t)rc, false, role, NULL);
 		return 0;
 	}
-	fail_connection(fd, e, -rc, role);
+	smcr_smc_fail_connection(fd, e, -rc, role);
 	return -ECONNRESET;
 }
 
@@ -373,7 +368,7 @@ static int take_handshake(int fd, struct smcr_fd_entry *e, int efd, int rc, stru
  * TCP socket's size (no data has moved yet, so autotuning has not): a value
  * that happens to equal tcp_rmem[1] once doubled is not seen.
  */
-static struct smcr_sock_opts conn_opts(int efd)
+struct smcr_sock_opts smcr_smc_conn_opts(int efd)
 {
 	struct smcr_sock_opts o = sock_opts;
 	socklen_t len = sizeof(int);
@@ -404,10 +399,6 @@ static int read_tcp_rcvbuf_default(void)
 /* How long a client that must not block waits for the server's answer before going on. */
 #define CLIENT_INLINE_REPLY_MS 2
 
-static int handshake_step(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, bool may_block);
-static int handshake_wait(int fd, struct smcr_fd_entry *e, int efd, struct smcr_handshake *hs,
-			  enum smcr_io_kind kind, bool may_block);
-
 /*
  * A connected client's first I/O or readiness wait: propose, or stay TCP.
  * A caller that may block runs the whole handshake now (a blocking socket's
@@ -416,7 +407,7 @@ static int handshake_wait(int fd, struct smcr_fd_entry *e, int efd, struct smcr_
  * server's answer is taken when it has come, so an event loop never waits
  * for a server that answers late.
  */
-static int client_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, bool may_block)
+int smcr_smc_client_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, bool may_block)
 {
 	struct smcr_handshake *hs = NULL;
 	struct smcr_client_plan plan;
@@ -428,19 +419,19 @@ static int client_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 	char byte;
 
 	if (atomic_load_explicit(&e->handshake, memory_order_acquire))
-		return handshake_step(fd, e, kind, may_block);
+		return smcr_smc_handshake_step(fd, e, kind, may_block);
 	/*
 	 * Connected before the process confined itself, deciding after: no
 	 * Proposal, and none of the calls below (the filter may deny them).
 	 */
-	if (confined_now()) {
-		go_fallback(fd, e, SMCR_CLC_DECL_CONFINED, true, "client",
-			    "the process confines its system calls");
+	if (smcr_smc_confined_now()) {
+		smcr_smc_fallback(fd, e, SMCR_CLC_DECL_CONFINED, true, "client",
+				  "the process confines its system calls");
 		return 0;
 	}
 
 	if (!(smcr_fd_entry_flags(e) & SMCR_FD_F_CONNECTED)) {
-		if (wait_fd(fd, POLLOUT, 0) <= 0)
+		if (smcr_smc_wait_fd(fd, POLLOUT, 0) <= 0)
 			return 0; /* still connecting: the kernel answers EAGAIN */
 		if (smcr_real.getpeername(fd, (struct sockaddr *)&peer, &peer_len) < 0) {
 			/* The connect failed: the kernel reports why. */
@@ -448,13 +439,13 @@ static int client_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 			return 0;
 		}
 		have_peer = true;
-		add_flags(e, SMCR_FD_F_CONNECTED);
+		smcr_smc_add_flags(e, SMCR_FD_F_CONNECTED);
 	}
 	if (!have_peer)
 		have_peer = smcr_real.getpeername(fd, (struct sockaddr *)&peer, &peer_len) == 0;
-	if (have_peer && peer_in_this_process(&peer)) {
-		go_fallback_peer(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "client",
-				 "peer is this process", &peer);
+	if (have_peer && smcr_smc_peer_in_this_process(&peer)) {
+		smcr_smc_fallback_peer(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "client",
+				       "peer is this process", &peer);
 		return 0;
 	}
 	/*
@@ -471,12 +462,13 @@ static int client_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 	short_of_fds = errno == EMFILE || errno == ENFILE;
 	errno = saved_errno;
 	if (rc == SMCR_CLC_DECL_PEERNOSMC && short_of_fds) {
-		go_fallback_peer(fd, e, SMCR_CLC_DECL_MEM, true, "client",
-				 "no fd to ask the registry", have_peer ? &peer : NULL);
+		smcr_smc_fallback_peer(fd, e, SMCR_CLC_DECL_MEM, true, "client",
+				       "no fd to ask the registry", have_peer ? &peer : NULL);
 		return 0;
 	}
 	if (rc) {
-		go_fallback_peer(fd, e, (uint32_t)rc, true, "client", NULL, have_peer ? &peer : NULL);
+		smcr_smc_fallback_peer(fd, e, (uint32_t)rc, true, "client", NULL,
+				       have_peer ? &peer : NULL);
 		return 0;
 	}
 	/*
@@ -486,29 +478,29 @@ static int client_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 	 */
 	if (smcr_real.recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) >= 0) {
 		/* The server spoke (or closed) before we proposed: its bytes are data. */
-		go_fallback_peer(fd, e, SMCR_CLC_DECL_SYNCERR, true, "client", "server spoke first",
-				 have_peer ? &peer : NULL);
+		smcr_smc_fallback_peer(fd, e, SMCR_CLC_DECL_SYNCERR, true, "client",
+				       "server spoke first", have_peer ? &peer : NULL);
 		return 0;
 	}
-	efd = engine_dup(fd);
+	efd = smcr_smc_engine_dup(fd);
 	if (efd < 0) {
-		go_fallback_peer(fd, e, SMCR_CLC_DECL_MEM, true, "client", "no fd for the engine",
-				 have_peer ? &peer : NULL);
+		smcr_smc_fallback_peer(fd, e, SMCR_CLC_DECL_MEM, true, "client",
+				       "no fd for the engine", have_peer ? &peer : NULL);
 		return 0;
 	}
 	{
-		struct smcr_sock_opts o = conn_opts(efd);
+		struct smcr_sock_opts o = smcr_smc_conn_opts(efd);
 
 		o.plan = &plan;
 
 		if (may_block) {
 			rc = smcr_sock_connect(efd, &o, &s);
-			return take_handshake(fd, e, efd, rc, s, "client");
+			return smcr_smc_take_handshake(fd, e, efd, rc, s, "client");
 		}
 		rc = smcr_sock_connect_start(efd, &o, &hs);
 	}
 	if (rc != SMCR_HANDSHAKE_PENDING)
-		return take_handshake(fd, e, efd, rc, NULL, "client");
+		return smcr_smc_take_handshake(fd, e, efd, rc, NULL, "client");
 	/*
 	 * A server that runs answers within a wake-up or two: that short wait
 	 * is cheaper than handing the socket's readiness to the handshake.
@@ -516,17 +508,12 @@ static int client_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 	rc = smcr_handshake_step(hs, smcr_now_ms() + CLIENT_INLINE_REPLY_MS, &s);
 	if (rc != SMCR_HANDSHAKE_PENDING) {
 		smcr_handshake_free(hs);
-		return take_handshake(fd, e, efd, rc, s, "client");
+		return smcr_smc_take_handshake(fd, e, efd, rc, s, "client");
 	}
-	return handshake_wait(fd, e, efd, hs, kind, may_block);
+	return smcr_smc_handshake_wait(fd, e, efd, hs, kind, may_block);
 }
 
 /* ---- server ------------------------------------------------------------------- */
-
-enum decide_result {
-	DECIDED = 0,   /* or undecided for now: the call goes on */
-	WAIT_DATA = 1, /* a blocking read must wait for the client's first bytes */
-};
 
 static int pending_bytes(int fd)
 {
@@ -573,7 +560,7 @@ int smcr_smc_handshake_fd(struct smcr_fd_entry *e)
 	smcr_guard_enter();
 	hfd = handshake_fd_locked(e);
 	smcr_guard_leave();
-	decision_unlock(e);
+	smcr_smc_decision_unlock(e);
 	return hfd;
 }
 
@@ -588,20 +575,20 @@ static int handshake_end(int fd, struct smcr_fd_entry *e, int rc, struct smcr_so
 	const char *role = smcr_fd_entry_flags(e) & SMCR_FD_F_ACCEPTED ? "server" : "client";
 
 	if (rc == 0) {
-		go_smc(fd, e, efd, s, role); /* registrations move to its doorbell */
+		smcr_smc_go_smc(fd, e, efd, s, role); /* registrations move to its doorbell */
 	} else {
 		smcr_smc_epoll_watch_tcp(e);
 		smcr_real.close(efd);
 		if (rc > 0) {
-			go_fallback(fd, e, (uint32_t)rc, false, role, NULL);
+			smcr_smc_fallback(fd, e, (uint32_t)rc, false, role, NULL);
 		} else {
-			fail_connection(fd, e, -rc, role);
+			smcr_smc_fail_connection(fd, e, -rc, role);
 			rc = -ECONNRESET;
 		}
 	}
 	atomic_store_explicit(&e->handshake, NULL, memory_order_release);
 	smcr_handshake_free(hs);
-	return rc < 0 ? rc : DECIDED;
+	return rc < 0 ? rc : SMCR_SMC_DECIDED;
 }
 
 static int64_t io_deadline(int fd, enum smcr_io_kind kind, bool may_block)
@@ -610,22 +597,22 @@ static int64_t io_deadline(int fd, enum smcr_io_kind kind, bool may_block)
 
 	if (kind == SMCR_IO_POLL || !may_block)
 		return 0;
-	ms = timeval_ms(fd, kind == SMCR_IO_WRITE ? SO_SNDTIMEO : SO_RCVTIMEO);
+	ms = smcr_smc_timeval_ms(fd, kind == SMCR_IO_WRITE ? SO_SNDTIMEO : SO_RCVTIMEO);
 	return ms > 0 ? smcr_now_ms() + ms : INT64_MAX; /* as long as a read waits for data */
 }
 
-static int handshake_step(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, bool may_block)
+int smcr_smc_handshake_step(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, bool may_block)
 {
 	struct smcr_handshake *hs = atomic_load_explicit(&e->handshake, memory_order_acquire);
 	struct smcr_sock *s = NULL;
 	int rc;
 
 	if (e->owner != smcr_smc_pid) /* the parent's: it answers that client */
-		return kind == SMCR_IO_POLL ? DECIDED : -ECONNRESET;
+		return kind == SMCR_IO_POLL ? SMCR_SMC_DECIDED : -ECONNRESET;
 	rc = smcr_handshake_step(hs, io_deadline(fd, kind, may_block), &s);
 	if (rc != SMCR_HANDSHAKE_PENDING)
 		return handshake_end(fd, e, rc, s);
-	return kind == SMCR_IO_POLL ? DECIDED : -EAGAIN;
+	return kind == SMCR_IO_POLL ? SMCR_SMC_DECIDED : -EAGAIN;
 }
 
 /*
@@ -642,7 +629,7 @@ void smcr_smc_finish_handshake(int fd, struct smcr_fd_entry *e)
 	struct smcr_handshake *hs;
 
 	if (!atomic_load_explicit(&e->handshake, memory_order_acquire) ||
-	    e->owner != smcr_smc_pid || !decision_lock(e))
+	    e->owner != smcr_smc_pid || !smcr_smc_decision_lock(e))
 		return;
 	smcr_guard_enter();
 	hs = atomic_load_explicit(&e->handshake, memory_order_acquire);
@@ -656,27 +643,27 @@ void smcr_smc_finish_handshake(int fd, struct smcr_fd_entry *e)
 		handshake_end(fd, e, rc == SMCR_HANDSHAKE_PENDING ? -ETIMEDOUT : rc, s);
 	}
 	smcr_guard_leave();
-	decision_unlock(e);
+	smcr_smc_decision_unlock(e);
 }
 
 /* A Proposal is in: answer it.  SMCR_HANDSHAKE_PENDING, or what the call returns. */
-static int handshake_start(int fd, struct smcr_fd_entry *e, int efd, enum smcr_io_kind kind,
-			   bool may_block)
+int smcr_smc_handshake_start(int fd, struct smcr_fd_entry *e, int efd, enum smcr_io_kind kind,
+			     bool may_block)
 {
-	struct smcr_sock_opts o = conn_opts(efd);
+	struct smcr_sock_opts o = smcr_smc_conn_opts(efd);
 	struct smcr_handshake *hs = NULL;
 	int rc = smcr_sock_accept_start(efd, &o, &hs);
 
 	if (rc != SMCR_HANDSHAKE_PENDING) {
 		smcr_real.close(efd);
 		if (rc > 0) {
-			go_fallback(fd, e, (uint32_t)rc, false, "server", NULL);
-			return DECIDED;
+			smcr_smc_fallback(fd, e, (uint32_t)rc, false, "server", NULL);
+			return SMCR_SMC_DECIDED;
 		}
-		fail_connection(fd, e, -rc, "server");
+		smcr_smc_fail_connection(fd, e, -rc, "server");
 		return -ECONNRESET;
 	}
-	handshake_wait(fd, e, efd, hs, kind, may_block);
+	smcr_smc_handshake_wait(fd, e, efd, hs, kind, may_block);
 	return SMCR_HANDSHAKE_PENDING;
 }
 
@@ -685,8 +672,8 @@ static int handshake_start(int fd, struct smcr_fd_entry *e, int efd, enum smcr_i
  * for this socket's readiness now waits for the peer's answer.  What the
  * caller returns now: nothing for a readiness wait, EAGAIN for I/O.
  */
-static int handshake_wait(int fd, struct smcr_fd_entry *e, int efd, struct smcr_handshake *hs,
-			  enum smcr_io_kind kind, bool may_block)
+int smcr_smc_handshake_wait(int fd, struct smcr_fd_entry *e, int efd, struct smcr_handshake *hs,
+			    enum smcr_io_kind kind, bool may_block)
 {
 	(void)fd;
 	e->engine_fd = efd;
@@ -694,7 +681,7 @@ static int handshake_wait(int fd, struct smcr_fd_entry *e, int efd, struct smcr_
 	atomic_store_explicit(&e->handshake, hs, memory_order_release);
 	if (e->epoll_regs || kind == SMCR_IO_POLL || !may_block)
 		handshake_fd_locked(e);
-	return kind == SMCR_IO_POLL ? DECIDED : -EAGAIN;
+	return kind == SMCR_IO_POLL ? SMCR_SMC_DECIDED : -EAGAIN;
 }
 
 /*
@@ -702,7 +689,7 @@ static int handshake_wait(int fd, struct smcr_fd_entry *e, int efd, struct smcr_
  * engine's duplicate of the socket closes with the entry: the client sees
  * the end of the TCP connection, as with any other closed socket).
  */
-static void handshake_release(struct smcr_fd_entry *e)
+void smcr_smc_handshake_release(struct smcr_fd_entry *e)
 {
 	struct smcr_handshake *hs = atomic_exchange(&e->handshake, NULL);
 
@@ -716,10 +703,10 @@ static void handshake_release(struct smcr_fd_entry *e)
 }
 
 /*
- * One step of the server's lazy classification (design §4). Returns DECIDED,
- * WAIT_DATA, or -errno for the call to return.
+ * One step of the server's lazy classification (design §4). Returns SMCR_SMC_DECIDED,
+ * SMCR_SMC_WAIT_DATA, or -errno for the call to return.
  */
-static int server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, bool may_block)
+int smcr_smc_server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, bool may_block)
 {
 	bool spoke_first = smcr_fd_entry_flags(e) & SMCR_FD_F_SPOKE_FIRST;
 	bool waited = false;
@@ -729,44 +716,46 @@ static int server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 		int c, rc, efd;
 
 		if (atomic_load_explicit(&e->handshake, memory_order_acquire))
-			return handshake_step(fd, e, kind, may_block);
+			return smcr_smc_handshake_step(fd, e, kind, may_block);
 		c = smcr_sock_classify(fd);
 
 		if (c == SMCR_CLASSIFY_PROPOSAL && spoke_first) {
 			/* We spoke first: the stream is TCP; the Proposal must not reach the app. */
 			rc = smcr_sock_decline_late_proposal(fd, SMCR_CLC_DECL_SYNCERR);
 			if (rc < 0) {
-				fail_connection(fd, e, -rc, "server");
+				smcr_smc_fail_connection(fd, e, -rc, "server");
 				return -ECONNRESET;
 			}
-			go_fallback(fd, e, SMCR_CLC_DECL_SYNCERR, false, "server", "declined a late Proposal");
-			return DECIDED;
+			smcr_smc_fallback(fd, e, SMCR_CLC_DECL_SYNCERR, false, "server",
+					  "declined a late Proposal");
+			return SMCR_SMC_DECIDED;
 		}
 		if (c == SMCR_CLASSIFY_PROPOSAL) {
-			efd = engine_dup(fd);
+			efd = smcr_smc_engine_dup(fd);
 			if (efd < 0) {
 				/* Cannot run the engine: still answer (Decline) so the client goes on. */
 				rc = smcr_sock_decline_late_proposal(fd, SMCR_CLC_DECL_MEM);
 				if (rc < 0) {
-					fail_connection(fd, e, -rc, "server");
+					smcr_smc_fail_connection(fd, e, -rc, "server");
 					return -ECONNRESET;
 				}
-				go_fallback(fd, e, SMCR_CLC_DECL_MEM, false, "server", "no fd for the engine");
-				return DECIDED;
+				smcr_smc_fallback(fd, e, SMCR_CLC_DECL_MEM, false, "server",
+						  "no fd for the engine");
+				return SMCR_SMC_DECIDED;
 			}
-			rc = handshake_start(fd, e, efd, kind, may_block);
+			rc = smcr_smc_handshake_start(fd, e, efd, kind, may_block);
 			if (rc != SMCR_HANDSHAKE_PENDING)
 				return rc;
 			continue; /* the client may have answered already */
 		}
 		if (c == SMCR_CLASSIFY_TCP || c == SMCR_CLASSIFY_EOF) {
-			go_fallback(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "server",
-				    spoke_first ? "after the server spoke first" : NULL);
-			return DECIDED;
+			smcr_smc_fallback(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "server",
+					  spoke_first ? "after the server spoke first" : NULL);
+			return SMCR_SMC_DECIDED;
 		}
 		if (c < 0) { /* a socket error: the kernel reports it */
 			atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
-			return DECIDED;
+			return SMCR_SMC_DECIDED;
 		}
 		/*
 		 * NEED_MORE: a valid Proposal prefix, the rest in flight. NOTHING:
@@ -779,12 +768,12 @@ static int server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 			if (partial_deadline < 0)
 				partial_deadline = now + PARTIAL_PROPOSAL_MS;
 			if (now >= partial_deadline) {
-				go_fallback(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "server",
-					    "incomplete Proposal");
-				return DECIDED;
+				smcr_smc_fallback(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "server",
+						  "incomplete Proposal");
+				return SMCR_SMC_DECIDED;
 			}
 			if (kind == SMCR_IO_POLL)
-				return DECIDED;
+				return SMCR_SMC_DECIDED;
 			if (kind == SMCR_IO_READ && !may_block)
 				return -EAGAIN;
 			/*
@@ -797,26 +786,26 @@ static int server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind
 		}
 		if (kind == SMCR_IO_WRITE) {
 			if (spoke_first)
-				return DECIDED;
-			if (!waited && speak_first_wait_ms > 0 &&
-			    ((smcr_fd_entry_flags(e) & SMCR_FD_F_PEER_SMC) || smcr_peer_is_local(fd) ||
-			     smcr_peer_may_propose(fd))) {
+				return SMCR_SMC_DECIDED;
+			if (!waited && smcr_smc_speak_first_wait_ms > 0 &&
+			    ((smcr_fd_entry_flags(e) & SMCR_FD_F_PEER_SMC) ||
+			     smcr_peer_is_local(fd) || smcr_peer_may_propose(fd))) {
 				/*
 				 * A local smcr client, or one whose SYN announced SMC,
 				 * proposes right after connecting; so does one in
 				 * SMCR_PEERS, after its verbs set-up.
 				 */
 				waited = true;
-				wait_fd(fd, POLLIN, speak_first_wait_ms);
+				smcr_smc_wait_fd(fd, POLLIN, smcr_smc_speak_first_wait_ms);
 				continue;
 			}
-			add_flags(e, SMCR_FD_F_SPOKE_FIRST);
+			smcr_smc_add_flags(e, SMCR_FD_F_SPOKE_FIRST);
 			smcr_dbg("fd %d: server writes first; a late Proposal will be declined", fd);
-			return DECIDED;
+			return SMCR_SMC_DECIDED;
 		}
 		if (kind == SMCR_IO_POLL)
-			return DECIDED;
-		return may_block ? WAIT_DATA : -EAGAIN;
+			return SMCR_SMC_DECIDED;
+		return may_block ? SMCR_SMC_WAIT_DATA : -EAGAIN;
 	}
 }
 
@@ -829,7 +818,7 @@ int smcr_smc_settle(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, boo
 
 	for (;;) {
 		unsigned flags;
-		int rc = DECIDED;
+		int rc = SMCR_SMC_DECIDED;
 
 		if (smcr_fd_entry_mode(e) != SMCR_FD_CANDIDATE || !smcr_smc_enabled)
 			return 0;
@@ -837,7 +826,7 @@ int smcr_smc_settle(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, boo
 		if ((flags & SMCR_FD_F_LISTENING) ||
 		    !(flags & (SMCR_FD_F_ACCEPTED | SMCR_FD_F_CONNECTING)))
 			return 0;
-		if (!decision_lock(e))
+		if (!smcr_smc_decision_lock(e))
 			/*
 			 * Another thread's handshake still runs: the socket
 			 * under it is not the application's stream yet.
@@ -847,29 +836,31 @@ int smcr_smc_settle(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, boo
 		if (smcr_fd_entry_mode(e) == SMCR_FD_CANDIDATE) {
 			smcr_engine_fd_scope_begin();
 			if (flags & SMCR_FD_F_ACCEPTED)
-				rc = server_decide(fd, e, kind, may_block);
+				rc = smcr_smc_server_decide(fd, e, kind, may_block);
 			else
-				rc = client_decide(fd, e, kind, may_block);
+				rc = smcr_smc_client_decide(fd, e, kind, may_block);
 			smcr_engine_fd_scope_end();
 		}
-		drop_listener_ref(e);
+		smcr_smc_drop_listener_ref(e);
 		smcr_guard_leave();
-		decision_unlock(e);
-		if (rc != WAIT_DATA)
+		smcr_smc_decision_unlock(e);
+		if (rc != SMCR_SMC_WAIT_DATA)
 			return rc < 0 ? rc : 0;
 		/*
 		 * A blocking read before the client's first bytes: wait unlocked,
 		 * as long as the kernel would (SO_RCVTIMEO, then EAGAIN).
 		 */
 		if (rcv_timeout == 0) {
-			rcv_timeout = timeval_ms(fd, SO_RCVTIMEO);
+			rcv_timeout = smcr_smc_timeval_ms(fd, SO_RCVTIMEO);
 			if (rcv_timeout > 0)
 				deadline = smcr_now_ms() + rcv_timeout;
 			else
 				rcv_timeout = -1;
 		}
-		rc = wait_fd(fd, POLLIN,
-			     rcv_timeout < 0 ? -1 : (int)(deadline > smcr_now_ms() ? deadline - smcr_now_ms() : 0));
+		rc = smcr_smc_wait_fd(
+			fd, POLLIN,
+			rcv_timeout < 0 ? -1
+					: (int)(deadline > smcr_now_ms() ? deadline - smcr_now_ms() : 0));
 		if (rc < 0)
 			return rc;
 		if (rc == 0)
@@ -884,7 +875,7 @@ int smcr_smc_settle(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, boo
  * announces SMC in the SYN-ACKs of a marked listener's port and in a marked
  * client's SYN.  Only candidate TCP sockets are marked, and only before the
  * first listen() / connect(); a marked client proposes whenever the peer
- * answers (client_decide(), smcr_sock_connect()).
+ * answers (smcr_smc_client_decide(), smcr_sock_connect()).
  */
 void smcr_smc_before_listen(int fd)
 {
@@ -898,7 +889,7 @@ void smcr_smc_before_listen(int fd)
 		return;
 	smcr_guard_enter();
 	/* (confined: not a call plain TCP would not make, bpf() among them) */
-	if (!confined_now())
+	if (!smcr_smc_confined_now())
 		smcr_tcpopt_mark_listen(fd);
 	smcr_guard_leave();
 }
@@ -936,7 +927,7 @@ void smcr_smc_before_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	 * on every connection, as the kernel's SMC tries it: the learned policy
 	 * guesses for programs that did not ask.
 	 */
-	if (confined_now())
+	if (smcr_smc_confined_now())
 		reason = SMCR_CLC_DECL_CONFINED;
 	else if (smcr_fd_entry_flags(e) & SMCR_FD_F_ASKED_SMC)
 		reason = 0;
@@ -954,7 +945,7 @@ void smcr_smc_before_connect(int fd, const struct sockaddr *addr, socklen_t len)
 /*
  * Register the listener `fd` for SMC.  One that a rule keeps on TCP, or that
  * a confined process opens, is only recorded, as not served, for smcr-stat
- * -l: its record goes when the socket does (release_entry()).
+ * -l: its record goes when the socket does (smcr_smc_release_entry()).
  */
 static void register_listener(int fd, struct smcr_fd_entry *e)
 {
@@ -964,8 +955,8 @@ static void register_listener(int fd, struct smcr_fd_entry *e)
 
 	if (e->listener || e->unserved)
 		return;
-	confined = confined_now();
-	if (!decision_lock(e))
+	confined = smcr_smc_confined_now();
+	if (!smcr_smc_decision_lock(e))
 		return;
 	smcr_guard_enter();
 	if (e->listener || e->unserved) {
@@ -1006,7 +997,7 @@ static void register_listener(int fd, struct smcr_fd_entry *e)
 		}
 	}
 	smcr_guard_leave();
-	decision_unlock(e);
+	smcr_smc_decision_unlock(e);
 }
 
 void smcr_smc_after_listen(int fd)
@@ -1048,7 +1039,7 @@ int smcr_smc_after_connect(int fd, int ret)
 	e = smcr_fdtab_get(fd);
 	if (!e)
 		return ret;
-	add_flags(e, SMCR_FD_F_CONNECTED);
+	smcr_smc_add_flags(e, SMCR_FD_F_CONNECTED);
 	/* connect() returned connected: a blocking one may wait for the handshake too */
 	rc = smcr_smc_settle(fd, e, SMCR_IO_POLL,
 			     !(smcr_fd_entry_flags(e) & SMCR_FD_F_NONBLOCK));
@@ -1081,11 +1072,11 @@ void smcr_smc_after_accept(int listen_fd, int fd)
 	if (!smcr_smc_enabled || !smcr_preload_table_writable())
 		return;
 	e = smcr_fdtab_peek(fd);
-	if (e && confined_now()) {
+	if (e && smcr_smc_confined_now()) {
 		/* No handshake once the process confines its system calls (wrap_seccomp.c). */
 		smcr_guard_enter();
-		go_fallback(fd, e, SMCR_CLC_DECL_CONFINED, true, "server",
-			    "the process confines its system calls");
+		smcr_smc_fallback(fd, e, SMCR_CLC_DECL_CONFINED, true, "server",
+				  "the process confines its system calls");
 		/* A local client may still propose (to another process's registration). */
 		smcr_smc_screen_start(e);
 		smcr_guard_leave();
@@ -1102,14 +1093,14 @@ void smcr_smc_after_accept(int listen_fd, int fd)
 		smcr_guard_leave();
 	}
 	if (e && smcr_tcpopt_peer(fd) == SMCR_TCPOPT_YES) {
-		add_flags(e, SMCR_FD_F_PEER_SMC);
+		smcr_smc_add_flags(e, SMCR_FD_F_PEER_SMC);
 		smcr_dbg("fd %d: the client's SYN announced SMC (RFC 7609 option)", fd);
 	}
-	if (listener && e && listener->listener && decision_lock(listener)) {
+	if (listener && e && listener->listener && smcr_smc_decision_lock(listener)) {
 		/* Read under the listener's lock: a concurrent listen() may set it. */
 		if (listener->listener)
 			e->listener = reg_get(listener->listener);
-		decision_unlock(listener);
+		smcr_smc_decision_unlock(listener);
 	}
 	smcr_fdtab_put(listener);
 }
@@ -1121,7 +1112,7 @@ void smcr_smc_after_accept(int listen_fd, int fd)
  * goes, which lets the kernel send the FIN. A forked child's copy of its
  * parent's connection is only forgotten: the parent still runs it.
  */
-static void release_entry(struct smcr_fd_entry *e)
+void smcr_smc_release_entry(struct smcr_fd_entry *e)
 {
 	struct smcr_sock *s = atomic_load_explicit(&e->sock, memory_order_acquire);
 	bool owner;
@@ -1134,13 +1125,13 @@ static void release_entry(struct smcr_fd_entry *e)
 		e->epoll_events = 0;
 		return;
 	}
-	owner = entry_owns(e, s);
+	owner = smcr_smc_entry_owns(e, s);
 	saved = errno;
 	smcr_guard_enter();
 	smcr_smc_epoll_forget(e, owner ? s : NULL);
-	handshake_release(e);
+	smcr_smc_handshake_release(e);
 	if (e->listener) {
-		reg_put(e->listener);
+		smcr_smc_listener_put(e->listener);
 		e->listener = NULL;
 	}
 	if (e->unserved) {
@@ -1182,20 +1173,20 @@ static void release_entry(struct smcr_fd_entry *e)
  * under way is finished instead (FINISH_HANDSHAKE_MS at most): it may end in SMC,
  * which the caller then ends like any SMC connection that cannot follow.
  */
-static void settle_unread(int fd, struct smcr_fd_entry *e, uint32_t reason, const char *why)
+void smcr_smc_settle_unread(int fd, struct smcr_fd_entry *e, uint32_t reason, const char *why)
 {
-	int64_t deadline = smcr_now_ms() + speak_first_wait_ms;
+	int64_t deadline = smcr_now_ms() + smcr_smc_speak_first_wait_ms;
 	bool may_propose;
 
 	if (atomic_load_explicit(&e->handshake, memory_order_acquire)) {
 		smcr_smc_finish_handshake(fd, e);
 		return;
 	}
-	if (!decision_lock(e))
+	if (!smcr_smc_decision_lock(e))
 		return;
 	if (atomic_load_explicit(&e->handshake, memory_order_acquire)) {
 		/* its thread answered a Proposal while this one waited for the lock */
-		decision_unlock(e);
+		smcr_smc_decision_unlock(e);
 		smcr_smc_finish_handshake(fd, e);
 		return;
 	}
@@ -1209,28 +1200,30 @@ static void settle_unread(int fd, struct smcr_fd_entry *e, uint32_t reason, cons
 		if (c == SMCR_CLASSIFY_PROPOSAL) {
 			rc = smcr_sock_decline_late_proposal(fd, reason);
 			if (rc < 0)
-				fail_connection(fd, e, -rc, "server");
+				smcr_smc_fail_connection(fd, e, -rc, "server");
 			else
-				go_fallback(fd, e, reason, false, "server", why);
+				smcr_smc_fallback(fd, e, reason, false, "server", why);
 		} else if (c == SMCR_CLASSIFY_TCP || c == SMCR_CLASSIFY_EOF || c < 0) {
-			go_fallback(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "server", why);
+			smcr_smc_fallback(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "server", why);
 		} else if (may_propose && left > 0 && pending_bytes(fd) > 0) {
 			/* A Proposal prefix: the rest is on its way (the socket polls readable). */
 			nanosleep(&(struct timespec){ .tv_nsec = 1000 * 1000 }, NULL);
-		} else if (!may_propose || left <= 0 || wait_fd(fd, POLLIN, (int)left) <= 0) {
+		} else if (!may_propose || left <= 0 ||
+			   smcr_smc_wait_fd(fd, POLLIN, (int)left) <= 0) {
 			/* Nothing came: whatever comes later is the new owner's, as TCP. */
-			go_fallback(fd, e, pending_bytes(fd) > 0 ? SMCR_CLC_DECL_PEERNOSMC : reason,
-				    true, "server", why);
+			smcr_smc_fallback(fd, e,
+					  pending_bytes(fd) > 0 ? SMCR_CLC_DECL_PEERNOSMC : reason,
+					  true, "server", why);
 		}
 	}
-	drop_listener_ref(e);
+	smcr_smc_drop_listener_ref(e);
 	smcr_guard_leave();
-	decision_unlock(e);
+	smcr_smc_decision_unlock(e);
 }
 
 void smcr_smc_settle_for_handoff(int fd, struct smcr_fd_entry *e, const char *why)
 {
-	settle_unread(fd, e, SMCR_CLC_DECL_HANDOFF, why);
+	smcr_smc_settle_unread(fd, e, SMCR_CLC_DECL_HANDOFF, why);
 }
 
 void smcr_smc_revoke_listener(int fd, struct smcr_fd_entry *e, const char *why)
@@ -1264,7 +1257,7 @@ bool smcr_smc_entry_is_conn(struct smcr_fd_entry *e)
  * it has learned the filter, after this walk, so `confining` closes the gap:
  * set before the walk, it makes every decision taken after it (a client's
  * Proposal, a listener's registration, an accepted connection's
- * classification: confined_now()) stay TCP, and a socket the walk has
+ * classification: smcr_smc_confined_now()) stay TCP, and a socket the walk has
  * passed before another thread made it a candidate is one whose decision
  * comes after.  Each side writes its own flag before it reads the other's
  * (a socket's CONNECTING, ACCEPTED or LISTENING, set before its decision):
@@ -1284,7 +1277,8 @@ void smcr_smc_before_confine(void)
 			continue;
 		f = smcr_fd_entry_flags(e);
 		if ((f & SMCR_FD_F_LISTENING) && e->listener &&
-		    ((struct listener_reg *)e->listener)->pid == smcr_smc_pid && decision_lock(e)) {
+		    ((struct listener_reg *)e->listener)->pid == smcr_smc_pid &&
+		    smcr_smc_decision_lock(e)) {
 			/*
 			 * Its accepted connections will not be classified (the filter
 			 * may deny what that takes), so no local client may propose
@@ -1293,24 +1287,27 @@ void smcr_smc_before_confine(void)
 			 * One that followed fork stays its registrant's (design §8).
 			 */
 			smcr_smc_revoke_listener((int)fd, e, "the process confines its system calls");
-			decision_unlock(e);
-		} else if (smcr_fd_entry_mode(e) != SMCR_FD_CANDIDATE || (f & SMCR_FD_F_LISTENING)) {
+			smcr_smc_decision_unlock(e);
+		} else if (smcr_fd_entry_mode(e) != SMCR_FD_CANDIDATE ||
+			   (f & SMCR_FD_F_LISTENING)) {
 			/* decided already, or a listener of another process */
 		} else if (atomic_load_explicit(&e->handshake, memory_order_acquire)) {
 			smcr_smc_finish_handshake((int)fd, e);
 		} else if (f & SMCR_FD_F_ACCEPTED) {
-			settle_unread((int)fd, e, SMCR_CLC_DECL_CONFINED, "the process confines its system calls");
-		} else if ((f & (SMCR_FD_F_CONNECTING | SMCR_FD_F_CONNECTED)) && decision_lock(e)) {
+			smcr_smc_settle_unread((int)fd, e, SMCR_CLC_DECL_CONFINED,
+					       "the process confines its system calls");
+		} else if ((f & (SMCR_FD_F_CONNECTING | SMCR_FD_F_CONNECTED)) &&
+			   smcr_smc_decision_lock(e)) {
 			bool proposed;
 
 			smcr_guard_enter();
 			/* its thread may have proposed while this one waited for the lock */
 			proposed = atomic_load_explicit(&e->handshake, memory_order_acquire);
 			if (!proposed && smcr_fd_entry_mode(e) == SMCR_FD_CANDIDATE)
-				go_fallback((int)fd, e, SMCR_CLC_DECL_CONFINED, true, "client",
-					    "the process confines its system calls");
+				smcr_smc_fallback((int)fd, e, SMCR_CLC_DECL_CONFINED, true, "client",
+						  "the process confines its system calls");
 			smcr_guard_leave();
-			decision_unlock(e);
+			smcr_smc_decision_unlock(e);
 			if (proposed)
 				smcr_smc_finish_handshake((int)fd, e);
 		}
@@ -1344,7 +1341,7 @@ void smcr_smc_continue_on_tcp(int fd, struct smcr_fd_entry *e, const char *why)
 		if (smcr_log_enabled(SMCR_LOG_WARN))
 			smcr_conn_name(fd, name, sizeof(name));
 		/* fd, not the engine's copy: a forked child may have closed that */
-		if (tcp_reset(fd))
+		if (smcr_smc_tcp_reset(fd))
 			smcr_warn("fd %d: SMC connection reset: %s, and it cannot go on over TCP"
 				  " (%s); %s", fd, why,
 				  rc == -ENOTSUP ? "the transport or the peer cannot"
@@ -1409,7 +1406,7 @@ void smcr_smc_before_exec(void)
 		int fl;
 
 		if (!e || smcr_fd_entry_mode(e) != SMCR_FD_SMC || e->engine_fd < 0 ||
-		    !entry_owns(e, atomic_load(&e->sock)))
+		    !smcr_smc_entry_owns(e, atomic_load(&e->sock)))
 			continue;
 		fl = smcr_real.fcntl((int)fd, F_GETFD);
 		if (fl >= 0 && !(fl & FD_CLOEXEC))
@@ -1423,7 +1420,7 @@ void smcr_smc_before_exec(void)
 		if (!e || smcr_fd_entry_mode(e) != SMCR_FD_SMC || e->engine_fd < 0)
 			continue;
 		s = atomic_load(&e->sock);
-		if (!s || !entry_owns(e, s) || smcr_sock_tcp_only(s))
+		if (!s || !smcr_smc_entry_owns(e, s) || smcr_sock_tcp_only(s))
 			continue;
 		/* Others hold it too (it followed fork): only this process lets go. */
 		if (smcr_sock_release_hold(s)) {
@@ -1432,7 +1429,7 @@ void smcr_smc_before_exec(void)
 		}
 		if (smcr_sock_exit(s))
 			smcr_dbg("fd %u: SMC connection closed before exec", fd);
-		else if (tcp_reset(e->engine_fd))
+		else if (smcr_smc_tcp_reset(e->engine_fd))
 			smcr_dbg("fd %u: SMC connection reset before exec (busy in another thread)",
 				 fd);
 	}
@@ -1465,7 +1462,8 @@ void smcr_smc_exit(void)
 		if (!e)
 			continue;
 		s = atomic_load(&e->sock);
-		if (smcr_fd_entry_mode(e) == SMCR_FD_SMC && s && entry_owns(e, s) && smcr_sock_exit(s))
+		if (smcr_fd_entry_mode(e) == SMCR_FD_SMC && s && smcr_smc_entry_owns(e, s) &&
+		    smcr_sock_exit(s))
 			smcr_dbg("fd %u: SMC connection closed at exit", fd);
 		smcr_fdtab_put(e);
 	}
@@ -1486,12 +1484,12 @@ static bool wants_nonblock(const struct smcr_fd_entry *e, int flags)
  * The connection went on over TCP (engine tcp_tail.c) and nothing of its
  * rings is left: from now on the socket is the application's TCP socket
  * again, its epoll registrations on it; the engine's part stays attached
- * until the close (release_entry), which says nothing more to the peer.
+ * until the close (smcr_smc_release_entry), which says nothing more to the peer.
  */
 static SMCR_COLD __attribute__((noinline)) void smc_now_tcp(int fd, struct smcr_fd_entry *e,
 							    struct smcr_sock *s)
 {
-	if (!decision_lock(e))
+	if (!smcr_smc_decision_lock(e))
 		return;
 	if (smcr_fd_entry_mode(e) == SMCR_FD_SMC && atomic_load(&e->sock) == s) {
 		smcr_smc_epoll_leave_doorbell(e, s);
@@ -1499,7 +1497,7 @@ static SMCR_COLD __attribute__((noinline)) void smc_now_tcp(int fd, struct smcr_
 		atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
 		smcr_dbg("fd %d: SMC connection goes on as plain TCP", fd);
 	}
-	decision_unlock(e);
+	smcr_smc_decision_unlock(e);
 }
 
 static struct smcr_fd_entry *acquire(int fd, enum smcr_io_kind kind, int flags,
@@ -1753,7 +1751,7 @@ void smcr_smc_after_setsockopt(int fd, int level, int name)
 	s = smcr_smc_sock_of(e);
 	if (s) {
 		smcr_guard_enter();
-		apply_timeouts(fd, s);
+		smcr_smc_apply_timeouts(fd, s);
 		smcr_guard_leave();
 	}
 	smcr_fdtab_put(e);
@@ -1808,7 +1806,7 @@ void smcr_smc_init(void)
 	/* Anything to do at all: same-host SMC, or SMC-R that may be proposed or accepted. */
 	smcr_smc_enabled = cfg->samehost || cfg->transport == SMCR_CONFIG_TRANSPORT_RDMA ||
 			   (cfg->transport == SMCR_CONFIG_TRANSPORT_AUTO && cfg->n_peers > 0);
-	speak_first_wait_ms = (int)cfg->speak_first_wait_ms;
+	smcr_smc_speak_first_wait_ms = (int)cfg->speak_first_wait_ms;
 	sock_opts.rcvbuf = cfg->rcvbuf > UINT32_MAX ? UINT32_MAX : (uint32_t)cfg->rcvbuf;
 	sock_opts.sndbuf = cfg->sndbuf > UINT32_MAX ? UINT32_MAX : (uint32_t)cfg->sndbuf;
 	sock_opts.spin_us = (int)cfg->spin_us;
@@ -1816,7 +1814,7 @@ void smcr_smc_init(void)
 	smcr_guard_enter();
 	tcp_rcvbuf_default = read_tcp_rcvbuf_default();
 	smcr_guard_leave();
-	smcr_fdtab_release_hook = release_entry;
+	smcr_fdtab_release_hook = smcr_smc_release_entry;
 	if (!smcr_smc_enabled)
 		smcr_info("same-host SMC off (SMCR_SAMEHOST=0) and no SMC-R peers (SMCR_PEERS):"
 			  " every connection stays TCP");

@@ -1,15 +1,24 @@
 /* SPDX-License-Identifier: MIT */
-/* Between smc.c (decisions, data) and smc_poll.c (readiness). */
+/*
+ * Between the files of the SMC glue (smc.h): what the decision, the
+ * handshake, the listeners, the data calls and the endings share, and what
+ * readiness (smc_poll.c) and the screen (smc_screen.c) need from them.
+ * Nothing here leaves the library (the wrappers are built hidden).
+ */
 #ifndef SMCR_PRELOAD_SMC_INTERNAL_H
 #define SMCR_PRELOAD_SMC_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
 #include "preload/fdtab.h"
 
+struct smcr_handshake;
 struct smcr_sock;
+struct smcr_sock_opts;
 
 /* This process (set at start-up and in a forked child). */
 extern pid_t smcr_smc_pid;
@@ -45,6 +54,103 @@ int smcr_smc_handshake_fd(struct smcr_fd_entry *e);
  * client's Confirm as data.
  */
 void smcr_smc_finish_handshake(int fd, struct smcr_fd_entry *e);
+
+/* ---- smc.c: state and outcomes every part uses ------------------------------ */
+
+/* SMCR_SPEAK_FIRST_WAIT_MS: how long a server's first write waits for a local client's Proposal. */
+extern int smcr_smc_speak_first_wait_ms;
+
+/* No new SMC decision: the process confines its system calls, or is about to. */
+bool smcr_smc_confined_now(void);
+/* poll one fd through libc; 1 ready, 0 timeout, -errno. */
+int smcr_smc_wait_fd(int fd, short events, int timeout_ms);
+
+static inline void smcr_smc_add_flags(struct smcr_fd_entry *e, unsigned flags)
+{
+	atomic_fetch_or_explicit(&e->flags, flags, memory_order_relaxed);
+}
+
+/* Does this process run the connection `s` of entry `e`? (may take it over: a forked child) */
+bool smcr_smc_entry_owns(struct smcr_fd_entry *e, struct smcr_sock *s);
+/* The entry's decision is one thread's at a time: false if it stays busy too long. */
+bool smcr_smc_decision_lock(struct smcr_fd_entry *e);
+void smcr_smc_decision_unlock(struct smcr_fd_entry *e);
+/* A close-on-exec duplicate of the TCP socket for the engine, or -1. */
+int smcr_smc_engine_dup(int fd);
+/* SO_RCVTIMEO / SO_SNDTIMEO in ms, 0 = none. */
+int smcr_smc_timeval_ms(int fd, int name);
+/* The socket's timeouts, for the engine's blocking calls. */
+void smcr_smc_apply_timeouts(int fd, struct smcr_sock *s);
+/* The options for one connection's engine socket efd. */
+struct smcr_sock_opts smcr_smc_conn_opts(int efd);
+
+/*
+ * The connection stays TCP for `reason` (counted in the stats if `count`);
+ * `peer`: its peer address if the caller read it already.
+ */
+void smcr_smc_fallback_peer(int fd, struct smcr_fd_entry *e, uint32_t reason, bool count,
+			    const char *role, const char *why,
+			    const struct sockaddr_storage *peer);
+void smcr_smc_fallback(int fd, struct smcr_fd_entry *e, uint32_t reason, bool count,
+		       const char *role, const char *why);
+/* Reset the TCP connection of fd (connect(AF_UNSPEC)): true if the kernel did. */
+bool smcr_smc_tcp_reset(int fd);
+/* A hard handshake error: the connection is reset. */
+void smcr_smc_fail_connection(int fd, struct smcr_fd_entry *e, int err, const char *role);
+/* The handshake on efd succeeded: the entry runs SMC on `s`. */
+void smcr_smc_go_smc(int fd, struct smcr_fd_entry *e, int efd, struct smcr_sock *s,
+		     const char *role);
+/* The result of smcr_sock_connect/accept on efd. Returns 0 or -errno to report. */
+int smcr_smc_take_handshake(int fd, struct smcr_fd_entry *e, int efd, int rc,
+			    struct smcr_sock *s, const char *role);
+
+/* What one step of a decision tells smcr_smc_settle(); else -errno for the call. */
+enum {
+	SMCR_SMC_DECIDED = 0,   /* or undecided for now: the call goes on */
+	SMCR_SMC_WAIT_DATA = 1, /* a blocking read must wait for the client's first bytes */
+};
+
+/* ---- the decision's two sides ------------------------------------------------ */
+
+int smcr_smc_client_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind,
+			   bool may_block);
+int smcr_smc_server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind,
+			   bool may_block);
+/*
+ * An accepted connection not classified yet leaves this process's hands
+ * (`reason`: HANDOFF or CONFINED): settled so that its next owner reads a
+ * clean TCP stream.
+ */
+void smcr_smc_settle_unread(int fd, struct smcr_fd_entry *e, uint32_t reason, const char *why);
+
+/* ---- the handshake in steps -------------------------------------------------- */
+
+/* A handshake is under way: take the peer's answer if it has come. */
+int smcr_smc_handshake_step(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind,
+			    bool may_block);
+/* A Proposal is in: answer it.  SMCR_HANDSHAKE_PENDING, or what the call returns. */
+int smcr_smc_handshake_start(int fd, struct smcr_fd_entry *e, int efd, enum smcr_io_kind kind,
+			     bool may_block);
+/* The entry keeps the handshake hs on efd; what the caller returns now. */
+int smcr_smc_handshake_wait(int fd, struct smcr_fd_entry *e, int efd, struct smcr_handshake *hs,
+			    enum smcr_io_kind kind, bool may_block);
+/* The entry is released with its handshake in progress: give it up. */
+void smcr_smc_handshake_release(struct smcr_fd_entry *e);
+
+/* ---- listeners --------------------------------------------------------------- */
+
+struct listener_reg;
+/* Is a peer at this address a listener of this process? */
+bool smcr_smc_peer_in_this_process(const struct sockaddr_storage *peer);
+/* One reference to a listener's registration goes; the last unregisters it. */
+void smcr_smc_listener_put(struct listener_reg *r);
+/* A decided connection no longer keeps its listener registered. */
+void smcr_smc_drop_listener_ref(struct smcr_fd_entry *e);
+
+/* ---- endings ----------------------------------------------------------------- */
+
+/* The fd table's release hook (fdtab.h): the last reference to an entry is gone. */
+void smcr_smc_release_entry(struct smcr_fd_entry *e);
 
 /* smc_screen.c */
 /*
