@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The calls on an SMC socket (smc.h "data"): recvmsg, sendmsg, sendfile,
+ * shutdown and the socket options and ioctls whose answer is the engine's
+ * rather than the kernel's.  Each first settles a candidate (smc.c
+ * smcr_smc_settle), then either hands the call to the engine or tells the
+ * wrapper to make the kernel's.  Kept apart from the decision because this
+ * is the path every byte of an SMC connection takes: once decided, a call
+ * costs one fd table lookup before the engine.
+ *
+ * errno belongs to the application: engine calls return -errno, which
+ * fail() turns into the wrapper's -1 and errno.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "preload/preload.h"
+#include "preload/smc.h"
+#include "preload/smc_internal.h"
+#include "smcr/engine.h"
+
+static bool wants_nonblock(const struct smcr_fd_entry *e, int flags)
+{
+	return (flags & MSG_DONTWAIT) || (smcr_fd_entry_flags(e) & SMCR_FD_F_NONBLOCK);
+}
+
+/*
+ * The connection went on over TCP (engine tcp_tail.c) and nothing of its
+ * rings is left: from now on the socket is the application's TCP socket
+ * again, its epoll registrations on it; the engine's part stays attached
+ * until the close (smcr_smc_release_entry), which says nothing more to the peer.
+ */
+static SMCR_COLD __attribute__((noinline)) void smc_now_tcp(int fd, struct smcr_fd_entry *e,
+							    struct smcr_sock *s)
+{
+	if (!smcr_smc_decision_lock(e))
+		return;
+	if (smcr_fd_entry_mode(e) == SMCR_FD_SMC && atomic_load(&e->sock) == s) {
+		smcr_smc_epoll_leave_doorbell(e, s);
+		e->fallback_reason = SMCR_CLC_DECL_HANDOFF;
+		atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
+		smcr_dbg("fd %d: SMC connection goes on as plain TCP", fd);
+	}
+	smcr_smc_decision_unlock(e);
+}
+
+/*
+ * The entry of an SMC socket (reference taken) after settling a candidate, or
+ * NULL: then *ret says what to do: 0 = the kernel's call, < 0 = fail with it.
+ */
+static struct smcr_fd_entry *acquire(int fd, enum smcr_io_kind kind, int flags,
+				     struct smcr_sock **sock, int *ret)
+{
+	struct smcr_fd_entry *e = smcr_fdtab_get(fd);
+
+	*ret = 0;
+	*sock = NULL;
+	if (!e)
+		return NULL;
+	if (smcr_fd_entry_mode(e) == SMCR_FD_CANDIDATE) {
+		*ret = smcr_smc_settle(fd, e, kind, !wants_nonblock(e, flags));
+		if (*ret < 0) {
+			smcr_fdtab_put(e);
+			return NULL;
+		}
+	}
+	if (smcr_smc_inherited(e)) {
+		/* Inherited across fork and not held here (SMC-R): the parent runs it. */
+		*ret = -ECONNRESET;
+		smcr_fdtab_put(e);
+		return NULL;
+	}
+	*sock = smcr_smc_sock_of(e);
+	if (*sock && smcr_sock_tcp_only(*sock)) {
+		smc_now_tcp(fd, e, *sock);
+		*sock = NULL;
+	}
+	if (!*sock) {
+		smcr_fdtab_put(e);
+		return NULL;
+	}
+	return e;
+}
+
+static ssize_t fail(ssize_t rc)
+{
+	errno = (int)-rc;
+	return -1;
+}
+
+ssize_t smcr_smc_recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	struct smcr_sock *s;
+	struct smcr_fd_entry *e;
+	ssize_t n;
+	int ret;
+
+	e = smcr_fdtab_peek(fd);
+	if (e && smcr_fd_entry_mode(e) == SMCR_FD_SCREEN)
+		return smcr_smc_screen_recvmsg(fd, msg, flags);
+	e = acquire(fd, SMCR_IO_READ, flags, &s, &ret);
+	if (!e)
+		return ret < 0 ? fail(ret) : smcr_real.recvmsg(fd, msg, flags);
+	if (wants_nonblock(e, flags))
+		flags |= MSG_DONTWAIT;
+	smcr_guard_enter();
+	n = smcr_sock_recvv(s, msg->msg_iov, (int)msg->msg_iovlen,
+			    flags & (MSG_PEEK | MSG_WAITALL | MSG_DONTWAIT | MSG_OOB));
+	smcr_guard_leave();
+	smcr_fdtab_put(e);
+	smcr_smc_note_io(fd);
+	if (n < 0)
+		return fail(n);
+	/* A stream socket has no sender address, no control data. */
+	msg->msg_namelen = 0;
+	msg->msg_controllen = 0;
+	msg->msg_flags = 0;
+	return n;
+}
+
+ssize_t smcr_smc_sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	struct smcr_sock *s;
+	struct smcr_fd_entry *e;
+	ssize_t n;
+	int ret;
+
+	e = acquire(fd, SMCR_IO_WRITE, flags, &s, &ret);
+	if (!e)
+		return ret < 0 ? fail(ret) : smcr_real.sendmsg(fd, msg, flags);
+	if (wants_nonblock(e, flags))
+		flags |= MSG_DONTWAIT;
+	smcr_guard_enter();
+	n = smcr_sock_sendv(s, msg->msg_iov, (int)msg->msg_iovlen,
+			    flags & (MSG_DONTWAIT | MSG_NOSIGNAL));
+	smcr_guard_leave();
+	smcr_fdtab_put(e);
+	smcr_smc_note_io(fd);
+	if (n == -EPIPE && !(flags & MSG_NOSIGNAL))
+		raise(SIGPIPE); /* as the kernel does for a stream socket */
+	return n < 0 ? fail(n) : n;
+}
+
+ssize_t smcr_smc_sendfile(int out_fd, int in_fd, off_t *offset, size_t count, bool *handled)
+{
+	char buf[64 * 1024];
+	struct smcr_sock *s;
+	struct smcr_fd_entry *e;
+	off_t pos;
+	size_t done = 0;
+	int ret, flags = MSG_NOSIGNAL;
+
+	*handled = false;
+	e = acquire(out_fd, SMCR_IO_WRITE, 0, &s, &ret);
+	if (!e) {
+		if (ret < 0) {
+			*handled = true;
+			return fail(ret);
+		}
+		return 0;
+	}
+	*handled = true;
+	if (wants_nonblock(e, 0))
+		flags |= MSG_DONTWAIT;
+	pos = offset ? *offset : lseek(in_fd, 0, SEEK_CUR);
+	if (pos < 0) {
+		ret = -errno;
+		smcr_fdtab_put(e);
+		return fail(ret);
+	}
+	while (done < count) {
+		size_t want = count - done < sizeof(buf) ? count - done : sizeof(buf);
+		ssize_t got = pread(in_fd, buf, want, pos), sent;
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0) {
+			ret = got < 0 ? -errno : 0;
+			break;
+		}
+		smcr_guard_enter();
+		sent = smcr_sock_send(s, buf, (size_t)got, flags);
+		smcr_guard_leave();
+		if (sent < 0) {
+			ret = (int)sent;
+			break;
+		}
+		pos += sent;
+		done += (size_t)sent;
+		if (sent < got)
+			break; /* non-blocking and the ring is full */
+	}
+	smcr_fdtab_put(e);
+	if (offset)
+		*offset = pos;
+	else
+		lseek(in_fd, pos, SEEK_SET);
+	if (done > 0)
+		return (ssize_t)done;
+	if (ret == -EPIPE)
+		raise(SIGPIPE);
+	return ret < 0 ? fail(ret) : 0;
+}
+
+int smcr_smc_send_room(int fd, size_t *room, bool *nonblock)
+{
+	struct smcr_sock *s;
+	struct smcr_fd_entry *e;
+	size_t size, unacked;
+	int ret;
+
+	e = acquire(fd, SMCR_IO_WRITE, 0, &s, &ret);
+	if (!e)
+		return ret;
+	*nonblock = wants_nonblock(e, 0);
+	smcr_guard_enter();
+	size = smcr_sock_sndbuf(s);
+	unacked = smcr_sock_unacked_bytes(s);
+	smcr_guard_leave();
+	smcr_fdtab_put(e);
+	*room = unacked < size ? size - unacked : 0;
+	return 1;
+}
+
+/* ---- socket calls on SMC sockets ------------------------------------------ */
+
+int smcr_smc_shutdown(int fd, int how, bool *handled)
+{
+	struct smcr_sock *s;
+	struct smcr_fd_entry *e;
+	int rc, ret;
+
+	*handled = false;
+	/* Shutting down writing before any I/O counts as the server's first word. */
+	e = acquire(fd, SMCR_IO_WRITE, MSG_DONTWAIT, &s, &ret);
+	if (!e)
+		return 0;
+	*handled = true;
+	smcr_guard_enter();
+	rc = smcr_sock_shutdown(s, how);
+	smcr_guard_leave();
+	smcr_fdtab_put(e);
+	return rc < 0 ? (int)fail(rc) : 0;
+}
+
+static int put_int(void *value, socklen_t *len, int v)
+{
+	if (!value || !len || *len < (socklen_t)sizeof(int)) {
+		errno = EINVAL;
+		return -1;
+	}
+	memcpy(value, &v, sizeof(v));
+	*len = sizeof(int);
+	return 0;
+}
+
+int smcr_smc_getsockopt(int fd, int level, int name, void *value, socklen_t *len,
+			bool *handled)
+{
+	struct smcr_fd_entry *e;
+	struct smcr_sock *s;
+	int v, rc;
+
+	*handled = false;
+	if (level != SOL_SOCKET || (name != SO_ERROR && name != SO_RCVBUF && name != SO_SNDBUF))
+		return 0;
+	e = smcr_fdtab_get(fd);
+	if (!e)
+		return 0;
+	s = smcr_smc_sock_of(e);
+	if (s) {
+		smcr_guard_enter();
+		if (name == SO_ERROR)
+			v = smcr_sock_take_error(s);
+		else if (name == SO_RCVBUF)
+			v = (int)smcr_sock_rcvbuf(s);
+		else
+			v = (int)smcr_sock_sndbuf(s);
+		smcr_guard_leave();
+		*handled = true;
+		rc = put_int(value, len, v);
+		smcr_fdtab_put(e);
+		return rc;
+	}
+	smcr_fdtab_put(e);
+	return 0;
+}
+
+void smcr_smc_after_setsockopt(int fd, int level, int name)
+{
+	struct smcr_fd_entry *e;
+	struct smcr_sock *s;
+
+	if (level != SOL_SOCKET || (name != SO_RCVTIMEO && name != SO_SNDTIMEO))
+		return;
+	e = smcr_fdtab_get(fd);
+	if (!e)
+		return;
+	s = smcr_smc_sock_of(e);
+	if (s) {
+		smcr_guard_enter();
+		smcr_smc_apply_timeouts(fd, s);
+		smcr_guard_leave();
+	}
+	smcr_fdtab_put(e);
+}
+
+#ifndef SIOCOUTQ
+#define SIOCOUTQ 0x5411 /* TIOCOUTQ */
+#endif
+#ifndef SIOCINQ
+#define SIOCINQ FIONREAD
+#endif
+
+int smcr_smc_ioctl(int fd, unsigned long request, void *arg, bool *handled)
+{
+	struct smcr_fd_entry *e;
+	struct smcr_sock *s;
+	size_t n;
+	int v;
+
+	*handled = false;
+	if (request != SIOCINQ && request != SIOCOUTQ)
+		return 0;
+	e = smcr_fdtab_get(fd);
+	if (!e)
+		return 0;
+	s = smcr_smc_sock_of(e);
+	if (!s) {
+		smcr_fdtab_put(e);
+		return 0;
+	}
+	smcr_guard_enter();
+	n = request == SIOCINQ ? smcr_sock_readable_bytes(s) : smcr_sock_unacked_bytes(s);
+	smcr_guard_leave();
+	smcr_fdtab_put(e);
+	*handled = true;
+	if (!arg) {
+		errno = EFAULT;
+		return -1;
+	}
+	v = n > INT32_MAX ? INT32_MAX : (int)n;
+	memcpy(arg, &v, sizeof(v));
+	return 0;
+}
