@@ -80,7 +80,7 @@ struct smcr_fd_entry {
 	_Atomic int owner;
 	uint32_t fallback_reason;  /* why the connection stayed TCP */
 	void *tcp_record;          /* its stats record in TCP mode (engine.h), or NULL */
-	void *listener;            /* listener registration (smc.c): of a listener, or
+	void *listener;            /* listener registration (smc_listen.c): of a listener, or
 				    * of the listener of an unclassified accepted socket */
 	void *unserved;            /* a listener smcr does not serve: its smcr_listener_unserved() */
 	void *screen;              /* SCREEN: the bytes read so far (smc_screen.c), or NULL */

@@ -84,91 +84,6 @@ bool smcr_smc_confined_now(void)
 	return atomic_load(&confining) || smcr_engine_confined();
 }
 
-/* ---- listeners of this process (a peer in the same process: no SMC) ----- */
-
-#define OWN_LISTENERS 64
-static struct {
-	uint16_t port;
-	pid_t pid;
-} own_listeners[OWN_LISTENERS];
-static pthread_mutex_t own_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static uint16_t local_port(int fd)
-{
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
-
-	if (smcr_real.getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
-		return 0;
-	return smcr_sockaddr_port(&ss);
-}
-
-static void own_listener_set(uint16_t port, pid_t pid, bool add)
-{
-	pthread_mutex_lock(&own_lock);
-	for (unsigned i = 0; i < OWN_LISTENERS; i++) {
-		if (add && own_listeners[i].port == 0) {
-			own_listeners[i].port = port;
-			own_listeners[i].pid = pid;
-			break;
-		}
-		if (!add && own_listeners[i].port == port && own_listeners[i].pid == pid) {
-			own_listeners[i].port = 0;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&own_lock);
-}
-
-/*
- * A client and a server in one process (often one thread: connect, then
- * accept) would wait for each other in the handshake: the server answers a
- * Proposal only at its first I/O. Such a pair stays TCP.
- */
-bool smcr_smc_peer_in_this_process(const struct sockaddr_storage *peer)
-{
-	uint16_t port = smcr_sockaddr_port(peer);
-	bool found = false;
-
-	pthread_mutex_lock(&own_lock);
-	for (unsigned i = 0; i < OWN_LISTENERS; i++)
-		if (own_listeners[i].port == port && own_listeners[i].pid == smcr_smc_pid)
-			found = true;
-	pthread_mutex_unlock(&own_lock);
-	return found;
-}
-
-/*
- * A listener's registration, shared by the listening socket and the
- * connections accepted from it that are not classified yet: a server that
- * accepts one connection and closes its listener (socat, iperf3 -1) must
- * still be registered when its client, connected a moment earlier, checks
- * the registry. Per-process counts (a forked child has its own copy, and its
- * own duplicate of the registration's fd).
- */
-struct listener_reg {
-	struct smcr_listener *l;
-	atomic_uint refs;
-	uint16_t port;
-	pid_t pid;
-};
-
-static struct listener_reg *reg_get(struct listener_reg *r)
-{
-	atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);
-	return r;
-}
-
-void smcr_smc_listener_put(struct listener_reg *r)
-{
-	if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1)
-		return;
-	if (r->pid == smcr_smc_pid)
-		own_listener_set(r->port, r->pid, false);
-	smcr_listener_unregister(r->l);
-	free(r);
-}
-
 /* ---- small helpers ----------------------------------------------------------- */
 
 /* poll one fd through libc; 1 ready, 0 timeout, -errno. */
@@ -259,16 +174,6 @@ void smcr_smc_apply_timeouts(int fd, struct smcr_sock *s)
 {
 	smcr_sock_set_timeouts(s, smcr_smc_timeval_ms(fd, SO_RCVTIMEO),
 			       smcr_smc_timeval_ms(fd, SO_SNDTIMEO));
-}
-
-/* A decided connection no longer keeps its listener registered. */
-void smcr_smc_drop_listener_ref(struct smcr_fd_entry *e)
-{
-	if ((smcr_fd_entry_flags(e) & SMCR_FD_F_ACCEPTED) && e->listener &&
-	    smcr_fd_entry_mode(e) != SMCR_FD_CANDIDATE) {
-		smcr_smc_listener_put(e->listener);
-		e->listener = NULL;
-	}
 }
 
 /* ---- outcomes of a decision ---------------------------------------------------- */
@@ -871,30 +776,6 @@ int smcr_smc_settle(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, boo
 /* ---- life cycle -------------------------------------------------------------------- */
 
 /*
- * RFC 7609 option mode (design §4): the sock_ops program, when attached,
- * announces SMC in the SYN-ACKs of a marked listener's port and in a marked
- * client's SYN.  Only candidate TCP sockets are marked, and only before the
- * first listen() / connect(); a marked client proposes whenever the peer
- * answers (smcr_smc_client_decide(), smcr_sock_connect()).
- */
-void smcr_smc_before_listen(int fd)
-{
-	struct smcr_fd_entry *e;
-
-	if (!smcr_smc_enabled || !smcr_preload_table_writable())
-		return;
-	e = smcr_fdtab_peek(fd);
-	if (!e || (smcr_fd_entry_flags(e) & SMCR_FD_F_LISTENING) ||
-	    smcr_fd_entry_mode(e) != SMCR_FD_CANDIDATE)
-		return;
-	smcr_guard_enter();
-	/* (confined: not a call plain TCP would not make, bpf() among them) */
-	if (!smcr_smc_confined_now())
-		smcr_tcpopt_mark_listen(fd);
-	smcr_guard_leave();
-}
-
-/*
  * A destination the learned policy keeps on TCP (engine.h
  * smcr_sock_connect_learned): decided now, so that connect() and the
  * socket's I/O pass through without one more system call.
@@ -942,93 +823,6 @@ void smcr_smc_before_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	smcr_guard_leave();
 }
 
-/*
- * Register the listener `fd` for SMC.  One that a rule keeps on TCP, or that
- * a confined process opens, is only recorded, as not served, for smcr-stat
- * -l: its record goes when the socket does (smcr_smc_release_entry()).
- */
-static void register_listener(int fd, struct smcr_fd_entry *e)
-{
-	struct smcr_listener *l = NULL;
-	bool confined;
-	int rc;
-
-	if (e->listener || e->unserved)
-		return;
-	confined = smcr_smc_confined_now();
-	if (!smcr_smc_decision_lock(e))
-		return;
-	smcr_guard_enter();
-	if (e->listener || e->unserved) {
-		/* another thread's listen() came first */
-	} else if (confined) {
-		/* A confined process registers no listener (registry.c's calls may be denied). */
-		e->unserved = smcr_listener_unserved(fd, "the process confines its system calls");
-	} else {
-		struct listener_reg *r = calloc(1, sizeof(*r));
-
-		rc = r ? smcr_listener_register(fd, &l) : -ENOMEM;
-		if (rc == 0) {
-			uint16_t port = local_port(fd);
-
-			r->l = l;
-			r->port = port;
-			r->pid = smcr_smc_pid;
-			atomic_store(&r->refs, 1);
-			e->listener = r;
-			e->listen_port = port;
-			e->owner = smcr_smc_pid;
-			own_listener_set(port, smcr_smc_pid, true);
-			if (smcr_listener_needs_claim(l))
-				smcr_dbg("fd %d: listener on port %u registered for SMC; the "
-					 "registry name is taken later", fd, port);
-			else
-				smcr_dbg("fd %d: listener on port %u registered for SMC", fd, port);
-			smcr_sock_listen_prepare();
-		} else if (rc == -ECANCELED) {
-			free(r);
-			e->unserved = l;
-			smcr_info("fd %d: listener on port %u kept TCP by a rule (reason RULE)", fd,
-				  local_port(fd));
-		} else {
-			free(r);
-			smcr_warn("fd %d: cannot register the listener for SMC: %s", fd,
-				  strerror(-rc));
-		}
-	}
-	smcr_guard_leave();
-	smcr_smc_decision_unlock(e);
-}
-
-void smcr_smc_after_listen(int fd)
-{
-	struct smcr_fd_entry *e;
-
-	if (!smcr_smc_enabled || !smcr_preload_table_writable())
-		return;
-	e = smcr_fdtab_get(fd);
-	if (!e)
-		return;
-	register_listener(fd, e);
-	smcr_fdtab_put(e);
-}
-
-/*
- * A listener registered while another process held the name (a new nginx
- * master adopts its listeners while the old master's registration stands),
- * or while the process was out of fds, tries to take the name when it accepts, at most once a second per
- * process: once the other registrant has left, clients propose SMC again.
- */
-static _Atomic int64_t listen_retry_due_ms;
-
-static bool listen_retry_due(void)
-{
-	int64_t now = smcr_now_ms();
-	int64_t due = atomic_load_explicit(&listen_retry_due_ms, memory_order_relaxed);
-
-	return now >= due && atomic_compare_exchange_strong(&listen_retry_due_ms, &due, now + 1000);
-}
-
 int smcr_smc_after_connect(int fd, int ret)
 {
 	int saved = errno, rc;
@@ -1062,47 +856,6 @@ void smcr_smc_set_nonblock(int fd, bool on)
 		atomic_fetch_or_explicit(&e->flags, SMCR_FD_F_NONBLOCK, memory_order_relaxed);
 	else
 		atomic_fetch_and_explicit(&e->flags, ~SMCR_FD_F_NONBLOCK, memory_order_relaxed);
-}
-
-void smcr_smc_after_accept(int listen_fd, int fd)
-{
-	struct smcr_fd_entry *listener, *e;
-	struct listener_reg *reg;
-
-	if (!smcr_smc_enabled || !smcr_preload_table_writable())
-		return;
-	e = smcr_fdtab_peek(fd);
-	if (e && smcr_smc_confined_now()) {
-		/* No handshake once the process confines its system calls (wrap_seccomp.c). */
-		smcr_guard_enter();
-		smcr_smc_fallback(fd, e, SMCR_CLC_DECL_CONFINED, true, "server",
-				  "the process confines its system calls");
-		/* A local client may still propose (to another process's registration). */
-		smcr_smc_screen_start(e);
-		smcr_guard_leave();
-		return;
-	}
-	listener = smcr_fdtab_get(listen_fd);
-	reg = listener ? listener->listener : NULL;
-	/* (a listener holding its name, the usual case, reads no clock here) */
-	if (reg && smcr_listener_needs_claim(reg->l) && listen_retry_due()) {
-		smcr_guard_enter();
-		if (smcr_listener_claim(reg->l))
-			smcr_dbg("fd %d: listener on port %u took the registry name", listen_fd,
-				 (unsigned)reg->port);
-		smcr_guard_leave();
-	}
-	if (e && smcr_tcpopt_peer(fd) == SMCR_TCPOPT_YES) {
-		smcr_smc_add_flags(e, SMCR_FD_F_PEER_SMC);
-		smcr_dbg("fd %d: the client's SYN announced SMC (RFC 7609 option)", fd);
-	}
-	if (listener && e && listener->listener && smcr_smc_decision_lock(listener)) {
-		/* Read under the listener's lock: a concurrent listen() may set it. */
-		if (listener->listener)
-			e->listener = reg_get(listener->listener);
-		smcr_smc_decision_unlock(listener);
-	}
-	smcr_fdtab_put(listener);
 }
 
 
@@ -1226,19 +979,6 @@ void smcr_smc_settle_for_handoff(int fd, struct smcr_fd_entry *e, const char *wh
 	smcr_smc_settle_unread(fd, e, SMCR_CLC_DECL_HANDOFF, why);
 }
 
-void smcr_smc_revoke_listener(int fd, struct smcr_fd_entry *e, const char *why)
-{
-	struct listener_reg *r = e->listener;
-
-	if (!r)
-		return;
-	smcr_guard_enter();
-	smcr_listener_revoke(r->l, fd, why);
-	smcr_guard_leave();
-	smcr_info("fd %d: listener on port %u no longer served by smcr: %s", fd,
-		  (unsigned)r->port, why);
-}
-
 bool smcr_smc_entry_is_conn(struct smcr_fd_entry *e)
 {
 	return smcr_smc_sock_of(e) != NULL;
@@ -1276,8 +1016,7 @@ void smcr_smc_before_confine(void)
 		if (!e)
 			continue;
 		f = smcr_fd_entry_flags(e);
-		if ((f & SMCR_FD_F_LISTENING) && e->listener &&
-		    ((struct listener_reg *)e->listener)->pid == smcr_smc_pid &&
+		if ((f & SMCR_FD_F_LISTENING) && smcr_smc_registered_here(e) &&
 		    smcr_smc_decision_lock(e)) {
 			/*
 			 * Its accepted connections will not be classified (the filter
@@ -1495,20 +1234,20 @@ void smcr_smc_init(void)
 
 void smcr_smc_lock(void)
 {
-	pthread_mutex_lock(&own_lock);
+	smcr_smc_listeners_lock();
 	smcr_smc_epoll_lock();
 }
 
 void smcr_smc_unlock(void)
 {
 	smcr_smc_epoll_unlock();
-	pthread_mutex_unlock(&own_lock);
+	smcr_smc_listeners_unlock();
 }
 
 void smcr_smc_reinit_child(void)
 {
 	smcr_smc_pid = getpid();
-	pthread_mutex_unlock(&own_lock);
+	smcr_smc_listeners_unlock();
 	smcr_smc_epoll_reinit_child();
 }
 

@@ -137,7 +137,7 @@ int smcr_smc_handshake_wait(int fd, struct smcr_fd_entry *e, int efd, struct smc
 /* The entry is released with its handshake in progress: give it up. */
 void smcr_smc_handshake_release(struct smcr_fd_entry *e);
 
-/* ---- listeners --------------------------------------------------------------- */
+/* ---- smc_listen.c: listeners ------------------------------------------------- */
 
 struct listener_reg;
 /* Is a peer at this address a listener of this process? */
@@ -146,6 +146,11 @@ bool smcr_smc_peer_in_this_process(const struct sockaddr_storage *peer);
 void smcr_smc_listener_put(struct listener_reg *r);
 /* A decided connection no longer keeps its listener registered. */
 void smcr_smc_drop_listener_ref(struct smcr_fd_entry *e);
+/* Is the entry a listener that this process registered (not one that followed fork)? */
+bool smcr_smc_registered_here(const struct smcr_fd_entry *e);
+/* Fork handlers: the table of this process's listeners. */
+void smcr_smc_listeners_lock(void);
+void smcr_smc_listeners_unlock(void);
 
 /* ---- endings ----------------------------------------------------------------- */
 
