@@ -123,7 +123,7 @@ int smcr_smc_server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind ki
  */
 void smcr_smc_settle_unread(int fd, struct smcr_fd_entry *e, uint32_t reason, const char *why);
 
-/* ---- the handshake in steps -------------------------------------------------- */
+/* ---- smc_handshake.c: the handshake in steps --------------------------------- */
 
 /* A handshake is under way: take the peer's answer if it has come. */
 int smcr_smc_handshake_step(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind,
