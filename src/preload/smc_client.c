@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A client connection, from connect() to its mode: the learned policy
+ * before connect() (which may keep the destination on TCP there and then),
+ * the RFC 7609 mark of its SYN, and the decision once connected: propose
+ * SMC, or stay TCP with a reason.  Apart from the server's side
+ * (smc_server.c) because the two have nothing in common but their outcomes
+ * (smc.c): the client speaks first, the server waits for the first bytes.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "preload/preload.h"
+#include "preload/smc.h"
+#include "preload/smc_internal.h"
+#include "smcr/engine.h"
+
+/* ---- connect() ------------------------------------------------------------- */
+
+/*
+ * A destination the learned policy keeps on TCP (engine.h
+ * smcr_sock_connect_learned): decided now, so that connect() and the
+ * socket's I/O pass through without one more system call.
+ */
+static void keep_tcp(int fd, struct smcr_fd_entry *e, const struct sockaddr *addr, int reason)
+{
+	smcr_note_fallback(reason);
+	e->fallback_reason = (uint32_t)reason;
+	e->owner = smcr_smc_pid;
+	e->tcp_record = smcr_stats_tcp_open_dest(fd, addr, reason);
+	atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
+	smcr_info("fd %d: tcp-fallback (client): reason 0x%08x %s, decided before connect", fd,
+		  (uint32_t)reason, smcr_fallback_reason_str(reason));
+}
+
+void smcr_smc_before_connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	struct smcr_fd_entry *e;
+	int reason;
+
+	if (!smcr_smc_enabled || !smcr_preload_table_writable())
+		return;
+	e = smcr_fdtab_peek(fd);
+	if (!e || (smcr_fd_entry_flags(e) & (SMCR_FD_F_CONNECTING | SMCR_FD_F_LISTENING)) ||
+	    smcr_fd_entry_mode(e) != SMCR_FD_CANDIDATE)
+		return;
+	smcr_guard_enter();
+	/*
+	 * A program that asked for SMC itself (AF_SMC, IPPROTO_SMC) gets it tried
+	 * on every connection, as the kernel's SMC tries it: the learned policy
+	 * guesses for programs that did not ask.
+	 */
+	if (smcr_smc_confined_now())
+		reason = SMCR_CLC_DECL_CONFINED;
+	else if (smcr_fd_entry_flags(e) & SMCR_FD_F_ASKED_SMC)
+		reason = 0;
+	else
+		reason = smcr_sock_connect_learned(addr, len);
+	if (reason) {
+		keep_tcp(fd, e, addr, reason);
+	} else {
+		smcr_tcpopt_mark_connect(fd, addr);
+		smcr_sock_connect_prepare(addr);
+	}
+	smcr_guard_leave();
+}
+
+int smcr_smc_after_connect(int fd, int ret)
+{
+	int saved = errno, rc;
+	struct smcr_fd_entry *e;
+
+	if (ret != 0 || !smcr_smc_enabled)
+		return ret;
+	e = smcr_fdtab_get(fd);
+	if (!e)
+		return ret;
+	smcr_smc_add_flags(e, SMCR_FD_F_CONNECTED);
+	/* connect() returned connected: a blocking one may wait for the handshake too */
+	rc = smcr_smc_settle(fd, e, SMCR_IO_POLL,
+			     !(smcr_fd_entry_flags(e) & SMCR_FD_F_NONBLOCK));
+	smcr_fdtab_put(e);
+	if (rc < 0) {
+		errno = ECONNREFUSED;
+		return -1;
+	}
+	errno = saved;
+	return 0;
+}
+
+/* ---- the decision ---------------------------------------------------------- */
+
+/* How long a client that must not block waits for the server's answer before going on. */
+#define CLIENT_INLINE_REPLY_MS 2
+
+/*
+ * A connected client's first I/O or readiness wait: propose, or stay TCP.
+ * A caller that may block runs the whole handshake now (a blocking socket's
+ * connect(), send() or recv(): they wait as long anyway); one that may not
+ * (a non-blocking socket, poll, epoll) only sends the Proposal, and the
+ * server's answer is taken when it has come, so an event loop never waits
+ * for a server that answers late.
+ */
+int smcr_smc_client_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, bool may_block)
+{
+	struct smcr_handshake *hs = NULL;
+	struct smcr_client_plan plan;
+	struct sockaddr_storage peer;
+	socklen_t peer_len = sizeof(peer);
+	struct smcr_sock *s = NULL;
+	bool have_peer = false, short_of_fds;
+	int efd, rc, saved_errno;
+	char byte;
+
+	if (atomic_load_explicit(&e->handshake, memory_order_acquire))
+		return smcr_smc_handshake_step(fd, e, kind, may_block);
+	/*
+	 * Connected before the process confined itself, deciding after: no
+	 * Proposal, and none of the calls below (the filter may deny them).
+	 */
+	if (smcr_smc_confined_now()) {
+		smcr_smc_fallback(fd, e, SMCR_CLC_DECL_CONFINED, true, "client",
+				  "the process confines its system calls");
+		return 0;
+	}
+
+	if (!(smcr_fd_entry_flags(e) & SMCR_FD_F_CONNECTED)) {
+		if (smcr_smc_wait_fd(fd, POLLOUT, 0) <= 0)
+			return 0; /* still connecting: the kernel answers EAGAIN */
+		if (smcr_real.getpeername(fd, (struct sockaddr *)&peer, &peer_len) < 0) {
+			/* The connect failed: the kernel reports why. */
+			atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
+			return 0;
+		}
+		have_peer = true;
+		smcr_smc_add_flags(e, SMCR_FD_F_CONNECTED);
+	}
+	if (!have_peer)
+		have_peer = smcr_real.getpeername(fd, (struct sockaddr *)&peer, &peer_len) == 0;
+	if (have_peer && smcr_smc_peer_in_this_process(&peer)) {
+		smcr_smc_fallback_peer(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "client",
+				       "peer is this process", &peer);
+		return 0;
+	}
+	/*
+	 * The policy (the registry's probe for a same-host peer, its sock_diag
+	 * check for a registered one) before the engine takes a duplicate of
+	 * the socket: a peer that does not run smcr costs no fd, no socket
+	 * option read and no connection state.  The handshake follows this
+	 * plan and does not ask again.
+	 */
+	saved_errno = errno;
+	errno = 0;
+	rc = smcr_sock_connect_plan(fd, have_peer ? &peer : NULL, &plan);
+	/* Out of fds, the registry could not be asked: say which limit bit. */
+	short_of_fds = errno == EMFILE || errno == ENFILE;
+	errno = saved_errno;
+	if (rc == SMCR_CLC_DECL_PEERNOSMC && short_of_fds) {
+		smcr_smc_fallback_peer(fd, e, SMCR_CLC_DECL_MEM, true, "client",
+				       "no fd to ask the registry", have_peer ? &peer : NULL);
+		return 0;
+	}
+	if (rc) {
+		smcr_smc_fallback_peer(fd, e, (uint32_t)rc, true, "client", NULL,
+				       have_peer ? &peer : NULL);
+		return 0;
+	}
+	/*
+	 * After the policy, so that a peer that does not run smcr is reported
+	 * as such however soon it greets (a plain rsync daemon does at once),
+	 * and costs no peek.
+	 */
+	if (smcr_real.recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) >= 0) {
+		/* The server spoke (or closed) before we proposed: its bytes are data. */
+		smcr_smc_fallback_peer(fd, e, SMCR_CLC_DECL_SYNCERR, true, "client",
+				       "server spoke first", have_peer ? &peer : NULL);
+		return 0;
+	}
+	efd = smcr_smc_engine_dup(fd);
+	if (efd < 0) {
+		smcr_smc_fallback_peer(fd, e, SMCR_CLC_DECL_MEM, true, "client",
+				       "no fd for the engine", have_peer ? &peer : NULL);
+		return 0;
+	}
+	{
+		struct smcr_sock_opts o = smcr_smc_conn_opts(efd);
+
+		o.plan = &plan;
+
+		if (may_block) {
+			rc = smcr_sock_connect(efd, &o, &s);
+			return smcr_smc_take_handshake(fd, e, efd, rc, s, "client");
+		}
+		rc = smcr_sock_connect_start(efd, &o, &hs);
+	}
+	if (rc != SMCR_HANDSHAKE_PENDING)
+		return smcr_smc_take_handshake(fd, e, efd, rc, NULL, "client");
+	/*
+	 * A server that runs answers within a wake-up or two: that short wait
+	 * is cheaper than handing the socket's readiness to the handshake.
+	 */
+	rc = smcr_handshake_step(hs, smcr_now_ms() + CLIENT_INLINE_REPLY_MS, &s);
+	if (rc != SMCR_HANDSHAKE_PENDING) {
+		smcr_handshake_free(hs);
+		return smcr_smc_take_handshake(fd, e, efd, rc, s, "client");
+	}
+	return smcr_smc_handshake_wait(fd, e, efd, hs, kind, may_block);
+}
