@@ -110,7 +110,7 @@ enum {
 	SMCR_SMC_WAIT_DATA = 1, /* a blocking read must wait for the client's first bytes */
 };
 
-/* ---- the decision's two sides ------------------------------------------------ */
+/* ---- smc_client.c, smc_server.c: the decision's two sides -------------------- */
 
 int smcr_smc_client_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind,
 			   bool may_block);

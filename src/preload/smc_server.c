@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * An accepted connection's lazy classification (design §4): the server
+ * looks at the client's first bytes when the program first reads, writes
+ * or waits on the socket, in whichever process does so, and answers a
+ * Proposal or goes on as TCP.  Also the same classification, bounded,
+ * when the connection leaves unread (exec, SCM_RIGHTS, confinement), so
+ * that its next owner reads a clean stream.  Apart from the client's side
+ * (smc_client.c) because it waits for the peer where the client speaks.
+ *
+ * Known limit: a server that writes first waits SMCR_SPEAK_FIRST_WAIT_MS
+ * (50 ms; 0 = not at all) for a local client's Proposal, and if it comes
+ * later it is declined (the smcr client then fails that connection: its
+ * reply was the server's banner); a plain local client of such a server
+ * sees its banner that much later.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <time.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "preload/preload.h"
+#include "preload/smc.h"
+#include "preload/smc_internal.h"
+#include "smcr/engine.h"
+
+/* How long a partial CLC Proposal prefix may sit before it counts as data. */
+#define PARTIAL_PROPOSAL_MS 2000
+
+static int pending_bytes(int fd)
+{
+	int n = 0;
+
+	if (smcr_real.ioctl(fd, FIONREAD, &n) < 0)
+		return 0;
+	return n;
+}
+
+/*
+ * One step of the server's lazy classification (design §4). Returns SMCR_SMC_DECIDED,
+ * SMCR_SMC_WAIT_DATA, or -errno for the call to return.
+ */
+int smcr_smc_server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, bool may_block)
+{
+	bool spoke_first = smcr_fd_entry_flags(e) & SMCR_FD_F_SPOKE_FIRST;
+	bool waited = false;
+	int64_t partial_deadline = -1;
+
+	for (;;) {
+		int c, rc, efd;
+
+		if (atomic_load_explicit(&e->handshake, memory_order_acquire))
+			return smcr_smc_handshake_step(fd, e, kind, may_block);
+		c = smcr_sock_classify(fd);
+
+		if (c == SMCR_CLASSIFY_PROPOSAL && spoke_first) {
+			/* We spoke first: the stream is TCP; the Proposal must not reach the app. */
+			rc = smcr_sock_decline_late_proposal(fd, SMCR_CLC_DECL_SYNCERR);
+			if (rc < 0) {
+				smcr_smc_fail_connection(fd, e, -rc, "server");
+				return -ECONNRESET;
+			}
+			smcr_smc_fallback(fd, e, SMCR_CLC_DECL_SYNCERR, false, "server",
+					  "declined a late Proposal");
+			return SMCR_SMC_DECIDED;
+		}
+		if (c == SMCR_CLASSIFY_PROPOSAL) {
+			efd = smcr_smc_engine_dup(fd);
+			if (efd < 0) {
+				/* Cannot run the engine: still answer (Decline) so the client goes on. */
+				rc = smcr_sock_decline_late_proposal(fd, SMCR_CLC_DECL_MEM);
+				if (rc < 0) {
+					smcr_smc_fail_connection(fd, e, -rc, "server");
+					return -ECONNRESET;
+				}
+				smcr_smc_fallback(fd, e, SMCR_CLC_DECL_MEM, false, "server",
+						  "no fd for the engine");
+				return SMCR_SMC_DECIDED;
+			}
+			rc = smcr_smc_handshake_start(fd, e, efd, kind, may_block);
+			if (rc != SMCR_HANDSHAKE_PENDING)
+				return rc;
+			continue; /* the client may have answered already */
+		}
+		if (c == SMCR_CLASSIFY_TCP || c == SMCR_CLASSIFY_EOF) {
+			smcr_smc_fallback(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "server",
+					  spoke_first ? "after the server spoke first" : NULL);
+			return SMCR_SMC_DECIDED;
+		}
+		if (c < 0) { /* a socket error: the kernel reports it */
+			atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
+			return SMCR_SMC_DECIDED;
+		}
+		/*
+		 * NEED_MORE: a valid Proposal prefix, the rest in flight. NOTHING:
+		 * not a byte yet, which the peek's own EAGAIN said, so a
+		 * non-blocking read costs one system call, as without us.
+		 */
+		if (c == SMCR_CLASSIFY_NEED_MORE && pending_bytes(fd) > 0) {
+			int64_t now = smcr_now_ms();
+
+			if (partial_deadline < 0)
+				partial_deadline = now + PARTIAL_PROPOSAL_MS;
+			if (now >= partial_deadline) {
+				smcr_smc_fallback(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "server",
+						  "incomplete Proposal");
+				return SMCR_SMC_DECIDED;
+			}
+			if (kind == SMCR_IO_POLL)
+				return SMCR_SMC_DECIDED;
+			if (kind == SMCR_IO_READ && !may_block)
+				return -EAGAIN;
+			/*
+			 * More of it is on its way; the rest of the stream waits for
+			 * it.  The socket already polls readable, so pace by time
+			 * (1 ms) rather than spin until the deadline.
+			 */
+			nanosleep(&(struct timespec){ .tv_nsec = 1000 * 1000 }, NULL);
+			continue;
+		}
+		if (kind == SMCR_IO_WRITE) {
+			if (spoke_first)
+				return SMCR_SMC_DECIDED;
+			if (!waited && smcr_smc_speak_first_wait_ms > 0 &&
+			    ((smcr_fd_entry_flags(e) & SMCR_FD_F_PEER_SMC) ||
+			     smcr_peer_is_local(fd) || smcr_peer_may_propose(fd))) {
+				/*
+				 * A local smcr client, or one whose SYN announced SMC,
+				 * proposes right after connecting; so does one in
+				 * SMCR_PEERS, after its verbs set-up.
+				 */
+				waited = true;
+				smcr_smc_wait_fd(fd, POLLIN, smcr_smc_speak_first_wait_ms);
+				continue;
+			}
+			smcr_smc_add_flags(e, SMCR_FD_F_SPOKE_FIRST);
+			smcr_dbg("fd %d: server writes first; a late Proposal will be declined", fd);
+			return SMCR_SMC_DECIDED;
+		}
+		if (kind == SMCR_IO_POLL)
+			return SMCR_SMC_DECIDED;
+		return may_block ? SMCR_SMC_WAIT_DATA : -EAGAIN;
+	}
+}
+
+/* ---- leaving unread ---------------------------------------------------------- */
+
+/*
+ * An accepted connection whose Proposal this process has not read is leaving
+ * for a program that will not run smcr (exec of a static program, or of one
+ * whose environment drops LD_PRELOAD), or for another process (SCM_RIGHTS).
+ * Its new owner would read a Proposal as data, so it is settled here, in
+ * either of two ways that leave a clean TCP stream at both ends: a Proposal
+ * already there is declined (reason HANDOFF; CONFINED when the process is
+ * about to confine its system calls instead); a client that may yet propose
+ * (a local one, one whose SYN announced SMC, one in SMCR_PEERS) gets as long
+ * to do so as when the server speaks first (SMCR_SPEAK_FIRST_WAIT_MS), which
+ * is when an smcr client proposes: right after its connect() returns. Any
+ * other client is a plain TCP peer: nothing to wait for.  A handshake already
+ * under way is finished instead (FINISH_HANDSHAKE_MS at most): it may end in SMC,
+ * which the caller then ends like any SMC connection that cannot follow.
+ */
+void smcr_smc_settle_unread(int fd, struct smcr_fd_entry *e, uint32_t reason, const char *why)
+{
+	int64_t deadline = smcr_now_ms() + smcr_smc_speak_first_wait_ms;
+	bool may_propose;
+
+	if (atomic_load_explicit(&e->handshake, memory_order_acquire)) {
+		smcr_smc_finish_handshake(fd, e);
+		return;
+	}
+	if (!smcr_smc_decision_lock(e))
+		return;
+	if (atomic_load_explicit(&e->handshake, memory_order_acquire)) {
+		/* its thread answered a Proposal while this one waited for the lock */
+		smcr_smc_decision_unlock(e);
+		smcr_smc_finish_handshake(fd, e);
+		return;
+	}
+	smcr_guard_enter();
+	may_propose = (smcr_fd_entry_flags(e) & SMCR_FD_F_PEER_SMC) || smcr_peer_is_local(fd) ||
+		      smcr_peer_may_propose(fd);
+	while (smcr_fd_entry_mode(e) == SMCR_FD_CANDIDATE) {
+		int c = smcr_sock_classify(fd), rc;
+		int64_t left = deadline - smcr_now_ms();
+
+		if (c == SMCR_CLASSIFY_PROPOSAL) {
+			rc = smcr_sock_decline_late_proposal(fd, reason);
+			if (rc < 0)
+				smcr_smc_fail_connection(fd, e, -rc, "server");
+			else
+				smcr_smc_fallback(fd, e, reason, false, "server", why);
+		} else if (c == SMCR_CLASSIFY_TCP || c == SMCR_CLASSIFY_EOF || c < 0) {
+			smcr_smc_fallback(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "server", why);
+		} else if (may_propose && left > 0 && pending_bytes(fd) > 0) {
+			/* A Proposal prefix: the rest is on its way (the socket polls readable). */
+			nanosleep(&(struct timespec){ .tv_nsec = 1000 * 1000 }, NULL);
+		} else if (!may_propose || left <= 0 ||
+			   smcr_smc_wait_fd(fd, POLLIN, (int)left) <= 0) {
+			/* Nothing came: whatever comes later is the new owner's, as TCP. */
+			smcr_smc_fallback(fd, e,
+					  pending_bytes(fd) > 0 ? SMCR_CLC_DECL_PEERNOSMC : reason,
+					  true, "server", why);
+		}
+	}
+	smcr_smc_drop_listener_ref(e);
+	smcr_guard_leave();
+	smcr_smc_decision_unlock(e);
+}
+
+void smcr_smc_settle_for_handoff(int fd, struct smcr_fd_entry *e, const char *why)
+{
+	smcr_smc_settle_unread(fd, e, SMCR_CLC_DECL_HANDOFF, why);
+}
