@@ -152,7 +152,7 @@ bool smcr_smc_registered_here(const struct smcr_fd_entry *e);
 void smcr_smc_listeners_lock(void);
 void smcr_smc_listeners_unlock(void);
 
-/* ---- endings ----------------------------------------------------------------- */
+/* ---- smc_close.c: endings ---------------------------------------------------- */
 
 /* The fd table's release hook (fdtab.h): the last reference to an entry is gone. */
 void smcr_smc_release_entry(struct smcr_fd_entry *e);
