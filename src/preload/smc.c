@@ -107,6 +107,11 @@ bool smcr_smc_inherited(struct smcr_fd_entry *e)
 	return smcr_fd_entry_mode(e) == SMCR_FD_SMC && s != NULL && !smcr_smc_entry_owns(e, s);
 }
 
+bool smcr_smc_entry_is_conn(struct smcr_fd_entry *e)
+{
+	return smcr_smc_sock_of(e) != NULL;
+}
+
 /*
  * The decision is one thread's at a time; others wait for its outcome.
  * Bounded: a handshake is a few CLC round trips, though one whose peer is
@@ -335,26 +340,6 @@ int smcr_smc_settle(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, boo
 		if (rc == 0)
 			return -EAGAIN;
 	}
-}
-
-/* ---- life cycle -------------------------------------------------------------------- */
-
-void smcr_smc_set_nonblock(int fd, bool on)
-{
-	struct smcr_fd_entry *e = smcr_fdtab_peek(fd);
-
-	if (!e || !smcr_preload_table_writable())
-		return;
-	if (on)
-		atomic_fetch_or_explicit(&e->flags, SMCR_FD_F_NONBLOCK, memory_order_relaxed);
-	else
-		atomic_fetch_and_explicit(&e->flags, ~SMCR_FD_F_NONBLOCK, memory_order_relaxed);
-}
-
-
-bool smcr_smc_entry_is_conn(struct smcr_fd_entry *e)
-{
-	return smcr_smc_sock_of(e) != NULL;
 }
 
 /* ---- set-up --------------------------------------------------------------------------- */

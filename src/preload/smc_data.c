@@ -23,6 +23,19 @@
 #include "preload/smc_internal.h"
 #include "smcr/engine.h"
 
+/* fcntl(F_SETFL) and ioctl(FIONBIO) (wrap_fd.c): the O_NONBLOCK that wants_nonblock() reads. */
+void smcr_smc_set_nonblock(int fd, bool on)
+{
+	struct smcr_fd_entry *e = smcr_fdtab_peek(fd);
+
+	if (!e || !smcr_preload_table_writable())
+		return;
+	if (on)
+		atomic_fetch_or_explicit(&e->flags, SMCR_FD_F_NONBLOCK, memory_order_relaxed);
+	else
+		atomic_fetch_and_explicit(&e->flags, ~SMCR_FD_F_NONBLOCK, memory_order_relaxed);
+}
+
 static bool wants_nonblock(const struct smcr_fd_entry *e, int flags)
 {
 	return (flags & MSG_DONTWAIT) || (smcr_fd_entry_flags(e) & SMCR_FD_F_NONBLOCK);
