@@ -1,7 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The SMC glue (see smc.h): decisions, data path, teardown. Readiness lives
- * in smc_poll.c.
+ * The SMC glue (see smc.h): what its parts share.  Here: the settings read
+ * at start-up, the questions every part asks of an entry (does this process
+ * run its connection?), the outcomes of a decision (SMC, TCP with a reason,
+ * a reset) and smcr_smc_settle(), the one way into a decision.  The parts,
+ * one concern each, share what smc_internal.h declares:
+ *
+ *   smc_client.c     a client: the policy before connect(), then its decision
+ *   smc_server.c     an accepted connection's classification, also when it
+ *                    leaves unread
+ *   smc_handshake.c  a handshake under way across calls
+ *   smc_listen.c     listeners, their registrations, accept()
+ *   smc_data.c       the calls on an SMC socket
+ *   smc_close.c      the release at close; going on over TCP
+ *   smc_confine.c    the decisions a seccomp filter must not meet
+ *   smc_lifecycle.c  fork, exec, exit
+ *   smc_poll.c       readiness (poll, select, epoll)
+ *   smc_screen.c     Proposals taken off a confined process's streams
  *
  * Every engine call runs inside the guard (smcr_guard_enter), so whatever
  * libc function the engine or its dependencies call reaches the kernel, not
@@ -20,15 +35,10 @@
  * the last holder's close ends it. An SMC-R connection belongs to the
  * process that made it: a forked child that inherited it gets ECONNRESET
  * from data calls and only forgets it on close, so the parent's connection
- * runs on (its copy polls as a reset socket).
- * exec: an SMC connection cannot cross it. The exec wrappers (wrap_exec.c)
- * let go of every connection another process still holds, and reset the TCP
- * connection of every other SMC connection the process owns first,
- * so the peer sees a reset at once (over SMC-R nothing else would tell it:
- * the TCP socket lives on in the new image), and the new image's fd reads
- * as a reset socket (tests/preload/test_smc.c "exec", tests/rxe/robust.sh).
- * The engine's own fds (its TCP duplicate, the shm rendezvous socket, rings,
- * doorbells) are close-on-exec.
+ * runs on (its copy polls as a reset socket).  No SMC connection crosses
+ * exec (smc_lifecycle.c says what becomes of each); the engine's own fds
+ * (its TCP duplicate, the shm rendezvous socket, rings, doorbells) are
+ * close-on-exec.
  *
  * Known limit: a client and its server in one process stay TCP (the
  * handshake would wait for the server's first I/O on the same thread); for a
@@ -37,20 +47,14 @@
 #include "preload/smc.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/log.h"
-#include "common/sockaddr.h"
 #include "preload/preload.h"
 #include "preload/smc_internal.h"
 #include "smcr/engine.h"
