@@ -338,7 +338,7 @@ int smcr_smc_settle(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, boo
 		rc = smcr_smc_wait_fd(
 			fd, POLLIN,
 			rcv_timeout < 0 ? -1
-					: (int)(deadline > smcr_now_ms() ? deadline - smcr_now_ms() : 0));
+				: (int)(deadline > smcr_now_ms() ? deadline - smcr_now_ms() : 0));
 		if (rc < 0)
 			return rc;
 		if (rc == 0)

@@ -29,6 +29,8 @@ enum smcr_io_kind {
 	SMCR_IO_POLL, /* poll/epoll saw the socket ready: decide if that is possible now */
 };
 
+/* ---- smc.c: state and outcomes every part uses ------------------------------ */
+
 /*
  * Decide a CANDIDATE's mode if this call can: a client once connected, a
  * server from the first bytes it received (or its own first write).
@@ -41,27 +43,9 @@ struct smcr_sock *smcr_smc_sock_of(struct smcr_fd_entry *e);
 /* A forked child's copy of its parent's SMC connection (reads as reset here). */
 bool smcr_smc_inherited(struct smcr_fd_entry *e);
 
-/*
- * An accepted socket whose server handshake is in progress (this process
- * runs it): the fd that stands for it in poll/epoll sets (made now if need
- * be), else -1.  The handshake's result comes at the next smcr_smc_settle().
- */
-int smcr_smc_handshake_fd(struct smcr_fd_entry *e);
-/*
- * Before the socket leaves this image (exec, SCM_RIGHTS): a server handshake
- * still in progress ends now, waiting for the client up to the engine's
- * bound, as SMC, TCP or a reset, so that no later owner can read the
- * client's Confirm as data.
- */
-void smcr_smc_finish_handshake(int fd, struct smcr_fd_entry *e);
-
-/* ---- smc.c: state and outcomes every part uses ------------------------------ */
-
-/* SMCR_SPEAK_FIRST_WAIT_MS: how long a server's first write waits for a local client's Proposal. */
+/* SMCR_SPEAK_FIRST_WAIT_MS: a server's first write waits this long for a local Proposal. */
 extern int smcr_smc_speak_first_wait_ms;
 
-/* No new SMC decision: the process confines its system calls, or is about to. */
-bool smcr_smc_confined_now(void);
 /* poll one fd through libc; 1 ready, 0 timeout, -errno. */
 int smcr_smc_wait_fd(int fd, short events, int timeout_ms);
 
@@ -125,6 +109,20 @@ void smcr_smc_settle_unread(int fd, struct smcr_fd_entry *e, uint32_t reason, co
 
 /* ---- smc_handshake.c: the handshake in steps --------------------------------- */
 
+/*
+ * An accepted socket whose server handshake is in progress (this process
+ * runs it): the fd that stands for it in poll/epoll sets (made now if need
+ * be), else -1.  The handshake's result comes at the next smcr_smc_settle().
+ */
+int smcr_smc_handshake_fd(struct smcr_fd_entry *e);
+/*
+ * Before the socket leaves this image (exec, SCM_RIGHTS): a server handshake
+ * still in progress ends now, waiting for the client up to the engine's
+ * bound, as SMC, TCP or a reset, so that no later owner can read the
+ * client's Confirm as data.
+ */
+void smcr_smc_finish_handshake(int fd, struct smcr_fd_entry *e);
+
 /* A handshake is under way: take the peer's answer if it has come. */
 int smcr_smc_handshake_step(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind,
 			    bool may_block);
@@ -157,7 +155,13 @@ void smcr_smc_listeners_unlock(void);
 /* The fd table's release hook (fdtab.h): the last reference to an entry is gone. */
 void smcr_smc_release_entry(struct smcr_fd_entry *e);
 
-/* smc_screen.c */
+/* ---- smc_confine.c ------------------------------------------------------------ */
+
+/* No new SMC decision: the process confines its system calls, or is about to. */
+bool smcr_smc_confined_now(void);
+
+/* ---- smc_screen.c ------------------------------------------------------------- */
+
 /*
  * An accepted connection of a confined process, TCP already: its reads
  * take a Proposal at its start off the stream (and decline it) before the
@@ -169,7 +173,8 @@ ssize_t smcr_smc_screen_recvmsg(int fd, struct msghdr *msg, int flags);
 /* The entry is released: its bytes go. */
 void smcr_smc_screen_release(struct smcr_fd_entry *e);
 
-/* smc_poll.c */
+/* ---- smc_poll.c --------------------------------------------------------------- */
+
 /* The entry just reached SMC: its epoll registrations move to the doorbell. */
 void smcr_smc_epoll_move(struct smcr_fd_entry *e, struct smcr_sock *s);
 /* A server handshake began: registrations move to its fd; it ended on TCP: back. */
