@@ -66,7 +66,7 @@ struct smcr_fd_entry {
 	int domain;                /* AF_INET or AF_INET6 */
 	_Atomic(void *) sock;      /* the engine's socket, once it has one */
 	/*
-	 * SMC state, owned by src/preload/smc.c (all zero for a fresh entry):
+	 * SMC state, owned by the SMC glue, src/preload/smc*.c (all zero for a fresh entry):
 	 * the engine works on its own close-on-exec duplicate of the TCP
 	 * socket (engine_fd), so the application's fd numbers never matter to
 	 * it; owner is the process that created the engine socket or listener

@@ -19,7 +19,7 @@
  * classify any accepted one.
  * Into a program that will not load smcr (a static binary, an environment
  * without our LD_PRELOAD, a setuid program), and over SCM_RIGHTS, an accepted
- * connection is settled first (smc.c smcr_smc_settle_for_handoff: a Proposal
+ * connection is settled first (smc_server.c smcr_smc_settle_for_handoff: a Proposal
  * is declined, reason HANDOFF), so its new owner reads a clean TCP stream.
  *
  * vfork: python's subprocess dup2s the connection onto 0 and 1 and closes

@@ -873,7 +873,7 @@ struct poll_slot {
 
 /*
  * A forked child's copy of its parent's SMC connection: its data calls fail
- * with ECONNRESET (smc.c), so it polls as a reset socket does (readable,
+ * with ECONNRESET (smc_data.c), so it polls as a reset socket does (readable,
  * writable, error, hang-up), never as the quiet TCP socket beneath, on which
  * a child waiting to read would sleep for ever.
  */

@@ -7,7 +7,7 @@
  * in the environment (SMCR_INHERIT) when the new image will load smcr, and
  * settled first when it will not (a Proposal declined, reason HANDOFF), so
  * its new owner never reads a CLC byte. SMC connections cannot cross exec:
- * they end visibly (smc.c, smcr_smc_before_exec: design §8).
+ * they end visibly (smc_lifecycle.c, smcr_smc_before_exec: design §8).
  *
  * Whether the new image loads smcr is decided from what the dynamic loader
  * will do: the new environment's LD_PRELOAD names this library (or this

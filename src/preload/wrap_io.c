@@ -12,7 +12,7 @@
  * (callgrind, recv on a tracked TCP socket).
  *
  * The taken branch funnels every call into divert_recvmsg() or
- * divert_sendmsg(), where the engine's SMC data path plugs in (smc.c): an
+ * divert_sendmsg(), where the engine's SMC data path plugs in (smc_data.c): an
  * SMC socket's data goes to the engine, a candidate is classified first,
  * anything else reaches the kernel socket with recvmsg/sendmsg, which is
  * what read/write/send/recv mean on a stream socket

@@ -8,7 +8,7 @@
  * a filter, while every call is still allowed, the engine learns it
  * (engine.h smcr_engine_confine: it runs the filter over the calls it may
  * still make) and the sockets of this process are put where the filter
- * cannot hurt them (smc.c smcr_smc_before_confine): accepted connections
+ * cannot hurt them (smc_confine.c smcr_smc_before_confine): accepted connections
  * not classified yet are settled (a Proposal declined, reason CONFINED),
  * listeners leave the registry, and every connection made from then on
  * stays TCP with reason CONFINED.  SMC connections keep running on the calls

@@ -11,7 +11,7 @@
  * the SYN and runs the client's handshake (at
  * once, or after a non-blocking connect completes), accepted sockets are
  * classified at their first I/O; shutdown and a few socket options answer
- * from the engine in SMC mode (smc.c).  Sockets of programs that ask for SMC
+ * from the engine in SMC mode (smc_data.c).  Sockets of programs that ask for SMC
  * themselves (AF_SMC, IPPROTO_SMC) are served as TCP sockets where the kernel
  * cannot serve them (af_smc.c).
  */
