@@ -39,6 +39,23 @@ static int pending_bytes(int fd)
 }
 
 /*
+ * Decline the Proposal at the stream's start for `reason`: the connection
+ * goes on as TCP, or is reset if the Decline cannot be sent.
+ * SMCR_SMC_DECIDED or -ECONNRESET.
+ */
+static int decline(int fd, struct smcr_fd_entry *e, uint32_t reason, const char *why)
+{
+	int rc = smcr_sock_decline_late_proposal(fd, reason);
+
+	if (rc < 0) {
+		smcr_smc_fail_connection(fd, e, -rc, "server");
+		return -ECONNRESET;
+	}
+	smcr_smc_fallback(fd, e, reason, false, "server", why);
+	return SMCR_SMC_DECIDED;
+}
+
+/*
  * One step of the server's lazy classification (design §4). Returns SMCR_SMC_DECIDED,
  * SMCR_SMC_WAIT_DATA, or -errno for the call to return.
  */
@@ -57,27 +74,13 @@ int smcr_smc_server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind ki
 
 		if (c == SMCR_CLASSIFY_PROPOSAL && spoke_first) {
 			/* We spoke first: the stream is TCP; the Proposal must not reach the app. */
-			rc = smcr_sock_decline_late_proposal(fd, SMCR_CLC_DECL_SYNCERR);
-			if (rc < 0) {
-				smcr_smc_fail_connection(fd, e, -rc, "server");
-				return -ECONNRESET;
-			}
-			smcr_smc_fallback(fd, e, SMCR_CLC_DECL_SYNCERR, false, "server",
-					  "declined a late Proposal");
-			return SMCR_SMC_DECIDED;
+			return decline(fd, e, SMCR_CLC_DECL_SYNCERR, "declined a late Proposal");
 		}
 		if (c == SMCR_CLASSIFY_PROPOSAL) {
 			efd = smcr_smc_engine_dup(fd);
 			if (efd < 0) {
 				/* Cannot run the engine: still answer (Decline) so the client goes on. */
-				rc = smcr_sock_decline_late_proposal(fd, SMCR_CLC_DECL_MEM);
-				if (rc < 0) {
-					smcr_smc_fail_connection(fd, e, -rc, "server");
-					return -ECONNRESET;
-				}
-				smcr_smc_fallback(fd, e, SMCR_CLC_DECL_MEM, false, "server",
-						  "no fd for the engine");
-				return SMCR_SMC_DECIDED;
+				return decline(fd, e, SMCR_CLC_DECL_MEM, "no fd for the engine");
 			}
 			rc = smcr_smc_handshake_start(fd, e, efd, kind, may_block);
 			if (rc != SMCR_HANDSHAKE_PENDING)
@@ -183,15 +186,11 @@ void smcr_smc_settle_unread(int fd, struct smcr_fd_entry *e, uint32_t reason, co
 	may_propose = (smcr_fd_entry_flags(e) & SMCR_FD_F_PEER_SMC) || smcr_peer_is_local(fd) ||
 		      smcr_peer_may_propose(fd);
 	while (smcr_fd_entry_mode(e) == SMCR_FD_CANDIDATE) {
-		int c = smcr_sock_classify(fd), rc;
+		int c = smcr_sock_classify(fd);
 		int64_t left = deadline - smcr_now_ms();
 
 		if (c == SMCR_CLASSIFY_PROPOSAL) {
-			rc = smcr_sock_decline_late_proposal(fd, reason);
-			if (rc < 0)
-				smcr_smc_fail_connection(fd, e, -rc, "server");
-			else
-				smcr_smc_fallback(fd, e, reason, false, "server", why);
+			decline(fd, e, reason, why);
 		} else if (c == SMCR_CLASSIFY_TCP || c == SMCR_CLASSIFY_EOF || c < 0) {
 			smcr_smc_fallback(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "server", why);
 		} else if (may_propose && left > 0 && pending_bytes(fd) > 0) {
