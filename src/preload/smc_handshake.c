@@ -148,15 +148,9 @@ int smcr_smc_handshake_start(int fd, struct smcr_fd_entry *e, int efd, enum smcr
 	struct smcr_handshake *hs = NULL;
 	int rc = smcr_sock_accept_start(efd, &o, &hs);
 
-	if (rc != SMCR_HANDSHAKE_PENDING) {
-		smcr_real.close(efd);
-		if (rc > 0) {
-			smcr_smc_fallback(fd, e, (uint32_t)rc, false, "server", NULL);
-			return SMCR_SMC_DECIDED;
-		}
-		smcr_smc_fail_connection(fd, e, -rc, "server");
-		return -ECONNRESET;
-	}
+	/* (never 0 here: a Decline's reason, PENDING or -errno, engine.h) */
+	if (rc != SMCR_HANDSHAKE_PENDING)
+		return smcr_smc_take_handshake(fd, e, efd, rc, NULL, "server");
 	smcr_smc_handshake_wait(fd, e, efd, hs, kind, may_block);
 	return SMCR_HANDSHAKE_PENDING;
 }
