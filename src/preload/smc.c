@@ -64,8 +64,6 @@ int smcr_smc_spin_us;
 pid_t smcr_smc_pid;
 static struct smcr_sock_opts sock_opts;
 static int tcp_rcvbuf_default; /* a new TCP socket's SO_RCVBUF (tcp_rmem[1]); 0 = unknown */
-/* How long a server's first write waits for a local client's Proposal. */
-int smcr_smc_speak_first_wait_ms = SMCR_CONFIG_SPEAK_FIRST_WAIT_MS;
 
 /* ---- small helpers ----------------------------------------------------------- */
 

@@ -43,9 +43,6 @@ struct smcr_sock *smcr_smc_sock_of(struct smcr_fd_entry *e);
 /* A forked child's copy of its parent's SMC connection (reads as reset here). */
 bool smcr_smc_inherited(struct smcr_fd_entry *e);
 
-/* SMCR_SPEAK_FIRST_WAIT_MS: a server's first write waits this long for a local Proposal. */
-extern int smcr_smc_speak_first_wait_ms;
-
 /* poll one fd through libc; 1 ready, 0 timeout, -errno. */
 int smcr_smc_wait_fd(int fd, short events, int timeout_ms);
 
@@ -95,6 +92,9 @@ enum {
 };
 
 /* ---- smc_client.c, smc_server.c: the decision's two sides -------------------- */
+
+/* SMCR_SPEAK_FIRST_WAIT_MS: a server's first write waits this long for a Proposal. */
+extern int smcr_smc_speak_first_wait_ms;
 
 int smcr_smc_client_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind,
 			   bool may_block);

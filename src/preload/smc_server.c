@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "common/clock.h"
+#include "common/config.h"
 #include "common/log.h"
 #include "preload/preload.h"
 #include "preload/smc.h"
@@ -28,6 +29,9 @@
 
 /* How long a partial CLC Proposal prefix may sit before it counts as data. */
 #define PARTIAL_PROPOSAL_MS 2000
+
+/* How long a server's first write waits for a local client's Proposal (set by smcr_smc_init). */
+int smcr_smc_speak_first_wait_ms = SMCR_CONFIG_SPEAK_FIRST_WAIT_MS;
 
 static int pending_bytes(int fd)
 {
