@@ -12,6 +12,7 @@
  *   smc_handshake.c  a handshake under way across calls
  *   smc_listen.c     listeners, their registrations, accept()
  *   smc_data.c       the calls on an SMC socket
+ *   smc_splice.c     splice() with an SMC socket on one side
  *   smc_close.c      the release at close; going on over TCP
  *   smc_confine.c    the decisions a seccomp filter must not meet
  *   smc_lifecycle.c  fork, exec, exit

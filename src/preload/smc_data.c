@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The calls on an SMC socket (smc.h "data"): recvmsg, sendmsg, sendfile,
- * shutdown and the socket options and ioctls whose answer is the engine's
- * rather than the kernel's.  Each first settles a candidate (smc.c
+ * the room a splice may fill (smc_splice.c), shutdown and the socket
+ * options and ioctls whose answer is the engine's rather than the kernel's.  Each first settles a candidate (smc.c
  * smcr_smc_settle), then either hands the call to the engine or tells the
  * wrapper to make the kernel's.  Kept apart from the decision because this
  * is the path every byte of an SMC connection takes: once decided, a call
