@@ -73,6 +73,11 @@ enum smcr_clc_decl {
 	 * connection TCP (src/common/rules.h; a server declines with NOSMCDEV)
 	 */
 	SMCR_CLC_DECL_RULE = 0x0A060000,
+	/*
+	 * smcr's own, sent: the program sends with MSG_ZEROCOPY (SO_ZEROCOPY),
+	 * whose completions only the kernel's TCP reports
+	 */
+	SMCR_CLC_DECL_ZEROCOPY = 0x0A070000,
 };
 
 /* "NOSMCRDEV" etc. for a known code, NULL otherwise. */

@@ -58,6 +58,8 @@ enum smcr_fd_mode {
 #define SMCR_FD_F_IPPROTO_SMC (1u << 8)
 #define SMCR_FD_F_ASKED_SMC (SMCR_FD_F_AF_SMC | SMCR_FD_F_IPPROTO_SMC)
 #define SMCR_FD_F_SMC_LIMIT_HS (1u << 9) /* its SOL_SMC SMC_LIMIT_HS is set */
+/* SO_ZEROCOPY is on (its own, or its listener's when accepted): the connection stays TCP */
+#define SMCR_FD_F_ZEROCOPY (1u << 10)
 
 struct smcr_fd_entry {
 	atomic_uint refcnt;        /* fds pointing here + temporary references */

@@ -89,7 +89,8 @@ void smcr_smc_set_nonblock(int fd, bool on);
 int smcr_smc_shutdown(int fd, int how, bool *handled);
 int smcr_smc_getsockopt(int fd, int level, int name, void *value, socklen_t *len,
 			bool *handled);
-void smcr_smc_after_setsockopt(int fd, int level, int name);
+/* After the kernel took the option (value/len as the program gave them). */
+void smcr_smc_after_setsockopt(int fd, int level, int name, const void *value, socklen_t len);
 int smcr_smc_ioctl(int fd, unsigned long request, void *arg, bool *handled);
 
 /* ---- data (wrap_io.c) ------------------------------------------------------ */

@@ -55,6 +55,8 @@ void smcr_smc_before_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	 */
 	if (smcr_smc_confined_now())
 		reason = SMCR_CLC_DECL_CONFINED;
+	else if (smcr_fd_entry_flags(e) & SMCR_FD_F_ZEROCOPY)
+		reason = SMCR_CLC_DECL_ZEROCOPY;
 	else if (smcr_fd_entry_flags(e) & SMCR_FD_F_ASKED_SMC)
 		reason = 0;
 	else
@@ -124,6 +126,11 @@ int smcr_smc_client_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind ki
 	if (smcr_smc_confined_now()) {
 		smcr_smc_fallback(fd, e, SMCR_CLC_DECL_CONFINED, true, "client",
 				  "the process confines its system calls");
+		return 0;
+	}
+	if (smcr_fd_entry_flags(e) & SMCR_FD_F_ZEROCOPY) {
+		smcr_smc_fallback(fd, e, SMCR_CLC_DECL_ZEROCOPY, true, "client",
+				  "SO_ZEROCOPY set after connect()");
 		return 0;
 	}
 

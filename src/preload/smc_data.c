@@ -303,11 +303,43 @@ int smcr_smc_getsockopt(int fd, int level, int name, void *value, socklen_t *len
 	return 0;
 }
 
-void smcr_smc_after_setsockopt(int fd, int level, int name)
+/*
+ * SO_ZEROCOPY: the program will send with MSG_ZEROCOPY and wait on the error
+ * queue for the kernel to say each send's pages are free again.  Only the
+ * kernel's TCP says so, so the connection stays TCP (decided later: its flag;
+ * a listener's accepted sockets inherit it, as the kernel's option).  An SMC
+ * connection already running on one host goes on over TCP from here; over
+ * SMC-R, which cannot, it stays SMC, its sends copied at once and no
+ * completion ever reported.
+ */
+static void zerocopy_on(int fd, struct smcr_fd_entry *e)
+{
+	struct smcr_sock *s = smcr_smc_sock_of(e);
+
+	smcr_smc_add_flags(e, SMCR_FD_F_ZEROCOPY);
+	if (!s)
+		return;
+	if (strcmp(smcr_sock_mode_name(s), "smc-shm") == 0)
+		smcr_smc_continue_on_tcp(fd, e, "SO_ZEROCOPY: MSG_ZEROCOPY completions are TCP's");
+	else
+		smcr_info("fd %d: SO_ZEROCOPY on an SMC-R connection: its MSG_ZEROCOPY sends are"
+			  " copied, and no completion is reported", fd);
+}
+
+void smcr_smc_after_setsockopt(int fd, int level, int name, const void *value, socklen_t len)
 {
 	struct smcr_fd_entry *e;
 	struct smcr_sock *s;
 
+	if (level == SOL_SOCKET && name == SO_ZEROCOPY && value && len >= (socklen_t)sizeof(int) &&
+	    *(const int *)value) {
+		e = smcr_fdtab_get(fd);
+		if (e) {
+			zerocopy_on(fd, e);
+			smcr_fdtab_put(e);
+		}
+		return;
+	}
 	if (level != SOL_SOCKET || (name != SO_RCVTIMEO && name != SO_SNDTIMEO))
 		return;
 	e = smcr_fdtab_get(fd);

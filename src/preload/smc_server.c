@@ -80,6 +80,8 @@ int smcr_smc_server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind ki
 			/* We spoke first: the stream is TCP; the Proposal must not reach the app. */
 			return decline(fd, e, SMCR_CLC_DECL_SYNCERR, "declined a late Proposal");
 		}
+		if (c == SMCR_CLASSIFY_PROPOSAL && (smcr_fd_entry_flags(e) & SMCR_FD_F_ZEROCOPY))
+			return decline(fd, e, SMCR_CLC_DECL_ZEROCOPY, "SO_ZEROCOPY is on");
 		if (c == SMCR_CLASSIFY_PROPOSAL) {
 			efd = smcr_smc_engine_dup(fd);
 			if (efd < 0) {

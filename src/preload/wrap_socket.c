@@ -190,7 +190,7 @@ SMCR_EXPORT int setsockopt(int fd, int level, int name, const void *value, sockl
 		return ret;
 	ret = smcr_real.setsockopt(fd, level, name, value, len);
 	if (ret == 0 && smcr_preload_divert(fd))
-		smcr_smc_after_setsockopt(fd, level, name);
+		smcr_smc_after_setsockopt(fd, level, name, value, len);
 	return ret;
 }
 

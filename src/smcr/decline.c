@@ -55,6 +55,7 @@ const char *smcr_clc_decl_name(uint32_t code)
 		{ SMCR_CLC_DECL_CONFINED, "CONFINED" },
 		{ SMCR_CLC_DECL_GIDNOTPEER, "GIDNOTPEER" },
 		{ SMCR_CLC_DECL_RULE, "RULE" },
+		{ SMCR_CLC_DECL_ZEROCOPY, "ZEROCOPY" },
 	};
 	size_t i;
 

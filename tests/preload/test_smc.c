@@ -20,6 +20,7 @@
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <linux/audit.h>
+#include <linux/errqueue.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <linux/sockios.h>
@@ -36,6 +37,7 @@
 #include <time.h>
 
 #include "smc_preload.h"
+#include "smcr/decline.h"
 #include "smcr/stats_abi.h"
 #include "preload_test.h"
 
@@ -1915,6 +1917,118 @@ static int case_oob(void)
 	return t_result();
 }
 
+/* ---- SO_ZEROCOPY --------------------------------------------------------------------------- */
+
+#define ZC_LEN 65536
+
+/* The kernel reported a MSG_ZEROCOPY send done on fd's error queue (10 s at most). */
+static bool zerocopy_completed(int fd)
+{
+	for (int i = 0; i < 10000; i++) {
+		char control[256];
+		struct msghdr msg = { .msg_control = control, .msg_controllen = sizeof(control) };
+
+		if (recvmsg(fd, &msg, MSG_ERRQUEUE | MSG_DONTWAIT) >= 0) {
+			for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+				struct sock_extended_err ee;
+
+				memcpy(&ee, CMSG_DATA(cm), sizeof(ee));
+				if (cm->cmsg_level == SOL_IP && cm->cmsg_type == IP_RECVERR &&
+				    ee.ee_origin == SO_EE_ORIGIN_ZEROCOPY)
+					return true;
+			}
+		}
+		usleep(1000);
+	}
+	return false;
+}
+
+static bool send_zerocopy(int fd, const unsigned char *buf, size_t len)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = send(fd, buf + done, len - done, MSG_ZEROCOPY);
+
+		if (n <= 0)
+			return false;
+		done += (size_t)n;
+	}
+	return zerocopy_completed(fd);
+}
+
+/* How many connections this process's stats say stayed TCP for `reason`. */
+static uint64_t fallbacks_for(uint32_t reason)
+{
+	const struct smcr_stats_file *f = my_stats();
+
+	for (unsigned i = 0; f && i < SMCR_STATS_MAX_REASONS; i++)
+		if (f->fallback_reasons[i].reason == reason)
+			return f->fallback_reasons[i].count;
+	return 0;
+}
+
+static void client_zerocopy(void)
+{
+	static unsigned char data[ZC_LEN], got[ZC_LEN];
+	int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
+	char c;
+
+	fill(data, ZC_LEN, 21);
+	/* Set before connect(): no Proposal; its completions come as on TCP. */
+	CHECK(fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one)) == 0);
+	CHECK(connect(fd, (struct sockaddr *)&server_addr, sizeof(server_addr)) == 0);
+	CHECK(send_zerocopy(fd, data, ZC_LEN));
+	CHECK_MODE(fd, SMC_PRELOAD_FD_FALLBACK);
+	CHECK(fallbacks_for(SMCR_CLC_DECL_ZEROCOPY) == 1);
+	close(fd);
+	/* The server sets it on its accepted socket before reading: it declines. */
+	fd = connect_to_server(0);
+	CHECK(fd >= 0 && write(fd, "x", 1) == 1);
+	CHECK(read(fd, &c, 1) == 1 && c == 'y');
+	CHECK_MODE(fd, SMC_PRELOAD_FD_FALLBACK);
+	close(fd);
+	/* The server sets it on a running SMC connection: both go on over TCP. */
+	fd = connect_to_server(0);
+	CHECK(fd >= 0 && write(fd, "a", 1) == 1);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(recv(fd, got, ZC_LEN, MSG_WAITALL) == ZC_LEN && memcmp(got, data, ZC_LEN) == 0);
+	CHECK(write(fd, "k", 1) == 1);
+	close(fd);
+}
+
+static int case_zerocopy(void)
+{
+	static unsigned char data[ZC_LEN], got[ZC_LEN];
+	pid_t client = spawn(client_zerocopy);
+	int one = 1, fd;
+	char c;
+
+	fill(data, ZC_LEN, 21);
+	fd = accept(listen_fd, NULL, NULL);
+	CHECK(fd >= 0 && recv(fd, got, ZC_LEN, MSG_WAITALL) == ZC_LEN);
+	CHECK(memcmp(got, data, ZC_LEN) == 0);
+	close(fd);
+
+	fd = accept(listen_fd, NULL, NULL);
+	CHECK(fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one)) == 0);
+	CHECK(read(fd, &c, 1) == 1 && c == 'x');
+	CHECK_MODE(fd, SMC_PRELOAD_FD_FALLBACK);
+	CHECK(fallbacks_for(SMCR_CLC_DECL_ZEROCOPY) == 1);
+	CHECK(write(fd, "y", 1) == 1);
+	close(fd);
+
+	fd = accept(listen_fd, NULL, NULL);
+	CHECK(fd >= 0 && read(fd, &c, 1) == 1 && c == 'a');
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one)) == 0);
+	CHECK(send_zerocopy(fd, data, ZC_LEN));
+	CHECK(read(fd, &c, 1) == 1 && c == 'k');
+	close(fd);
+	reap(client, "client");
+	return t_result();
+}
+
 /* ---- SMC connections that follow fork ------------------------------------------------------ */
 
 /*
@@ -2761,6 +2875,8 @@ int main(int argc, char **argv)
 		rc = case_splice();
 	else if (!strcmp(which, "oob"))
 		rc = case_oob();
+	else if (!strcmp(which, "zerocopy"))
+		rc = case_zerocopy();
 	else if (!strcmp(which, "fork-client"))
 		rc = case_fork_client();
 	else if (!strcmp(which, "fork-share"))
