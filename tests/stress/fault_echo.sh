@@ -21,11 +21,15 @@ script=$(dirname -- "${BASH_SOURCE[0]}")/echo_many.py
 conns=60
 nbytes=4096
 deadline=60
+# The shim's LD_PRELOAD replaces the one smc_run set: in a sanitized build the
+# sanitizer runtime must stay first in it (SMCR_SANITIZER_PRELOAD, lib.sh), or
+# the runtime refuses to start.
+preload="${SMCR_SANITIZER_PRELOAD:+$SMCR_SANITIZER_PRELOAD:}$SMCR_LIB:$shim"
 
 # fault_run NAME WHERE SPEC: WHERE is server, client or both.
 fault_run() {
     local name=$1 where=$2 spec=$3 injected smc fb reasons
-    local -a with=(env "LD_PRELOAD=$SMCR_LIB $shim" "SMCR_FAULT=$spec" "SMCR_FAULT_LOG=$work/$name.faults")
+    local -a with=(env "LD_PRELOAD=$preload" "SMCR_FAULT=$spec" "SMCR_FAULT_LOG=$work/$name.faults")
     server_pre=() client_pre=()
     [[ $where == client ]] || server_pre=("${with[@]}")
     [[ $where == server ]] || client_pre=("${with[@]}")
@@ -55,7 +59,7 @@ fault_run all-both both memfd:7,eventfd:7,mmap:7,unix:7,timerfd:7
 # every connection of the next burst is SMC.
 registry_retry() {
     local name=registry-retry port round smc
-    local -a with=(env "LD_PRELOAD=$SMCR_LIB $shim" "SMCR_FAULT=unix:=1" "SMCR_FAULT_LOG=$work/$name.faults")
+    local -a with=(env "LD_PRELOAD=$preload" "SMCR_FAULT=unix:=1" "SMCR_FAULT_LOG=$work/$name.faults")
     log "$name: the listener's first registry socket fails"
     port=$(free_port 4)
     start_server smcr "$name-server" "${with[@]}" "$PYTHON" "$script" server 127.0.0.1 "$port"
