@@ -12,20 +12,27 @@ checksummed payload on each, holds them all open, then closes them.
       CONNS connections of BYTES each; fails on any connection not echoed
       intact within DEADLINE seconds, on any error an epoll event or a call
       reports, and on any byte after the echo. Prints the resources (fds, RSS,
-      memfd mappings) of itself and of the server before, while all the
-      connections are open, and after they closed, one line each:
-        resources PHASE client fds=N rss_kib=N memfd_maps=N server fds=N ...
+      memfd mappings, live heap) of itself and of the server before, while
+      all the connections are open, and after they closed, one line each:
+        resources PHASE client fds=N rss_kib=N memfd_maps=N heap=N server fds=N ...
+
+heap is the bytes the AddressSanitizer allocator counts as allocated and not
+freed (blocks in its quarantine not included), -1 in a process without that
+allocator.  The server reports its own on SIGUSR1, into a file in
+SMCR_STRESS_HEAP_DIR (both ends need it in their environment).
 
 Every line that reports a problem starts with "error:"; the exit status is 0
 only when every connection echoed intact and no error was seen.
 """
 
+import ctypes
 import errno
 import hashlib
 import os
 import random
 import resource
 import select
+import signal
 import socket
 import sys
 import time
@@ -47,8 +54,65 @@ def set_fd_limit():
     resource.setrlimit(resource.RLIMIT_NOFILE, (want, want))
 
 
-def resources(pid):
-    """fds, RSS (KiB) and memfd mappings of a live process."""
+def own_heap():
+    """Bytes the AddressSanitizer allocator holds allocated in this process, or
+    -1 without it (a process without libasan loaded)."""
+    try:
+        f = ctypes.CDLL(None).__sanitizer_get_current_allocated_bytes
+    except (AttributeError, OSError):
+        return -1
+    f.restype = ctypes.c_size_t
+    return int(f())
+
+
+def heap_file(pid):
+    directory = os.environ.get("SMCR_STRESS_HEAP_DIR")
+    return os.path.join(directory, f"heap.{pid}") if directory else None
+
+
+# The server's heap file, open from its start: a server that ran out of fds
+# still answers.  Each answer is one fixed-size record "SEQ HEAP" at offset 0.
+heap_fd = -1
+heap_seq = 0
+
+
+def publish_heap(signum, frame):
+    """SIGUSR1 in the server: its heap, with the answer's sequence number."""
+    global heap_seq
+    heap_seq += 1
+    os.pwrite(heap_fd, f"{heap_seq:20d} {own_heap():20d}\n".encode(), 0)
+
+
+def read_heap_file(path):
+    """(SEQ, HEAP) of the server's last answer, or None if none is whole."""
+    try:
+        with open(path) as f:
+            seq, heap = f.read().split()
+        return int(seq), int(heap)
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def server_heap(pid):
+    """The server's heap as it answers SIGUSR1; -1 if it cannot."""
+    path = heap_file(pid)
+    if not path or own_heap() < 0:
+        return -1
+    before = read_heap_file(path)
+    if before is None:
+        return -1
+    os.kill(pid, signal.SIGUSR1)
+    for _ in range(100):
+        now = read_heap_file(path)
+        if now is not None and now[0] > before[0]:
+            return now[1]
+        time.sleep(0.1)
+    return -1
+
+
+def resources(pid, heap=True):
+    """fds, RSS (KiB), memfd mappings and, if asked, heap (bytes) of a live
+    process."""
     fds = len(os.listdir(f"/proc/{pid}/fd"))
     rss = 0
     with open(f"/proc/{pid}/status") as f:
@@ -57,15 +121,17 @@ def resources(pid):
                 rss = int(line.split()[1])
     with open(f"/proc/{pid}/maps") as f:
         memfd = sum(1 for line in f if "/memfd:" in line)
-    return fds, rss, memfd
+    if heap:
+        heap = own_heap() if pid == os.getpid() else server_heap(pid)
+    return fds, rss, memfd, heap
 
 
 def report(phase, server_pid):
     """Prints one "resources" line; returns the server's fd count."""
     parts = [f"resources {phase}"]
     for role, pid in (("client", os.getpid()), ("server", server_pid)):
-        fds, rss, memfd = resources(pid)
-        parts.append(f"{role} fds={fds} rss_kib={rss} memfd_maps={memfd}")
+        fds, rss, memfd, heap = resources(pid)
+        parts.append(f"{role} fds={fds} rss_kib={rss} memfd_maps={memfd} heap={heap}")
     print(" ".join(parts), flush=True)
     return fds
 
@@ -74,6 +140,11 @@ def report(phase, server_pid):
 # Server
 
 def server(host, port):
+    global heap_fd
+    if heap_file(os.getpid()) and own_heap() >= 0:
+        heap_fd = os.open(heap_file(os.getpid()), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        publish_heap(0, None)
+        signal.signal(signal.SIGUSR1, publish_heap)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     listener = socket.socket(family, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -239,7 +310,7 @@ def client(host, port, nconns, nbytes, deadline_s, server_pid):
     # numbers.
     settle = time.monotonic() + 30
     while time.monotonic() < settle:
-        fds, _, maps = resources(server_pid)
+        fds, _, maps, _ = resources(server_pid, heap=False)
         if fds <= server_fds_before + SERVER_FD_SLACK and maps <= SERVER_MAPS_MAX:
             break
         time.sleep(0.2)
