@@ -52,9 +52,11 @@ rss_slack_kib=$((32 * 1024))
 # the heap, so a leak of a quarter of a KiB per connection of a 1000-connection run
 # exceeds it.
 heap_slack=$((256 * 1024))
-export SMCR_STRESS_HEAP_DIR=$work # echo_many.py: the server's heap, on request
 asan=0
-[[ ${SMCR_SANITIZER_PRELOAD:-} == *libasan* ]] && asan=1
+if [[ ${SMCR_SANITIZER_PRELOAD:-} == *libasan* ]]; then
+    asan=1
+    export SMCR_STRESS_HEAP_DIR=$work # echo_many.py: the server's heap, on request
+fi
 
 (( $(ulimit -Hn) >= 6 * conns + 256 )) ||
     skip "RLIMIT_NOFILE hard limit $(ulimit -Hn) is below the $((6 * conns + 256)) fds $conns SMC connections need"
