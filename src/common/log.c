@@ -16,6 +16,13 @@ int smcr_log_threshold = SMCR_LOG_WARN;
 /* Destination file; empty = stderr. Written once by smcr_log_setup(). */
 static char log_path[256];
 
+/*
+ * The program's name as it was at start-up: servers that set their process
+ * title (PostgreSQL, nginx's workers) write over the argv[0] memory that
+ * program_invocation_short_name points into, often with NULs.
+ */
+static char progname[64];
+
 /* One line is formatted into this much stack and written in one write(). */
 #define LOG_LINE_MAX 1024
 
@@ -30,6 +37,8 @@ static const char *const level_names[] = {
 void smcr_log_setup(int threshold, const char *path)
 {
 	smcr_log_threshold = threshold;
+	if (!progname[0] && program_invocation_short_name)
+		snprintf(progname, sizeof(progname), "%s", program_invocation_short_name);
 	if (path && *path && strlen(path) < sizeof(log_path))
 		memcpy(log_path, path, strlen(path) + 1);
 	else
@@ -48,6 +57,8 @@ void smcr_log_quiet(void)
 
 const char *smcr_log_progname(void)
 {
+	if (progname[0])
+		return progname;
 	return program_invocation_short_name ? program_invocation_short_name : "?";
 }
 

@@ -96,13 +96,31 @@ static const char *run_child(const char *self, const char *debug, const char *ex
 	return log;
 }
 
-/* The child: makes one TCP and one UDP socket, prints its pid into the log's terms. */
-static int child(void)
+/* Does the line that contains `what` begin with `prefix`? */
+static bool line_begins(const char *log, const char *what, const char *prefix)
 {
-	int tcp = socket(AF_INET, SOCK_STREAM, 0);
-	int udp = socket(AF_INET, SOCK_DGRAM, 0);
+	const char *at = strstr(log, what), *start = at;
+
+	if (!at)
+		return false;
+	while (start > log && start[-1] != '\n')
+		start--;
+	return strncmp(start, prefix, strlen(prefix)) == 0;
+}
+
+/*
+ * The child: clears its argv[0] as a server that sets its process title
+ * does (PostgreSQL writes its title there, NUL-padded), then makes one TCP
+ * and one UDP socket.
+ */
+static int child(char *argv0)
+{
+	int tcp, udp;
 	char line[128];
 
+	memset(argv0, 0, strlen(argv0));
+	tcp = socket(AF_INET, SOCK_STREAM, 0);
+	udp = socket(AF_INET, SOCK_DGRAM, 0);
 	snprintf(line, sizeof(line), "%d\n", (int)getpid());
 	close(tcp);
 	close(udp);
@@ -115,7 +133,7 @@ int main(int argc, char **argv)
 	const char *log;
 
 	if (argc == 2 && strcmp(argv[1], "--child") == 0)
-		return child();
+		return child(argv[0]);
 	t_watchdog(60);
 
 	/* The start-up line and socket tracking, at debug level. */
@@ -126,6 +144,8 @@ int main(int argc, char **argv)
 	CHECK(strstr(log, expect) != NULL);
 	CHECK(strstr(log, "smcr[test_log ") != NULL);
 	CHECK(count(log, "AF_INET TCP socket tracked") == 1);
+	/* Named as at start-up, after the program wrote over its argv[0]. */
+	CHECK(line_begins(log, "AF_INET TCP socket tracked", "smcr[test_log "));
 	/* Debug lines name the function (for developers), info lines do not. */
 	CHECK(lines_naming_functions(log, "debug") >= 1);
 	CHECK(lines_naming_functions(log, "info") == 0);
