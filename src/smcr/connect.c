@@ -315,6 +315,8 @@ static int client_end(int tcp_fd, const struct smcr_transport_ops *ops, struct s
 	}
 	if (!ops->same_host && peer_addr(tcp_fd, &peer))
 		smcr_policy_rdma_result((struct sockaddr *)&peer, rc, smcr_now_ms());
+	else if (ops->same_host && rc > 0 && peer_addr(tcp_fd, &peer))
+		smcr_policy_proposal_failed((struct sockaddr *)&peer, rc);
 	if (rc == 0)
 		return 0;
 	if (xc)

@@ -19,7 +19,9 @@
  *   - every SMC connection that ends adds 1 to its score when short, and
  *     takes SMCR_LEARN_LONG_WEIGHT off when not (a long connection SMC
  *     helped weighs more than a short one it cost: missing SMC where it
- *     helps is the bigger loss);
+ *     helps is the bigger loss); a same-host Proposal that ends on TCP (the
+ *     server declined it, or did not answer in time) counts as short: it
+ *     cost the handshake and bought nothing (policy.h);
  *   - at SMCR_LEARN_TCP_ON the destination turns TCP; it turns back at
  *     SMCR_LEARN_TCP_OFF or below (the band keeps a mixed workload from
  *     flapping);

@@ -249,6 +249,20 @@ void smcr_policy_conn_ended(const struct smcr_sock *s)
 			  s->cdc_sent + s->cdc_received, now - s->opened_ms, now);
 }
 
+void smcr_policy_proposal_failed(const struct sockaddr *peer, int reason)
+{
+	const struct smcr_config *cfg = smcr_config_get();
+	struct dest d;
+
+	/* Our own shortage says nothing of the destination. */
+	if (!cfg->learn || reason == (int)SMCR_CLC_DECL_MEM || !dest_of(peer, &d))
+		return;
+	/* Only where the policy is asked (smcr_sock_connect_learned). */
+	if (!dest_is_loopback(&d) && !smcr_policy_match(cfg->peers, cfg->n_peers, peer))
+		return;
+	smcr_learn_result(dest_key(&d), 0, 0, 0, smcr_now_ms());
+}
+
 /* ---- negative cache ------------------------------------------------------------- */
 
 static struct neg_entry {

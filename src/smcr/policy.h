@@ -76,6 +76,16 @@ void smcr_policy_rdma_result(const struct sockaddr *peer, int rc, int64_t now_ms
 struct smcr_sock;
 void smcr_policy_conn_ended(const struct smcr_sock *s);
 
+/*
+ * A same-host client's Proposal to `peer` ended on TCP (`reason`, > 0): the
+ * peer declined, or did not answer in time. It cost SMC's handshake and
+ * bought nothing, so the learned policy counts it as a short connection: a
+ * destination that declines every Proposal (a server that hands its accepted
+ * sockets to workers over SCM_RIGHTS, as node's cluster does) turns TCP after
+ * a few, with the policy's probes. Costs no system call.
+ */
+void smcr_policy_proposal_failed(const struct sockaddr *peer, int reason);
+
 /* Forget every cached destination (tests). */
 void smcr_policy_reset(void);
 
