@@ -60,6 +60,12 @@ enum smcr_fd_mode {
 #define SMCR_FD_F_SMC_LIMIT_HS (1u << 9) /* its SOL_SMC SMC_LIMIT_HS is set */
 /* SO_ZEROCOPY is on (its own, or its listener's when accepted): the connection stays TCP */
 #define SMCR_FD_F_ZEROCOPY (1u << 10)
+/*
+ * SO_LINGER is on with a zero timeout (its own, or its listener's when
+ * accepted): the program's close is abortive, which the peer must see as a
+ * reset, as over TCP, not as the end of the stream
+ */
+#define SMCR_FD_F_LINGER_ZERO (1u << 11)
 
 struct smcr_fd_entry {
 	atomic_uint refcnt;        /* fds pointing here + temporary references */

@@ -19,8 +19,9 @@
 
 /*
  * The last reference to an entry is gone (fdtab.h): the application closed
- * its last fd of the socket. Orderly SMC close, then the engine's duplicate
- * goes, which lets the kernel send the FIN. A forked child's copy of its
+ * its last fd of the socket. Orderly SMC close (an abortive one under
+ * SO_LINGER 0), then the engine's duplicate goes, which lets the kernel send
+ * the FIN (or the RST). A forked child's copy of its
  * parent's connection is only forgotten: the parent still runs it.
  */
 void smcr_smc_release_entry(struct smcr_fd_entry *e)
@@ -50,7 +51,11 @@ void smcr_smc_release_entry(struct smcr_fd_entry *e)
 		e->unserved = NULL;
 	}
 	smcr_smc_screen_release(e);
-	if (s && owner) {
+	if (s && owner && (smcr_fd_entry_flags(e) & SMCR_FD_F_LINGER_ZERO)) {
+		/* SO_LINGER 0: an abortive close, a reset at the peer as over TCP */
+		smcr_dbg("engine fd %d: SMC connection reset (SO_LINGER 0)", e->engine_fd);
+		smcr_sock_abort(s, false);
+	} else if (s && owner) {
 		/* The last holder's close ends it; an earlier one's only lets go. */
 		smcr_dbg("engine fd %d: SMC connection closed", e->engine_fd);
 		smcr_sock_close(s);

@@ -326,11 +326,35 @@ static void zerocopy_on(int fd, struct smcr_fd_entry *e)
 			  " copied, and no completion is reported", fd);
 }
 
+/*
+ * SO_LINGER with a zero timeout makes close() abortive: TCP sends an RST and
+ * the peer reads ECONNRESET, which proxies and servers use to say "this
+ * stream is cut short" (haproxy's nolinger, nginx's reset_timedout_connection).
+ * An SMC connection's close must say the same (smc_close.c).
+ */
+static void linger_set(int fd, const struct linger *l)
+{
+	struct smcr_fd_entry *e = smcr_fdtab_get(fd);
+
+	if (!e)
+		return;
+	if (l->l_onoff && l->l_linger == 0)
+		smcr_smc_add_flags(e, SMCR_FD_F_LINGER_ZERO);
+	else
+		smcr_smc_clear_flags(e, SMCR_FD_F_LINGER_ZERO);
+	smcr_fdtab_put(e);
+}
+
 void smcr_smc_after_setsockopt(int fd, int level, int name, const void *value, socklen_t len)
 {
 	struct smcr_fd_entry *e;
 	struct smcr_sock *s;
 
+	if (level == SOL_SOCKET && name == SO_LINGER && value &&
+	    len >= (socklen_t)sizeof(struct linger)) {
+		linger_set(fd, value);
+		return;
+	}
 	if (level == SOL_SOCKET && name == SO_ZEROCOPY && value && len >= (socklen_t)sizeof(int) &&
 	    *(const int *)value) {
 		e = smcr_fdtab_get(fd);

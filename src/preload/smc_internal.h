@@ -51,6 +51,11 @@ static inline void smcr_smc_add_flags(struct smcr_fd_entry *e, unsigned flags)
 	atomic_fetch_or_explicit(&e->flags, flags, memory_order_relaxed);
 }
 
+static inline void smcr_smc_clear_flags(struct smcr_fd_entry *e, unsigned flags)
+{
+	atomic_fetch_and_explicit(&e->flags, ~flags, memory_order_relaxed);
+}
+
 /* Does this process run the connection `s` of entry `e`? (may take it over: a forked child) */
 bool smcr_smc_entry_owns(struct smcr_fd_entry *e, struct smcr_sock *s);
 /* The entry's decision is one thread's at a time: false if it stays busy too long. */

@@ -2029,6 +2029,66 @@ static int case_zerocopy(void)
 	return t_result();
 }
 
+/* ---- SO_LINGER 0 --------------------------------------------------------------------------- */
+
+#define LINGER_LEN 1000
+
+/* Reads until the end; how the stream ended: 0 EOF, else the errno. */
+static int read_to_end(int fd, size_t *got)
+{
+	char buf[4096];
+	ssize_t n;
+
+	*got = 0;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		*got += (size_t)n;
+	return n == 0 ? 0 : errno;
+}
+
+static void client_linger(void)
+{
+	size_t got;
+	int fd = connect_to_server(0);
+
+	/* The server's close with SO_LINGER 0 (from its listener): the data, then a reset. */
+	CHECK(fd >= 0 && write(fd, "a", 1) == 1);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(read_to_end(fd, &got) == ECONNRESET && got == LINGER_LEN);
+	close(fd);
+	/* SO_LINGER 0 set, then turned off: an orderly close, the data and EOF. */
+	fd = connect_to_server(0);
+	CHECK(fd >= 0 && write(fd, "b", 1) == 1);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(read_to_end(fd, &got) == 0 && got == LINGER_LEN);
+	close(fd);
+}
+
+static int case_linger(void)
+{
+	static char data[LINGER_LEN];
+	struct linger zero = { .l_onoff = 1, .l_linger = 0 }, off = { 0 };
+	pid_t client = spawn(client_linger);
+	int fd;
+	char c;
+
+	CHECK(setsockopt(listen_fd, SOL_SOCKET, SO_LINGER, &zero, sizeof(zero)) == 0);
+	fd = accept(listen_fd, NULL, NULL);
+	CHECK(setsockopt(listen_fd, SOL_SOCKET, SO_LINGER, &off, sizeof(off)) == 0);
+	CHECK(fd >= 0 && read(fd, &c, 1) == 1 && c == 'a');
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(write(fd, data, LINGER_LEN) == LINGER_LEN);
+	close(fd);
+
+	fd = accept(listen_fd, NULL, NULL);
+	CHECK(fd >= 0 && read(fd, &c, 1) == 1 && c == 'b');
+	CHECK(setsockopt(fd, SOL_SOCKET, SO_LINGER, &zero, sizeof(zero)) == 0);
+	CHECK(setsockopt(fd, SOL_SOCKET, SO_LINGER, &off, sizeof(off)) == 0);
+	CHECK(write(fd, data, LINGER_LEN) == LINGER_LEN);
+	close(fd);
+	reap(client, "client");
+	return t_result();
+}
+
 /* ---- SMC connections that follow fork ------------------------------------------------------ */
 
 /*
@@ -2875,6 +2935,8 @@ int main(int argc, char **argv)
 		rc = case_splice();
 	else if (!strcmp(which, "oob"))
 		rc = case_oob();
+	else if (!strcmp(which, "linger"))
+		rc = case_linger();
 	else if (!strcmp(which, "zerocopy"))
 		rc = case_zerocopy();
 	else if (!strcmp(which, "fork-client"))
