@@ -91,6 +91,15 @@ int smcr_smc_getsockopt(int fd, int level, int name, void *value, socklen_t *len
 			bool *handled);
 /* After the kernel took the option (value/len as the program gave them). */
 void smcr_smc_after_setsockopt(int fd, int level, int name, const void *value, socklen_t len);
+/*
+ * An upper-layer protocol (TCP_ULP: kernel TLS, as OpenSSL enables it with
+ * SSL_OP_ENABLE_KTLS, nginx's "Options KTLS") is refused on an SMC socket:
+ * it would act on the kernel's TCP socket, which carries none of the
+ * stream, so the program would send plaintext where it meant records and
+ * read records where it meant plaintext. The program gets EOPNOTSUPP, as
+ * where the kernel has no such protocol, and does TLS itself.
+ */
+void smcr_smc_refuse_ulp(int fd, const void *value, socklen_t len);
 int smcr_smc_ioctl(int fd, unsigned long request, void *arg, bool *handled);
 
 /* ---- data (wrap_io.c) ------------------------------------------------------ */

@@ -378,6 +378,16 @@ void smcr_smc_after_setsockopt(int fd, int level, int name, const void *value, s
 	smcr_fdtab_put(e);
 }
 
+void smcr_smc_refuse_ulp(int fd, const void *value, socklen_t len)
+{
+	char name[16] = "";
+
+	if (value && len > 0)
+		memcpy(name, value, len < sizeof(name) - 1 ? len : sizeof(name) - 1);
+	smcr_info("fd %d: TCP_ULP \"%s\" refused on an SMC connection (EOPNOTSUPP): the kernel's"
+		  " TCP socket carries none of its bytes", fd, name);
+}
+
 #ifndef SIOCOUTQ
 #define SIOCOUTQ 0x5411 /* TIOCOUTQ */
 #endif

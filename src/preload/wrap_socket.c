@@ -15,7 +15,9 @@
  * themselves (AF_SMC, IPPROTO_SMC) are served as TCP sockets where the kernel
  * cannot serve them (af_smc.c).
  */
+#include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include "common/log.h"
@@ -188,6 +190,11 @@ SMCR_EXPORT int setsockopt(int fd, int level, int name, const void *value, sockl
 	smcr_preload_enter();
 	if (smcr_af_smc_setsockopt(fd, level, name, value, len, &ret))
 		return ret;
+	if (unlikely(level == IPPROTO_TCP && name == TCP_ULP) && smcr_fdtab_is_smc(fd)) {
+		smcr_smc_refuse_ulp(fd, value, len);
+		errno = EOPNOTSUPP;
+		return -1;
+	}
 	ret = smcr_real.setsockopt(fd, level, name, value, len);
 	if (ret == 0 && smcr_preload_divert(fd))
 		smcr_smc_after_setsockopt(fd, level, name, value, len);

@@ -13,6 +13,7 @@
  *                     exit-open, exit-unread, epoll-reuse
  */
 #include <fcntl.h>
+#include <netinet/tcp.h>
 #include <stddef.h>
 #include <poll.h>
 #include <pthread.h>
@@ -2089,6 +2090,47 @@ static int case_linger(void)
 	return t_result();
 }
 
+/* ---- TCP_ULP (kernel TLS) -------------------------------------------------------------------- */
+
+/*
+ * An upper-layer protocol on an SMC socket is refused (EOPNOTSUPP, which the
+ * kernel never returns for TCP_ULP "tls": it says ENOENT without the tls
+ * module and succeeds with it), and the connection runs on.
+ */
+static bool ulp_refused(int fd)
+{
+	return setsockopt(fd, IPPROTO_TCP, TCP_ULP, "tls", sizeof("tls")) == -1 &&
+	       errno == EOPNOTSUPP;
+}
+
+static void client_ulp(void)
+{
+	int fd = connect_to_server(0);
+	char c;
+
+	CHECK(fd >= 0 && write(fd, "u", 1) == 1);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(ulp_refused(fd));
+	CHECK(read(fd, &c, 1) == 1 && c == 'v');
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	close(fd);
+}
+
+static int case_ulp(void)
+{
+	pid_t client = spawn(client_ulp);
+	int fd = accept(listen_fd, NULL, NULL);
+	char c;
+
+	CHECK(fd >= 0 && read(fd, &c, 1) == 1 && c == 'u');
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(ulp_refused(fd));
+	CHECK(write(fd, "v", 1) == 1);
+	close(fd);
+	reap(client, "client");
+	return t_result();
+}
+
 /* ---- SMC connections that follow fork ------------------------------------------------------ */
 
 /*
@@ -2935,6 +2977,8 @@ int main(int argc, char **argv)
 		rc = case_splice();
 	else if (!strcmp(which, "oob"))
 		rc = case_oob();
+	else if (!strcmp(which, "ulp"))
+		rc = case_ulp();
 	else if (!strcmp(which, "linger"))
 		rc = case_linger();
 	else if (!strcmp(which, "zerocopy"))
