@@ -64,7 +64,7 @@ struct smcr_listener *smcr_listener_unserved(int listen_fd, const char *why)
 	}
 	l = calloc(1, sizeof(*l));
 	if (l) {
-		l->reg.owner_fd = l->reg.probe_fd = -1;
+		l->reg.owner_fd = l->reg.probe_fd = l->reg.socket_fd = -1;
 		l->port = ss.ss_family == AF_UNSPEC ? 0 : smcr_sockaddr_port(&ss);
 		l->stats = smcr_stats_listener_open(listen_fd, SMCR_STATS_LISTENER_NOT_SERVED,
 						    listener_flags(), why);

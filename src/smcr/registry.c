@@ -15,7 +15,13 @@
  *   - inet_diag reports the uid of every TCP listener on that port that can
  *     have accepted our connection (bound to the peer address or a wildcard,
  *     IPv4 and IPv6);
- * and all of them must be the same user.  Another user can therefore neither
+ * and all of them must be the same user; and each of those TCP listeners must
+ * have its own name, "smcr/i/<netns inode>/<socket inode>", made by that user,
+ * which only a process serving that very listener binds (which listener takes
+ * a connection is the kernel's choice: SO_REUSEPORT spreads them, and a
+ * plain listener of the same user on that port, a reuseport sibling or a
+ * server on another address, would read the Proposal as data).  Another user
+ * can therefore neither
  * make clients propose SMC to a plain server it does not own, nor usurp a
  * real smcr listener: an entry squatted by another uid is simply not
  * believed (the clients stay on TCP) and the real listener logs a warning.
@@ -35,9 +41,10 @@
  * hold the registration (it followed fork) live on.  The diag dump reports a
  * socket's shutdown state, and a shut-down name is not a registration.
  *
- * Not checked: that the registry socket and the TCP listener are held by the
- * same process (unix_diag carries no pid; scanning /proc per connect is too
- * costly).  That would only separate processes of the same user.
+ * A process of the same user can still bind a listener's name without
+ * serving it (same-user spoofing, out of scope as above); a listener whose
+ * process execs into a program without smcr has its names revoked
+ * (smcr_registry_revoke) while the fds that hold them live on elsewhere.
  */
 #include "smcr/registry.h"
 
@@ -101,6 +108,14 @@ static socklen_t registry_sockaddr(unsigned long long ns, uint16_t port, struct 
 	sa->sun_family = AF_UNIX;
 	n = registry_name(ns, port, sa->sun_path + 1, sizeof(sa->sun_path) - 1);
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+/* The name that says one TCP listener (by its socket inode) is served. */
+static size_t socket_name(unsigned long long ns, unsigned long long ino, char *out, size_t len)
+{
+	int n = snprintf(out, len, "smcr/i/%llu/%llu", ns, ino);
+
+	return n > 0 && (size_t)n < len ? (size_t)n : 0;
 }
 
 /* ---- sock_diag ----------------------------------------------------------------------- */
@@ -184,13 +199,29 @@ out:
 	return rc;
 }
 
-/* Who created the listening abstract unix socket called `name`? */
+/* At most this many TCP listeners may share a port for a client to propose SMC. */
+#define MAX_CANDIDATES 16
+
+/*
+ * Who created the listening abstract unix socket called `name`?  And does
+ * each of `n_sockets` socket names exist, unrevoked, created by that same uid?
+ */
 struct unix_owner_query {
 	const char *name;
 	size_t name_len;
 	uint32_t uid;  /* NO_UID until found */
 	unsigned hits; /* a name is bound once per netns; more would be a surprise */
+	char sockets[MAX_CANDIDATES][48];
+	size_t socket_len[MAX_CANDIDATES];
+	uint32_t socket_uid[MAX_CANDIDATES]; /* NO_UID: missing, revoked or seen twice */
+	unsigned socket_hits[MAX_CANDIDATES];
+	unsigned n_sockets;
 };
+
+static bool abstract_name_is(const char *p, size_t plen, const char *name, size_t name_len)
+{
+	return plen == name_len + 1 && p[0] == '\0' && memcmp(p + 1, name, name_len) == 0;
+}
 
 /*
  * Shut down: revoked (smcr_registry_revoke()), the listener went to a
@@ -211,6 +242,7 @@ static void unix_owner_visit(const struct nlmsghdr *nh, void *ctx)
 	bool named = false, revoked = false;
 	uint32_t uid = NO_UID;
 	size_t alen;
+	int socket = -1;
 
 	if (len < NLMSG_LENGTH(sizeof(*m)))
 		return;
@@ -219,14 +251,21 @@ static void unix_owner_visit(const struct nlmsghdr *nh, void *ctx)
 		const char *p = RTA_DATA(a);
 		size_t plen = RTA_PAYLOAD(a);
 
-		if (a->rta_type == UNIX_DIAG_NAME)
+		if (a->rta_type == UNIX_DIAG_NAME) {
 			/* Abstract: a leading NUL, then exactly the name (no terminator). */
-			named = plen == q->name_len + 1 && p[0] == '\0' &&
-				memcmp(p + 1, q->name, q->name_len) == 0;
-		else if (a->rta_type == UNIX_DIAG_UID && plen >= sizeof(uint32_t))
+			named = abstract_name_is(p, plen, q->name, q->name_len);
+			for (unsigned i = 0; i < q->n_sockets && !named && socket < 0; i++)
+				if (abstract_name_is(p, plen, q->sockets[i], q->socket_len[i]))
+					socket = (int)i;
+		} else if (a->rta_type == UNIX_DIAG_UID && plen >= sizeof(uint32_t)) {
 			memcpy(&uid, p, sizeof(uid));
-		else
+		} else {
 			revoked = revoked || unix_diag_revoked(a);
+		}
+	}
+	if (socket >= 0) {
+		q->socket_hits[socket]++;
+		q->socket_uid[socket] = q->socket_hits[socket] == 1 && !revoked ? uid : NO_UID;
 	}
 	if (!named)
 		return;
@@ -241,20 +280,45 @@ static int diag_socket(void)
 	return fd < 0 ? -errno : fd;
 }
 
-static uint32_t registry_owner(int nl, unsigned long long ns, uint16_t port)
+/*
+ * The owner of port's registry name, NO_UID if none (or revoked, or the dump
+ * failed); *all_served: each of the `n` TCP listeners `inodes` has its socket
+ * name, unrevoked, made by that same owner.
+ */
+static uint32_t registry_owner_of(int nl, unsigned long long ns, uint16_t port,
+				  const unsigned long long *inodes, unsigned n, bool *all_served)
 {
 	char name[64];
-	struct unix_owner_query q = { .name = name, .uid = NO_UID };
+	struct unix_owner_query q = { .name = name, .uid = NO_UID, .n_sockets = n };
 	struct unix_diag_req req = {
 		.sdiag_family = AF_UNIX,
 		.udiag_states = 1u << DIAG_STATE_LISTEN,
 		.udiag_show = UDIAG_SHOW_NAME | UDIAG_SHOW_UID,
 	};
 
+	*all_served = false;
+	if (n > MAX_CANDIDATES)
+		return NO_UID;
+	for (unsigned i = 0; i < n; i++) {
+		q.socket_len[i] = socket_name(ns, inodes[i], q.sockets[i], sizeof(q.sockets[i]));
+		q.socket_uid[i] = NO_UID;
+		if (q.socket_len[i] == 0)
+			return NO_UID;
+	}
 	q.name_len = registry_name(ns, port, name, sizeof(name));
 	if (q.name_len == 0 || diag_query(nl, &req, sizeof(req), true, unix_owner_visit, &q) < 0)
 		return NO_UID;
+	*all_served = q.uid != NO_UID;
+	for (unsigned i = 0; i < n; i++)
+		*all_served = *all_served && q.socket_uid[i] == q.uid;
 	return q.uid;
+}
+
+static uint32_t registry_owner(int nl, unsigned long long ns, uint16_t port)
+{
+	bool unused;
+
+	return registry_owner_of(nl, ns, port, NULL, 0, &unused);
 }
 
 /* An address in 16 bytes: IPv4 as ::ffff:a.b.c.d. */
@@ -288,6 +352,7 @@ struct listener_query {
 	uint16_t port;
 	uint32_t uid;    /* NO_UID until found; NO_UID again when owners differ */
 	unsigned found;
+	unsigned long long inodes[MAX_CANDIDATES]; /* the first MAX_CANDIDATES found */
 };
 
 static void listener_visit(const struct nlmsghdr *nh, void *ctx)
@@ -313,13 +378,17 @@ static void listener_visit(const struct nlmsghdr *nh, void *ctx)
 	}
 	if (!reaches)
 		return;
+	if (q->found < MAX_CANDIDATES)
+		q->inodes[q->found] = m->idiag_inode;
 	if (q->found++ == 0)
 		q->uid = m->idiag_uid;
 	else if (q->uid != m->idiag_uid)
 		q->uid = NO_UID;
 }
 
-static uint32_t listener_owner(int nl, const struct addr16 *dst, uint16_t port)
+/* The owner of the TCP listeners that can have accepted a connection to dst, and their inodes. */
+static uint32_t listener_owner(int nl, const struct addr16 *dst, uint16_t port,
+			       struct listener_query *out)
 {
 	struct listener_query q = { .dst = *dst, .port = port, .uid = NO_UID };
 	static const uint8_t families[] = { AF_INET, AF_INET6 };
@@ -337,61 +406,8 @@ static uint32_t listener_owner(int nl, const struct addr16 *dst, uint16_t port)
 		if (diag_query(nl, &req, sizeof(req), true, listener_visit, &q) < 0)
 			return NO_UID;
 	}
+	*out = q;
 	return q.found ? q.uid : NO_UID;
-}
-
-/*
- * The fast, exact answer: the server's end of our very connection, looked up
- * by its 4-tuple (a hash lookup in the kernel, where the listener dump walks
- * every listening bucket).  An accepted or not-yet-accepted child carries the
- * owner of the listener that made it.  Only a full socket counts: a request
- * socket (SYN_RECV) reports uid 0, and kernels before sk_uid-based diag
- * report 0 for a child still in the accept queue, so anything but a match
- * sends the caller on to the listener dump, never to a yes.
- */
-struct conn_query {
-	uint32_t uid;
-};
-
-static void conn_visit(const struct nlmsghdr *nh, void *ctx)
-{
-	struct conn_query *q = ctx;
-	const struct inet_diag_msg *m = NLMSG_DATA(nh);
-
-	if (nh->nlmsg_len >= NLMSG_LENGTH(sizeof(*m)) && m->idiag_state != DIAG_STATE_SYN_RECV &&
-	    m->idiag_state != DIAG_STATE_LISTEN)
-		q->uid = m->idiag_uid;
-}
-
-static void diag_addr(uint32_t out[4], const struct sockaddr_storage *ss)
-{
-	memset(out, 0, 16);
-	if (ss->ss_family == AF_INET)
-		memcpy(out, &((const struct sockaddr_in *)(const void *)ss)->sin_addr, 4);
-	else
-		memcpy(out, &((const struct sockaddr_in6 *)(const void *)ss)->sin6_addr, 16);
-}
-
-static uint32_t server_end_owner(int nl, const struct sockaddr_storage *self,
-				 const struct sockaddr_storage *peer)
-{
-	struct conn_query q = { .uid = NO_UID };
-	struct inet_diag_req_v2 req = {
-		.sdiag_family = (uint8_t)peer->ss_family,
-		.sdiag_protocol = IPPROTO_TCP,
-		.idiag_states = ~0u,
-		.id = {
-			.idiag_sport = htons(smcr_sockaddr_port(peer)),
-			.idiag_dport = htons(smcr_sockaddr_port(self)),
-			.idiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE },
-		},
-	};
-
-	diag_addr(req.id.idiag_src, peer);
-	diag_addr(req.id.idiag_dst, self);
-	if (diag_query(nl, &req, sizeof(req), false, conn_visit, &q) < 0)
-		return NO_UID;
-	return q.uid;
 }
 
 /* ---- user ids the kernel could not map ------------------------------------------------ */
@@ -481,21 +497,48 @@ static bool socket_in_our_netns(int fd, unsigned long long our_ns)
 }
 
 /* A socket of `type` bound to the registry name of `port`, or -errno. */
-static int bind_registry_name(unsigned long long ns, int type, uint16_t port)
+static int bind_abstract(const struct sockaddr_un *sa, socklen_t len, int type)
 {
-	struct sockaddr_un sa;
-	socklen_t len = registry_sockaddr(ns, port, &sa);
 	int fd, err;
 
 	fd = smcr_sys_fd_high(smcr_libc.socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
 	if (fd < 0)
 		return -errno;
-	if (smcr_libc.bind(fd, (struct sockaddr *)&sa, len) == 0 &&
+	if (smcr_libc.bind(fd, (const struct sockaddr *)sa, len) == 0 &&
 	    (type != SOCK_SEQPACKET || smcr_libc.listen(fd, 0) == 0))
 		return fd;
 	err = -errno;
 	smcr_sys_close(fd);
 	return err;
+}
+
+static int bind_registry_name(unsigned long long ns, int type, uint16_t port)
+{
+	struct sockaddr_un sa;
+	socklen_t len = registry_sockaddr(ns, port, &sa);
+
+	return bind_abstract(&sa, len, type);
+}
+
+/*
+ * This TCP listener's own name (registry.h, socket_fd), if it has none yet.
+ * Taken: by another process holding the same listener (fork, exec), which
+ * serves it as well.
+ */
+static void claim_socket_name(unsigned long long ns, struct smcr_registration *r)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t n;
+
+	if (r->socket_fd >= 0 || r->socket_ino == 0)
+		return;
+	n = socket_name(ns, r->socket_ino, sa.sun_path + 1, sizeof(sa.sun_path) - 1);
+	if (n == 0)
+		return;
+	r->socket_fd = bind_abstract(&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n),
+				     SOCK_SEQPACKET);
+	if (r->socket_fd < 0)
+		r->socket_fd = -1;
 }
 
 static void warn_if_squatted(int listen_fd, uint16_t port)
@@ -518,14 +561,21 @@ int smcr_registry_add(int listen_fd, uint16_t port, struct smcr_registration *ou
 {
 	int rc;
 
+	struct stat st;
+
 	out->dir = NULL;
+	out->socket_fd = -1;
+	out->socket_ino = fstat(listen_fd, &st) == 0 ? (unsigned long long)st.st_ino : 0;
 	rc = smcr_registry_claim(port, out);
 
 	/* Taken: by our own user (prefork, SO_REUSEPORT) or squatted by another. */
 	if (rc == -EADDRINUSE)
 		warn_if_squatted(listen_fd, port);
-	if (rc == 0 || rc == -EADDRINUSE)
+	if (rc == 0 || rc == -EADDRINUSE) {
+		/* An SO_REUSEPORT sibling names itself even where another holds the port's name. */
+		claim_socket_name(netns_inode(), out);
 		out->dir = smcr_rundir_register(listen_fd, port);
+	}
 	return rc;
 }
 
@@ -554,6 +604,7 @@ int smcr_registry_claim(uint16_t port, struct smcr_registration *out)
 		return fd;
 	}
 	out->probe_fd = fd >= 0 ? fd : -1;
+	claim_socket_name(ns, out);
 	return 0;
 }
 
@@ -563,6 +614,8 @@ void smcr_registry_revoke(const struct smcr_registration *r)
 
 	if (r->owner_fd >= 0)
 		smcr_libc.shutdown(r->owner_fd, SHUT_RDWR);
+	if (r->socket_fd >= 0)
+		smcr_libc.shutdown(r->socket_fd, SHUT_RDWR);
 	smcr_rundir_revoke(r->dir);
 	errno = saved;
 }
@@ -573,7 +626,9 @@ void smcr_registry_remove(struct smcr_registration *r)
 		smcr_sys_close(r->owner_fd);
 	if (r->probe_fd >= 0)
 		smcr_sys_close(r->probe_fd);
-	r->owner_fd = r->probe_fd = -1;
+	if (r->socket_fd >= 0)
+		smcr_sys_close(r->socket_fd);
+	r->owner_fd = r->probe_fd = r->socket_fd = -1;
 	smcr_rundir_remove(r->dir);
 	r->dir = NULL;
 }
@@ -623,12 +678,12 @@ static void seen_set(uint16_t port, bool on)
 
 bool smcr_registry_vouches(int tcp_fd, const struct sockaddr_storage *peer)
 {
-	struct sockaddr_storage self;
-	socklen_t self_len = sizeof(self);
 	uint16_t port = smcr_sockaddr_port(peer);
 	struct addr16 dst = addr16_of(peer);
-	uint32_t registrant, listener = NO_UID;
+	struct listener_query found;
+	uint32_t registrant, listener;
 	unsigned long long ns;
+	bool all_served;
 	int nl;
 
 	ns = netns_inode();
@@ -639,13 +694,14 @@ bool smcr_registry_vouches(int tcp_fd, const struct sockaddr_storage *peer)
 	nl = diag_socket();
 	if (nl < 0)
 		return false;
-	registrant = registry_owner(nl, ns, port);
-	if (registrant != NO_UID &&
-	    smcr_libc.getsockname(tcp_fd, (struct sockaddr *)&self, &self_len) == 0 &&
-	    self.ss_family == peer->ss_family)
-		listener = server_end_owner(nl, &self, peer);
-	if (registrant != NO_UID && listener != registrant)
-		listener = listener_owner(nl, &dst, port);
+	/*
+	 * Which listener took the connection is not knowable (SO_REUSEPORT
+	 * spreads them), so every one that can have taken it must be served.
+	 */
+	listener = listener_owner(nl, &dst, port, &found);
+	registrant = registry_owner_of(nl, ns, port, found.inodes,
+				       found.found < MAX_CANDIDATES ? found.found : MAX_CANDIDATES,
+				       &all_served);
 	smcr_sys_close(nl);
 	seen_set(port, registrant != NO_UID);
 	if (registrant == NO_UID)
@@ -653,8 +709,14 @@ bool smcr_registry_vouches(int tcp_fd, const struct sockaddr_storage *peer)
 	if (listener != registrant || !smcr_registry_uid_is_distinct(listener)) {
 		smcr_info("port %u: registry entry of uid %d does not match the TCP listener's "
 			  "owner (uid %d): not proposing SMC",
-			  (unsigned)port, registrant == NO_UID ? -1 : (int)registrant,
-			  listener == NO_UID ? -1 : (int)listener);
+			  (unsigned)port, (int)registrant, listener == NO_UID ? -1 : (int)listener);
+		return false;
+	}
+	if (!all_served || found.found > MAX_CANDIDATES) {
+		smcr_info("port %u: of the %u TCP listeners that can have taken the connection, "
+			  "not every one is served by smcr (SO_REUSEPORT, another address): not "
+			  "proposing SMC",
+			  (unsigned)port, found.found);
 		return false;
 	}
 	return true;

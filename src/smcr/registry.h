@@ -16,6 +16,13 @@ struct smcr_rundir_reg;
 struct smcr_registration {
 	int owner_fd; /* listening seqpacket socket: the name whose owner diag reports */
 	int probe_fd; /* datagram socket, same name: a cheap "anybody there?" */
+	/*
+	 * listening seqpacket socket "smcr/i/<netns inode>/<socket inode>": this
+	 * very TCP listener is served, not merely its port (another process of
+	 * the user may listen on the same port: SO_REUSEPORT, another address)
+	 */
+	int socket_fd;
+	unsigned long long socket_ino; /* the TCP listener's inode, 0 if unknown */
 	struct smcr_rundir_reg *dir; /* entries in SMCR_RUNDIR (rundir.h), or NULL */
 };
 
@@ -44,8 +51,11 @@ void smcr_registry_revoke(const struct smcr_registration *r);
 /*
  * May a client propose SMC on `tcp_fd`, connected to the local address
  * `peer`?  True only when the registry name for peer's port exists in the
- * socket's network namespace and the kernel reports that its owner (uid) is
- * the owner of every TCP listener that can have accepted the connection.
+ * socket's network namespace, the kernel reports that its owner (uid) is
+ * the owner of every TCP listener that can have accepted the connection, and
+ * every one of those listeners has its own name (socket_fd): a listener of
+ * the same user without smcr on that port (an SO_REUSEPORT sibling, a
+ * server on another address) would read the Proposal as data.
  */
 bool smcr_registry_vouches(int tcp_fd, const struct sockaddr_storage *peer);
 
