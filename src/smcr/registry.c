@@ -410,6 +410,60 @@ static uint32_t listener_owner(int nl, const struct addr16 *dst, uint16_t port,
 	return q.found ? q.uid : NO_UID;
 }
 
+/*
+ * The owner of the server's end of our very connection, looked up by its
+ * 4-tuple: the answer when no listener is left to ask (a server that accepts
+ * once and closes its listener, as socat without fork does).  An accepted or not-yet-accepted child carries the
+ * owner of the listener that made it.  Only a full socket counts: a request
+ * socket (SYN_RECV) reports uid 0, and kernels before sk_uid-based diag
+ * report 0 for a child still in the accept queue, so anything but a match
+ * sends the caller on to the listener dump, never to a yes.
+ */
+struct conn_query {
+	uint32_t uid;
+};
+
+static void conn_visit(const struct nlmsghdr *nh, void *ctx)
+{
+	struct conn_query *q = ctx;
+	const struct inet_diag_msg *m = NLMSG_DATA(nh);
+
+	if (nh->nlmsg_len >= NLMSG_LENGTH(sizeof(*m)) && m->idiag_state != DIAG_STATE_SYN_RECV &&
+	    m->idiag_state != DIAG_STATE_LISTEN)
+		q->uid = m->idiag_uid;
+}
+
+static void diag_addr(uint32_t out[4], const struct sockaddr_storage *ss)
+{
+	memset(out, 0, 16);
+	if (ss->ss_family == AF_INET)
+		memcpy(out, &((const struct sockaddr_in *)(const void *)ss)->sin_addr, 4);
+	else
+		memcpy(out, &((const struct sockaddr_in6 *)(const void *)ss)->sin6_addr, 16);
+}
+
+static uint32_t server_end_owner(int nl, const struct sockaddr_storage *self,
+				 const struct sockaddr_storage *peer)
+{
+	struct conn_query q = { .uid = NO_UID };
+	struct inet_diag_req_v2 req = {
+		.sdiag_family = (uint8_t)peer->ss_family,
+		.sdiag_protocol = IPPROTO_TCP,
+		.idiag_states = ~0u,
+		.id = {
+			.idiag_sport = htons(smcr_sockaddr_port(peer)),
+			.idiag_dport = htons(smcr_sockaddr_port(self)),
+			.idiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE },
+		},
+	};
+
+	diag_addr(req.id.idiag_src, peer);
+	diag_addr(req.id.idiag_dst, self);
+	if (diag_query(nl, &req, sizeof(req), false, conn_visit, &q) < 0)
+		return NO_UID;
+	return q.uid;
+}
+
 /* ---- user ids the kernel could not map ------------------------------------------------ */
 
 /*
@@ -681,6 +735,8 @@ bool smcr_registry_vouches(int tcp_fd, const struct sockaddr_storage *peer)
 	uint16_t port = smcr_sockaddr_port(peer);
 	struct addr16 dst = addr16_of(peer);
 	struct listener_query found;
+	struct sockaddr_storage self;
+	socklen_t self_len = sizeof(self);
 	uint32_t registrant, listener;
 	unsigned long long ns;
 	bool all_served;
@@ -702,6 +758,16 @@ bool smcr_registry_vouches(int tcp_fd, const struct sockaddr_storage *peer)
 	registrant = registry_owner_of(nl, ns, port, found.inodes,
 				       found.found < MAX_CANDIDATES ? found.found : MAX_CANDIDATES,
 				       &all_served);
+	if (found.found == 0 && registrant != NO_UID &&
+	    smcr_libc.getsockname(tcp_fd, (struct sockaddr *)&self, &self_len) == 0 &&
+	    self.ss_family == peer->ss_family)
+		/*
+		 * The listener that took the connection has closed since (socat
+		 * without fork): its registration and the accepted socket's owner
+		 * decide.  A plain sibling that took it and closed its listener
+		 * at once is not told apart.
+		 */
+		listener = server_end_owner(nl, &self, peer);
 	smcr_sys_close(nl);
 	seen_set(port, registrant != NO_UID);
 	if (registrant == NO_UID)
