@@ -56,15 +56,22 @@ client() {
         fail "$1: client exited $exit_code: $(tail -n 3 "$work/$1.smcr.err")"
 }
 
+# wait_listeners PORT N: until N TCP listeners share PORT (at most 5 s).
+wait_listeners() {
+    local i
+    for ((i = 0; i < 100; i++)); do
+        [[ $(ss -Hltn "sport = :$1" | wc -l) -ge $2 ]] && return 0
+        sleep 0.05
+    done
+    fail "fewer than $2 listeners on port $1 after 5 s"
+}
+
 port=$(free_port 4)
 start_server smcr a "$PYTHON" "$work/server.py" 127.0.0.1 "$port"
 wait_listen "$server_pid" "$port"
 start_server plain b "$PYTHON" "$work/server.py" 127.0.0.1 "$port"
 plain_pid=$server_pid
-for ((i = 0; i < 100; i++)); do
-    [[ $(ss -Hltn "sport = :$port" | wc -l) -ge 2 ]] && break
-    sleep 0.05
-done
+wait_listeners "$port" 2
 client mixed 127.0.0.1 "$port"
 assert_fallback_log mixed PEERNOSMC 30
 grep -q 'not every one is served by smcr' "$work/mixed.smcr.err" || fail "the client's log does not say why"
@@ -77,20 +84,14 @@ port2=$(free_port 4)
 start_server smcr c "$PYTHON" "$work/server.py" 127.0.0.1 "$port2"
 wait_listen "$server_pid" "$port2"
 start_server plain d "$PYTHON" "$work/server.py" 127.0.0.2 "$port2"
-for ((i = 0; i < 100; i++)); do
-    [[ $(ss -Hltn "sport = :$port2" | wc -l) -ge 2 ]] && break
-    sleep 0.05
-done
+wait_listeners "$port2" 2
 client other-address 127.0.0.2 "$port2"
 assert_fallback_log other-address PEERNOSMC 30
 [[ $(servers_saw d.plain) -eq 30 ]] || fail "the plain server on 127.0.0.2 did not see every connection"
 log "a plain server on another address of a registered port: 30 connections TCP, intact"
 
 start_server smcr e "$PYTHON" "$work/server.py" 127.0.0.1 "$port"
-for ((i = 0; i < 100; i++)); do
-    [[ $(ss -Hltn "sport = :$port" | wc -l) -ge 2 ]] && break
-    sleep 0.05
-done
+wait_listeners "$port" 2
 client all-smcr 127.0.0.1 "$port"
 assert_smc_log all-smcr 30
 log "SO_REUSEPORT, every listener under smc_run: 30 connections SMC"
