@@ -182,7 +182,13 @@ struct smcr_stats_lgr {
 	uint32_t conns;           /* connections it carries */
 	uint8_t peer_addr[16];    /* the TCP peer address that proved the peer */
 	uint8_t peer_id[8];       /* the peer's SMC system id (instance + MAC) */
-	uint64_t reserved[2];
+	/*
+	 * Times its connections moved unread bytes out of their RMB for a peer
+	 * silent after a failover (protocol.md §6.6).  The word was reserved
+	 * (zero) before: files of older writers read as 0.
+	 */
+	uint64_t rmb_rescues;
+	uint64_t reserved;
 	struct smcr_stats_link links[2];
 };
 

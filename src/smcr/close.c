@@ -162,7 +162,7 @@ static void exit_wait_peer_fin(struct smcr_sock *s)
  */
 static void close_tail_locked(struct smcr_sock *s)
 {
-	if (smcr_rx_readable(s) > 0 && !s->shut_rd) {
+	if (smcr_rx_unread(s) > 0 && !s->shut_rd) {
 		tcp_reset_on_close(s->tcp_fd);
 		return;
 	}
@@ -181,7 +181,7 @@ static void close_tell_peer_locked(struct smcr_sock *s, bool at_exit)
 		close_tail_locked(s);
 		return;
 	}
-	if (smcr_rx_readable(s) > 0 && !s->shut_rd) {
+	if (smcr_rx_unread(s) > 0 && !s->shut_rd) {
 		/* Unread data: Linux aborts (protocol.md §7.1) and TCP resets. */
 		smcr_close_abort_locked(s, ECONNRESET);
 		return;

@@ -54,6 +54,7 @@ void smcr_conn_free(struct smcr_sock *s, bool clean)
 	smcr_policy_conn_ended(s);
 	smcr_stats_conn_close(s, s->state == SMCR_CONN_ABORTED);
 	s->ops->destroy(s->xc, clean);
+	smcr_rxhold_free(&s->held);
 	smcr_hold_forget(s);
 	pthread_mutex_destroy(&s->lock);
 	if (s->shared)
@@ -72,8 +73,8 @@ unsigned smcr_conn_mask(const struct smcr_sock *s)
 
 	/* On TCP: only what is left in the ring; the readiness fd follows the socket. */
 	if (s->went_tcp || s->tcp_tail)
-		return !s->went_tcp && smcr_rx_readable(s) > 0 ? POLLIN : 0;
-	if (smcr_rx_readable(s) > 0 || peer_done || reset || s->shut_rd)
+		return !s->went_tcp && smcr_rx_unread(s) > 0 ? POLLIN : 0;
+	if (smcr_rx_unread(s) > 0 || peer_done || reset || s->shut_rd)
 		mask |= POLLIN;
 	if (reset || s->shut_wr || (s->peer_conn_flags & SMCR_CDC_CONN_CLOSED) ||
 	    smcr_tx_space(s) > 0)
@@ -179,6 +180,7 @@ static void conn_failover(struct smcr_sock *s)
 	if (rc == 0)
 		rc = smcr_conn_send_cdc(s, 0);
 	s->link_switches++;
+	s->relinked_quiet = true; /* a consumer-cursor update of the peer's may be lost (rx.c) */
 	s->bytes_resent += len;
 	smcr_info("fd %d: moved to another link: %u bytes written again (last delivered CDC %u)",
 		  s->tcp_fd, len, fin_seq);

@@ -32,6 +32,7 @@
 #include "common/spin.h"
 #include "smcr/cdc.h"
 #include "smcr/ring.h"
+#include "smcr/rxhold.h"
 #include "smcr/stats_abi.h"
 #include "smcr/transport.h"
 
@@ -82,6 +83,13 @@ struct smcr_sock {
 	bool peer_cons_upd_req;
 	uint16_t rx_seqno;
 	bool rx_seqno_valid;
+	/*
+	 * Unread bytes moved out of the RMB to give a silent peer room
+	 * (smcr_rx_rescue(), protocol.md §6.6): the oldest of the stream,
+	 * read before the RMB's.  Private connections (verbs) only.
+	 */
+	struct smcr_rxhold held;
+	bool relinked_quiet;           /* moved links; no consumer cursor from the peer since */
 
 	/* send side: the peer's RMB */
 	uint32_t peer_size;
@@ -116,6 +124,7 @@ struct smcr_sock {
 	uint64_t cdc_received;
 	uint64_t link_switches;        /* SMC-R failover: moved to another link */
 	uint64_t bytes_resent;         /* ... and written again over it */
+	uint64_t rmb_rescues;          /* unread bytes held aside for a silent peer (rx.c) */
 	int64_t opened_ms;             /* when the handshake ended (the learned policy) */
 
 	/* the rest of the stream on TCP (tcp_tail.c) */
@@ -190,6 +199,17 @@ ssize_t smcr_iov_total(const struct iovec *iov, int iovcnt);
 /* Apply one received control message; invalid -> connection aborted.  Lock held. */
 void smcr_rx_ctrl(struct smcr_sock *s, const uint8_t msg[SMCR_CDC_MSG_LEN]);
 uint32_t smcr_rx_readable(const struct smcr_sock *s);
+/* What the application may read: the held bytes and the RMB's. */
+uint32_t smcr_rx_unread(const struct smcr_sock *s);
+/*
+ * A writer blocked for room in the peer's RMB: should it stop waiting at
+ * *at (CLOCK_MONOTONIC ms, computed on the first call: keep it between
+ * calls, -1 to start) to give the peer room with smcr_rx_rescue()?  False:
+ * no reason to (*at reset).  Lock held.
+ */
+bool smcr_rx_rescue_due(struct smcr_sock *s, int64_t *at);
+/* Move unread bytes out of the RMB and tell the peer; true if any moved.  Lock held. */
+bool smcr_rx_rescue(struct smcr_sock *s);
 /* After consuming: protocol.md §6.5's thresholds decide whether the peer hears of it. */
 void smcr_rx_maybe_update_cons(struct smcr_sock *s);
 

@@ -279,6 +279,7 @@ void smcr_lgr_publish_locked(struct smcr_lgr *g)
 	now.conns = g->nconns;
 	memcpy(now.peer_addr, g->key.peer_addr, sizeof(now.peer_addr));
 	memcpy(now.peer_id, g->key.peer_id, sizeof(now.peer_id));
+	now.rmb_rescues = g->stat_rmb_rescues;
 	stats_link(&now.links[0], g->port, g->link, g->peer_qpn, g->key.peer_gid, g->link_num);
 	now.links[0].state = stats_link_state(g, g->state == SMCR_LGR_ACTIVE ? SMCR_LGR_LINK_UP
 									  : SMCR_LGR_LINK_PENDING);

@@ -288,6 +288,7 @@ struct smcr_lgr {
 	struct smcr_lgr_rtoken *rtok;
 	unsigned nrtok, rtok_cap;
 	uint64_t stat_link_switches; /* connections moved by failover */
+	uint64_t stat_rmb_rescues;   /* unread bytes held aside for a silent peer (rx.c) */
 	uint64_t rkey_confirms_sent, rkey_confirms_answered; /* our CONFIRM RKEY requests */
 	struct smcr_stats_lgr *stats; /* its record for smcr-stat linkgroup, or NULL */
 };
@@ -378,6 +379,8 @@ void smcr_lgr_peer_rmb(struct smcr_lgr *lgr, struct smcr_lgr_conn *c, uint32_t r
  * *addr the peer's RMB on the new one; 0: no; -ENOENT: moved, but the peer
  * never told us that RMB's rkey on the new link (it cannot go on).
  */
+/* The engine held unread bytes aside for a peer silent after a failover: count it. */
+void smcr_lgr_count_rescue(struct smcr_lgr *lgr);
 int smcr_lgr_conn_switched(struct smcr_lgr *lgr, struct smcr_lgr_conn *c,
 			   struct smcr_lgr_cdc_sent *fin, uint32_t *rkey, uint64_t *addr);
 

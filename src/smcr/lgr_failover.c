@@ -157,6 +157,14 @@ void smcr_lgr_alt_down_locked(struct smcr_lgr *g, const char *why, bool peer_ask
 	smcr_lgr_publish_locked(g);
 }
 
+void smcr_lgr_count_rescue(struct smcr_lgr *g)
+{
+	pthread_mutex_lock(&g->mu);
+	g->stat_rmb_rescues++;
+	smcr_lgr_publish_locked(g);
+	pthread_mutex_unlock(&g->mu);
+}
+
 int smcr_lgr_conn_switched(struct smcr_lgr *g, struct smcr_lgr_conn *c,
 			   struct smcr_lgr_cdc_sent *fin, uint32_t *rkey, uint64_t *addr)
 {

@@ -29,6 +29,11 @@ uint32_t smcr_rx_readable(const struct smcr_sock *s)
 	return n;
 }
 
+uint32_t smcr_rx_unread(const struct smcr_sock *s)
+{
+	return smcr_rxhold_len(&s->held) + smcr_rx_readable(s);
+}
+
 static void rx_violation(struct smcr_sock *s, const char *what, const char *why)
 {
 	char name[SMCR_CONN_NAME_MAX];
@@ -100,8 +105,10 @@ void smcr_rx_ctrl(struct smcr_sock *s, const uint8_t wire[SMCR_CDC_MSG_LEN])
 	if (!rx_cursors_ok(s, &m))
 		return;
 	s->rx_prod = m.prod;
-	if (smcr_curs_cmp(m.cons, s->tx_cons) != 0)
+	if (smcr_curs_cmp(m.cons, s->tx_cons) != 0) {
 		s->tx_blocked_sent = false; /* space freed: a new episode may block */
+		s->relinked_quiet = false;  /* its consumer cursor gets through again */
+	}
 	s->tx_cons = m.cons;
 	s->peer_write_blocked = (m.prod_flags & SMCR_CDC_PROD_WRITE_BLOCKED) != 0;
 	if (m.prod_flags & SMCR_CDC_PROD_CONS_UPD_REQ)
@@ -132,27 +139,6 @@ void smcr_rx_maybe_update_cons(struct smcr_sock *s)
 		smcr_conn_send_cdc(s, 0);
 }
 
-/* Copy len contiguous bytes into the iovec at byte offset `done` of it. */
-static void copy_to_iov(const struct iovec *iov, int iovcnt, size_t done, const uint8_t *src,
-			size_t len)
-{
-	int i = 0;
-
-	while (i < iovcnt && done >= iov[i].iov_len)
-		done -= iov[i++].iov_len;
-	while (len > 0 && i < iovcnt) {
-		size_t seg = iov[i].iov_len - done;
-
-		if (seg > len)
-			seg = len;
-		memcpy((uint8_t *)iov[i].iov_base + done, src, seg);
-		src += seg;
-		len -= seg;
-		done = 0;
-		i++;
-	}
-}
-
 /* Copy n bytes at cursor `at` of our RMB (two pieces across the wrap). */
 static void rx_copy_out(const struct smcr_sock *s, struct smcr_curs at, const struct iovec *iov,
 			int iovcnt, size_t done, uint32_t n)
@@ -160,9 +146,80 @@ static void rx_copy_out(const struct smcr_sock *s, struct smcr_curs at, const st
 	uint32_t first, second;
 
 	smcr_ring_split(at.count, n, s->rmb_size, &first, &second);
-	copy_to_iov(iov, iovcnt, done, s->rmb + at.count, first);
+	smcr_iov_put(iov, iovcnt, done, s->rmb + at.count, first);
 	if (second)
-		copy_to_iov(iov, iovcnt, done + first, s->rmb, second);
+		smcr_iov_put(iov, iovcnt, done + first, s->rmb, second);
+}
+
+/*
+ * Giving a silent peer room (protocol.md §6.6).  A Linux peer that moves a
+ * connection to another link does not repeat a consumer-cursor update it
+ * posted on the lost link: it counted it confirmed when it posted it.  Its
+ * next CDC, which would carry its real cursor, comes only when it reads
+ * more or has data to write into room in our RMB.  So when our writer waits
+ * for room in its RMB and its own unread data fills ours, neither side
+ * would ever send again.  Any CDC from it ends that, since every one
+ * carries its consumer cursor: so we make room for it to write.  The
+ * oldest unread bytes move out of the RMB into the connection's holding
+ * buffer (read first, rxhold.h), our consumer cursor advances, and a CDC
+ * tells the peer (asking for its cursor too, which a peer with nothing to
+ * write answers at once; Linux does not, and writes instead).
+ *
+ * Only after a link move with no consumer cursor from the peer since (the
+ * one case where an update can be lost: a peer on one link that stays
+ * silent is a peer whose program stopped reading, which room in our RMB
+ * does not change), only while our RMB is full (any room at all and a
+ * Linux peer with data would have written it, with a CDC), and only after
+ * RESCUE_QUIET_MS of waiting: far longer than a CDC's round trip, even
+ * under emulation, while the alternative is waiting for ever.  The held
+ * bytes never exceed one RMB: what the peer could have in flight anyway.
+ */
+#define RESCUE_QUIET_MS 500
+
+static bool rx_rescue_wanted(const struct smcr_sock *s)
+{
+	return s->relinked_quiet && !s->shared && s->state != SMCR_CONN_ABORTED && !s->shut_rd &&
+	       !s->went_tcp && !s->tcp_tail &&
+	       !(s->peer_conn_flags &
+		 (SMCR_CDC_CONN_DONE_WRITING | SMCR_CDC_CONN_CLOSED | SMCR_CDC_CONN_ABORT)) &&
+	       smcr_rx_readable(s) == s->rmb_size && smcr_rxhold_room(&s->held, s->rmb_size) > 0;
+}
+
+bool smcr_rx_rescue_due(struct smcr_sock *s, int64_t *at)
+{
+	if (!rx_rescue_wanted(s)) {
+		*at = -1;
+		return false;
+	}
+	if (*at < 0)
+		*at = smcr_now_ms() + RESCUE_QUIET_MS;
+	return true;
+}
+
+bool smcr_rx_rescue(struct smcr_sock *s)
+{
+	uint32_t n, room, first, second;
+
+	if (!rx_rescue_wanted(s))
+		return false;
+	n = smcr_rx_readable(s);
+	room = smcr_rxhold_room(&s->held, s->rmb_size);
+	if (n > room)
+		n = room;
+	smcr_ring_split(s->rx_cons.count, n, s->rmb_size, &first, &second);
+	if (smcr_rxhold_put(&s->held, s->rmb_size, s->rmb + s->rx_cons.count, first,
+			    second ? s->rmb : NULL, second) != 0)
+		return false;
+	s->rx_cons = smcr_curs_advance(s->rx_cons, n, s->rmb_size);
+	s->rmb_rescues++;
+	if (s->ops->rmb_rescued)
+		s->ops->rmb_rescued(s->xc);
+	smcr_info("fd %d: the peer is silent since the connection moved links, our send waits"
+		  " for room in its RMB and its data fills ours: %u unread bytes held aside"
+		  " (%u in all), our consumer cursor sent (rescue %llu)",
+		  s->tcp_fd, n, smcr_rxhold_len(&s->held), (unsigned long long)s->rmb_rescues);
+	smcr_conn_send_cdc(s, SMCR_CDC_PROD_CONS_UPD_REQ);
+	return true;
 }
 
 /* Nothing to read now: true to wait, else *ret is the answer. */
@@ -200,23 +257,29 @@ ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 		return total;
 	smcr_conn_lock(s);
 	for (;;) {
-		uint32_t avail, n;
+		uint32_t avail, n, held, ring;
 		int rc;
 
 		smcr_conn_progress_io(s);
-		avail = s->shut_rd || s->went_tcp ? 0 : smcr_rx_readable(s);
+		avail = s->shut_rd || s->went_tcp ? 0 : smcr_rx_unread(s);
 		if (avail > 0) {
 			n = want - got < avail ? (uint32_t)(want - got) : avail;
-			rx_copy_out(s, s->rx_cons, iov, iovcnt, got, n);
+			/* The held bytes are the oldest: first them, then the RMB's. */
+			held = (uint32_t)smcr_rxhold_peek(&s->held, iov, iovcnt, got, n);
+			ring = n - held;
+			if (ring)
+				rx_copy_out(s, s->rx_cons, iov, iovcnt, got + held, ring);
 			if (flags & MSG_PEEK) {
 				ret = (ssize_t)n;
 				break;
 			}
-			s->rx_cons = smcr_curs_advance(s->rx_cons, n, s->rmb_size);
+			smcr_rxhold_drop(&s->held, held);
+			s->rx_cons = smcr_curs_advance(s->rx_cons, ring, s->rmb_size);
 			s->bytes_received += n;
 			smcr_hold_self(s)->bytes_received += n;
 			got += n;
-			smcr_rx_maybe_update_cons(s);
+			if (ring)
+				smcr_rx_maybe_update_cons(s);
 			if (got == want || !(flags & MSG_WAITALL)) {
 				ret = (ssize_t)got;
 				break;

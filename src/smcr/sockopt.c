@@ -116,7 +116,7 @@ size_t smcr_sock_readable_bytes(struct smcr_sock *s)
 
 	smcr_conn_lock(s);
 	smcr_conn_progress(s);
-	n = s->went_tcp ? 0 : smcr_rx_readable(s);
+	n = s->went_tcp ? 0 : smcr_rx_unread(s);
 	if (s->went_tcp || s->tcp_tail) {
 		int q = 0;
 

@@ -325,7 +325,7 @@ bool smcr_sock_tcp_only(struct smcr_sock *s)
 		return false;
 	smcr_conn_lock(s);
 	(void)tail_flush(s);
-	only = s->went_tcp || (smcr_rx_readable(s) == 0 && tail_resend_len(s) == 0 &&
+	only = s->went_tcp || (smcr_rx_unread(s) == 0 && tail_resend_len(s) == 0 &&
 			       (!s->shut_wr || s->tail_fin_sent));
 	smcr_conn_unlock(s);
 	return only;

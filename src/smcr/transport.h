@@ -149,6 +149,12 @@ struct smcr_transport_ops {
 	 */
 	int (*failover)(struct smcr_xconn *xc, struct smcr_curs *fin_prod, uint16_t *fin_seq);
 	int (*rewrite)(struct smcr_xconn *xc, uint32_t offset, uint32_t len);
+	/*
+	 * Optional (NULL: not counted): the engine moved unread bytes out of
+	 * the connection's RMB for a peer silent since a failover (rx.c), to be
+	 * counted where monitoring shows the connection's link group.
+	 */
+	void (*rmb_rescued)(struct smcr_xconn *xc);
 
 	/*
 	 * Has the peer disappeared (process died, link lost)?  Costs a system

@@ -77,6 +77,7 @@ ssize_t smcr_sock_sendv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 	ssize_t total = smcr_iov_total(iov, iovcnt);
 	size_t want = (size_t)total, sent = 0;
 	int64_t deadline = -2; /* computed when the first wait comes */
+	int64_t rescue_at = -1; /* when a silent peer gets room (rx.c) */
 	ssize_t ret = 0;
 
 	if (total < 0)
@@ -84,6 +85,7 @@ ssize_t smcr_sock_sendv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 	smcr_conn_lock(s);
 	for (;;) {
 		uint32_t space, n;
+		int64_t wait_until;
 		int rc;
 
 		smcr_conn_progress_io(s);
@@ -117,7 +119,20 @@ ssize_t smcr_sock_sendv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 			if (deadline == -2)
 				deadline = s->snd_timeout_ms ? smcr_sys_deadline(s->snd_timeout_ms)
 							     : -1;
-			rc = smcr_conn_wait(s, POLLOUT, deadline);
+			wait_until = deadline;
+			if (smcr_rx_rescue_due(s, &rescue_at)) {
+				if (smcr_now_ms() >= rescue_at) {
+					/* The peer stayed silent after a link move: room for it (rx.c). */
+					smcr_rx_rescue(s);
+					rescue_at = -1;
+					continue;
+				}
+				if (deadline < 0 || rescue_at < deadline)
+					wait_until = rescue_at;
+			}
+			rc = smcr_conn_wait(s, POLLOUT, wait_until);
+			if (rc == -EAGAIN && wait_until != deadline)
+				continue; /* the rescue's time, looked at above */
 			if (rc < 0) {
 				ret = sent ? (ssize_t)sent : rc;
 				break;

@@ -911,6 +911,12 @@ static int verbs_rewrite(struct smcr_xconn *xc, uint32_t offset, uint32_t len)
 	return 0;
 }
 
+static void verbs_rmb_rescued(struct smcr_xconn *xc)
+{
+	if (xc->lgr)
+		smcr_lgr_count_rescue(xc->lgr);
+}
+
 static int verbs_recv_ctrl(struct smcr_xconn *xc, uint8_t msg[SMCR_CDC_MSG_LEN])
 {
 	int rc = smcr_lgr_recv(xc->lgr, &xc->lc, msg);
@@ -1209,6 +1215,7 @@ const struct smcr_transport_ops smcr_verbs_ops = {
 	.recv_ctrl = verbs_recv_ctrl,
 	.failover = verbs_failover,
 	.rewrite = verbs_rewrite,
+	.rmb_rescued = verbs_rmb_rescued,
 	.peer_gone = verbs_peer_gone,
 	.ready_fd = verbs_ready_fd,
 	.settle = verbs_settle,

@@ -316,11 +316,13 @@ static void group_json(const struct group *g)
 	printf("], \"bytes_sent\": %" PRIu64 ", \"bytes_received\": %" PRIu64 ",\n     ",
 	       g->bytes_sent, g->bytes_received);
 	if (!g->rec) { /* a file without the table: what its connections tell */
-		printf("\"state\": null, \"max_links\": null, \"peer_id\": null, \"links\": null}");
+		printf("\"state\": null, \"max_links\": null, \"rmb_rescues\": null, "
+		       "\"peer_id\": null, \"links\": null}");
 		return;
 	}
-	printf("\"state\": \"%s\", \"max_links\": %u, \"peer_id\": \"",
-	       lgr_state_name(g->rec->lgr_state), g->rec->max_links);
+	printf("\"state\": \"%s\", \"max_links\": %u, \"rmb_rescues\": %" PRIu64
+	       ", \"peer_id\": \"",
+	       lgr_state_name(g->rec->lgr_state), g->rec->max_links, g->rec->rmb_rescues);
 	for (unsigned k = 0; k < sizeof(g->rec->peer_id); k++)
 		printf("%02x", g->rec->peer_id[k]);
 	printf("\", \"links\": [");
@@ -395,6 +397,10 @@ void linkgroups_text(const struct process_list *pl)
 		for (unsigned k = 0; g[i].rec && k < 2; k++)
 			if (g[i].rec->links[k].state != SMCR_STATS_LINK_NONE)
 				link_text(&g[i].rec->links[k]);
+		if (g[i].rec && g[i].rec->rmb_rescues)
+			printf("         rmb rescues %" PRIu64 "  (unread bytes held aside for a peer"
+			       " silent after a failover)\n",
+			       g[i].rec->rmb_rescues);
 	}
 	if (n == 0)
 		printf("(no SMC-R link groups in %zu smcr process%s)\n", pl->n,

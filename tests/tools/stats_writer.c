@@ -361,7 +361,7 @@ static void fake_link(struct smcr_stats_link *l, const char *dev, uint8_t state,
 
 /*
  * "lgr": link group 0x101 (client, rxe0) carries two connections, 0x202
- * (server, rxe1) one, each over a loopback TCP pair of its own.  Group
+ * (server, rxe1, 3 RMB rescues) one, each over a loopback TCP pair of its own.  Group
  * records as lgr.c writes them: 0x101 active with two links (one connection
  * on each), 0x202 active with one, 0x303 an idle group kept for reuse (no
  * connection), 0x404 a group that has connection records but no group record
@@ -404,8 +404,10 @@ static void add_link_groups(void)
 	g.role = 1;
 	g.max_links = 1;
 	g.conns = 1;
+	g.rmb_rescues = 3; /* a connection of it gave a silent peer room three times */
 	fake_link(&g.links[0], "rxe1", SMCR_STATS_LINK_UP, 1, 49, 1);
 	smcr_stats_lgr_update(fx.lgr[1], &g);
+	g.rmb_rescues = 0;
 	g.id = 0x303;
 	g.role = 0;
 	g.conns = 0;

@@ -504,6 +504,8 @@ def case_link_groups(case):
     check_eq(sorted(a["devices"]), ["rxe0", "rxe1"], "devices of 0x101")
     check_eq((b["role"], b["connections"], b["devices"], len(b["links"])), ("server", 1, ["rxe1"], 1),
              "group 0x202")
+    check_eq((a["rmb_rescues"], b["rmb_rescues"], norec["rmb_rescues"]), (0, 3, None),
+             "RMB rescues of 0x101, 0x202 and of a group without a record")
     check_eq((idle["connections"], idle["bytes_sent"], idle["links"][0]["qp"]), (0, 0, 65),
              "an idle group, listed by its record alone")
     check_eq((norec["state"], norec["links"], norec["connections"], norec["devices"]),
@@ -511,6 +513,8 @@ def case_link_groups(case):
     text = case.tool("-g", "--dir", case.statsdir).stdout
     check(re.search(r"00000101 +client +active +2 +rxe0,rxe1 +127\.0\.0\.1\n +link 1 +up +"
                     r"rxe0/1 +QP 17 -> 18 +conns 1", text), f"group 0x101 in the table:\n{text}")
+    check(re.search(r"00000202 +server +active .*\n +link 1 .*\n +rmb rescues 3 ", text) and
+          text.count("rmb rescues") == 1, f"0x202's RMB rescues in the table, no other group's:\n{text}")
     doc, _ = case.tool_json("--json", "--dir", case.statsdir)
     r = [c for c in doc["connections"] if c["link_group"] == 0x101]
     check_eq({(c["mode"], c["device"]) for c in r}, {("smc-r", "rxe0")}, "connection view")
