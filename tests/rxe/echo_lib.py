@@ -4,7 +4,7 @@ inline scripts, which import it): an echo that sends and receives at once (a pee
 echoes while we still send must not block us), the echo server's loop, and this process's
 smcr-stat record of a connection.  tests/apps/echo_stream.py (the apps and package suites)
 imports it from here for the server's loop."""
-import hashlib, json, os, queue, socket, subprocess, threading, time
+import hashlib, json, os, socket, subprocess, time
 
 
 def echo(c, data):
@@ -65,24 +65,6 @@ def serve(c, each=None):
     """Echo what comes on c until the peer's end, then close c; each(bytes echoed so far)
     after every piece."""
     _echo(c, iter(lambda: c.recv(1 << 16), b""), each)
-
-
-def serve_queued(c, each=None):
-    """serve() that keeps reading while its writes wait: what comes in is queued, so this
-    end's receive buffer empties however full the peer's is.  A Linux peer needs it across
-    a failover: its last consumer-cursor update may be lost on the failed link, and Linux
-    repeats it only when it has something else to send (smc_tx_sndbuf_nonempty sends no CDC
-    while the peer's buffer is full) or reads more, so an echo whose write waits for that
-    update while the peer's data waits for its read would wait for ever."""
-    q = queue.SimpleQueue()
-    def reader():
-        for b in iter(lambda: c.recv(1 << 16), b""):
-            q.put(b)
-        q.put(b"")
-    t = threading.Thread(target=reader, daemon=True)
-    t.start()
-    _echo(c, iter(q.get, b""), each)
-    t.join()
 
 
 def live_records(c, smcr_stat):

@@ -46,7 +46,10 @@
 #       (default 16) echo: the echo completes with equal sha256, smcr-stat on the server shows
 #       it on rxe1 afterwards with a link switch counted, the server's log says the second
 #       link went down and the connection moved, and the kernel client's group carrying
-#       them goes on with one link (rxe0): our DELETE LINK moved its side;
+#       them goes on with one link (rxe0): our DELETE LINK moved its side.  The echo reads
+#       nothing while its write waits, so when the kernel's consumer-cursor update is lost
+#       with the link (protocol.md §6.6) only the server's RMB rescue lets it finish: the
+#       rescues smcr-stat linkgroup counts are the ones the server's log names;
 #   (j) (i) with an smcr client (python, A): its log shows its side moved too (after our
 #       DELETE LINK, or its own QP error if that came first).
 #   (i) and (j) run first, before any case with a kernel server: with a kernel server's
@@ -161,9 +164,11 @@ def serve(c, i):
             # all of it echoed, before the client closes (it waits for this line)
             moved = record(c)
             sw = stat("stats", "--json")["total"].get("link_switches")
-            say(f"moved 2: {rec} -> {moved} switches={sw}")
-    # (i)/(j): the stream across the failover reads on while its echo waits (serve_queued)
-    (echo_lib.serve_queued if size and i == 2 else echo_lib.serve)(c, each)
+            res = sum(g.get("rmb_rescues", 0) for g in stat("linkgroups", "--json")["link_groups"])
+            say(f"moved 2: {rec} -> {moved} switches={sw} rmb_rescues={res}")
+    # (i)/(j): a plain echo: while its write waits for room in the client's RMB it reads
+    # nothing, so the client's data fills ours (protocol.md §6.6)
+    echo_lib.serve(c, each)
     say(f"served {i}: {rec}")
 ts = []
 for i in (1, 2):
@@ -216,6 +221,16 @@ srv_fail_over() {
         pass "($c) smcr-stat on the server: the second connection moved from rxe3 to rxe1 (group ${BASH_REMATCH[1]}, the first on rxe1): $recs" ||
         { fail "($c) smcr-stat on the server: '$recs' (want smc-r on one group, rxe3 -> rxe1, switches > 0)"; show "$logs/$c.srv" srv; }
     logged_switch "($c) smcr server" "$logs/$c.srverr"
+    # The echo reads nothing while its write waits.  A Linux client does not repeat a
+    # consumer-cursor update lost with rxe3 (protocol.md §6.6): the server then holds its
+    # unread data aside to give the client room, and says so in smcr-stat and its log alike.
+    res=$(grep -m1 -o 'rmb_rescues=[0-9]*' "$logs/$c.srv"); res=${res#rmb_rescues=}
+    nlog=$(grep -c 'unread bytes held aside' "$logs/$c.srverr")
+    if [[ -n $res && $res == "$nlog" ]]; then
+        pass "($c) RMB rescues on the server: $res in smcr-stat linkgroup, $nlog in its log$( ((nlog)) && echo ": $(grep -m1 -o 'unread bytes held aside.*' "$logs/$c.srverr")")"
+    else
+        fail "($c) RMB rescues on the server: smcr-stat linkgroup says '${res:-nothing}', its log $nlog"
+    fi
     if [[ $c == i ]]; then
         # the kernel client's group that carries the connections has one link left
         used=$(used_links client "$logs/$c.links")
