@@ -180,7 +180,6 @@ static void conn_failover(struct smcr_sock *s)
 	if (rc == 0)
 		rc = smcr_conn_send_cdc(s, 0);
 	s->link_switches++;
-	s->relinked_quiet = true; /* a consumer-cursor update of the peer's may be lost (rx.c) */
 	s->bytes_resent += len;
 	smcr_info("fd %d: moved to another link: %u bytes written again (last delivered CDC %u)",
 		  s->tcp_fd, len, fin_seq);

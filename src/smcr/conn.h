@@ -89,7 +89,7 @@ struct smcr_sock {
 	 * read before the RMB's.  Private connections (verbs) only.
 	 */
 	struct smcr_rxhold held;
-	bool relinked_quiet;           /* moved links; no consumer cursor from the peer since */
+	bool peer_relinked_quiet;      /* the peer moved links (its validation CDC), no CDC since */
 
 	/* send side: the peer's RMB */
 	uint32_t peer_size;

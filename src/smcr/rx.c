@@ -94,6 +94,8 @@ void smcr_rx_ctrl(struct smcr_sock *s, const uint8_t wire[SMCR_CDC_MSG_LEN])
 		if (!smcr_cdc_validation_ok(s->rx_seqno_valid ? s->rx_seqno : 0, m.seqno))
 			rx_violation(s, "a failover validation naming a CDC we never got",
 				     "data lost on the failed link");
+		else
+			s->peer_relinked_quiet = true; /* its cursor update may be lost: below */
 		return;
 	}
 	/* Older than one already applied: a late duplicate, drop it (as Linux). */
@@ -101,14 +103,13 @@ void smcr_rx_ctrl(struct smcr_sock *s, const uint8_t wire[SMCR_CDC_MSG_LEN])
 		return;
 	s->rx_seqno = m.seqno;
 	s->rx_seqno_valid = true;
+	s->peer_relinked_quiet = false; /* its current consumer cursor, sent on the live link */
 
 	if (!rx_cursors_ok(s, &m))
 		return;
 	s->rx_prod = m.prod;
-	if (smcr_curs_cmp(m.cons, s->tx_cons) != 0) {
+	if (smcr_curs_cmp(m.cons, s->tx_cons) != 0)
 		s->tx_blocked_sent = false; /* space freed: a new episode may block */
-		s->relinked_quiet = false;  /* its consumer cursor gets through again */
-	}
 	s->tx_cons = m.cons;
 	s->peer_write_blocked = (m.prod_flags & SMCR_CDC_PROD_WRITE_BLOCKED) != 0;
 	if (m.prod_flags & SMCR_CDC_PROD_CONS_UPD_REQ)
@@ -165,20 +166,22 @@ static void rx_copy_out(const struct smcr_sock *s, struct smcr_curs at, const st
  * tells the peer (asking for its cursor too, which a peer with nothing to
  * write answers at once; Linux does not, and writes instead).
  *
- * Only after a link move with no consumer cursor from the peer since (the
- * one case where an update can be lost: a peer on one link that stays
- * silent is a peer whose program stopped reading, which room in our RMB
- * does not change), only while our RMB is full (any room at all and a
- * Linux peer with data would have written it, with a CDC), and only after
- * RESCUE_QUIET_MS of waiting: far longer than a CDC's round trip, even
- * under emulation, while the alternative is waiting for ever.  The held
- * bytes never exceed one RMB: what the peer could have in flight anyway.
+ * Only once the peer moved the connection (its failover validation CDC)
+ * and sent no CDC since: an update is lost only on the link it left, and
+ * its first CDC on the new one carries its real cursor.  Not sooner: while
+ * it still sends on the failing link, the room we give it may go to an
+ * update lost there too, and the holding buffer would be full for nothing.
+ * Only while our RMB is full (any room at all and a Linux peer with data
+ * would have written it, with a CDC), and only after RESCUE_QUIET_MS of
+ * waiting: far longer than a CDC's round trip, even under emulation, while
+ * the alternative is waiting for ever.  The held bytes never exceed one
+ * RMB: what the peer could have in flight anyway.
  */
 #define RESCUE_QUIET_MS 500
 
 static bool rx_rescue_wanted(const struct smcr_sock *s)
 {
-	return s->relinked_quiet && !s->shared && s->state != SMCR_CONN_ABORTED && !s->shut_rd &&
+	return s->peer_relinked_quiet && !s->shared && s->state != SMCR_CONN_ABORTED && !s->shut_rd &&
 	       !s->went_tcp && !s->tcp_tail &&
 	       !(s->peer_conn_flags &
 		 (SMCR_CDC_CONN_DONE_WRITING | SMCR_CDC_CONN_CLOSED | SMCR_CDC_CONN_ABORT)) &&
@@ -214,7 +217,7 @@ bool smcr_rx_rescue(struct smcr_sock *s)
 	s->rmb_rescues++;
 	if (s->ops->rmb_rescued)
 		s->ops->rmb_rescued(s->xc);
-	smcr_info("fd %d: the peer is silent since the connection moved links, our send waits"
+	smcr_info("fd %d: the peer is silent since it moved the connection to another link, our send waits"
 		  " for room in its RMB and its data fills ours: %u unread bytes held aside"
 		  " (%u in all), our consumer cursor sent (rescue %llu)",
 		  s->tcp_fd, n, smcr_rxhold_len(&s->held), (unsigned long long)s->rmb_rescues);

@@ -7,7 +7,8 @@
  * into room in our RMB.  Our send that waits for room in its RMB ends only
  * if the engine held its unread data aside; the program then reads the held
  * bytes and the RMB's in order (recv, readv, MSG_PEEK, FIONREAD, poll).
- * Without a link move the engine leaves the RMB alone.
+ * Without the peer's move (its failover validation), or once the peer sent a
+ * CDC after it, the engine leaves the RMB alone.
  */
 #include <errno.h>
 #include <poll.h>
@@ -82,6 +83,24 @@ static void peer_write(void)
 	m.seqno = ++f.seq;
 	m.prod = f.prod;
 	m.cons = f.consumed;
+	smcr_cdc_encode(&m, f.inbox[f.nin++]);
+	doorbell();
+}
+
+/* The peer moved the connection to another link: its validation CDC names its last CDC. */
+static void peer_validation(void)
+{
+	smcr_cdc_encode_validation(f.seq, LOCAL_TOKEN, f.inbox[f.nin++]);
+	doorbell();
+}
+
+/* A CDC of the peer's on the new link that changes nothing (its cursors as they are). */
+static void peer_idle_cdc(void)
+{
+	/* its consumer cursor as we knew it: the update that moved it was lost */
+	struct smcr_cdc_msg m = { .token = LOCAL_TOKEN, .prod = f.prod, .cons = { 0, 0 } };
+
+	m.seqno = ++f.seq;
 	smcr_cdc_encode(&m, f.inbox[f.nin++]);
 	doorbell();
 }
@@ -298,8 +317,8 @@ static void test_rescue_after_failover(void **state)
 	bool asked = false;
 
 	(void)state;
-	f.move = true;
-	doorbell();
+	f.move = true; /* both sides move */
+	peer_validation();
 	/* Blocks for room; the peer answers only once it has room itself. */
 	assert_int_equal(smcr_sock_send(s, more, sizeof(more), 0), sizeof(more));
 	assert_int_equal(f.rescued, 1);
@@ -337,19 +356,51 @@ static void test_rescue_after_failover(void **state)
 	end_conn(s);
 }
 
-/* The same stall on a connection that never moved links: the RMB is left alone. */
-static void test_no_rescue_without_move(void **state)
+/* The same stall, the RMB left alone: SO_SNDTIMEO (longer than the rescue's wait) ends it. */
+static void assert_no_rescue(struct smcr_sock *s)
 {
-	struct smcr_sock *s = stalled_conn(4096);
 	uint8_t more[1000] = { 0 };
 
-	(void)state;
-	s->snd_timeout_ms = 1200; /* longer than the rescue's wait */
+	s->snd_timeout_ms = 1200;
 	assert_int_equal(smcr_sock_send(s, more, sizeof(more), 0), -EAGAIN);
 	assert_int_equal(f.rescued, 0);
 	assert_int_equal(s->rmb_rescues, 0);
 	assert_int_equal(smcr_rxhold_len(&s->held), 0);
 	assert_int_equal(smcr_rx_readable(s), RMB);
+}
+
+/* On a connection that never moved links. */
+static void test_no_rescue_without_move(void **state)
+{
+	struct smcr_sock *s = stalled_conn(4096);
+
+	(void)state;
+	assert_no_rescue(s);
+	end_conn(s);
+}
+
+/* Only our side moved: the peer's updates did not go over the lost link. */
+static void test_no_rescue_own_move_only(void **state)
+{
+	struct smcr_sock *s = stalled_conn(4096);
+
+	(void)state;
+	f.move = true;
+	doorbell();
+	assert_no_rescue(s);
+	assert_int_equal(s->link_switches, 1);
+	end_conn(s);
+}
+
+/* The peer moved and then sent a CDC on the new link: that cursor is its real one. */
+static void test_no_rescue_after_peer_cdc(void **state)
+{
+	struct smcr_sock *s = stalled_conn(4096);
+
+	(void)state;
+	peer_validation();
+	peer_idle_cdc();
+	assert_no_rescue(s);
 	end_conn(s);
 }
 
@@ -361,7 +412,7 @@ static void test_no_rescue_nonblocking(void **state)
 
 	(void)state;
 	f.move = true;
-	doorbell();
+	peer_validation();
 	assert_int_equal(smcr_sock_send(s, more, sizeof(more), MSG_DONTWAIT), -EAGAIN);
 	assert_int_equal(s->link_switches, 1);
 	assert_int_equal(f.rescued, 0);
@@ -374,6 +425,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rescue_after_failover),
 		cmocka_unit_test(test_no_rescue_without_move),
+		cmocka_unit_test(test_no_rescue_own_move_only),
+		cmocka_unit_test(test_no_rescue_after_peer_cdc),
 		cmocka_unit_test(test_no_rescue_nonblocking),
 	};
 
