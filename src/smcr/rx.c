@@ -94,8 +94,12 @@ void smcr_rx_ctrl(struct smcr_sock *s, const uint8_t wire[SMCR_CDC_MSG_LEN])
 		if (!smcr_cdc_validation_ok(s->rx_seqno_valid ? s->rx_seqno : 0, m.seqno))
 			rx_violation(s, "a failover validation naming a CDC we never got",
 				     "data lost on the failed link");
-		else
+		else if (!s->peer_relinked_quiet) {
 			s->peer_relinked_quiet = true; /* its cursor update may be lost: below */
+			smcr_info("fd %d: the peer moved the connection to another link (its last CDC"
+				  " we got: %u)",
+				  s->tcp_fd, (unsigned)m.seqno);
+		}
 		return;
 	}
 	/* Older than one already applied: a late duplicate, drop it (as Linux). */
