@@ -140,6 +140,7 @@ import json, os, socket, subprocess, sys, threading
 sys.path.insert(0, os.path.dirname(sys.argv[0])); import echo_lib
 host, port, smcr_stat = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 size = int(sys.argv[4]) if len(sys.argv) > 4 else 0 # (i)/(j): connection 2 streams size bytes
+moved_file = sys.argv[5] if len(sys.argv) > 5 else None # (i)/(j): where its "moved 2" line goes too
 l = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
 print("listening", flush=True)
 env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
@@ -166,6 +167,11 @@ def serve(c, i):
             sw = stat("stats", "--json")["total"].get("link_switches")
             res = sum(g.get("rmb_rescues", 0) for g in stat("linkgroups", "--json")["link_groups"])
             say(f"moved 2: {rec} -> {moved} switches={sw} rmb_rescues={res}")
+            # also in a file of its own, written once: the guest's 9p share has shown this
+            # output file (appended to while the client polls it) with the line as NULs
+            with open(moved_file + ".tmp", "w") as f:
+                f.write(f"moved 2: {rec} -> {moved} switches={sw} rmb_rescues={res}\n")
+            os.replace(moved_file + ".tmp", moved_file)
     # (i)/(j): a plain echo: while its write waits for room in the client's RMB it reads
     # nothing, so the client's data fills ours (protocol.md §6.6)
     echo_lib.serve(c, each)
@@ -200,11 +206,11 @@ srv_fail_over() {
         pre=(env SMCR_TRANSPORT=rdma "$smc_run" -d)
     fi
     SMCR_TRANSPORT=rdma timeout 300 "$smc_run" -d python3 "$logs/esrv.py" "$B" "$port" \
-        "$stat_tool" "$srvbytes" > "$logs/$c.srv" 2> "$logs/$c.srverr" &
+        "$stat_tool" "$srvbytes" "$logs/$c.moved" > "$logs/$c.srv" 2> "$logs/$c.srverr" &
     spid=$!
     wait_listening "$port" || echo "    (smcr server not listening)"
     timeout 300 "${pre[@]}" python3 "$logs/srvfailcli.py" "$B" "$port" "$srvbytes" \
-        "$logs/$c.srverr" "$logs/$c.srv" "$logs/$c.links" > "$logs/$c.cli" 2> "$logs/$c.err" &
+        "$logs/$c.srverr" "$logs/$c.moved" "$logs/$c.links" > "$logs/$c.cli" 2> "$logs/$c.err" &
     cpid=$!
     delete_mid_stream rxe3 "$cpid" "$logs/$c.cli"
     wait "$spid"
@@ -215,8 +221,7 @@ srv_fail_over() {
         show "$logs/$c.err" err 4
         grep -E 'link|ends|moved|abort' "$logs/$c.srverr" | tail -n 6 | sed 's/^/    srv| /'
     fi
-    # (-a: the guest's 9p share once showed the server's output with a NUL between two lines)
-    recs=$(grep -am1 '^moved 2:' "$logs/$c.srv" | tr -d "(),'")
+    recs=$(grep -am1 '^moved 2:' "$logs/$c.moved" | tr -d "(),'")
     re='^moved 2: smc-r ([0-9]+) rxe3 -> smc-r ([0-9]+) rxe1 switches=[1-9]'
     [[ $recs =~ $re && ${BASH_REMATCH[1]} == "${BASH_REMATCH[2]}" ]] && grep -aq "^served 1: ('smc-r', [0-9]*, 'rxe1')" "$logs/$c.srv" &&
         pass "($c) smcr-stat on the server: the second connection moved from rxe3 to rxe1 (group ${BASH_REMATCH[1]}, the first on rxe1): $recs" ||
@@ -225,7 +230,7 @@ srv_fail_over() {
     # The echo reads nothing while its write waits.  A Linux client does not repeat a
     # consumer-cursor update lost with rxe3 (protocol.md §6.6): the server then holds its
     # unread data aside to give the client room, and says so in smcr-stat and its log alike.
-    res=$(grep -am1 -o 'rmb_rescues=[0-9]*' "$logs/$c.srv"); res=${res#rmb_rescues=}
+    res=$(grep -am1 -o 'rmb_rescues=[0-9]*' "$logs/$c.moved"); res=${res#rmb_rescues=}
     nlog=$(grep -c 'unread bytes held aside' "$logs/$c.srverr")
     if [[ -n $res && $res == "$nlog" ]]; then
         pass "($c) RMB rescues on the server: $res in smcr-stat linkgroup, $nlog in its log$( ((nlog)) && echo ": $(grep -m1 -o 'unread bytes held aside.*' "$logs/$c.srverr")")"
@@ -254,12 +259,12 @@ if want_case i || want_case j; then
 srvbytes=$((${SRVMIB:-16} << 20))
 cat > "$logs/srvfailcli.py" <<'PY'
 import os, socket, subprocess, sys, time
-host, port, size, srverr, srvout, links = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
+host, port, size, srverr, moved, links = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
 sys.path.insert(0, os.path.dirname(sys.argv[0])); import echo_lib
 env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
 def wait_for(path, text, secs):
     for _ in range(int(secs * 10)):
-        if text in open(path).read():
+        if os.path.exists(path) and text in open(path).read():
             return True
         time.sleep(0.1)
     return False
@@ -279,7 +284,7 @@ if not ok1 or not same:
 print(f"echo ok: {size >> 20} MiB, sha256 equal; longest pause {gap:.2f}s (after {gap_at >> 10} KiB)", flush=True)
 with open(links, "w") as f:
     subprocess.run(["rxe-vm-smc", "links"], env=env, stdout=f, stderr=subprocess.STDOUT, timeout=60)
-wait_for(srvout, "moved 2:", 60)  # the server's record first, while it is live
+wait_for(moved, "moved 2:", 60)  # the server's record first, while it is live
 c2.close()
 c1.close()
 PY
