@@ -379,10 +379,10 @@ void smcr_lgr_peer_rmb(struct smcr_lgr *lgr, struct smcr_lgr_conn *c, uint32_t r
  * *addr the peer's RMB on the new one; 0: no; -ENOENT: moved, but the peer
  * never told us that RMB's rkey on the new link (it cannot go on).
  */
-/* The engine held unread bytes aside for a peer silent after a failover: count it. */
-void smcr_lgr_count_rescue(struct smcr_lgr *lgr);
 int smcr_lgr_conn_switched(struct smcr_lgr *lgr, struct smcr_lgr_conn *c,
 			   struct smcr_lgr_cdc_sent *fin, uint32_t *rkey, uint64_t *addr);
+/* The engine held unread bytes aside for a peer silent after a failover: count it. */
+void smcr_lgr_count_rescue(struct smcr_lgr *lgr);
 
 /* Pool: a zeroed registered buffer of exactly `size` bytes, or NULL. */
 struct smcr_lgr_buf *smcr_lgr_buf_get(struct smcr_lgr *lgr, uint32_t size, bool rmb);
