@@ -184,8 +184,8 @@ struct smcr_stats_lgr {
 	uint8_t peer_id[8];       /* the peer's SMC system id (instance + MAC) */
 	/*
 	 * Times its connections moved unread bytes out of their RMB for a peer
-	 * silent after a failover (protocol.md §6.6).  The word was reserved
-	 * (zero) before: files of older writers read as 0.
+	 * silent after a failover (protocol.md §6.6).  Taken from the reserved
+	 * words, which writers without it leave zero: their files read as 0.
 	 */
 	uint64_t rmb_rescues;
 	uint64_t reserved;
