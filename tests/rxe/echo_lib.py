@@ -28,9 +28,12 @@ def stream(c, data, under_way=None, before_end=None):
             held, last = True, time.monotonic()
         waited = sent >= size  # (a short timeout while sending, the last send included)
         c.settimeout(60 if waited else 0.01)
-        try:
-            if sent < size:
+        if sent < size:
+            try:
                 sent += c.send(data[sent:sent + 65536])
+            except socket.timeout:
+                pass  # full: read on, or the peer's echo waits for our reads while we wait for its
+        try:
             b = c.recv(1 << 16)
         except socket.timeout:
             if waited:
