@@ -560,6 +560,13 @@ uint32_t smcr_sock_sndbuf(const struct smcr_sock *s);
 const char *smcr_sock_mode_name(const struct smcr_sock *s);
 
 /*
+ * Same host (shared memory), not SMC-R: both ends can go on over TCP from
+ * where the stream is (smcr_sock_continue_on_tcp); an SMC-R connection can
+ * only be reset.
+ */
+bool smcr_sock_same_host(const struct smcr_sock *s);
+
+/*
  * The connection's TCP socket leaves for a program or a process outside the
  * connection (exec of a program that inherits it, SCM_RIGHTS): this end goes
  * on over TCP from here, in both directions, and the peer follows without

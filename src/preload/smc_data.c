@@ -319,7 +319,7 @@ static void zerocopy_on(int fd, struct smcr_fd_entry *e)
 	smcr_smc_add_flags(e, SMCR_FD_F_ZEROCOPY);
 	if (!s)
 		return;
-	if (strcmp(smcr_sock_mode_name(s), "smc-shm") == 0)
+	if (smcr_sock_same_host(s))
 		smcr_smc_continue_on_tcp(fd, e, "SO_ZEROCOPY: MSG_ZEROCOPY completions are TCP's");
 	else
 		smcr_info("fd %d: SO_ZEROCOPY on an SMC-R connection: its MSG_ZEROCOPY sends are"

@@ -150,9 +150,14 @@ size_t smcr_sock_unacked_bytes(struct smcr_sock *s)
 	return n;
 }
 
+bool smcr_sock_same_host(const struct smcr_sock *s)
+{
+	return s->ops->same_host;
+}
+
 const char *smcr_sock_mode_name(const struct smcr_sock *s)
 {
-	return s->ops->same_host ? "smc-shm" : "smc-r";
+	return smcr_sock_same_host(s) ? "smc-shm" : "smc-r";
 }
 
 uint32_t smcr_sock_rcvbuf(const struct smcr_sock *s)
