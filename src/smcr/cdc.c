@@ -11,6 +11,7 @@ _Static_assert(SMCR_CDC_OFF_PROD + SMCR_CDC_CURS_LEN == SMCR_CDC_OFF_CONS,
 _Static_assert(SMCR_CDC_OFF_CONS + SMCR_CDC_CURS_LEN == SMCR_CDC_OFF_PROD_FLAGS,
 	       "flags follow the cursors");
 _Static_assert(SMCR_CDC_OFF_CONN_FLAGS == 25, "18 reserved bytes end the message");
+_Static_assert(SMCR_CDC_OFF_SMCR_FLAGS == SMCR_CDC_OFF_CONN_FLAGS + 1, "smcr's: the first of them");
 
 static const char *const cdc_err_names[SMCR_CDC_ERR_COUNT_] = {
 	[SMCR_CDC_ERR_NONE] = "ok",
@@ -55,6 +56,7 @@ void smcr_cdc_encode(const struct smcr_cdc_msg *msg, uint8_t out[SMCR_CDC_MSG_LE
 	put_curs(out + SMCR_CDC_OFF_CONS, msg->cons);
 	out[SMCR_CDC_OFF_PROD_FLAGS] = msg->prod_flags;
 	out[SMCR_CDC_OFF_CONN_FLAGS] = msg->conn_flags;
+	out[SMCR_CDC_OFF_SMCR_FLAGS] = msg->smcr_flags;
 }
 
 static enum smcr_wire_status cdc_invalid(enum smcr_cdc_err *err, enum smcr_cdc_err why)
@@ -81,6 +83,7 @@ enum smcr_wire_status smcr_cdc_decode(const void *buf, size_t len,
 	msg->cons = get_curs(p + SMCR_CDC_OFF_CONS);
 	msg->prod_flags = p[SMCR_CDC_OFF_PROD_FLAGS];
 	msg->conn_flags = p[SMCR_CDC_OFF_CONN_FLAGS];
+	msg->smcr_flags = p[SMCR_CDC_OFF_SMCR_FLAGS];
 	if (msg->token == 0)
 		return cdc_invalid(err, SMCR_CDC_ERR_TOKEN);
 	*err = SMCR_CDC_ERR_NONE;

@@ -26,6 +26,7 @@
 #define SMCR_CDC_OFF_CONS 16
 #define SMCR_CDC_OFF_PROD_FLAGS 24
 #define SMCR_CDC_OFF_CONN_FLAGS 25
+#define SMCR_CDC_OFF_SMCR_FLAGS 26 /* reserved in RFC 7609 and Linux: smcr's own */
 #define SMCR_CDC_CURS_LEN 8 /* 2 reserved, 2 wrap, 4 count */
 
 /* Producer flags (byte 24). */
@@ -40,6 +41,13 @@
 #define SMCR_CDC_CONN_CLOSED 0x40
 #define SMCR_CDC_CONN_ABORT 0x20
 
+/*
+ * smcr's flags (byte 26, reserved elsewhere): sent only to a peer that said
+ * in the CLC handshake that it is smcr and understands them (verbs.c); a
+ * receiver acts on them only from such a peer.
+ */
+#define SMCR_CDC_SMCR_TCP_TAIL 0x01 /* the rest of the sender's stream is on TCP (tcp_tail.c) */
+
 /* One CDC message in host form. */
 struct smcr_cdc_msg {
 	uint16_t seqno;        /* per connection and direction, first = 1, wraps */
@@ -48,6 +56,7 @@ struct smcr_cdc_msg {
 	struct smcr_curs cons; /* sender's consumer cursor of its own RMBE */
 	uint8_t prod_flags;    /* SMCR_CDC_PROD_* */
 	uint8_t conn_flags;    /* SMCR_CDC_CONN_* */
+	uint8_t smcr_flags;    /* SMCR_CDC_SMCR_* */
 };
 
 enum smcr_cdc_err {

@@ -39,7 +39,7 @@ enum {
 enum {
 	A_PEER_ID = 8, A_GID = 16, A_MAC = 32, A_QPN = 38, A_RKEY = 41, A_RMBE_IDX = 45,
 	A_TOKEN = 46, A_SIZE_MTU = 50, A_DMA_ADDR = 52, A_PSN = 61,
-	A_EID = 64, A_FCE = 104, A_GID_LIST = 156,
+	A_EID = 64, A_SMCR = 96, A_SMCR_FEATURES = 100, A_FCE = 104, A_GID_LIST = 156,
 	AD_GID = 8, AD_TOKEN = 16, AD_DMBE_IDX = 24, AD_DMBE_SIZE = 25, AD_LINK_ID = 28,
 	AD_CHID = 32, AD_EID = 34, AD_GID_EXT = 66, AD_FCE = 74,
 	F_FLAGS = 0, F_OS_REL = 1, F_HOSTNAME = 4, F_MAX_CONNS = 36, F_MAX_LINKS = 37,
@@ -84,6 +84,8 @@ _Static_assert(A_QPN == 38 && A_RKEY == 41 && A_RMBE_IDX == 45 && A_TOKEN == 46,
 _Static_assert(A_SIZE_MTU == 50 && A_DMA_ADDR == 52 && A_PSN == 61,
 	       "SMC-R Accept: size/MTU, RMB address, PSN");
 _Static_assert(A_EID == 64 && A_FCE == 104 && A_GID_LIST == 156, "SMC-R Accept v2 parts");
+_Static_assert(A_EID + SMCR_CLC_EID_LEN == A_SMCR && A_SMCR_FEATURES + 4 == A_FCE,
+	       "smcr's word: the 8 bytes Linux reserves between the EID and the FCE");
 _Static_assert(AD_TOKEN == 16 && AD_LINK_ID == 28 && AD_CHID == 32 && AD_EID == 34 &&
 		       AD_GID_EXT == 66,
 	       "SMC-D Accept: DMB token, link id, CHID, EID, GID extension");
@@ -409,6 +411,10 @@ static void encode_accept(const struct smcr_clc_hdr *h, const struct smcr_clc_ac
 	if (h->version < SMCR_CLC_V2)
 		return;
 	memcpy(b + A_EID, a->eid, sizeof(a->eid));
+	if (a->smcr_features) {
+		smcr_put_be32(b + A_SMCR, SMCR_CLC_SMCR_MAGIC);
+		smcr_put_be32(b + A_SMCR_FEATURES, a->smcr_features);
+	}
 	if (!h->flag)
 		return;
 	encode_fce(&a->fce, b + A_FCE, SMCR_CLC_FCE_LEN);
@@ -765,6 +771,8 @@ static enum smcr_clc_err decode_accept(const struct cursor_area *m, const struct
 		a->psn = smcr_get_be24(b + A_PSN);
 		if (h->version >= SMCR_CLC_V2) {
 			memcpy(a->eid, b + A_EID, sizeof(a->eid));
+			if (smcr_get_be32(b + A_SMCR) == SMCR_CLC_SMCR_MAGIC)
+				a->smcr_features = smcr_get_be32(b + A_SMCR_FEATURES);
 			if (h->flag) {
 				if (!fits(m, A_FCE, SMCR_CLC_FCE_LEN))
 					return SMCR_CLC_ERR_LENGTH;

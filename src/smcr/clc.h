@@ -88,6 +88,10 @@ enum smcr_clc_path {
 /* Decline reason codes and their names: smcr/decline.h (include/, shared with smcr-stat). */
 
 /* OS types in Decline v2 and the first-contact extension. */
+/* smcr's word in an SMC-R v2 Accept/Confirm (smcr_clc_accept.smcr_features). */
+#define SMCR_CLC_SMCR_MAGIC 0x736d6372u /* "smcr" */
+#define SMCR_CLC_SMCR_TCP_TAIL 0x1u     /* the rest of a stream on TCP (tcp_tail.c) */
+
 #define SMCR_CLC_OS_ZOS 1
 #define SMCR_CLC_OS_LINUX 2
 #define SMCR_CLC_OS_AIX 3
@@ -179,6 +183,12 @@ struct smcr_clc_accept {
 	uint64_t gid_ext;       /* v2: second half of a 128-bit emulated-ISM GID */
 	/* version >= 2 */
 	uint8_t eid[SMCR_CLC_EID_LEN];
+	/*
+	 * SMC-R v2: what an smcr end understands beyond SMC-R (SMCR_CLC_SMCR_*),
+	 * in 8 bytes Linux reserves and never reads (offset 96: "smcr", then the
+	 * bits); 0 = none, or not smcr.  Sent only to a peer that is smcr (verbs.c).
+	 */
+	uint32_t smcr_features;
 	struct smcr_clc_fce fce;   /* iff hdr.flag (first contact) */
 	/* SMC-R v2 Confirm with first contact: the client's GIDs for more links */
 	uint8_t gid_cnt;

@@ -61,6 +61,7 @@ static void merge_cdc(uint8_t last[SMCR_WR_MSG_LEN], const uint8_t next[SMCR_WR_
 	b.prod_flags |= a.prod_flags & (SMCR_CDC_PROD_CONS_UPD_REQ | SMCR_CDC_PROD_URG_PENDING |
 					SMCR_CDC_PROD_URG_PRESENT);
 	b.conn_flags |= a.conn_flags;
+	b.smcr_flags |= a.smcr_flags;
 	smcr_cdc_encode(&b, last);
 }
 

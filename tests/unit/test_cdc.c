@@ -65,10 +65,30 @@ static void kernel_messages(void **state)
 		assert_int_equal(m.cons.count, w->cons.count);
 		assert_int_equal(m.prod_flags, w->prod_flags);
 		assert_int_equal(m.conn_flags, w->conn_flags);
+		assert_int_equal(m.smcr_flags, 0); /* Linux's reserved byte */
 		/* Host -> wire from the expected fields gives the kernel's bytes. */
 		smcr_cdc_encode(w, out);
 		assert_memory_equal(out, b, 44);
 	}
+	(void)state;
+}
+
+/* smcr's own flags live in byte 26, the first reserved one, and survive a round trip. */
+static void smcr_flags_byte(void **state)
+{
+	struct smcr_cdc_msg in = { .seqno = 9, .token = 5, .smcr_flags = SMCR_CDC_SMCR_TCP_TAIL },
+			    out;
+	uint8_t b[SMCR_CDC_MSG_LEN], zero[SMCR_CDC_MSG_LEN - 27] = { 0 };
+	enum smcr_cdc_err err;
+
+	smcr_cdc_encode(&in, b);
+	assert_int_equal(b[26], SMCR_CDC_SMCR_TCP_TAIL);
+	assert_memory_equal(b + 27, zero, sizeof(zero));
+	assert_int_equal(decode_exact(b, sizeof(b), &out, &err), SMCR_WIRE_OK);
+	assert_int_equal(out.smcr_flags, SMCR_CDC_SMCR_TCP_TAIL);
+	in.smcr_flags = 0;
+	smcr_cdc_encode(&in, b);
+	assert_int_equal(b[26], 0);
 	(void)state;
 }
 
@@ -329,6 +349,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(kernel_messages),
 		cmocka_unit_test(round_trip),
+		cmocka_unit_test(smcr_flags_byte),
 		cmocka_unit_test(rejects),
 		cmocka_unit_test(cursor_validator_exhaustive),
 		cmocka_unit_test(cursor_validator_ring_form),

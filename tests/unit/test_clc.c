@@ -148,6 +148,7 @@ static void kernel_accept_confirm_v2(void **state)
 	assert_int_equal(m.hdr.version, 2);
 	assert_true(m.hdr.flag);
 	assert_int_equal(m.hdr.typev1, SMCR_CLC_PATH_R);
+	assert_int_equal(m.accept.smcr_features, 0); /* Linux's reserved bytes */
 	check_accept_common(&m.accept, true);
 	assert_int_equal(m.accept.rmbe_alert_token, 1);
 	check_fce(&m.accept.fce);
@@ -489,6 +490,38 @@ static void round_trip_accept_confirm(void **state)
 	(void)state;
 }
 
+/*
+ * smcr's word: "smcr" and the feature bits at 96..103 of an SMC-R v2
+ * Accept/Confirm, the 8 bytes Linux reserves; the length does not change,
+ * and bytes that are not "smcr" there mean no features.
+ */
+static void smcr_word(void **state)
+{
+	uint8_t b[SMCR_CLC_MAX_LEN];
+	struct smcr_clc_msg m, out;
+	enum smcr_clc_err err;
+	size_t n;
+
+	fill_accept(&m, SMCR_CLC_ACCEPT, 2, SMCR_CLC_PATH_R, true, 1, 0);
+	n = smcr_clc_encode(&m, b, sizeof(b), &err);
+	assert_int_equal(n, 160);
+	assert_int_equal(smcr_get_be32(b + 96) | smcr_get_be32(b + 100), 0);
+	m.accept.smcr_features = SMCR_CLC_SMCR_TCP_TAIL;
+	round_trip(&m, 160);
+	assert_int_equal(smcr_clc_encode(&m, b, sizeof(b), &err), 160);
+	assert_memory_equal(b + 96, "smcr", 4);
+	assert_int_equal(smcr_get_be32(b + 100), SMCR_CLC_SMCR_TCP_TAIL);
+	expect_ok(b, 160, &out);
+	assert_int_equal(out.accept.smcr_features, SMCR_CLC_SMCR_TCP_TAIL);
+	b[96] = 'S';
+	expect_ok(b, 160, &out);
+	assert_int_equal(out.accept.smcr_features, 0);
+	fill_accept(&m, SMCR_CLC_CONFIRM, 2, SMCR_CLC_PATH_R, false, 1, 0);
+	m.accept.smcr_features = SMCR_CLC_SMCR_TCP_TAIL;
+	round_trip(&m, 108);
+	(void)state;
+}
+
 static void round_trip_declines(void **state)
 {
 	struct smcr_clc_msg m;
@@ -727,6 +760,7 @@ int main(void)
 		cmocka_unit_test(reference_bytes),
 		cmocka_unit_test(round_trip_proposals),
 		cmocka_unit_test(round_trip_accept_confirm),
+		cmocka_unit_test(smcr_word),
 		cmocka_unit_test(round_trip_declines),
 		cmocka_unit_test(stream_prefixes_need_more),
 		cmocka_unit_test(rejects),
