@@ -99,11 +99,12 @@ static int shutdown_write_locked(struct smcr_sock *s)
 	s->state = smcr_conn_peer_done(s) ? SMCR_CONN_APPCLOSEWAIT2 : SMCR_CONN_PEERCLOSEWAIT1;
 	/*
 	 * Linux half-closes the TCP connection too (protocol.md §7.2).  A
-	 * same-host peer is smcr, which learns it from the CDC: its TCP FIN
-	 * waits for the close, since the stream may yet have to go on over TCP
-	 * (tcp_tail.c), with what the peer never read sent there first.
+	 * peer that takes the rest of a stream on TCP is smcr, which learns it
+	 * from the CDC: its TCP FIN waits for the close, since the stream may
+	 * yet have to go on over TCP (tcp_tail.c), with what the peer never
+	 * read sent there first.
 	 */
-	if (!s->ops->continue_on_tcp)
+	if (!smcr_tail_possible(s))
 		smcr_libc.shutdown(s->tcp_fd, SHUT_WR);
 	return 0;
 }

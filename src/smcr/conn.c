@@ -103,7 +103,7 @@ static bool server_declined_late(struct smcr_sock *s)
 	char name[SMCR_CONN_NAME_MAX];
 	int need;
 
-	if (s->server || s->cdc_received || !s->ops->peer_on_tcp)
+	if (s->server || s->cdc_received || !s->ops->peer_on_tcp || !smcr_tail_possible(s))
 		return false;
 	if (smcr_clc_sock_peek(s->tcp_fd, &msg, &need) != 1 || msg.hdr.type != SMCR_CLC_DECLINE ||
 	    smcr_clc_sock_recv(s->tcp_fd, &msg, smcr_now_ms()) != 0)

@@ -217,6 +217,8 @@ void smcr_rx_maybe_update_cons(struct smcr_sock *s);
 uint32_t smcr_tx_space(const struct smcr_sock *s);
 
 /* tcp_tail.c: the rest of the stream on TCP (lock held) */
+/* Can this connection's stream go on over TCP (transport and peer both)?  Constant. */
+bool smcr_tail_possible(const struct smcr_sock *s);
 /* The peer said it goes on over TCP (its last CDC taken). */
 void smcr_tail_begin(struct smcr_sock *s);
 /* Reads past the ring, `got` bytes into iov already: what recv returns. */

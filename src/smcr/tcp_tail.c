@@ -18,8 +18,9 @@
  *    maps: it sends those bytes again over TCP, before anything newer.
  *
  * Nothing is lost or delivered twice, whatever either side was doing, and
- * neither side waits for the other. Only same-host (shm) peers that say
- * they understand it are asked (a feature word in the peer's page); for any
+ * neither side waits for the other. Only peers that say they understand it
+ * are asked: same-host (shm) ones by a feature word in their page, SMC-R
+ * (verbs) ones in the CLC handshake, which a Linux peer never does; for any
  * other the connection is reset instead, visibly.
  *
  * On the peer's side the connection then runs "on the tail": reads take the
@@ -42,13 +43,19 @@
 
 #define TAIL_CHUNK 16384u
 
+bool smcr_tail_possible(const struct smcr_sock *s)
+{
+	return s->ops->continue_on_tcp &&
+	       (!s->ops->peer_takes_tail || s->ops->peer_takes_tail(s->xc));
+}
+
 /* ---- the side that lets go ----------------------------------------------------------- */
 
 int smcr_sock_continue_on_tcp(struct smcr_sock *s)
 {
 	int rc;
 
-	if (!s->ops->continue_on_tcp)
+	if (!smcr_tail_possible(s))
 		return -ENOTSUP;
 	smcr_conn_lock(s);
 	smcr_conn_progress(s);

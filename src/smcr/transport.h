@@ -123,6 +123,13 @@ struct smcr_transport_ops {
 	int (*continue_on_tcp)(struct smcr_xconn *xc, int tcp_fd);
 	bool (*peer_on_tcp)(const struct smcr_xconn *xc);
 	int (*watch_tcp)(struct smcr_xconn *xc, int tcp_fd, bool out);
+	/*
+	 * Optional (NULL: whenever continue_on_tcp is there), after the
+	 * handshake: does this peer take the rest of a stream on TCP?  (verbs:
+	 * only an smcr peer that said so in CLC; a Linux peer does not.)
+	 * Constant from then on.
+	 */
+	bool (*peer_takes_tail)(const struct smcr_xconn *xc);
 
 	/*
 	 * Post one 44-byte control message (CDC) to the peer and ring its

@@ -76,6 +76,19 @@
  * FIN was an orderly shutdown or half-close); recv_ctrl() then resets after
  * the last message that did arrive.
  *
+ * The rest of a stream on TCP (tcp_tail.c), between two smcr ends only: a
+ * client lists our own UEID in its Proposal, which a Linux client never
+ * does; to such a client a server says in its Accept that it takes the tail
+ * (clc.h's smcr word, in bytes Linux reserves and never reads), and the
+ * client's Confirm says the same back, so each end knows the other acts on
+ * it.  The side that leaves sends its last CDC again with
+ * SMCR_CDC_SMCR_TCP_TAIL (same cursors, same sequence number: a receiver
+ * that took the first finds nothing new in the second) and waits for its
+ * completion, so the peer has it before this process's QP can go (exec);
+ * the peer resends what we never consumed from our copy of its RMB, the
+ * send buffer (we never write over bytes the peer has not consumed).
+ * Against a Linux peer continue_on_tcp() says -ENOTSUP.
+ *
  * Buffers (lgr_buf.c's pool): the RMB is registered LOCAL_WRITE|REMOTE_WRITE
  * only, advertised by a random IOVA rather than its address; the send buffer
  * with no access flags at all (the NIC reads it locally for RDMA WRITE).
@@ -164,6 +177,13 @@ struct smcr_xconn {
 	uint64_t gone_polled_rx, gone_call_rx;
 	unsigned gone_quiet; /* calls with no new CDC since the last poll() */
 	int64_t open_ns;      /* time spent opening the device port (debug log) */
+	/* the rest of a stream on TCP (tcp_tail.c) */
+	bool client_smcr;     /* server: the Proposal listed our UEID (the client is smcr) */
+	bool tail_ok;         /* both ends said in CLC that they take the tail */
+	bool peer_tail;       /* the peer's CDC said the rest of its stream is on TCP */
+	bool tcp_watched;     /* the ready fd follows the TCP socket, not the group */
+	bool cdc_kept;        /* last_cdc holds our last CDC */
+	uint8_t last_cdc[SMCR_CDC_MSG_LEN];
 };
 
 /* ---- set-up -------------------------------------------------------------------- */
@@ -452,6 +472,10 @@ static void fill_accept(struct smcr_xconn *xc, struct smcr_clc_msg *m, uint8_t t
 	a->rmbe_size = smcr_clc_rmbe_compress(xc->rmb->size, VERBS_MAX_CLASS);
 	a->rmb_dma_addr = addr; /* never our virtual address */
 	memcpy(a->eid, xc->eid, SMCR_CLC_EID_LEN);
+	/* only to an smcr end: our Accept to a client that listed our UEID, our Confirm to
+	 * a server whose Accept had the word */
+	if (type == SMCR_CLC_ACCEPT ? xc->client_smcr : xc->tail_ok)
+		a->smcr_features = SMCR_CLC_SMCR_TCP_TAIL;
 	if (xc->first_contact) {
 		a->fce.v2_direct = true; /* the peer's GID is on our subnet (no gateway) */
 		a->fce.os_type = SMCR_CLC_OS_LINUX;
@@ -504,6 +528,15 @@ static int verbs_client_propose(struct smcr_xconn *xc, struct smcr_clc_msg *prop
 	return 0;
 }
 
+/* Does the Proposal list our own UEID?  Only an smcr client does. */
+static bool lists_own_ueid(const struct smcr_clc_proposal *p)
+{
+	for (unsigned i = 0; i < p->eid_cnt && i < SMCR_CLC_MAX_EIDS; i++)
+		if (!memcmp(p->eid[i], verbs_ueid, SMCR_CLC_EID_LEN))
+			return true;
+	return false;
+}
+
 /* Server: the first of the client's EIDs in our table.  False if none. */
 static bool negotiate_eid(struct smcr_xconn *xc, const struct smcr_clc_proposal *p)
 {
@@ -532,6 +565,7 @@ static int verbs_server_accept(struct smcr_xconn *xc, const struct smcr_clc_msg 
 		return SMCR_CLC_DECL_NOUEID;
 	if (!negotiate_eid(xc, p))
 		return SMCR_CLC_DECL_NOSMCRDEV;
+	xc->client_smcr = lists_own_ueid(p);
 	/* v2.1 limits as Linux's smc_clc_srv_v2x_features_validate */
 	xc->release = min_u8(p->release, VERBS_RELEASE);
 	xc->max_conns = SMCR_LGR_MAX_CONNS;
@@ -621,6 +655,7 @@ static int verbs_client_attach(struct smcr_xconn *xc, const struct smcr_clc_msg 
 	if (!is_ours(acc))
 		return SMCR_CLC_DECL_MODEUNSUPP;
 	memcpy(xc->eid, a->eid, SMCR_CLC_EID_LEN);
+	xc->tail_ok = (a->smcr_features & SMCR_CLC_SMCR_TCP_TAIL) != 0;
 	rc = peer_address(xc);
 	if (rc)
 		return rc;
@@ -772,6 +807,7 @@ static int verbs_server_attach(struct smcr_xconn *xc, int tcp_fd, uint32_t *peer
 		return rc;
 	}
 	xc->peer_conf = conf.accept;
+	xc->tail_ok = xc->client_smcr && (conf.accept.smcr_features & SMCR_CLC_SMCR_TCP_TAIL);
 	smcr_lgr_peer_rmb(xc->lgr, &xc->lc, xc->peer_rmb.rkey, xc->peer_rmb.addr);
 	*peer_ring_size = xc->peer_rmb.size;
 	return 0;
@@ -861,6 +897,11 @@ static int verbs_send_ctrl(struct smcr_xconn *xc, const uint8_t msg[SMCR_CDC_MSG
 
 	if (!may_send(xc))
 		return -ECONNRESET;
+	if (xc->tail_ok) {
+		/* continue_on_tcp() sends it again (44 bytes copied, only between smcr ends) */
+		memcpy(xc->last_cdc, msg, SMCR_CDC_MSG_LEN);
+		xc->cdc_kept = true;
+	}
 	if (!len)
 		return smcr_lgr_send(xc->lgr, &xc->lc, msg, xc->timeout_ms);
 	xc->wr_len = 0;
@@ -921,7 +962,85 @@ static int verbs_recv_ctrl(struct smcr_xconn *xc, uint8_t msg[SMCR_CDC_MSG_LEN])
 {
 	int rc = smcr_lgr_recv(xc->lgr, &xc->lc, msg);
 
+	if (rc == 1 && xc->tail_ok && (msg[SMCR_CDC_OFF_SMCR_FLAGS] & SMCR_CDC_SMCR_TCP_TAIL))
+		xc->peer_tail = true;
 	return rc == 0 && xc->gone ? -ECONNRESET : rc;
+}
+
+/* ---- the rest of the stream on TCP (tcp_tail.c) ---- */
+
+/* What we wrote into the peer's RMB, from our copy of it (the send buffer). */
+static int verbs_read_peer(const struct smcr_xconn *xc, uint32_t offset, void *dst, uint32_t len)
+{
+	if (!xc->snd || offset > xc->peer_rmb.size || len > xc->peer_rmb.size - offset)
+		return -EINVAL;
+	memcpy(dst, xc->snd->mem + offset, len);
+	return 0;
+}
+
+/*
+ * The ready fd follows the TCP socket's data, hang-up (and room, `out`)
+ * instead of the group: once either end is on TCP, the group's completions,
+ * its device events and the peer's hang-up probe are news for nobody (a
+ * dead group would keep the fd readable for ever).  Our doorbell stays: the
+ * engine's settle() keeps it set while the ring has bytes to read.
+ */
+static int verbs_watch_tcp(struct smcr_xconn *xc, int tcp_fd, bool out)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | (out ? EPOLLOUT : 0) };
+
+	if (!xc->tcp_watched) {
+		(void)smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_DEL, smcr_lgr_channel_fd(xc->lgr),
+					  NULL);
+		(void)smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_DEL, xc->lgr->port->ctx->async_fd,
+					  NULL);
+		if (xc->lgr->port->removal_fd >= 0)
+			(void)smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_DEL,
+						  xc->lgr->port->removal_fd, NULL);
+		if (xc->fin_tfd >= 0)
+			(void)smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_DEL, xc->fin_tfd, NULL);
+		xc->tcp_watched = true;
+	}
+	ev.data.fd = tcp_fd;
+	if (smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_MOD, tcp_fd, &ev) == 0)
+		return 0;
+	if (errno != ENOENT)
+		return -errno;
+	return smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, tcp_fd, &ev) < 0 ? -errno : 0;
+}
+
+/*
+ * We go on over TCP: our last CDC (the engine sent it just now) goes again
+ * with the flag, and must be delivered before we return: an exec ends this
+ * process's QP, and with it whatever the NIC has not sent yet.
+ */
+static int verbs_continue_on_tcp(struct smcr_xconn *xc, int tcp_fd)
+{
+	uint8_t msg[SMCR_CDC_MSG_LEN];
+	int rc;
+
+	if (!xc->tail_ok)
+		return -ENOTSUP;
+	if (!xc->cdc_kept || !xc->lgr || smcr_lgr_dead(xc->lgr))
+		return -ECONNRESET;
+	memcpy(msg, xc->last_cdc, sizeof(msg));
+	msg[SMCR_CDC_OFF_SMCR_FLAGS] |= SMCR_CDC_SMCR_TCP_TAIL;
+	rc = smcr_lgr_send(xc->lgr, &xc->lc, msg, xc->timeout_ms);
+	if (rc == 0)
+		rc = smcr_lgr_conn_flush(xc->lgr, &xc->lc, VERBS_FLUSH_MS);
+	if (rc)
+		return rc < 0 ? rc : -ECONNRESET;
+	return verbs_watch_tcp(xc, tcp_fd, false);
+}
+
+static bool verbs_peer_on_tcp(const struct smcr_xconn *xc)
+{
+	return xc->peer_tail;
+}
+
+static bool verbs_peer_takes_tail(const struct smcr_xconn *xc)
+{
+	return xc->tail_ok;
 }
 
 /* The TCP socket's poll events: 0 no, 1 FIN (hang-up), 2 reset (the peer is gone). */
@@ -1018,8 +1137,9 @@ static bool verbs_peer_gone(struct smcr_xconn *xc)
 	uint64_t delivered = 0;
 	int n;
 
-	if (xc->gone)
-		return true;
+	/* on TCP: the group and the TCP socket's hang-up say nothing about the stream */
+	if (xc->gone || xc->tcp_watched)
+		return xc->gone;
 	/* completions first: what they bring for us explains the wake-up */
 	if (smcr_lgr_dead_check(xc->lgr, false, &xc->lc, &delivered)) {
 		xc->gone = true;
@@ -1216,6 +1336,11 @@ const struct smcr_transport_ops smcr_verbs_ops = {
 	.failover = verbs_failover,
 	.rewrite = verbs_rewrite,
 	.rmb_rescued = verbs_rmb_rescued,
+	.read_peer = verbs_read_peer,
+	.continue_on_tcp = verbs_continue_on_tcp,
+	.peer_on_tcp = verbs_peer_on_tcp,
+	.peer_takes_tail = verbs_peer_takes_tail,
+	.watch_tcp = verbs_watch_tcp,
 	.peer_gone = verbs_peer_gone,
 	.ready_fd = verbs_ready_fd,
 	.settle = verbs_settle,
