@@ -131,8 +131,9 @@ sleep 1
 kill -INT "$dpid"; wait "$dpid" || true
 stop_server "$cpid"
 
-# ---- half-close: the client shuts down writing (CDC "done writing" + TCP FIN), the server
-# answers 3 s later; the FIN of a live peer is no reset (it once was, after a 2 s grace) -----
+# ---- half-close: the client shuts down writing (CDC "done writing"; between two smcr ends
+# the TCP FIN waits for the close, since the stream may yet go on over TCP: design §8), the
+# server answers 3 s later; a half-close is no reset ------------------------------------------
 
 port=$(free_port 4)
 start_server smcr halfclose-server "$PYTHON" -c '
