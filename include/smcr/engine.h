@@ -559,11 +559,7 @@ uint32_t smcr_sock_sndbuf(const struct smcr_sock *s);
 /* The connection's mode as logs and smcr-stat name it: "smc-shm" or "smc-r". */
 const char *smcr_sock_mode_name(const struct smcr_sock *s);
 
-/*
- * Same host (shared memory), not SMC-R: both ends can go on over TCP from
- * where the stream is (smcr_sock_continue_on_tcp); an SMC-R connection can
- * only be reset.
- */
+/* Same host (shared memory), not SMC-R. */
 bool smcr_sock_same_host(const struct smcr_sock *s);
 
 /*
@@ -571,8 +567,8 @@ bool smcr_sock_same_host(const struct smcr_sock *s);
  * connection (exec of a program that inherits it, SCM_RIGHTS): this end goes
  * on over TCP from here, in both directions, and the peer follows without
  * losing or repeating a byte (design §8).  Every holder's copy becomes TCP.
- * 0, or -ENOTSUP when the transport or the peer cannot (SMC-R; a same-host
- * peer of an older version): then only a reset ends it cleanly.
+ * 0, or -ENOTSUP when the transport or the peer cannot (the kernel's SMC;
+ * an smcr peer of an older version): then only a reset ends it cleanly.
  */
 int smcr_sock_continue_on_tcp(struct smcr_sock *s);
 

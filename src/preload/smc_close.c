@@ -79,8 +79,8 @@ void smcr_smc_release_entry(struct smcr_fd_entry *e)
  * that has neither its rings nor its doorbells (exec of a program that
  * inherits it, SCM_RIGHTS): the connection goes on over TCP from here, both
  * ends and every holder (engine tcp_tail.c), so whoever reads or writes the
- * socket next finds the stream exactly where it was.  Where it cannot (SMC-R,
- * a same-host peer of an older version) it ends now as a reset both ends
+ * socket next finds the stream exactly where it was.  Where it cannot (the
+ * kernel's SMC as the peer, an smcr peer of an older version) it ends now as a reset both ends
  * see, never as a TCP socket that silently carries nothing.
  */
 void smcr_smc_continue_on_tcp(int fd, struct smcr_fd_entry *e, const char *why)

@@ -309,8 +309,8 @@ int smcr_smc_getsockopt(int fd, int level, int name, void *value, socklen_t *len
  * kernel's TCP says so, so the connection stays TCP (decided later: its flag;
  * a listener's accepted sockets inherit it, as the kernel's option).  An SMC
  * connection already running on one host goes on over TCP from here; over
- * SMC-R, which cannot, it stays SMC, its sends copied at once and no
- * completion ever reported.
+ * SMC-R it stays SMC (a Linux peer could not follow onto TCP), its sends
+ * copied at once and no completion ever reported.
  */
 static void zerocopy_on(int fd, struct smcr_fd_entry *e)
 {

@@ -101,8 +101,8 @@ static SMCR_COLD __attribute__((noinline)) ssize_t divert_sendmsg(int fd, const 
 /*
  * Urgent data has no place in an SMC ring (docs/protocol.md §6.7), and sent
  * in band its byte would land in the peer's stream.  So the connection goes
- * on over TCP first (one host: both ends, from where the stream had got to;
- * over SMC-R, which cannot, it ends as a reset both ends see), and the
+ * on over TCP first (both ends, from where the stream had got to; against
+ * the kernel's SMC, which cannot, it ends as a reset both ends see), and the
  * kernel sends the urgent byte as it does on TCP.  Settled first as any
  * write would be: a connection still undecided may turn out SMC.
  */
