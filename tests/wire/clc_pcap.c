@@ -437,6 +437,13 @@ static void link_messages(void)
 	expect("smc.rmbe.ctrl.seqno", "0x0003");
 	expect("smc.rmbe.ctrl.peer.prod.curs", "0x000086a0,0x0000000a");
 	expect("smc.rmbe.ctrl.peer.closed.conn", "1");
+	/* smcr's flag byte (26, reserved in Linux's CDC): the last CDC of a side that leaves */
+	c = (struct smcr_cdc_msg){ .seqno = 4, .token = 1, .prod = { 1, 34464 }, .cons = { 0, 10 },
+				   .smcr_flags = SMCR_CDC_SMCR_TCP_TAIL };
+	smcr_cdc_encode(&c, cdc);
+	roce_send(0x11, roce_psn++, cdc, sizeof(cdc));
+	expect("smc.rmbe.ctrl.seqno", "0x0004");
+	expect("smc.rmbe.ctrl.peer.prod.curs", "0x000086a0,0x0000000a");
 }
 
 int main(int argc, char **argv)
@@ -554,6 +561,22 @@ int main(int argc, char **argv)
 	expect("smc.proposal.smcdv2_ext_offset", "0x0040");
 	expect("smc.proposal.ismv2_gid_count", "2");
 	decline(&fl, false, 2, SMCR_CLC_DECL_NOUEID, false);
+
+	/*
+	 * 7: two smcr ends: smcr's word ("smcr" and feature bits) in the 8 bytes
+	 * Linux reserves in a v2 Accept/Confirm; every field decodes as before.
+	 */
+	fl = open_flow(40008);
+	base_proposal(&m, 2, SMCR_CLC_PATH_NONE, SMCR_CLC_PATH_R);
+	send_clc(&fl, true, &m);
+	base_accept(&m, SMCR_CLC_ACCEPT, 2, true);
+	m.accept.smcr_features = SMCR_CLC_SMCR_TCP_TAIL;
+	send_clc(&fl, false, &m);
+	expect_accept_fields(&m);
+	base_accept(&m, SMCR_CLC_CONFIRM, 2, false);
+	m.accept.smcr_features = SMCR_CLC_SMCR_TCP_TAIL;
+	send_clc(&fl, true, &m);
+	expect_accept_fields(&m);
 
 	link_messages();
 
