@@ -78,6 +78,12 @@ enum smcr_clc_decl {
 	 * whose completions only the kernel's TCP reports
 	 */
 	SMCR_CLC_DECL_ZEROCOPY = 0x0A070000,
+	/*
+	 * smcr's own, sent: the program asked for receive or send timestamps
+	 * (SO_TIMESTAMP, SO_TIMESTAMPNS, SO_TIMESTAMPING), which only the
+	 * kernel's TCP takes as its segments come and go
+	 */
+	SMCR_CLC_DECL_TIMESTAMP = 0x0A080000,
 };
 
 /* "NOSMCRDEV" etc. for a known code, NULL otherwise. */

@@ -514,6 +514,14 @@ ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
  */
 void smcr_sock_set_timeouts(struct smcr_sock *s, int rcv_ms, int snd_ms);
 
+/*
+ * SO_RCVLOWAT as the application set it (1 = none): a blocking read waits
+ * for that many bytes (at most what it asks for), and the connection polls
+ * readable only once they are in (or at its end), as over TCP.  The ring
+ * honours at most half its size, as Linux half a locked receive buffer.
+ */
+void smcr_sock_set_rcvlowat(struct smcr_sock *s, int lowat);
+
 /* ---- readiness and state --------------------------------------------------- */
 
 int smcr_sock_ready_fd(const struct smcr_sock *s);
@@ -550,6 +558,8 @@ int smcr_sock_take_error(struct smcr_sock *s);
 
 /* FIONREAD / SIOCOUTQ: bytes readable now / bytes sent but not yet consumed. */
 size_t smcr_sock_readable_bytes(struct smcr_sock *s);
+/* TCP_INQ's TCP_CM_INQ after a read: bytes left, or 1 at the end of the stream if none. */
+int smcr_sock_inq(struct smcr_sock *s);
 size_t smcr_sock_unacked_bytes(struct smcr_sock *s);
 
 /* SO_RCVBUF / SO_SNDBUF: own receive ring and the peer's ring we write into. */

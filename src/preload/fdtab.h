@@ -66,6 +66,15 @@ enum smcr_fd_mode {
  * reset, as over TCP, not as the end of the stream
  */
 #define SMCR_FD_F_LINGER_ZERO (1u << 11)
+/* TCP_INQ is on (its own, or its listener's): each recvmsg() tells the bytes left (TCP_CM_INQ) */
+#define SMCR_FD_F_INQ (1u << 12)
+/*
+ * Timestamps are on (SO_TIMESTAMP, SO_TIMESTAMPNS, SO_TIMESTAMPING; its own,
+ * or its listener's): the connection stays TCP
+ */
+#define SMCR_FD_F_TIMESTAMP (1u << 13)
+/* Its SO_RCVLOWAT is 1 on the kernel's socket while its handshake reads there (smc.c) */
+#define SMCR_FD_F_LOWAT_LENT (1u << 14)
 
 struct smcr_fd_entry {
 	atomic_uint refcnt;        /* fds pointing here + temporary references */
@@ -87,6 +96,7 @@ struct smcr_fd_entry {
 	 */
 	_Atomic int owner;
 	uint32_t fallback_reason;  /* why the connection stayed TCP */
+	int rcvlowat;              /* SO_RCVLOWAT as the kernel took it from the program; 0 = never set */
 	void *tcp_record;          /* its stats record in TCP mode (engine.h), or NULL */
 	void *listener;            /* listener registration (smc_listen.c): of a listener, or
 				    * of the listener of an unclassified accepted socket */

@@ -53,13 +53,10 @@ void smcr_smc_before_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	 * on every connection, as the kernel's SMC tries it: the learned policy
 	 * guesses for programs that did not ask.
 	 */
+	reason = smcr_smc_option_keeps_tcp(e, NULL);
 	if (smcr_smc_confined_now())
 		reason = SMCR_CLC_DECL_CONFINED;
-	else if (smcr_fd_entry_flags(e) & SMCR_FD_F_ZEROCOPY)
-		reason = SMCR_CLC_DECL_ZEROCOPY;
-	else if (smcr_fd_entry_flags(e) & SMCR_FD_F_ASKED_SMC)
-		reason = 0;
-	else
+	else if (!reason && !(smcr_fd_entry_flags(e) & SMCR_FD_F_ASKED_SMC))
 		reason = smcr_sock_connect_learned(addr, len);
 	if (reason) {
 		keep_tcp(fd, e, addr, reason);
@@ -114,6 +111,8 @@ int smcr_smc_client_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind ki
 	socklen_t peer_len = sizeof(peer);
 	struct smcr_sock *s = NULL;
 	bool have_peer = false, short_of_fds;
+	const char *why;
+	uint32_t opt_reason;
 	int efd, rc, saved_errno;
 	char byte;
 
@@ -128,9 +127,9 @@ int smcr_smc_client_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind ki
 				  "the process confines its system calls");
 		return 0;
 	}
-	if (smcr_fd_entry_flags(e) & SMCR_FD_F_ZEROCOPY) {
-		smcr_smc_fallback(fd, e, SMCR_CLC_DECL_ZEROCOPY, true, "client",
-				  "SO_ZEROCOPY set after connect()");
+	opt_reason = smcr_smc_option_keeps_tcp(e, &why);
+	if (opt_reason) {
+		smcr_smc_fallback(fd, e, opt_reason, true, "client", why);
 		return 0;
 	}
 

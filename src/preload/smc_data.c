@@ -12,6 +12,9 @@
  * fail() turns into the wrapper's -1 and errno.
  */
 #include <errno.h>
+#include <linux/net_tstamp.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -105,6 +108,36 @@ static ssize_t fail(ssize_t rc)
 	return -1;
 }
 
+/*
+ * TCP_INQ: the bytes left after this read, in a TCP_CM_INQ message, as the
+ * kernel's put_cmsg() writes it (truncated, with MSG_CTRUNC, where the room
+ * is short); msg_controllen becomes the room used.
+ */
+static SMCR_COLD __attribute__((noinline)) void put_inq(struct msghdr *msg, struct smcr_sock *s)
+{
+	struct cmsghdr cm = { .cmsg_len = CMSG_LEN(sizeof(int)), .cmsg_level = SOL_TCP,
+			      .cmsg_type = TCP_CM_INQ };
+	size_t room = msg->msg_controllen;
+	int inq;
+
+	msg->msg_controllen = 0;
+	if (!msg->msg_control || room < sizeof(cm)) {
+		msg->msg_flags |= MSG_CTRUNC;
+		return;
+	}
+	smcr_guard_enter();
+	inq = smcr_sock_inq(s);
+	smcr_guard_leave();
+	if (room < cm.cmsg_len) {
+		msg->msg_flags |= MSG_CTRUNC;
+		cm.cmsg_len = room;
+	}
+	memcpy(msg->msg_control, &cm, sizeof(cm));
+	memcpy(CMSG_DATA((struct cmsghdr *)msg->msg_control), &inq,
+	       cm.cmsg_len - CMSG_LEN(0) < sizeof(inq) ? cm.cmsg_len - CMSG_LEN(0) : sizeof(inq));
+	msg->msg_controllen = room < CMSG_SPACE(sizeof(int)) ? room : CMSG_SPACE(sizeof(int));
+}
+
 ssize_t smcr_smc_recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	struct smcr_sock *s;
@@ -124,15 +157,18 @@ ssize_t smcr_smc_recvmsg(int fd, struct msghdr *msg, int flags)
 	n = smcr_sock_recvv(s, msg->msg_iov, (int)msg->msg_iovlen,
 			    flags & (MSG_PEEK | MSG_WAITALL | MSG_DONTWAIT | MSG_OOB));
 	smcr_guard_leave();
+	/* A stream socket has no sender address; its only control data is TCP_INQ's. */
+	if (n >= 0) {
+		msg->msg_namelen = 0;
+		msg->msg_flags = 0;
+		if (unlikely(smcr_fd_entry_flags(e) & SMCR_FD_F_INQ))
+			put_inq(msg, s);
+		else
+			msg->msg_controllen = 0;
+	}
 	smcr_fdtab_put(e);
 	smcr_smc_note_io(fd);
-	if (n < 0)
-		return fail(n);
-	/* A stream socket has no sender address, no control data. */
-	msg->msg_namelen = 0;
-	msg->msg_controllen = 0;
-	msg->msg_flags = 0;
-	return n;
+	return n < 0 ? fail(n) : n;
 }
 
 ssize_t smcr_smc_sendmsg(int fd, const struct msghdr *msg, int flags)
@@ -279,11 +315,19 @@ int smcr_smc_getsockopt(int fd, int level, int name, void *value, socklen_t *len
 	int v, rc;
 
 	*handled = false;
-	if (level != SOL_SOCKET || (name != SO_ERROR && name != SO_RCVBUF && name != SO_SNDBUF))
+	if (level != SOL_SOCKET ||
+	    (name != SO_ERROR && name != SO_RCVBUF && name != SO_SNDBUF && name != SO_RCVLOWAT))
 		return 0;
 	e = smcr_fdtab_get(fd);
 	if (!e)
 		return 0;
+	if (name == SO_RCVLOWAT) {
+		/* The program's, even while a handshake has its own on the socket. */
+		*handled = true;
+		rc = put_int(value, len, e->rcvlowat ? e->rcvlowat : 1);
+		smcr_fdtab_put(e);
+		return rc;
+	}
 	s = smcr_smc_sock_of(e);
 	if (s) {
 		smcr_guard_enter();
@@ -327,6 +371,138 @@ static void zerocopy_on(int fd, struct smcr_fd_entry *e)
 }
 
 /*
+ * Timestamps: the kernel's TCP stamps each segment as it arrives
+ * (SO_TIMESTAMP, SO_TIMESTAMPNS, SO_TIMESTAMPING's receive flags, one
+ * control message a read) and reports its sends' on the error queue
+ * (SO_TIMESTAMPING's send flags).  Data in a ring has no segment, and a
+ * time taken when the library copies it out would hide exactly the wait in
+ * the queue these stamps measure.  So the connection stays TCP (decided
+ * later: its flag, inherited by accepted sockets as the kernel's flags
+ * are); a same-host SMC connection already running goes on over TCP from
+ * here; over SMC-R, which cannot, it stays SMC and its reads carry no stamp.
+ * The kernel says whether any stamp is still on: turning one off may turn
+ * off another.
+ */
+#define TSTAMP_ON_FLAGS                                                                        \
+	(SOF_TIMESTAMPING_TX_HARDWARE | SOF_TIMESTAMPING_TX_SOFTWARE |                         \
+	 SOF_TIMESTAMPING_RX_HARDWARE | SOF_TIMESTAMPING_RX_SOFTWARE |                         \
+	 SOF_TIMESTAMPING_SOFTWARE | SOF_TIMESTAMPING_RAW_HARDWARE |                           \
+	 SOF_TIMESTAMPING_TX_SCHED | SOF_TIMESTAMPING_TX_ACK)
+
+static bool is_timestamp_option(int name)
+{
+	return name == SO_TIMESTAMP_OLD || name == SO_TIMESTAMPNS_OLD ||
+	       name == SO_TIMESTAMPING_OLD || name == SO_TIMESTAMP_NEW ||
+	       name == SO_TIMESTAMPNS_NEW || name == SO_TIMESTAMPING_NEW;
+}
+
+static int kernel_int_option(int fd, int name)
+{
+	int v = 0;
+	socklen_t len = sizeof(v);
+
+	return smcr_real.getsockopt(fd, SOL_SOCKET, name, &v, &len) == 0 ? v : 0;
+}
+
+static bool timestamps_on(int fd)
+{
+	return kernel_int_option(fd, SO_TIMESTAMP_OLD) || kernel_int_option(fd, SO_TIMESTAMPNS_OLD) ||
+	       (kernel_int_option(fd, SO_TIMESTAMPING_OLD) & TSTAMP_ON_FLAGS);
+}
+
+static void timestamps_set(int fd, struct smcr_fd_entry *e)
+{
+	struct smcr_sock *s;
+
+	if (!timestamps_on(fd)) {
+		smcr_smc_clear_flags(e, SMCR_FD_F_TIMESTAMP);
+		return;
+	}
+	smcr_smc_add_flags(e, SMCR_FD_F_TIMESTAMP);
+	s = smcr_smc_sock_of(e);
+	if (!s)
+		return;
+	if (smcr_sock_same_host(s))
+		smcr_smc_continue_on_tcp(fd, e, "timestamps: only TCP's segments carry them");
+	else
+		smcr_info("fd %d: timestamps on an SMC-R connection: its reads carry none", fd);
+}
+
+uint32_t smcr_smc_option_keeps_tcp(const struct smcr_fd_entry *e, const char **why)
+{
+	unsigned flags = smcr_fd_entry_flags(e);
+	const char *text = NULL;
+	uint32_t reason = 0;
+
+	if (flags & SMCR_FD_F_ZEROCOPY) {
+		reason = SMCR_CLC_DECL_ZEROCOPY;
+		text = "SO_ZEROCOPY is on";
+	} else if (flags & SMCR_FD_F_TIMESTAMP) {
+		reason = SMCR_CLC_DECL_TIMESTAMP;
+		text = "timestamps are on";
+	}
+	if (why)
+		*why = text;
+	return reason;
+}
+
+/*
+ * SO_RCVLOWAT: what the kernel took (it caps the value) is the program's,
+ * remembered apart from the kernel's socket, which a handshake borrows.
+ */
+static void rcvlowat_set(int fd, struct smcr_fd_entry *e)
+{
+	struct smcr_sock *s;
+	int v = kernel_int_option(fd, SO_RCVLOWAT);
+
+	e->rcvlowat = v > 0 ? v : 1;
+	if (smcr_fd_entry_flags(e) & SMCR_FD_F_LOWAT_LENT) {
+		smcr_smc_clear_flags(e, SMCR_FD_F_LOWAT_LENT);
+		smcr_smc_lowat_lend(fd, e); /* a decision under way reads on with 1 */
+	}
+	s = smcr_smc_sock_of(e);
+	if (s) {
+		smcr_guard_enter();
+		smcr_sock_set_rcvlowat(s, e->rcvlowat);
+		smcr_guard_leave();
+	}
+}
+
+static void flag_set(struct smcr_fd_entry *e, unsigned flag, const void *value, socklen_t len)
+{
+	int v = 0;
+
+	memcpy(&v, value, len < (socklen_t)sizeof(v) ? len : sizeof(v));
+	if (v)
+		smcr_smc_add_flags(e, flag);
+	else
+		smcr_smc_clear_flags(e, flag);
+}
+
+/* Options the library keeps for itself beside the kernel's: true if `name` was one. */
+static bool remember_option(int fd, int level, int name, const void *value, socklen_t len)
+{
+	struct smcr_fd_entry *e;
+	bool lowat = level == SOL_SOCKET && name == SO_RCVLOWAT,
+	     tstamp = level == SOL_SOCKET && is_timestamp_option(name),
+	     inq = level == IPPROTO_TCP && name == TCP_INQ && value && len > 0;
+
+	if (!lowat && !tstamp && !inq)
+		return false;
+	e = smcr_fdtab_get(fd);
+	if (!e)
+		return true;
+	if (lowat)
+		rcvlowat_set(fd, e);
+	else if (tstamp)
+		timestamps_set(fd, e);
+	else
+		flag_set(e, SMCR_FD_F_INQ, value, len);
+	smcr_fdtab_put(e);
+	return true;
+}
+
+/*
  * SO_LINGER with a zero timeout makes close() abortive: TCP sends an RST and
  * the peer reads ECONNRESET, which proxies and servers use to say "this
  * stream is cut short" (haproxy's nolinger, nginx's reset_timedout_connection).
@@ -355,6 +531,8 @@ void smcr_smc_after_setsockopt(int fd, int level, int name, const void *value, s
 		linger_set(fd, value);
 		return;
 	}
+	if (remember_option(fd, level, name, value, len))
+		return;
 	if (level == SOL_SOCKET && name == SO_ZEROCOPY && value && len >= (socklen_t)sizeof(int) &&
 	    *(const int *)value) {
 		e = smcr_fdtab_get(fd);

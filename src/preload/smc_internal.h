@@ -56,6 +56,16 @@ static inline void smcr_smc_clear_flags(struct smcr_fd_entry *e, unsigned flags)
 	atomic_fetch_and_explicit(&e->flags, ~flags, memory_order_relaxed);
 }
 
+/* The decision reads with SO_RCVLOWAT 1 on the kernel's socket (see smc.c). */
+void smcr_smc_lowat_lend(int fd, struct smcr_fd_entry *e);
+
+/*
+ * A socket option the program set that keeps the connection TCP: its reason
+ * (SO_ZEROCOPY: ZEROCOPY, timestamps: TIMESTAMP) and in *why (if not NULL)
+ * what the log says; 0 if none.
+ */
+uint32_t smcr_smc_option_keeps_tcp(const struct smcr_fd_entry *e, const char **why);
+
 /* Does this process run the connection `s` of entry `e`? (may take it over: a forked child) */
 bool smcr_smc_entry_owns(struct smcr_fd_entry *e, struct smcr_sock *s);
 /* The entry's decision is one thread's at a time: false if it stays busy too long. */

@@ -276,10 +276,16 @@ void smcr_smc_after_accept(int listen_fd, int fd)
 				 (unsigned)reg->port);
 		smcr_guard_leave();
 	}
-	/* the kernel's accepted socket has its listener's SO_ZEROCOPY and SO_LINGER */
-	if (e && listener)
+	/*
+	 * the kernel's accepted socket has its listener's SO_ZEROCOPY, SO_LINGER,
+	 * TCP_INQ, timestamps and SO_RCVLOWAT
+	 */
+	if (e && listener) {
 		smcr_smc_add_flags(e, smcr_fd_entry_flags(listener) &
-					      (SMCR_FD_F_ZEROCOPY | SMCR_FD_F_LINGER_ZERO));
+					      (SMCR_FD_F_ZEROCOPY | SMCR_FD_F_LINGER_ZERO |
+					       SMCR_FD_F_INQ | SMCR_FD_F_TIMESTAMP));
+		e->rcvlowat = listener->rcvlowat;
+	}
 	if (e && smcr_tcpopt_peer(fd) == SMCR_TCPOPT_YES) {
 		smcr_smc_add_flags(e, SMCR_FD_F_PEER_SMC);
 		smcr_dbg("fd %d: the client's SYN announced SMC (RFC 7609 option)", fd);

@@ -70,6 +70,8 @@ int smcr_smc_server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind ki
 	int64_t partial_deadline = -1;
 
 	for (;;) {
+		const char *why;
+		uint32_t opt_reason;
 		int c, rc, efd;
 
 		if (atomic_load_explicit(&e->handshake, memory_order_acquire))
@@ -80,8 +82,9 @@ int smcr_smc_server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind ki
 			/* We spoke first: the stream is TCP; the Proposal must not reach the app. */
 			return decline(fd, e, SMCR_CLC_DECL_SYNCERR, "declined a late Proposal");
 		}
-		if (c == SMCR_CLASSIFY_PROPOSAL && (smcr_fd_entry_flags(e) & SMCR_FD_F_ZEROCOPY))
-			return decline(fd, e, SMCR_CLC_DECL_ZEROCOPY, "SO_ZEROCOPY is on");
+		opt_reason = c == SMCR_CLASSIFY_PROPOSAL ? smcr_smc_option_keeps_tcp(e, &why) : 0;
+		if (opt_reason)
+			return decline(fd, e, opt_reason, why);
 		if (c == SMCR_CLASSIFY_PROPOSAL) {
 			efd = smcr_smc_engine_dup(fd);
 			if (efd < 0) {

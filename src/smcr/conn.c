@@ -74,7 +74,7 @@ unsigned smcr_conn_mask(const struct smcr_sock *s)
 	/* On TCP: only what is left in the ring; the readiness fd follows the socket. */
 	if (s->went_tcp || s->tcp_tail)
 		return !s->went_tcp && smcr_rx_unread(s) > 0 ? POLLIN : 0;
-	if (smcr_rx_unread(s) > 0 || peer_done || reset || s->shut_rd)
+	if (smcr_rx_lowat_met(s) || peer_done || reset || s->shut_rd)
 		mask |= POLLIN;
 	if (reset || s->shut_wr || (s->peer_conn_flags & SMCR_CDC_CONN_CLOSED) ||
 	    smcr_tx_space(s) > 0)

@@ -108,6 +108,7 @@ struct smcr_sock {
 	int spin_us;                   /* bounded spin before sleeping; 0 = never */
 	struct smcr_spin_gov spin_gov; /* skips the spin after fruitless ones (lock held) */
 	int rcv_timeout_ms;            /* 0 = block forever */
+	uint32_t rcv_lowat;            /* the application's SO_RCVLOWAT; 0 = 1 */
 	int snd_timeout_ms;
 
 	/* readiness: sums over the holders */
@@ -201,6 +202,11 @@ void smcr_rx_ctrl(struct smcr_sock *s, const uint8_t msg[SMCR_CDC_MSG_LEN]);
 uint32_t smcr_rx_readable(const struct smcr_sock *s);
 /* What the application may read: the held bytes and the RMB's. */
 uint32_t smcr_rx_unread(const struct smcr_sock *s);
+/*
+ * Enough unread for a reader (POLLIN): SO_RCVLOWAT bytes, or fewer when the
+ * ring cannot take more before they are read (the peer waits for room).
+ */
+bool smcr_rx_lowat_met(const struct smcr_sock *s);
 /*
  * A writer blocked for room in the peer's RMB: should it stop waiting at
  * *at (CLOCK_MONOTONIC ms, computed on the first call: keep it between

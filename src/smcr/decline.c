@@ -56,6 +56,7 @@ const char *smcr_clc_decl_name(uint32_t code)
 		{ SMCR_CLC_DECL_GIDNOTPEER, "GIDNOTPEER" },
 		{ SMCR_CLC_DECL_RULE, "RULE" },
 		{ SMCR_CLC_DECL_ZEROCOPY, "ZEROCOPY" },
+		{ SMCR_CLC_DECL_TIMESTAMP, "TIMESTAMP" },
 	};
 	size_t i;
 

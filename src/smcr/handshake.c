@@ -72,11 +72,18 @@ void smcr_hs_log_give_up(int fd, uint32_t reason, int waited_ms)
 /*
  * A message arrives in pieces: until it is whole, the socket polls readable
  * only once `need` bytes are in (SO_RCVLOWAT), so a client that sends half a
- * message and stops does not make every wait return at once.
+ * message and stops does not make every wait return at once.  The mark the
+ * application set (on the socket, or on the listener it inherits from) is
+ * read before the first change and put back after: the socket is its own.
  */
 void smcr_hs_set_lowat(struct smcr_handshake *hs, int need)
 {
+	socklen_t len = sizeof(hs->app_lowat);
+
 	if (need == 0 || need == hs->lowat)
+		return;
+	if (!hs->lowat && smcr_libc.getsockopt(hs->tcp_fd, SOL_SOCKET, SO_RCVLOWAT, &hs->app_lowat,
+					       &len) < 0)
 		return;
 	if (smcr_libc.setsockopt(hs->tcp_fd, SOL_SOCKET, SO_RCVLOWAT, &need, sizeof(need)) == 0)
 		hs->lowat = need;
@@ -84,10 +91,9 @@ void smcr_hs_set_lowat(struct smcr_handshake *hs, int need)
 
 void smcr_hs_clear_lowat(struct smcr_handshake *hs)
 {
-	int one = 1;
-
 	if (hs->lowat)
-		(void)smcr_libc.setsockopt(hs->tcp_fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one));
+		(void)smcr_libc.setsockopt(hs->tcp_fd, SOL_SOCKET, SO_RCVLOWAT, &hs->app_lowat,
+					   sizeof(hs->app_lowat));
 	hs->lowat = 0;
 }
 

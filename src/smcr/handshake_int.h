@@ -58,6 +58,7 @@ struct smcr_handshake {
 	uint32_t gave_up;   /* why we gave SMC up at the bound (smcr_hs_give_up()); 0 = not */
 	uint32_t peer_size;
 	int lowat;          /* SO_RCVLOWAT we set while a message is partial; 0 = none */
+	int app_lowat;      /* ... and the one it replaced, put back after */
 	int wait_fd;        /* smcr_handshake_fd(): epoll of the three below; -1 = not made */
 	int timer_fd;       /* fires at `deadline` */
 	int watched_xfd;    /* the transport's server_wait_fd() in wait_fd; -1 = none */

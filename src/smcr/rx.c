@@ -34,6 +34,27 @@ uint32_t smcr_rx_unread(const struct smcr_sock *s)
 	return smcr_rxhold_len(&s->held) + smcr_rx_readable(s);
 }
 
+/*
+ * SO_RCVLOWAT as the ring can honour it: at most half the ring, as Linux
+ * caps it at half a locked receive buffer.  A peer that cannot write the
+ * rest until we read would otherwise never make it readable: our consumer
+ * cursor goes out lazily (up to a tenth of the ring unconfirmed), so the
+ * peer sees the ring full once nine tenths of it are unread.
+ */
+static uint32_t rx_lowat(const struct smcr_sock *s)
+{
+	uint32_t cap = s->rmb_size / 2 ? s->rmb_size / 2 : 1;
+
+	if (s->rcv_lowat <= 1)
+		return 1;
+	return s->rcv_lowat < cap ? s->rcv_lowat : cap;
+}
+
+bool smcr_rx_lowat_met(const struct smcr_sock *s)
+{
+	return smcr_rx_unread(s) >= rx_lowat(s);
+}
+
 static void rx_violation(struct smcr_sock *s, const char *what, const char *why)
 {
 	char name[SMCR_CONN_NAME_MAX];
@@ -229,8 +250,22 @@ bool smcr_rx_rescue(struct smcr_sock *s)
 	return true;
 }
 
-/* Nothing to read now: true to wait, else *ret is the answer. */
-static bool rx_must_wait(const struct smcr_sock *s, size_t got, int flags, ssize_t *ret)
+/*
+ * Bytes a blocking read waits for, as Linux's sock_rcvlowat(): all of them
+ * with MSG_WAITALL, else SO_RCVLOWAT, at most what the caller asked for.
+ */
+static size_t rx_target(const struct smcr_sock *s, size_t want, int flags)
+{
+	size_t lowat = rx_lowat(s);
+
+	if (flags & MSG_WAITALL)
+		return want;
+	return lowat < want ? lowat : want;
+}
+
+/* Fewer than `target` bytes in: true to wait, else *ret is the answer. */
+static bool rx_must_wait(const struct smcr_sock *s, size_t got, size_t target, int flags,
+			 ssize_t *ret)
 {
 	*ret = (ssize_t)got;
 	if (s->state == SMCR_CONN_ABORTED) {
@@ -240,7 +275,7 @@ static bool rx_must_wait(const struct smcr_sock *s, size_t got, int flags, ssize
 	}
 	if (s->shut_rd || smcr_conn_peer_done(s))
 		return false; /* EOF after the buffered data */
-	if (got > 0 && !(flags & MSG_WAITALL))
+	if (got >= target)
 		return false;
 	if (flags & MSG_DONTWAIT) {
 		if (!got)
@@ -253,7 +288,7 @@ static bool rx_must_wait(const struct smcr_sock *s, size_t got, int flags, ssize
 ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt, int flags)
 {
 	ssize_t total = smcr_iov_total(iov, iovcnt);
-	size_t want = (size_t)total, got = 0;
+	size_t want = (size_t)total, got = 0, peeked = 0, target;
 	bool peer_checked = false;
 	int64_t deadline = -2; /* computed when the first wait comes */
 	ssize_t ret;
@@ -263,6 +298,7 @@ ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 	if (total <= 0)
 		return total;
 	smcr_conn_lock(s);
+	target = rx_target(s, want, flags);
 	for (;;) {
 		uint32_t avail, n, held, ring;
 		int rc;
@@ -277,8 +313,11 @@ ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 			if (ring)
 				rx_copy_out(s, s->rx_cons, iov, iovcnt, got + held, ring);
 			if (flags & MSG_PEEK) {
-				ret = (ssize_t)n;
-				break;
+				/* Nothing taken: a peek that waits for more looks again from the start. */
+				peeked = n;
+				if (!rx_must_wait(s, n, target, flags, &ret))
+					break;
+				goto wait;
 			}
 			smcr_rxhold_drop(&s->held, held);
 			s->rx_cons = smcr_curs_advance(s->rx_cons, ring, s->rmb_size);
@@ -287,7 +326,7 @@ ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 			got += n;
 			if (ring)
 				smcr_rx_maybe_update_cons(s);
-			if (got == want || !(flags & MSG_WAITALL)) {
+			if (got >= target) {
 				ret = (ssize_t)got;
 				break;
 			}
@@ -304,13 +343,18 @@ ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 			smcr_conn_check_peer(s);
 			continue;
 		}
-		if (!rx_must_wait(s, got, flags, &ret))
+		if (!rx_must_wait(s, got, target, flags, &ret))
 			break;
+wait:
 		if (deadline == -2)
 			deadline = s->rcv_timeout_ms ? smcr_sys_deadline(s->rcv_timeout_ms) : -1;
 		rc = smcr_conn_wait(s, POLLIN, deadline);
 		if (rc < 0) {
-			ret = got ? (ssize_t)got : rc;
+			/* A timeout or a signal returns what is in, as Linux does. */
+			if (got || peeked)
+				ret = (ssize_t)(got ? got : peeked);
+			else
+				ret = rc;
 			break;
 		}
 	}

@@ -25,6 +25,15 @@ void smcr_sock_set_timeouts(struct smcr_sock *s, int rcv_ms, int snd_ms)
 	smcr_conn_unlock(s);
 }
 
+void smcr_sock_set_rcvlowat(struct smcr_sock *s, int lowat)
+{
+	smcr_conn_lock(s);
+	s->rcv_lowat = lowat > 0 ? (uint32_t)lowat : 1;
+	/* Readiness follows at once, as Linux wakes readers when it lowers the mark. */
+	smcr_conn_progress_io(s);
+	smcr_conn_unlock(s);
+}
+
 void smcr_sock_set_interest(struct smcr_sock *s, unsigned events)
 {
 	smcr_conn_lock(s);
@@ -125,6 +134,22 @@ size_t smcr_sock_readable_bytes(struct smcr_sock *s)
 	}
 	smcr_conn_unlock(s);
 	return n;
+}
+
+int smcr_sock_inq(struct smcr_sock *s)
+{
+	size_t n = smcr_sock_readable_bytes(s);
+	bool done;
+
+	if (n > INT32_MAX)
+		return INT32_MAX;
+	if (n)
+		return (int)n;
+	smcr_conn_lock(s);
+	done = s->state == SMCR_CONN_ABORTED || (!s->went_tcp && smcr_conn_peer_done(s));
+	smcr_conn_unlock(s);
+	/* Linux's tcp_inq_hint(): 1 after the end, so the reader reads on and sees it. */
+	return done ? 1 : 0;
 }
 
 size_t smcr_sock_unacked_bytes(struct smcr_sock *s)

@@ -10,7 +10,7 @@
  *                     plain-client, speak-first, speak-first-plain, epoll-multi,
  *                     idle, exec, kill, listener-closed, rcvtimeo, calls,
  *                     fork-client, fork-share, pingpong, idle-waits, rcvbuf,
- *                     exit-open, exit-unread, epoll-reuse
+ *                     exit-open, exit-unread, epoll-reuse, rcvlowat, inq, timestamp
  */
 #include <fcntl.h>
 #include <netinet/tcp.h>
@@ -2131,6 +2131,439 @@ static int case_ulp(void)
 	return t_result();
 }
 
+/* ---- SO_RCVLOWAT, TCP_INQ, timestamps ------------------------------------------------------- */
+
+static int to_peer[2], from_peer[2];
+
+static void tell(int pipe_fd, char c)
+{
+	CHECK(write(pipe_fd, &c, 1) == 1);
+}
+
+static char heard(int pipe_fd)
+{
+	char c = 0;
+
+	CHECK(read(pipe_fd, &c, 1) == 1);
+	return c;
+}
+
+/* Until fd has `n` bytes queued (the peer sent them): not a timing check, a wait. */
+static bool wait_queued(int fd, int n)
+{
+	for (int i = 0; i < 10000; i++) {
+		int q = -1;
+
+		if (ioctl(fd, FIONREAD, &q) == 0 && q >= n)
+			return q == n;
+		usleep(1000);
+	}
+	return false;
+}
+
+static int lowat_of(int fd)
+{
+	int v = -1;
+	socklen_t len = sizeof(v);
+
+	return getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, &len) == 0 ? v : -1;
+}
+
+static int set_lowat(int fd, int v)
+{
+	return setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v));
+}
+
+/* On the word 10 bytes, then on the next 90 more in two pieces, a little apart. */
+static void send_10_then_90(int fd)
+{
+	static const char data[100] = "0123456789abcdefghijklmnopqrstuvwxyz";
+
+	CHECK(heard(to_peer[0]) == 's');
+	CHECK(write(fd, data, 10) == 10);
+	CHECK(heard(to_peer[0]) == 'g');
+	usleep(20000);
+	CHECK(write(fd, data + 10, 45) == 45);
+	usleep(20000);
+	CHECK(write(fd, data + 55, 45) == 45);
+}
+
+static void client_rcvlowat(void)
+{
+	int fd = connect_to_server(0);
+	char buf[200];
+
+	/* Set on the running connection by the server: recv, poll, epoll, select, peek. */
+	CHECK(fd >= 0 && write(fd, "a", 1) == 1);
+	for (int round = 0; round < 5; round++)
+		send_10_then_90(fd);
+	CHECK(heard(to_peer[0]) == 'q');
+	close(fd);
+
+	/* Set here before connect(): the handshake must leave it as it is. */
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(fd >= 0 && set_lowat(fd, 100) == 0);
+	CHECK(connect(fd, (struct sockaddr *)&server_addr, sizeof(server_addr)) == 0);
+	CHECK(write(fd, "b", 1) == 1);
+	CHECK(lowat_of(fd) == 100);
+	CHECK(wait_queued(fd, 10));
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	tell(from_peer[1], 'g');
+	CHECK(recv(fd, buf, sizeof(buf), 0) == 100);
+	CHECK(lowat_of(fd) == 100);
+	close(fd);
+
+	/* The server's listener has it: its accepted socket inherits it. */
+	fd = connect_to_server(0);
+	CHECK(fd >= 0 && write(fd, "c", 1) == 1);
+	send_10_then_90(fd);
+	CHECK(heard(to_peer[0]) == 'q');
+	close(fd);
+}
+
+/* Waits for POLLIN by `how` (0 poll, 1 epoll, 2 select); timeout -1 = none. */
+static int wait_readable(int fd, int how, int timeout_ms)
+{
+	if (how == 0) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+
+		return poll(&p, 1, timeout_ms);
+	}
+	if (how == 1) {
+		struct epoll_event ev = { .events = EPOLLIN }, out;
+		int ep = epoll_create1(0), n;
+
+		if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0)
+			return -1;
+		n = epoll_wait(ep, &out, 1, timeout_ms);
+		close(ep);
+		return n;
+	} else {
+		fd_set r;
+		struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
+
+		FD_ZERO(&r);
+		FD_SET(fd, &r);
+		return select(fd + 1, &r, NULL, NULL, timeout_ms < 0 ? NULL : &tv);
+	}
+}
+
+static int case_rcvlowat(void)
+{
+	pid_t client;
+	int fd, q = -1;
+	char buf[200];
+
+	CHECK(pipe(to_peer) == 0 && pipe(from_peer) == 0);
+	client = spawn(client_rcvlowat);
+	fd = accept(listen_fd, NULL, NULL);
+	CHECK(fd >= 0 && read(fd, buf, 1) == 1);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(lowat_of(fd) == 1);
+	CHECK(set_lowat(fd, 100) == 0 && lowat_of(fd) == 100);
+
+	/* A blocking read with 10 bytes in waits for all 100. */
+	tell(to_peer[1], 's');
+	CHECK(wait_queued(fd, 10));
+	CHECK(wait_readable(fd, 0, 50) == 0);
+	tell(to_peer[1], 'g');
+	CHECK(recv(fd, buf, sizeof(buf), 0) == 100 && memcmp(buf, "0123456789", 10) == 0);
+
+	/* poll, epoll and select report it readable only once 100 bytes are in. */
+	for (int how = 0; how < 3; how++) {
+		tell(to_peer[1], 's');
+		CHECK(wait_queued(fd, 10));
+		CHECK(wait_readable(fd, how, 50) == 0);
+		tell(to_peer[1], 'g');
+		CHECK(wait_readable(fd, how, -1) == 1);
+		CHECK(ioctl(fd, FIONREAD, &q) == 0 && q == 100);
+		CHECK(recv(fd, buf, sizeof(buf), MSG_DONTWAIT) == 100);
+	}
+
+	/* A peek waits too; a non-blocking read takes what is there. */
+	tell(to_peer[1], 's');
+	CHECK(wait_queued(fd, 10));
+	CHECK(recv(fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_PEEK) == 10);
+	tell(to_peer[1], 'g');
+	CHECK(recv(fd, buf, sizeof(buf), MSG_PEEK) == 100);
+	CHECK(recv(fd, buf, 30, 0) == 30);
+	CHECK(recv(fd, buf, sizeof(buf), MSG_DONTWAIT) == 70);
+	tell(to_peer[1], 'q');
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	close(fd);
+
+	/* The client set it before connect(). */
+	fd = accept(listen_fd, NULL, NULL);
+	CHECK(fd >= 0 && read(fd, buf, 1) == 1);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(write(fd, "0123456789", 10) == 10);
+	CHECK(heard(from_peer[0]) == 'g');
+	usleep(20000);
+	CHECK(write(fd, buf, 45) == 45);
+	usleep(20000);
+	CHECK(write(fd, buf, 45) == 45);
+	close(fd);
+
+	/* Inherited from the listener, through the handshake. */
+	CHECK(set_lowat(listen_fd, 100) == 0);
+	fd = accept(listen_fd, NULL, NULL);
+	CHECK(set_lowat(listen_fd, 1) == 0);
+	CHECK(fd >= 0 && lowat_of(fd) == 100);
+	CHECK(read(fd, buf, 1) == 1 && buf[0] == 'c');
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(lowat_of(fd) == 100);
+	tell(to_peer[1], 's');
+	CHECK(wait_queued(fd, 10));
+	tell(to_peer[1], 'g');
+	CHECK(recv(fd, buf, sizeof(buf), 0) == 100);
+	tell(to_peer[1], 'q');
+	close(fd);
+	reap(client, "client");
+	check_stats_smc(400);
+	return t_result();
+}
+
+/*
+ * TCP_INQ: what each recvmsg() says is left, for one sequence of reads on a
+ * connection whose peer sent 100 bytes, then (on the word) ended its side.
+ */
+#define INQ_STEPS 6
+
+struct inq_result {
+	ssize_t n[INQ_STEPS];
+	int inq[INQ_STEPS];         /* -1: no TCP_CM_INQ message */
+	int flags[INQ_STEPS];
+	size_t controllen[INQ_STEPS];
+};
+
+static void recv_inq(int fd, size_t len, int flags, size_t room, struct inq_result *r, int step)
+{
+	char buf[200], control[CMSG_SPACE(sizeof(int)) + 16];
+	struct iovec iov = { buf, len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+			      .msg_controllen = room };
+	struct cmsghdr *cm;
+
+	memset(control, 0, sizeof(control));
+	r->n[step] = recvmsg(fd, &msg, flags);
+	r->inq[step] = -1;
+	r->flags[step] = msg.msg_flags;
+	r->controllen[step] = msg.msg_controllen;
+	for (cm = CMSG_FIRSTHDR(&msg); cm && msg.msg_controllen >= CMSG_LEN(sizeof(int));
+	     cm = CMSG_NXTHDR(&msg, cm))
+		if (cm->cmsg_level == SOL_TCP && cm->cmsg_type == TCP_CM_INQ)
+			memcpy(&r->inq[step], CMSG_DATA(cm), sizeof(int));
+}
+
+static void inq_sequence(int fd, struct inq_result *r)
+{
+	int one = 1;
+
+	CHECK(setsockopt(fd, IPPROTO_TCP, TCP_INQ, &one, sizeof(one)) == 0);
+	CHECK(wait_queued(fd, 100));
+	recv_inq(fd, 30, MSG_PEEK, CMSG_SPACE(sizeof(int)), r, 0);
+	recv_inq(fd, 30, 0, CMSG_SPACE(sizeof(int)), r, 1);
+	recv_inq(fd, 20, 0, sizeof(struct cmsghdr), r, 2); /* room for the header only */
+	recv_inq(fd, 50, 0, CMSG_SPACE(sizeof(int)) + 16, r, 3);
+	tell(to_peer[1], 'e');
+	{
+		struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+
+		CHECK(poll(&p, 1, 10000) == 1);
+	}
+	recv_inq(fd, 50, 0, CMSG_SPACE(sizeof(int)), r, 4);
+	recv_inq(fd, 50, MSG_DONTWAIT, 0, r, 5); /* no room at all */
+}
+
+static void raw_listen_at(int *lfd, struct sockaddr_in *addr)
+{
+	socklen_t len = sizeof(*addr);
+
+	*lfd = raw_socket();
+	memset(addr, 0, sizeof(*addr));
+	addr->sin_family = AF_INET;
+	addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	CHECK(*lfd >= 0 && syscall(SYS_bind, *lfd, addr, sizeof(*addr)) == 0 &&
+	      syscall(SYS_listen, *lfd, 4) == 0 &&
+	      getsockname(*lfd, (struct sockaddr *)addr, &len) == 0);
+}
+
+static struct sockaddr_in tcp_addr;
+
+static void send_100_then_end(int fd)
+{
+	char data[100];
+
+	memset(data, 'i', sizeof(data));
+	CHECK(fd >= 0 && write(fd, data, sizeof(data)) == 100);
+	CHECK(heard(to_peer[0]) == 'e');
+	CHECK(shutdown(fd, SHUT_WR) == 0);
+	CHECK(heard(to_peer[0]) == 'q');
+	close(fd);
+}
+
+static void client_inq(void)
+{
+	int fd = connect_to_server(0);
+
+	CHECK(fd >= 0 && write(fd, "a", 1) == 1);
+	send_100_then_end(fd);
+	/* The same over the kernel's TCP, which the library never sees. */
+	fd = raw_socket();
+	CHECK(fd >= 0 && syscall(SYS_connect, fd, &tcp_addr, sizeof(tcp_addr)) == 0);
+	send_100_then_end(fd);
+}
+
+static int case_inq(void)
+{
+	struct inq_result smc, tcp;
+	pid_t client;
+	int fd, tcp_listen;
+	char c;
+
+	CHECK(pipe(to_peer) == 0);
+	raw_listen_at(&tcp_listen, &tcp_addr);
+	client = spawn(client_inq);
+	fd = accept(listen_fd, NULL, NULL);
+	CHECK(fd >= 0 && read(fd, &c, 1) == 1);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	inq_sequence(fd, &smc);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	tell(to_peer[1], 'q');
+	close(fd);
+
+	fd = (int)syscall(SYS_accept, tcp_listen, NULL, NULL);
+	CHECK(fd >= 0 && smc_preload_fd_mode(fd) == 0);
+	inq_sequence(fd, &tcp);
+	tell(to_peer[1], 'q');
+	close(fd);
+	for (int i = 0; i < INQ_STEPS; i++) {
+		if (smc.n[i] == tcp.n[i] && smc.inq[i] == tcp.inq[i] && smc.flags[i] == tcp.flags[i] &&
+		    smc.controllen[i] == tcp.controllen[i])
+			continue;
+		fprintf(stderr, "step %d: smc n %zd inq %d flags 0x%x controllen %zu;"
+			" tcp n %zd inq %d flags 0x%x controllen %zu\n", i, smc.n[i], smc.inq[i],
+			smc.flags[i], smc.controllen[i], tcp.n[i], tcp.inq[i], tcp.flags[i],
+			tcp.controllen[i]);
+		t_failures++;
+	}
+	/* What TCP says, as a sanity check of the sequence itself. */
+	CHECK(tcp.n[0] == 30 && tcp.inq[0] == 100 && tcp.n[1] == 30 && tcp.inq[1] == 70);
+	CHECK(tcp.n[4] == 0 && tcp.inq[4] == 1);
+	reap(client, "client");
+	check_stats_smc(100);
+	return t_result();
+}
+
+/* A receive timestamp (SCM_TIMESTAMP or SCM_TIMESTAMPNS) on a read of `want` bytes. */
+static bool read_stamped(int fd, size_t want)
+{
+	char buf[64], control[256];
+	struct iovec iov = { buf, want };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+			      .msg_controllen = sizeof(control) };
+	bool stamped = false;
+
+	if (recvmsg(fd, &msg, MSG_WAITALL) != (ssize_t)want)
+		return false;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm))
+		if (cm->cmsg_level == SOL_SOCKET &&
+		    (cm->cmsg_type == SO_TIMESTAMP || cm->cmsg_type == SO_TIMESTAMPNS))
+			stamped = true;
+	return stamped;
+}
+
+static void client_timestamp(void)
+{
+	int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
+	char c;
+
+	/* Set before connect(): no Proposal, reason TIMESTAMP, stamps as on TCP. */
+	CHECK(fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_TIMESTAMP, &one, sizeof(one)) == 0);
+	CHECK(connect(fd, (struct sockaddr *)&server_addr, sizeof(server_addr)) == 0);
+	CHECK(write(fd, "x", 1) == 1);
+	CHECK(read_stamped(fd, 4));
+	CHECK_MODE(fd, SMC_PRELOAD_FD_FALLBACK);
+	CHECK(fallbacks_for(SMCR_CLC_DECL_TIMESTAMP) == 1);
+	close(fd);
+	/* The server sets it on its accepted socket before reading: it declines. */
+	fd = connect_to_server(0);
+	CHECK(fd >= 0 && write(fd, "y", 1) == 1);
+	CHECK(read(fd, &c, 1) == 1 && c == 'z');
+	CHECK_MODE(fd, SMC_PRELOAD_FD_FALLBACK);
+	close(fd);
+	/* The server sets it on a running SMC connection: both go on over TCP. */
+	fd = connect_to_server(0);
+	CHECK(fd >= 0 && write(fd, "a", 1) == 1);
+	CHECK(read(fd, &c, 1) == 1 && c == 'k');
+	CHECK(write(fd, "more", 4) == 4);
+	CHECK(read(fd, &c, 1) == 1 && c == 'e');
+	close(fd);
+}
+
+/*
+ * The kernel stamps arriving segments only once some socket asked for stamps
+ * and a deferred work item turned that on: until a stamped read on a TCP pair
+ * the library never sees, the reads under test could find no stamp over TCP.
+ */
+static int kernel_stamps_on(void)
+{
+	struct sockaddr_in addr;
+	int lfd, cfd, sfd = -1, one = 1;
+
+	raw_listen_at(&lfd, &addr);
+	cfd = raw_socket();
+	if (cfd < 0 || syscall(SYS_connect, cfd, &addr, sizeof(addr)) < 0)
+		return -1;
+	sfd = (int)syscall(SYS_accept, lfd, NULL, NULL);
+	close(lfd);
+	if (sfd < 0 || setsockopt(sfd, SOL_SOCKET, SO_TIMESTAMP, &one, sizeof(one)) < 0)
+		return -1;
+	for (int i = 0; i < 1000; i++) {
+		if (write(cfd, "w", 1) == 1 && read_stamped(sfd, 1))
+			break;
+		usleep(1000);
+	}
+	close(cfd);
+	return sfd; /* kept open: stamps stay on */
+}
+
+static int case_timestamp(void)
+{
+	int keep = kernel_stamps_on();
+	pid_t client = spawn(client_timestamp);
+	int one = 1, fd;
+	char c;
+
+	CHECK(keep >= 0);
+
+	fd = accept(listen_fd, NULL, NULL);
+	CHECK(fd >= 0 && read(fd, &c, 1) == 1 && c == 'x');
+	CHECK_MODE(fd, SMC_PRELOAD_FD_FALLBACK);
+	CHECK(write(fd, "data", 4) == 4);
+	close(fd);
+
+	fd = accept(listen_fd, NULL, NULL);
+	CHECK(fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one)) == 0);
+	CHECK(read_stamped(fd, 1));
+	CHECK_MODE(fd, SMC_PRELOAD_FD_FALLBACK);
+	CHECK(fallbacks_for(SMCR_CLC_DECL_TIMESTAMP) == 1);
+	CHECK(write(fd, "z", 1) == 1);
+	close(fd);
+
+	fd = accept(listen_fd, NULL, NULL);
+	CHECK(fd >= 0 && read(fd, &c, 1) == 1 && c == 'a');
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(setsockopt(fd, SOL_SOCKET, SO_TIMESTAMP, &one, sizeof(one)) == 0);
+	CHECK(write(fd, "k", 1) == 1);
+	CHECK(read_stamped(fd, 4));
+	CHECK(write(fd, "e", 1) == 1);
+	close(fd);
+	reap(client, "client");
+	close(keep);
+	return t_result();
+}
+
 /* ---- SMC connections that follow fork ------------------------------------------------------ */
 
 /*
@@ -2977,6 +3410,12 @@ int main(int argc, char **argv)
 		rc = case_splice();
 	else if (!strcmp(which, "oob"))
 		rc = case_oob();
+	else if (!strcmp(which, "rcvlowat"))
+		rc = case_rcvlowat();
+	else if (!strcmp(which, "inq"))
+		rc = case_inq();
+	else if (!strcmp(which, "timestamp"))
+		rc = case_timestamp();
 	else if (!strcmp(which, "ulp"))
 		rc = case_ulp();
 	else if (!strcmp(which, "linger"))
