@@ -522,6 +522,14 @@ void smcr_sock_set_timeouts(struct smcr_sock *s, int rcv_ms, int snd_ms);
  */
 void smcr_sock_set_rcvlowat(struct smcr_sock *s, int lowat);
 
+/*
+ * SO_PEEK_OFF (< 0 = off, as Linux keeps it): a MSG_PEEK read starts that
+ * far into the unread bytes and moves the offset on by what it returns; a
+ * read that takes bytes moves it back by as many (not below 0).
+ */
+void smcr_sock_set_peek_off(struct smcr_sock *s, int off);
+int smcr_sock_peek_off(struct smcr_sock *s);
+
 /* ---- readiness and state --------------------------------------------------- */
 
 int smcr_sock_ready_fd(const struct smcr_sock *s);

@@ -190,6 +190,7 @@ struct smcr_fd_entry *smcr_fdtab_track(int fd, int domain, enum smcr_fd_mode mod
 		entry->owner = 0;
 		entry->fallback_reason = 0;
 		entry->rcvlowat = 0;
+		entry->peek_off = -1;
 		entry->tcp_record = NULL;
 		entry->listener = NULL;
 		entry->unserved = NULL;

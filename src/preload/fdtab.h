@@ -73,7 +73,10 @@ enum smcr_fd_mode {
  * or its listener's): the connection stays TCP
  */
 #define SMCR_FD_F_TIMESTAMP (1u << 13)
-/* Its SO_RCVLOWAT is 1 on the kernel's socket while its handshake reads there (smc.c) */
+/*
+ * Its SO_RCVLOWAT is 1 and its SO_PEEK_OFF off on the kernel's socket while
+ * its decision reads there (smc.c)
+ */
 #define SMCR_FD_F_LOWAT_LENT (1u << 14)
 
 struct smcr_fd_entry {
@@ -96,7 +99,8 @@ struct smcr_fd_entry {
 	 */
 	_Atomic int owner;
 	uint32_t fallback_reason;  /* why the connection stayed TCP */
-	int rcvlowat;              /* SO_RCVLOWAT as the kernel took it from the program; 0 = never set */
+	int rcvlowat;              /* SO_RCVLOWAT as the kernel took it; 0 = never set */
+	int peek_off;              /* SO_PEEK_OFF as the program set it; < 0 = off */
 	void *tcp_record;          /* its stats record in TCP mode (engine.h), or NULL */
 	void *listener;            /* listener registration (smc_listen.c): of a listener, or
 				    * of the listener of an unclassified accepted socket */

@@ -229,6 +229,8 @@ void smcr_smc_go_smc(int fd, struct smcr_fd_entry *e, int efd, struct smcr_sock 
 	smcr_smc_apply_timeouts(fd, s);
 	if (e->rcvlowat > 1)
 		smcr_sock_set_rcvlowat(s, e->rcvlowat);
+	if (e->peek_off >= 0)
+		smcr_sock_set_peek_off(s, e->peek_off);
 	atomic_store_explicit(&e->sock, s, memory_order_release);
 	atomic_store_explicit(&e->mode, SMCR_FD_SMC, memory_order_release);
 	smcr_smc_epoll_move(e, s);
@@ -291,26 +293,42 @@ static int read_tcp_rcvbuf_default(void)
 /* ---- the decision --------------------------------------------------------------- */
 
 /*
- * The program's SO_RCVLOWAT (e->rcvlowat) on the kernel's socket would hold
- * back every wait of the decision: for the first bytes, for each CLC message
- * shorter than it.  So the decision reads with a mark of 1, and the
- * program's is put back once the socket is decided, SMC or TCP.
+ * The program's read options on the kernel's socket would get in the way of
+ * the decision's own reads: its SO_RCVLOWAT (e->rcvlowat) would hold back
+ * every wait, for the first bytes and for each CLC message shorter than it;
+ * its SO_PEEK_OFF would make each peek at a CLC message start further on.
+ * So the decision reads with a mark of 1 and no peek offset, and the
+ * program's are put back once the socket is decided, SMC or TCP.
  */
-void smcr_smc_lowat_lend(int fd, struct smcr_fd_entry *e)
+static bool read_options_set(const struct smcr_fd_entry *e)
 {
-	int one = 1;
-
-	if (e->rcvlowat > 1 && smcr_fd_entry_mode(e) == SMCR_FD_CANDIDATE &&
-	    smcr_real.setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one)) == 0)
-		smcr_smc_add_flags(e, SMCR_FD_F_LOWAT_LENT);
+	return e->rcvlowat > 1 || e->peek_off >= 0;
 }
 
-static void lowat_return(int fd, struct smcr_fd_entry *e)
+void smcr_smc_read_options_lend(int fd, struct smcr_fd_entry *e)
+{
+	int one = 1, off = -1;
+
+	if (smcr_fd_entry_mode(e) != SMCR_FD_CANDIDATE)
+		return;
+	if (e->rcvlowat > 1)
+		(void)smcr_real.setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one));
+	if (e->peek_off >= 0)
+		(void)smcr_real.setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off));
+	smcr_smc_add_flags(e, SMCR_FD_F_LOWAT_LENT);
+}
+
+static void read_options_return(int fd, struct smcr_fd_entry *e)
 {
 	if (!(smcr_fd_entry_flags(e) & SMCR_FD_F_LOWAT_LENT) ||
 	    smcr_fd_entry_mode(e) == SMCR_FD_CANDIDATE)
 		return;
-	(void)smcr_real.setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &e->rcvlowat, sizeof(e->rcvlowat));
+	if (e->rcvlowat > 1)
+		(void)smcr_real.setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &e->rcvlowat,
+					   sizeof(e->rcvlowat));
+	if (e->peek_off >= 0)
+		(void)smcr_real.setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &e->peek_off,
+					   sizeof(e->peek_off));
 	smcr_smc_clear_flags(e, SMCR_FD_F_LOWAT_LENT);
 }
 
@@ -337,15 +355,15 @@ int smcr_smc_settle(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, boo
 			return -EAGAIN;
 		smcr_guard_enter();
 		if (smcr_fd_entry_mode(e) == SMCR_FD_CANDIDATE) {
-			if (unlikely(e->rcvlowat > 1) && !(flags & SMCR_FD_F_LOWAT_LENT))
-				smcr_smc_lowat_lend(fd, e);
+			if (unlikely(read_options_set(e)) && !(flags & SMCR_FD_F_LOWAT_LENT))
+				smcr_smc_read_options_lend(fd, e);
 			smcr_engine_fd_scope_begin();
 			if (flags & SMCR_FD_F_ACCEPTED)
 				rc = smcr_smc_server_decide(fd, e, kind, may_block);
 			else
 				rc = smcr_smc_client_decide(fd, e, kind, may_block);
 			smcr_engine_fd_scope_end();
-			lowat_return(fd, e);
+			read_options_return(fd, e);
 		}
 		smcr_smc_drop_listener_ref(e);
 		smcr_guard_leave();

@@ -57,6 +57,12 @@ static SMCR_COLD __attribute__((noinline)) void smc_now_tcp(int fd, struct smcr_
 		return;
 	if (smcr_fd_entry_mode(e) == SMCR_FD_SMC && atomic_load(&e->sock) == s) {
 		smcr_smc_epoll_leave_doorbell(e, s);
+		if (e->peek_off >= 0) {
+			/* the kernel's peeks go on from where the engine's got to */
+			e->peek_off = smcr_sock_peek_off(s);
+			(void)smcr_real.setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &e->peek_off,
+						   sizeof(e->peek_off));
+		}
 		e->fallback_reason = SMCR_CLC_DECL_HANDOFF;
 		atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
 		smcr_dbg("fd %d: SMC connection goes on as plain TCP", fd);
@@ -315,8 +321,8 @@ int smcr_smc_getsockopt(int fd, int level, int name, void *value, socklen_t *len
 	int v, rc;
 
 	*handled = false;
-	if (level != SOL_SOCKET ||
-	    (name != SO_ERROR && name != SO_RCVBUF && name != SO_SNDBUF && name != SO_RCVLOWAT))
+	if (level != SOL_SOCKET || (name != SO_ERROR && name != SO_RCVBUF && name != SO_SNDBUF &&
+				    name != SO_RCVLOWAT && name != SO_PEEK_OFF))
 		return 0;
 	e = smcr_fdtab_get(fd);
 	if (!e)
@@ -335,6 +341,8 @@ int smcr_smc_getsockopt(int fd, int level, int name, void *value, socklen_t *len
 			v = smcr_sock_take_error(s);
 		else if (name == SO_RCVBUF)
 			v = (int)smcr_sock_rcvbuf(s);
+		else if (name == SO_PEEK_OFF)
+			v = smcr_sock_peek_off(s);
 		else
 			v = (int)smcr_sock_sndbuf(s);
 		smcr_guard_leave();
@@ -406,7 +414,8 @@ static int kernel_int_option(int fd, int name)
 
 static bool timestamps_on(int fd)
 {
-	return kernel_int_option(fd, SO_TIMESTAMP_OLD) || kernel_int_option(fd, SO_TIMESTAMPNS_OLD) ||
+	return kernel_int_option(fd, SO_TIMESTAMP_OLD) ||
+	       kernel_int_option(fd, SO_TIMESTAMPNS_OLD) ||
 	       (kernel_int_option(fd, SO_TIMESTAMPING_OLD) & TSTAMP_ON_FLAGS);
 }
 
@@ -456,14 +465,30 @@ static void rcvlowat_set(int fd, struct smcr_fd_entry *e)
 	int v = kernel_int_option(fd, SO_RCVLOWAT);
 
 	e->rcvlowat = v > 0 ? v : 1;
-	if (smcr_fd_entry_flags(e) & SMCR_FD_F_LOWAT_LENT) {
-		smcr_smc_clear_flags(e, SMCR_FD_F_LOWAT_LENT);
-		smcr_smc_lowat_lend(fd, e); /* a decision under way reads on with 1 */
-	}
+	if (smcr_fd_entry_flags(e) & SMCR_FD_F_LOWAT_LENT)
+		smcr_smc_read_options_lend(fd, e); /* a decision under way reads on with 1 */
 	s = smcr_smc_sock_of(e);
 	if (s) {
 		smcr_guard_enter();
 		smcr_sock_set_rcvlowat(s, e->rcvlowat);
+		smcr_guard_leave();
+	}
+}
+
+/* SO_PEEK_OFF: the engine's peeks follow it on an SMC connection. */
+static void peek_off_set(int fd, struct smcr_fd_entry *e, const void *value, socklen_t len)
+{
+	struct smcr_sock *s;
+	int v = -1;
+
+	memcpy(&v, value, len < (socklen_t)sizeof(v) ? len : sizeof(v));
+	e->peek_off = v;
+	if (smcr_fd_entry_flags(e) & SMCR_FD_F_LOWAT_LENT)
+		smcr_smc_read_options_lend(fd, e); /* a decision under way peeks as before */
+	s = smcr_smc_sock_of(e);
+	if (s) {
+		smcr_guard_enter();
+		smcr_sock_set_peek_off(s, v);
 		smcr_guard_leave();
 	}
 }
@@ -485,9 +510,10 @@ static bool remember_option(int fd, int level, int name, const void *value, sock
 	struct smcr_fd_entry *e;
 	bool lowat = level == SOL_SOCKET && name == SO_RCVLOWAT,
 	     tstamp = level == SOL_SOCKET && is_timestamp_option(name),
+	     peek_off = level == SOL_SOCKET && name == SO_PEEK_OFF && value && len > 0,
 	     inq = level == IPPROTO_TCP && name == TCP_INQ && value && len > 0;
 
-	if (!lowat && !tstamp && !inq)
+	if (!lowat && !tstamp && !peek_off && !inq)
 		return false;
 	e = smcr_fdtab_get(fd);
 	if (!e)
@@ -496,6 +522,8 @@ static bool remember_option(int fd, int level, int name, const void *value, sock
 		rcvlowat_set(fd, e);
 	else if (tstamp)
 		timestamps_set(fd, e);
+	else if (peek_off)
+		peek_off_set(fd, e, value, len);
 	else
 		flag_set(e, SMCR_FD_F_INQ, value, len);
 	smcr_fdtab_put(e);
@@ -573,10 +601,40 @@ void smcr_smc_refuse_ulp(int fd, const void *value, socklen_t len)
 #define SIOCINQ FIONREAD
 #endif
 
+/*
+ * SIOCINQ on a socket not decided yet: the kernel's count would include the
+ * CLC messages at the head of the stream, which the program never reads.
+ * Bytes there are news enough to decide now (without waiting); while a
+ * handshake goes on nothing is the program's yet.  *decided: go on with
+ * the engine's count.  Returns whether the answer is the kernel's.
+ */
+static SMCR_COLD __attribute__((noinline)) bool inq_undecided(int fd, struct smcr_fd_entry *e,
+							     int *v, bool *decided)
+{
+	int q = 0;
+
+	*decided = false;
+	if ((smcr_fd_entry_flags(e) & SMCR_FD_F_LISTENING) ||
+	    smcr_real.ioctl(fd, SIOCINQ, &q) < 0 || q == 0)
+		return true;
+	smcr_smc_settle(fd, e, SMCR_IO_POLL, false);
+	if (smcr_smc_sock_of(e)) {
+		*decided = true;
+		return false;
+	}
+	if (smcr_fd_entry_mode(e) == SMCR_FD_CANDIDATE &&
+	    atomic_load_explicit(&e->handshake, memory_order_acquire)) {
+		*v = 0;
+		return false;
+	}
+	return true;
+}
+
 int smcr_smc_ioctl(int fd, unsigned long request, void *arg, bool *handled)
 {
 	struct smcr_fd_entry *e;
 	struct smcr_sock *s;
+	bool decided;
 	size_t n;
 	int v;
 
@@ -586,6 +644,23 @@ int smcr_smc_ioctl(int fd, unsigned long request, void *arg, bool *handled)
 	e = smcr_fdtab_get(fd);
 	if (!e)
 		return 0;
+	if (request == SIOCINQ && unlikely(smcr_fd_entry_mode(e) == SMCR_FD_CANDIDATE)) {
+		v = 0;
+		if (inq_undecided(fd, e, &v, &decided)) {
+			smcr_fdtab_put(e);
+			return 0;
+		}
+		if (!decided) {
+			smcr_fdtab_put(e);
+			*handled = true;
+			if (!arg) {
+				errno = EFAULT;
+				return -1;
+			}
+			memcpy(arg, &v, sizeof(v));
+			return 0;
+		}
+	}
 	s = smcr_smc_sock_of(e);
 	if (!s) {
 		smcr_fdtab_put(e);

@@ -56,8 +56,8 @@ static inline void smcr_smc_clear_flags(struct smcr_fd_entry *e, unsigned flags)
 	atomic_fetch_and_explicit(&e->flags, ~flags, memory_order_relaxed);
 }
 
-/* The decision reads with SO_RCVLOWAT 1 on the kernel's socket (see smc.c). */
-void smcr_smc_lowat_lend(int fd, struct smcr_fd_entry *e);
+/* The decision reads with SO_RCVLOWAT 1 and no SO_PEEK_OFF on the kernel's socket (smc.c). */
+void smcr_smc_read_options_lend(int fd, struct smcr_fd_entry *e);
 
 /*
  * A socket option the program set that keeps the connection TCP: its reason

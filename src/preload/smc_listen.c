@@ -278,13 +278,14 @@ void smcr_smc_after_accept(int listen_fd, int fd)
 	}
 	/*
 	 * the kernel's accepted socket has its listener's SO_ZEROCOPY, SO_LINGER,
-	 * TCP_INQ, timestamps and SO_RCVLOWAT
+	 * TCP_INQ, timestamps, SO_RCVLOWAT and SO_PEEK_OFF
 	 */
 	if (e && listener) {
 		smcr_smc_add_flags(e, smcr_fd_entry_flags(listener) &
 					      (SMCR_FD_F_ZEROCOPY | SMCR_FD_F_LINGER_ZERO |
 					       SMCR_FD_F_INQ | SMCR_FD_F_TIMESTAMP));
 		e->rcvlowat = listener->rcvlowat;
+		e->peek_off = listener->peek_off;
 	}
 	if (e && smcr_tcpopt_peer(fd) == SMCR_TCPOPT_YES) {
 		smcr_smc_add_flags(e, SMCR_FD_F_PEER_SMC);

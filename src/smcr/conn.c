@@ -43,6 +43,7 @@ struct smcr_sock *smcr_conn_new(int tcp_fd, bool server, const struct smcr_trans
 	ops->ring(xc, &s->rmb, &s->rmb_size);
 	ops->tokens(xc, &s->local_token, &s->peer_token);
 	s->state = SMCR_CONN_ACTIVE;
+	s->peek_off = -1;
 	s->spin_us = spin_us;
 	s->stats = smcr_stats_conn_open(s);
 	s->opened_ms = smcr_now_ms();
@@ -188,6 +189,17 @@ static void conn_failover(struct smcr_sock *s)
 		smcr_close_abort_locked(s, ECONNRESET);
 }
 
+/*
+ * A blocking peek that waits for bytes beyond those it sees (SO_PEEK_OFF,
+ * MSG_WAITALL) finds the connection readable all along: it waits for the
+ * peer's next write, not for readiness.
+ */
+static bool peek_waits_on(const struct smcr_sock *s)
+{
+	return s->peek_need && smcr_rx_unread(s) < s->peek_need && !smcr_conn_peer_done(s) &&
+	       s->state != SMCR_CONN_ABORTED && !s->shut_rd;
+}
+
 static void conn_progress(struct smcr_sock *s, bool clear)
 {
 	for (int round = 0; round < 4; round++) {
@@ -206,7 +218,7 @@ static void conn_progress(struct smcr_sock *s, bool clear)
 		}
 		conn_failover(s);
 		/* Level semantics for outside waiters and engine threads. */
-		if (s->waiters_rd)
+		if (s->waiters_rd && !peek_waits_on(s))
 			want |= POLLIN;
 		if (s->waiters_wr)
 			want |= POLLOUT;

@@ -109,6 +109,8 @@ struct smcr_sock {
 	struct smcr_spin_gov spin_gov; /* skips the spin after fruitless ones (lock held) */
 	int rcv_timeout_ms;            /* 0 = block forever */
 	uint32_t rcv_lowat;            /* the application's SO_RCVLOWAT; 0 = 1 */
+	int peek_off;                  /* SO_PEEK_OFF: where the next peek starts; < 0 = off */
+	uint32_t peek_need;            /* a blocking peek waits for this many unread; 0 = none */
 	int snd_timeout_ms;
 
 	/* readiness: sums over the holders */

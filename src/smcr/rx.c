@@ -178,6 +178,22 @@ static void rx_copy_out(const struct smcr_sock *s, struct smcr_curs at, const st
 }
 
 /*
+ * Copy n unread bytes from `skip` past the oldest: the held ones first,
+ * then the RMB's.  Nothing is consumed.
+ */
+static void rx_copy_unread(const struct smcr_sock *s, uint32_t skip, const struct iovec *iov,
+			   int iovcnt, size_t done, uint32_t n)
+{
+	uint32_t held = smcr_rxhold_len(&s->held), from_held, ring_skip;
+
+	from_held = (uint32_t)smcr_rxhold_peek_from(&s->held, skip, iov, iovcnt, done, n);
+	ring_skip = skip > held ? skip - held : 0;
+	if (n > from_held)
+		rx_copy_out(s, smcr_curs_advance(s->rx_cons, ring_skip, s->rmb_size), iov, iovcnt,
+			    done + from_held, n - from_held);
+}
+
+/*
  * Giving a silent peer room (protocol.md §6.6).  A Linux peer that moves a
  * connection to another link does not repeat a consumer-cursor update it
  * posted on the lost link: it counted it confirmed when it posted it.  Its
@@ -289,6 +305,7 @@ ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 {
 	ssize_t total = smcr_iov_total(iov, iovcnt);
 	size_t want = (size_t)total, got = 0, peeked = 0, target;
+	uint32_t skip;
 	bool peer_checked = false;
 	int64_t deadline = -2; /* computed when the first wait comes */
 	ssize_t ret;
@@ -299,31 +316,36 @@ ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 		return total;
 	smcr_conn_lock(s);
 	target = rx_target(s, want, flags);
+	/* SO_PEEK_OFF: a peek starts that far into the unread bytes */
+	skip = (flags & MSG_PEEK) && s->peek_off > 0 ? (uint32_t)s->peek_off : 0;
 	for (;;) {
 		uint32_t avail, n, held, ring;
 		int rc;
 
 		smcr_conn_progress_io(s);
 		avail = s->shut_rd || s->went_tcp ? 0 : smcr_rx_unread(s);
-		if (avail > 0) {
-			n = want - got < avail ? (uint32_t)(want - got) : avail;
-			/* The held bytes are the oldest: first them, then the RMB's. */
-			held = (uint32_t)smcr_rxhold_peek(&s->held, iov, iovcnt, got, n);
-			ring = n - held;
-			if (ring)
-				rx_copy_out(s, s->rx_cons, iov, iovcnt, got + held, ring);
+		if (avail > skip) {
+			n = want - got < avail - skip ? (uint32_t)(want - got) : avail - skip;
 			if (flags & MSG_PEEK) {
-				/* Nothing taken: a peek that waits for more looks again from the start. */
+				rx_copy_unread(s, skip, iov, iovcnt, 0, n);
+				/* Nothing taken: a peek that waits for more looks again. */
 				peeked = n;
 				if (!rx_must_wait(s, n, target, flags, &ret))
 					break;
 				goto wait;
 			}
+			/* The held bytes are the oldest: first them, then the RMB's. */
+			held = (uint32_t)smcr_rxhold_peek(&s->held, iov, iovcnt, got, n);
+			ring = n - held;
+			if (ring)
+				rx_copy_out(s, s->rx_cons, iov, iovcnt, got + held, ring);
 			smcr_rxhold_drop(&s->held, held);
 			s->rx_cons = smcr_curs_advance(s->rx_cons, ring, s->rmb_size);
 			s->bytes_received += n;
 			smcr_hold_self(s)->bytes_received += n;
 			got += n;
+			if (s->peek_off >= 0)
+				s->peek_off = s->peek_off > (int)n ? s->peek_off - (int)n : 0;
 			if (ring)
 				smcr_rx_maybe_update_cons(s);
 			if (got >= target) {
@@ -348,7 +370,11 @@ ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 wait:
 		if (deadline == -2)
 			deadline = s->rcv_timeout_ms ? smcr_sys_deadline(s->rcv_timeout_ms) : -1;
+		if (flags & MSG_PEEK)
+			s->peek_need = skip + target > UINT32_MAX ? UINT32_MAX
+								 : (uint32_t)(skip + target);
 		rc = smcr_conn_wait(s, POLLIN, deadline);
+		s->peek_need = 0;
 		if (rc < 0) {
 			/* A timeout or a signal returns what is in, as Linux does. */
 			if (got || peeked)
@@ -358,6 +384,8 @@ wait:
 			break;
 		}
 	}
+	if ((flags & MSG_PEEK) && ret > 0 && s->peek_off >= 0)
+		s->peek_off += (int)ret;
 	/* Readiness reflects what is left for other waiters. */
 	smcr_conn_progress_io(s);
 	smcr_stats_conn_update(s);

@@ -66,10 +66,16 @@ int smcr_rxhold_put(struct smcr_rxhold *h, uint32_t bound, const uint8_t *a, uin
 size_t smcr_rxhold_peek(const struct smcr_rxhold *h, const struct iovec *iov, int iovcnt,
 			size_t done, size_t max)
 {
-	size_t n = max < h->len ? max : h->len;
+	return smcr_rxhold_peek_from(h, 0, iov, iovcnt, done, max);
+}
+
+size_t smcr_rxhold_peek_from(const struct smcr_rxhold *h, size_t skip, const struct iovec *iov,
+			     int iovcnt, size_t done, size_t max)
+{
+	size_t left = skip < h->len ? h->len - skip : 0, n = max < left ? max : left;
 
 	if (n)
-		smcr_iov_put(iov, iovcnt, done, h->buf + h->off, n);
+		smcr_iov_put(iov, iovcnt, done, h->buf + h->off + skip, n);
 	return n;
 }
 

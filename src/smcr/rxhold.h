@@ -49,6 +49,9 @@ int smcr_rxhold_put(struct smcr_rxhold *h, uint32_t bound, const uint8_t *a, uin
  */
 size_t smcr_rxhold_peek(const struct smcr_rxhold *h, const struct iovec *iov, int iovcnt,
 			size_t done, size_t max);
+/* The same from `skip` bytes past the oldest (SO_PEEK_OFF). */
+size_t smcr_rxhold_peek_from(const struct smcr_rxhold *h, size_t skip, const struct iovec *iov,
+			     int iovcnt, size_t done, size_t max);
 
 /* The oldest n (<= len) bytes are consumed; the buffer goes once it is empty. */
 void smcr_rxhold_drop(struct smcr_rxhold *h, uint32_t n);

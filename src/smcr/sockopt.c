@@ -34,6 +34,23 @@ void smcr_sock_set_rcvlowat(struct smcr_sock *s, int lowat)
 	smcr_conn_unlock(s);
 }
 
+void smcr_sock_set_peek_off(struct smcr_sock *s, int off)
+{
+	smcr_conn_lock(s);
+	s->peek_off = off;
+	smcr_conn_unlock(s);
+}
+
+int smcr_sock_peek_off(struct smcr_sock *s)
+{
+	int off;
+
+	smcr_conn_lock(s);
+	off = s->peek_off;
+	smcr_conn_unlock(s);
+	return off;
+}
+
 void smcr_sock_set_interest(struct smcr_sock *s, unsigned events)
 {
 	smcr_conn_lock(s);

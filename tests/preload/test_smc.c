@@ -10,7 +10,8 @@
  *                     plain-client, speak-first, speak-first-plain, epoll-multi,
  *                     idle, exec, kill, listener-closed, rcvtimeo, calls,
  *                     fork-client, fork-share, pingpong, idle-waits, rcvbuf,
- *                     exit-open, exit-unread, epoll-reuse, rcvlowat, inq, timestamp
+ *                     exit-open, exit-unread, epoll-reuse, rcvlowat, inq, peek-off,
+ *                     timestamp
  */
 #include <fcntl.h>
 #include <netinet/tcp.h>
@@ -2438,8 +2439,8 @@ static int case_inq(void)
 	tell(to_peer[1], 'q');
 	close(fd);
 	for (int i = 0; i < INQ_STEPS; i++) {
-		if (smc.n[i] == tcp.n[i] && smc.inq[i] == tcp.inq[i] && smc.flags[i] == tcp.flags[i] &&
-		    smc.controllen[i] == tcp.controllen[i])
+		if (smc.n[i] == tcp.n[i] && smc.inq[i] == tcp.inq[i] &&
+		    smc.flags[i] == tcp.flags[i] && smc.controllen[i] == tcp.controllen[i])
 			continue;
 		fprintf(stderr, "step %d: smc n %zd inq %d flags 0x%x controllen %zu;"
 			" tcp n %zd inq %d flags 0x%x controllen %zu\n", i, smc.n[i], smc.inq[i],
@@ -2452,6 +2453,102 @@ static int case_inq(void)
 	CHECK(tcp.n[4] == 0 && tcp.inq[4] == 1);
 	reap(client, "client");
 	check_stats_smc(100);
+	return t_result();
+}
+
+/*
+ * SO_PEEK_OFF: successive peeks walk on, reads move the offset back; the
+ * same sequence on an SMC connection (the option set on its listener, so
+ * its handshake peeks with it set) and on a TCP one the library never sees.
+ */
+#define PEEK_STEPS 10
+
+static void peek_step(int fd, size_t len, int flags, char out[16])
+{
+	ssize_t n;
+
+	memset(out, 0, 16);
+	n = recv(fd, out, len, flags);
+	if (n < 0)
+		snprintf(out, 16, "errno %d", errno);
+}
+
+static void peek_off_sequence(int fd, char out[PEEK_STEPS][16])
+{
+	int off, two = 2, none = -1;
+	socklen_t len = sizeof(off);
+
+	CHECK(wait_queued(fd, 10));
+	peek_step(fd, 3, MSG_PEEK, out[0]);
+	peek_step(fd, 3, MSG_PEEK, out[1]);
+	CHECK(getsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &off, &len) == 0);
+	snprintf(out[2], 16, "off %d", off);
+	peek_step(fd, 2, 0, out[3]);
+	CHECK(getsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &off, &len) == 0);
+	snprintf(out[4], 16, "off %d", off);
+	peek_step(fd, 3, MSG_PEEK, out[5]);
+	peek_step(fd, 10, MSG_PEEK | MSG_DONTWAIT, out[6]);
+	peek_step(fd, 10, MSG_PEEK | MSG_DONTWAIT, out[7]);
+	CHECK(setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &two, sizeof(two)) == 0);
+	peek_step(fd, 3, MSG_PEEK, out[8]);
+	CHECK(setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &none, sizeof(none)) == 0);
+	peek_step(fd, 3, MSG_PEEK, out[9]);
+}
+
+static void send_digits(int fd)
+{
+	CHECK(fd >= 0 && write(fd, "0123456789", 10) == 10);
+	CHECK(heard(to_peer[0]) == 'q');
+	close(fd);
+}
+
+static void client_peek_off(void)
+{
+	int fd = connect_to_server(0);
+
+	send_digits(fd);
+	fd = raw_socket();
+	CHECK(fd >= 0 && syscall(SYS_connect, fd, &tcp_addr, sizeof(tcp_addr)) == 0);
+	send_digits(fd);
+}
+
+static int case_peek_off(void)
+{
+	char smc[PEEK_STEPS][16], tcp[PEEK_STEPS][16];
+	int zero = 0, none = -1, fd, tcp_listen;
+	pid_t client;
+
+	CHECK(pipe(to_peer) == 0);
+	raw_listen_at(&tcp_listen, &tcp_addr);
+	if (setsockopt(listen_fd, SOL_SOCKET, SO_PEEK_OFF, &zero, sizeof(zero)) < 0) {
+		fprintf(stderr, "SKIP: no SO_PEEK_OFF on TCP here (%s)\n", strerror(errno));
+		return T_EXIT_SKIP;
+	}
+	client = spawn(client_peek_off);
+	fd = accept(listen_fd, NULL, NULL);
+	CHECK(setsockopt(listen_fd, SOL_SOCKET, SO_PEEK_OFF, &none, sizeof(none)) == 0);
+	CHECK(fd >= 0);
+	peek_off_sequence(fd, smc);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	tell(to_peer[1], 'q');
+	close(fd);
+
+	fd = (int)syscall(SYS_accept, tcp_listen, NULL, NULL);
+	CHECK(fd >= 0 && syscall(SYS_setsockopt, fd, SOL_SOCKET, SO_PEEK_OFF, &zero,
+				  sizeof(zero)) == 0);
+	peek_off_sequence(fd, tcp);
+	tell(to_peer[1], 'q');
+	close(fd);
+	for (int i = 0; i < PEEK_STEPS; i++) {
+		if (strcmp(smc[i], tcp[i]) == 0)
+			continue;
+		fprintf(stderr, "step %d: smc \"%s\", tcp \"%s\"\n", i, smc[i], tcp[i]);
+		t_failures++;
+	}
+	CHECK(strcmp(tcp[0], "012") == 0 && strcmp(tcp[1], "345") == 0 &&
+	      strcmp(tcp[5], "678") == 0);
+	reap(client, "client");
+	check_stats_smc(2);
 	return t_result();
 }
 
@@ -3414,6 +3511,8 @@ int main(int argc, char **argv)
 		rc = case_rcvlowat();
 	else if (!strcmp(which, "inq"))
 		rc = case_inq();
+	else if (!strcmp(which, "peek-off"))
+		rc = case_peek_off();
 	else if (!strcmp(which, "timestamp"))
 		rc = case_timestamp();
 	else if (!strcmp(which, "ulp"))
