@@ -88,6 +88,7 @@ struct pollfd;
 	X(int, epoll_create1, (int))                                                \
 	X(int, epoll_ctl, (int, int, int, struct epoll_event *))                    \
 	X(int, eventfd, (unsigned int, int))                                        \
+	X(int, pipe2, (int[2], int))                                                \
 	X(int, memfd_create, (const char *, unsigned int))                          \
 	X(int, timerfd_create, (int, int))                                          \
 	X(int, inotify_init1, (int))                                                \

@@ -63,6 +63,8 @@ static int shm_create(int tcp_fd, uint32_t size, int timeout_ms, struct smcr_xco
 	xc->timeout_ms = timeout_ms;
 	xc->want_size = size;
 	xc->own_efd = xc->ep_fd = xc->unix_fd = xc->rv_fd = xc->knock_fd = xc->spare_fd = -1;
+	xc->bell_wr = xc->bell_keep = xc->bell_rd = -1;
+	xc->bell_gen = smcr_shm_fork_gen;
 	xc->own_efd = smcr_sys_eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (xc->own_efd < 0 || smcr_sys_random(xc->own_secret, sizeof(xc->own_secret)) < 0) {
 		int err = -errno;
@@ -94,6 +96,7 @@ static void shm_destroy(struct smcr_xconn *xc, bool clean)
 		xc->own->dirty = xc->rx_dirty;
 	smcr_sys_close(xc->ep_fd);
 	smcr_sys_close(xc->unix_fd);
+	smcr_shm_bell_close(xc);
 	smcr_shm_rv_close(xc);
 	smcr_sys_close(xc->knock_fd);
 	smcr_sys_close(xc->spare_fd);
@@ -116,6 +119,7 @@ static void shm_forget(struct smcr_xconn *xc)
 		munmap(xc->peer_base, xc->peer_map_len);
 	smcr_sys_close(xc->ep_fd);
 	smcr_sys_close(xc->unix_fd);
+	smcr_shm_bell_close(xc);
 	smcr_sys_close(xc->rv_fd);
 	smcr_sys_close(xc->knock_fd);
 	smcr_sys_close(xc->spare_fd);

@@ -40,6 +40,7 @@
 #include "smcr/cdc.h"
 #include "smcr/confine.h"
 #include "smcr/libc.h"
+#include "smcr/rendezvous.h"
 #include "smcr/wire.h"
 
 #define SHM_MAILBOX_TRIES 64
@@ -93,6 +94,8 @@ static void ring_peer(struct smcr_xconn *xc)
 	static const char bell = 0;
 	struct pollfd p = { .fd = xc->unix_fd, .events = POLLOUT };
 
+	if (smcr_shm_bell_ring(xc) || smcr_shm_bell_offer(xc))
+		return;
 	if (smcr_call_allowed(SMCR_CALL_SEND)) {
 		(void)!smcr_libc.send(xc->unix_fd, &bell, sizeof(bell),
 				      MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -136,11 +139,17 @@ static int drain_rings_by_read(struct smcr_xconn *xc)
  * sends beyond that only wakes us again (then smcr_shm_peer_gone sees it).
  * Returns how many were taken (0 if none were there), -1 if the peer hung up.
  */
-static int drain_rings(struct smcr_xconn *xc)
+static int drain_socket(struct smcr_xconn *xc)
 {
 	char buf[SHM_RINGS_PER_DRAIN][8];
+	union {
+		char buf[SMCR_RV_ANC_SPACE];
+		struct cmsghdr align;
+	} anc[SHM_RINGS_PER_DRAIN];
 	struct mmsghdr mm[SHM_RINGS_PER_DRAIN];
 	struct iovec iov[SHM_RINGS_PER_DRAIN];
+	/* Only while the peer may still offer a pipe: its fds need room to come. */
+	bool offer = smcr_shm_bell_expected(xc);
 	int n;
 
 	if (!smcr_call_allowed(SMCR_CALL_RECVMMSG))
@@ -150,15 +159,41 @@ static int drain_rings(struct smcr_xconn *xc)
 		iov[i] = (struct iovec){ .iov_base = buf[i], .iov_len = sizeof(buf[i]) };
 		mm[i].msg_hdr.msg_iov = &iov[i];
 		mm[i].msg_hdr.msg_iovlen = 1;
+		if (offer) {
+			mm[i].msg_hdr.msg_control = anc[i].buf;
+			mm[i].msg_hdr.msg_controllen = sizeof(anc[i].buf);
+		}
 	}
 	/* (The engine's own socket: no wrapper to bypass, so the system call itself.) */
-	n = (int)smcr_libc.syscall(SYS_recvmmsg, xc->unix_fd, mm, SHM_RINGS_PER_DRAIN, MSG_DONTWAIT, NULL);
+	n = (int)smcr_libc.syscall(SYS_recvmmsg, xc->unix_fd, mm, SHM_RINGS_PER_DRAIN,
+				   MSG_DONTWAIT | (offer ? MSG_CMSG_CLOEXEC : 0), NULL);
 	if (n < 0)
 		return errno == EAGAIN || errno == EINTR ? 0 : -1;
+	for (int i = 0; offer && i < n; i++)
+		smcr_shm_bell_take(xc, anc[i].buf, mm[i].msg_hdr.msg_controllen);
 	/* A ring is one byte: an empty message is the end of the stream. */
 	for (int i = 0; i < n; i++)
 		if (mm[i].msg_len == 0)
 			return -1;
+	return n;
+}
+
+/*
+ * Once the peer rings on a pipe (shm_bell.c), rings come there; a ring it
+ * sent over the socket just before is taken when the socket is seen readable.
+ */
+static int drain_rings(struct smcr_xconn *xc)
+{
+	int n;
+
+	if (xc->bell_rd < 0)
+		return drain_socket(xc);
+	n = smcr_shm_bell_drain(xc);
+	if (n >= 0 && xc->socket_stray) {
+		xc->socket_stray = false;
+		if (drain_socket(xc) < 0)
+			return -1;
+	}
 	return n;
 }
 
@@ -236,15 +271,22 @@ int smcr_shm_send_ctrl(struct smcr_xconn *xc, const uint8_t msg[SMCR_CDC_MSG_LEN
  */
 bool smcr_shm_peer_gone(struct smcr_xconn *xc)
 {
-	struct pollfd p = { .fd = xc->unix_fd, .events = POLLIN | POLLRDHUP };
+	struct pollfd p[2] = {
+		{ .fd = xc->unix_fd, .events = POLLIN | POLLRDHUP },
+		{ .fd = xc->bell_rd, .events = POLLIN },
+	};
 
 	if (xc->peer_gone)
 		return true;
-	if (smcr_libc.poll(&p, 1, 0) > 0) {
-		if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))
+	if (smcr_libc.poll(p, xc->bell_rd < 0 ? 1 : 2, 0) > 0) {
+		bool ring = (p[0].revents | p[1].revents) & POLLIN;
+
+		if ((p[0].revents | p[1].revents) & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))
 			xc->peer_gone = true;
-		else if ((p.revents & POLLIN) && xc->rings_due < 1)
+		else if (ring && xc->rings_due < 1)
 			xc->rings_due = 1;
+		if (xc->bell_rd >= 0 && (p[0].revents & POLLIN))
+			xc->socket_stray = true;
 	}
 	return xc->peer_gone;
 }
@@ -369,6 +411,8 @@ int smcr_shm_watch_tcp(struct smcr_xconn *xc, int tcp_fd, bool out)
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | (out ? EPOLLOUT : 0) };
 
 	(void)smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_DEL, xc->unix_fd, &ev);
+	if (xc->bell_rd >= 0)
+		(void)smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_DEL, xc->bell_rd, &ev);
 	ev.data.fd = tcp_fd;
 	if (smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_MOD, tcp_fd, &ev) == 0)
 		return 0;
@@ -397,7 +441,8 @@ int smcr_shm_continue_on_tcp(struct smcr_xconn *xc, int tcp_fd)
 	rc = smcr_shm_watch_tcp(xc, tcp_fd, false);
 	if (rc < 0)
 		return rc;
-	if (smcr_libc.fcntl(xc->unix_fd, F_GETFD) < 0)
+	if (smcr_libc.fcntl(xc->unix_fd, F_GETFD) < 0 ||
+	    (xc->bell_wr >= 0 && smcr_libc.fcntl(xc->bell_wr, F_GETFD) < 0))
 		return -errno;
 	atomic_store_explicit(&xc->peer_ctrl->tcp_tail, 1, memory_order_seq_cst);
 	atomic_store_explicit(&xc->peer_ctrl->armed, 0, memory_order_seq_cst);

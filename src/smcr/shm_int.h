@@ -18,6 +18,7 @@
  *                 the two orders of the rendezvous (knocked, classic)
  *   shm_data.c    the data path: rings, the CDC mailbox, doorbells and the
  *                 readiness fd, the rest of the stream on TCP, spin hints
+ *   shm_bell.c    the pipe that replaces a chatty connection's socket doorbell
  *
  * Locks: one.  smcr_shm_pool_lock (shm_pool.c) protects the pool's lists
  * and what a pooled region holds, the list of peer records with each one's
@@ -49,6 +50,8 @@
 #define SHM_SECRET_LEN SMCR_RV_SECRET_LEN
 /* The owner reads `tcp_tail` and takes the rest of the stream from TCP. */
 #define SHM_FEAT_TCP_TAIL 1u
+/* The owner takes a pipe its peer offers as its doorbell (shm_bell.c). */
+#define SHM_FEAT_PIPE_BELL 2u
 
 _Static_assert(SMCR_CDC_MSG_LEN % 4 == 0, "CDC mailbox copies 32-bit words");
 
@@ -63,7 +66,8 @@ struct shm_ctrl {
 	_Atomic uint32_t cpu;      /* owner: the CPU it last ran on, + 1 (0: unknown) */
 	_Atomic uint32_t features; /* owner: SHM_FEAT_* it understands (0 in older versions) */
 	_Atomic uint32_t tcp_tail; /* peer: 1 = the rest of its stream is on TCP (tcp_tail.c) */
-	uint8_t pad0[40];
+	_Atomic uint32_t bell_pipe; /* owner: 1 = ring me on the pipe you offered (shm_bell.c) */
+	uint8_t pad0[36];
 	_Atomic uint32_t armed; /* owner: 1 = ring me; peer: swaps to 0, then rings */
 	uint8_t pad1[60];
 	_Atomic uint32_t seq;   /* mailbox seqlock: odd while the peer writes */
@@ -71,6 +75,8 @@ struct shm_ctrl {
 };
 _Static_assert(sizeof(struct shm_ctrl) <= SHM_CTRL_LEN, "control area fits its page");
 _Static_assert(offsetof(struct shm_ctrl, armed) == 64, "armed has its own cache line");
+_Static_assert(offsetof(struct shm_ctrl, features) == 16 && offsetof(struct shm_ctrl, bell_pipe) == 24,
+	       "the words a peer reads stay where older versions put them");
 
 /*
  * One of our regions.  While it is pooled, smcr_shm_pool_lock protects it;
@@ -125,6 +131,14 @@ struct smcr_xconn {
 	int own_efd; /* private: "still ready" while nothing new came (never shared) */
 	int ep_fd;   /* readiness: own_efd + unix_fd */
 	int unix_fd; /* connected to the peer for the connection's life; its doorbell */
+	/* The pipe doorbells (shm_bell.c); -1 while a ring goes over unix_fd. */
+	int bell_wr;   /* ours: rings the peer once it took the pipe's read end */
+	int bell_keep; /* ours: that pipe's read end, so a write never raises SIGPIPE */
+	int bell_rd;   /* the peer's pipe, reopened: rings for us */
+	unsigned bell_gen;     /* smcr_shm_fork_gen when the connection was made */
+	unsigned socket_rings; /* rings sent over unix_fd: a chatty connection offers a pipe */
+	bool bell_offered;     /* we offered ours (once) */
+	bool socket_stray;     /* unix_fd holds a ring sent before the peer saw our pipe */
 	int rv_fd;   /* rendezvous listener during the handshake (client or server) */
 	int knock_fd; /* server, classic order: a knock whose proof has not come yet */
 	int spare_fd; /* server, knocked order: a free slot kept for the client's memfd */
@@ -197,6 +211,22 @@ struct shm_peer *smcr_shm_peer_prove(pid_t pid, uid_t uid, int64_t since_ns);
  */
 struct ucred;
 bool smcr_shm_cred_is_proposer(const struct ucred *cred, pid_t announced);
+
+/* shm_bell.c */
+/* Incremented in both processes at every fork: a connection older than it may be shared. */
+extern unsigned smcr_shm_fork_gen;
+/* Ring the peer through the pipe it took from us: true if rung. */
+bool smcr_shm_bell_ring(struct smcr_xconn *xc);
+/* Offer the peer a pipe as its doorbell, in place of a ring on unix_fd: true if sent. */
+bool smcr_shm_bell_offer(struct smcr_xconn *xc);
+/* Should drains look for the peer's offer (control buffers needed)? */
+bool smcr_shm_bell_expected(const struct smcr_xconn *xc);
+/* The fds that came with one ring on unix_fd: the peer's offer, or closed. */
+void smcr_shm_bell_take(struct smcr_xconn *xc, const void *control, size_t len);
+/* Take the rings off our pipe: how many (0 none), -1 the peer hung up. */
+int smcr_shm_bell_drain(struct smcr_xconn *xc);
+/* Close this process's copies of the pipe fds. */
+void smcr_shm_bell_close(struct smcr_xconn *xc);
 
 /* shm_rv.c */
 int smcr_shm_rv_passcred(int fd);

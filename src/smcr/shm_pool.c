@@ -246,11 +246,13 @@ void smcr_shm_fork_prepare(void)
 
 void smcr_shm_fork_parent(void)
 {
+	smcr_shm_fork_gen++;
 	pthread_mutex_unlock(&smcr_shm_pool_lock);
 }
 
 void smcr_shm_fork_child(void)
 {
+	smcr_shm_fork_gen++;
 	peer_map_forget_all();
 	for (unsigned c = 0; c <= SHM_MAX_CLASS; c++) {
 		while (pool[c]) {

@@ -341,7 +341,9 @@ int smcr_shm_own_region(struct smcr_xconn *xc, struct shm_peer *peer)
 	xc->own_ctrl->magic = SHM_MAGIC;
 	xc->own_ctrl->ring_size = xc->own->ring_size;
 	atomic_store_explicit(&xc->own_ctrl->tcp_tail, 0, memory_order_relaxed);
-	atomic_store_explicit(&xc->own_ctrl->features, SHM_FEAT_TCP_TAIL, memory_order_relaxed);
+	atomic_store_explicit(&xc->own_ctrl->bell_pipe, 0, memory_order_relaxed);
+	atomic_store_explicit(&xc->own_ctrl->features, SHM_FEAT_TCP_TAIL | SHM_FEAT_PIPE_BELL,
+			      memory_order_relaxed);
 	/* Armed from the start: `armed == 0` then always means "the peer rang". */
 	atomic_store_explicit(&xc->own_ctrl->armed, 1, memory_order_release);
 	return 0;

@@ -435,6 +435,9 @@ struct fake_peer {
 #define CTRL_SLEEPING 8
 #define CTRL_CPU 12
 #define CTRL_ARMED 64
+#define CTRL_FEATURES 16
+#define CTRL_BELL_PIPE 24
+#define FEAT_PIPE_BELL 2u
 
 /* The proof the server sent on `sock`, and its fds in got[] (the memfd first). */
 static bool recv_server_proof_raw(int sock, int got[4], unsigned *ngot)
@@ -607,6 +610,164 @@ static void test_peer_cannot_block_our_calls(void **state)
 static void set_word(uint8_t *region, size_t off, uint32_t v)
 {
 	__atomic_store_n((uint32_t *)(void *)(region + off), v, __ATOMIC_RELAXED);
+}
+
+static uint32_t get_word(const uint8_t *region, size_t off)
+{
+	return __atomic_load_n((const uint32_t *)(const void *)(region + off), __ATOMIC_RELAXED);
+}
+
+/* One ring as the peer makes it: "armed" swapped, one byte, optionally carrying `fd`. */
+static void ring_with_fd(struct fake_peer *fp, int fd)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	char p = 'P';
+	struct iovec iov = { .iov_base = &p, .iov_len = 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *cm;
+
+	if (fd >= 0) {
+		memset(u.buf, 0, sizeof(u.buf));
+		mh.msg_control = u.buf;
+		mh.msg_controllen = sizeof(u.buf);
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	}
+	set_word(fp->server_region, CTRL_ARMED, 0);
+	assert_int_equal(sendmsg(fp->sock, &mh, MSG_NOSIGNAL), 1);
+}
+
+/* The fd the server's ring carried (its pipe offer), or -1 for a plain ring. */
+static int take_ring_fd(struct fake_peer *fp)
+{
+	union {
+		char buf[256];
+		struct cmsghdr align;
+	} u;
+	char b;
+	struct iovec iov = { .iov_base = &b, .iov_len = 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf) };
+	int fd = -1;
+
+	if (recvmsg(fp->sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != 1)
+		return -1;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+			memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+	return fd;
+}
+
+static void *drain_pipe_ring(void *arg)
+{
+	struct fake_peer *fp = arg;
+
+	(void)smcr_sock_poll(fp->st.run.s); /* re-arms, sees "armed" 0, takes the ring */
+	(void)smcr_sock_poll(fp->st.run.s);
+	return NULL;
+}
+
+/*
+ * The pipe a peer offers as our doorbell: it keeps a copy of the read end's
+ * description, makes it blocking and takes the rings itself, then says it
+ * rang.  Our drain reads the pipe through a description of its own, so it
+ * never blocks; we say we took the pipe only in our own page.
+ */
+static void test_peer_pipe_cannot_block_our_drain(void **state)
+{
+	struct fake_peer fp;
+	int p[2];
+	char b;
+
+	(void)state;
+	fake_peer_attach(&fp);
+	set_word(fp.region, CTRL_FEATURES, FEAT_PIPE_BELL);
+	assert_int_equal(pipe(p), 0);
+	ring_with_fd(&fp, p[0]);
+	(void)smcr_sock_poll(fp.st.run.s);
+	assert_int_equal(get_word(fp.server_region, CTRL_BELL_PIPE), 1);
+	/* The description we sent, blocking; our ring, taken by us. */
+	assert_int_equal(fcntl(p[0], F_SETFL, fcntl(p[0], F_GETFL) & ~O_NONBLOCK), 0);
+	assert_int_equal(write(p[1], "r", 1), 1);
+	assert_int_equal(read(p[0], &b, 1), 1);
+	set_word(fp.server_region, CTRL_ARMED, 0);
+	assert_true(returns_within(drain_pipe_ring, &fp, 5000));
+	close(p[0]);
+	close(p[1]);
+	fake_peer_detach(&fp);
+}
+
+/* Not a pipe (our own memfd, a socket): never taken; the rings stay on the socket. */
+static void test_peer_offer_of_non_pipe_is_refused(void **state)
+{
+	struct fake_peer fp;
+	int sv[2];
+
+	(void)state;
+	fake_peer_attach(&fp);
+	set_word(fp.region, CTRL_FEATURES, FEAT_PIPE_BELL);
+	ring_with_fd(&fp, fp.mfd);
+	(void)smcr_sock_poll(fp.st.run.s);
+	assert_int_equal(get_word(fp.server_region, CTRL_BELL_PIPE), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	ring_with_fd(&fp, sv[0]);
+	(void)smcr_sock_poll(fp.st.run.s);
+	assert_int_equal(get_word(fp.server_region, CTRL_BELL_PIPE), 0);
+	close(sv[0]);
+	close(sv[1]);
+	fake_peer_detach(&fp);
+}
+
+/* Sends whose every CDC rings (the peer re-arms each time); false if one failed. */
+static bool send_ringing(struct fake_peer *fp, int n)
+{
+	for (int i = 0; i < n; i++) {
+		set_word(fp->region, CTRL_ARMED, 1);
+		if (smcr_sock_send(fp->st.run.s, "x", 1, MSG_DONTWAIT) != 1)
+			return false;
+	}
+	return true;
+}
+
+static void *ring_a_full_pipe(void *arg)
+{
+	return send_ringing(arg, 6000) ? arg : NULL;
+}
+
+/*
+ * Our own pipe, offered to a chatty peer after a few rings: the peer shrinks
+ * it to one page, makes the read end's description blocking, says it took
+ * it and never reads; then closes it.  Our rings neither block on the full
+ * pipe nor raise SIGPIPE once nobody else reads it.
+ */
+static void test_peer_cannot_block_or_kill_us_through_our_pipe(void **state)
+{
+	struct fake_peer fp;
+	void (*old)(int) = signal(SIGPIPE, SIG_DFL);
+	int rd = -1;
+
+	(void)state;
+	fake_peer_attach(&fp);
+	set_word(fp.region, CTRL_FEATURES, FEAT_PIPE_BELL);
+	for (int i = 0; i < 16 && rd < 0; i++) {
+		assert_true(send_ringing(&fp, 1));
+		rd = take_ring_fd(&fp);
+	}
+	assert_true(rd >= 0);
+	assert_true(fcntl(rd, F_SETPIPE_SZ, 4096) >= 0);
+	assert_int_equal(fcntl(rd, F_SETFL, fcntl(rd, F_GETFL) & ~O_NONBLOCK), 0);
+	set_word(fp.region, CTRL_BELL_PIPE, 1);
+	assert_true(returns_within(ring_a_full_pipe, &fp, 10000));
+	close(rd);
+	assert_true(send_ringing(&fp, 100)); /* alive: no SIGPIPE */
+	fake_peer_detach(&fp);
+	signal(SIGPIPE, old);
 }
 
 /*
@@ -1083,6 +1244,9 @@ int main(void)
 		cmocka_unit_test(test_other_process_cannot_attach),
 		cmocka_unit_test(test_peer_cannot_block_our_calls),
 		cmocka_unit_test(test_rung_sleeping_peer_counts_as_running),
+		cmocka_unit_test(test_peer_pipe_cannot_block_our_drain),
+		cmocka_unit_test(test_peer_offer_of_non_pipe_is_refused),
+		cmocka_unit_test(test_peer_cannot_block_or_kill_us_through_our_pipe),
 		cmocka_unit_test(test_server_knocks_on_offered_rendezvous),
 		cmocka_unit_test(test_strangers_on_client_rendezvous_are_skipped),
 		cmocka_unit_test(test_foreign_rendezvous_means_classic_order),
