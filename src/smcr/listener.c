@@ -40,7 +40,8 @@ static uint32_t listener_flags(void)
 /* `rc`: what registering it returned. */
 static uint32_t listener_status(const struct smcr_listener *l, int rc)
 {
-	if (l->reg.owner_fd >= 0)
+	/* A sibling's port name and this socket's own name: clients propose to it too. */
+	if (l->reg.owner_fd >= 0 || (l->reg.sibling_holds_port && l->reg.socket_fd >= 0))
 		return SMCR_STATS_LISTENER_SERVED;
 	return rc == -EADDRINUSE ? SMCR_STATS_LISTENER_NAME_HELD : SMCR_STATS_LISTENER_NO_NAME;
 }

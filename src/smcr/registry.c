@@ -595,7 +595,8 @@ static void claim_socket_name(unsigned long long ns, struct smcr_registration *r
 		r->socket_fd = -1;
 }
 
-static void warn_if_squatted(int listen_fd, uint16_t port)
+/* The port's name is held by the listener's own user (a sibling), else warned: squatted. */
+static bool port_name_held_by_sibling(int listen_fd, uint16_t port)
 {
 	struct stat st;
 	uint32_t holder;
@@ -604,11 +605,13 @@ static void warn_if_squatted(int listen_fd, uint16_t port)
 	holder = nl >= 0 ? registry_owner(nl, netns_inode(), port) : NO_UID;
 	if (nl >= 0)
 		smcr_sys_close(nl);
-	if (fstat(listen_fd, &st) == 0 && holder != (uint32_t)st.st_uid)
-		smcr_warn("port %u: the smcr registry name is held by %s %u, not by this "
+	if (fstat(listen_fd, &st) == 0 && holder == (uint32_t)st.st_uid)
+		return true;
+	smcr_warn("port %u: the smcr registry name is held by %s %u, not by this "
 			  "listener's owner (uid %u); local clients will use TCP with it",
 			  (unsigned)port, holder == NO_UID ? "unknown owner" : "uid",
 			  holder == NO_UID ? 0u : (unsigned)holder, (unsigned)st.st_uid);
+	return false;
 }
 
 int smcr_registry_add(int listen_fd, uint16_t port, struct smcr_registration *out)
@@ -619,12 +622,13 @@ int smcr_registry_add(int listen_fd, uint16_t port, struct smcr_registration *ou
 
 	out->dir = NULL;
 	out->socket_fd = -1;
+	out->sibling_holds_port = false;
 	out->socket_ino = fstat(listen_fd, &st) == 0 ? (unsigned long long)st.st_ino : 0;
 	rc = smcr_registry_claim(port, out);
 
 	/* Taken: by our own user (prefork, SO_REUSEPORT) or squatted by another. */
 	if (rc == -EADDRINUSE)
-		warn_if_squatted(listen_fd, port);
+		out->sibling_holds_port = port_name_held_by_sibling(listen_fd, port);
 	if (rc == 0 || rc == -EADDRINUSE) {
 		/* An SO_REUSEPORT sibling names itself even where another holds the port's name. */
 		claim_socket_name(netns_inode(), out);

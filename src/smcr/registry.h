@@ -23,6 +23,7 @@ struct smcr_registration {
 	 */
 	int socket_fd;
 	unsigned long long socket_ino; /* the TCP listener's inode, 0 if unknown */
+	bool sibling_holds_port; /* the port's name is another listener's of our user */
 	struct smcr_rundir_reg *dir; /* entries in SMCR_RUNDIR (rundir.h), or NULL */
 };
 

@@ -257,11 +257,11 @@ static struct fixture {
 	struct smcr_sock *v4, *v6, *closed;
 	struct smcr_tcp_record *tcp;
 	struct real_pair real;
-	struct smcr_listener *revoked, *second; /* "listeners" */
-	int revoked_fd;
+	struct smcr_listener *revoked, *second, *sibling; /* "listeners" */
+	int revoked_fd, sibling_fd;
 	struct smcr_sock *r[4];                  /* "lgr" */
 	struct smcr_stats_lgr *lgr[3];
-} fx = {.revoked_fd = -1};
+} fx = {.revoked_fd = -1, .sibling_fd = -1};
 
 static void publish_fixture(void)
 {
@@ -319,9 +319,25 @@ static void publish_fixture(void)
 }
 
 /*
+ * A listener of this process on the real pair's port at 127.0.0.2: the port's
+ * name is its sibling's, its own socket's name is its own.
+ */
+static int sibling_listener(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000002),
+				.sin_port = htons((uint16_t)port_of(fx.real.lfd, false))};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 4) < 0)
+		die("sibling listener");
+	return fd;
+}
+
+/*
  * "listeners": beside the real pair's listener (served), one whose
- * registration is revoked as before an exec of a program without smcr, and
- * a second registration of the real pair's port (its name is held already).
+ * registration is revoked as before an exec of a program without smcr, a
+ * second registration of the real pair's socket (its names are held
+ * already), and a sibling on the same port at another address (served).
  */
 static void add_listeners(void)
 {
@@ -336,9 +352,12 @@ static void add_listeners(void)
 	fx.revoked_fd = fd;
 	if (smcr_listener_register(fx.real.lfd, &fx.second) != 0)
 		die("smcr_listener_register (second)");
+	fx.sibling_fd = sibling_listener();
+	if (smcr_listener_register(fx.sibling_fd, &fx.sibling) != 0)
+		die("smcr_listener_register (sibling)");
 	printf("{\"served_port\": %u, \"served_fd\": %d, \"revoked_port\": %u, "
-	       "\"revoked_fd\": %d}\n",
-	       port_of(fx.real.lfd, false), fx.real.lfd, port_of(fd, false), fd);
+	       "\"revoked_fd\": %d, \"sibling_fd\": %d}\n",
+	       port_of(fx.real.lfd, false), fx.real.lfd, port_of(fd, false), fd, fx.sibling_fd);
 	fflush(stdout);
 }
 
@@ -420,8 +439,11 @@ static void add_link_groups(void)
 /* Everything the fixture holds, so that a leak checker sees a clean exit. */
 static void release_fixture(void)
 {
+	smcr_listener_unregister(fx.sibling);
 	smcr_listener_unregister(fx.second);
 	smcr_listener_unregister(fx.revoked);
+	if (fx.sibling_fd >= 0)
+		close(fx.sibling_fd);
 	if (fx.revoked_fd >= 0)
 		close(fx.revoked_fd);
 	for (int i = 0; i < 4; i++)

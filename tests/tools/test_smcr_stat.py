@@ -453,7 +453,8 @@ def command(p, line):
 
 
 def case_listeners(case):
-    """Listeners as listener.c records them: served, revoked with its reason, name held."""
+    """Listeners as listener.c records them: served, revoked with its reason, name held,
+    and a sibling on the same port at another address: served (its socket has its own name)."""
     p, w = case.start()
     lw = command(p, "listeners")
     doc, err = case.tool_json("-l", "--json", "--dir", case.statsdir)
@@ -466,10 +467,12 @@ def case_listeners(case):
          "registry name held by another process"),
         (lw["revoked_port"], lw["revoked_fd"], "revoked", False,
          "exec of a program without smcr"),
+        (lw["served_port"], lw["sibling_fd"], "served", True, None),
     ])
     check_eq(got, want, "listeners of the writer")
     for l in mine:
-        check_eq((l["address"], l["program"], l["samehost"]), ("127.0.0.1", "stats-writer", True),
+        address = "127.0.0.2" if l["fd"] == lw["sibling_fd"] else "127.0.0.1"
+        check_eq((l["address"], l["program"], l["samehost"]), (address, "stats-writer", True),
                  "listener address, program, same-host")
     text = case.tool("listeners", "--dir", case.statsdir).stdout
     check(re.search(rf"127\.0\.0\.1:{lw['revoked_port']} +revoked +exec of a program "
@@ -477,7 +480,7 @@ def case_listeners(case):
     # The same socket's records in a forked child: it holds the listening sockets too.
     command(p, "fork")
     doc, _ = case.tool_json("listeners", "-j", "--dir", case.statsdir)
-    check_eq(len(doc["listeners"]), 6, "listeners of the writer and of its forked child")
+    check_eq(len(doc["listeners"]), 8, "listeners of the writer and of its forked child")
     p.stdin.write("reap\n")
     p.stdin.flush()
     check_eq(read_line(p).strip(), "reaped 0", "the child's exit status")
