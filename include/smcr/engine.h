@@ -701,8 +701,9 @@ void smcr_note_handshake_failed(int reason);
  */
 struct smcr_tcp_record;
 struct smcr_tcp_record *smcr_stats_tcp_open(int tcp_fd, bool server, int reason);
-/* The same with the peer's address known (getpeername() of `tcp_fd`; NULL: asked). */
+/* The same with addresses known already (NULL: asked of the kernel, a system call each). */
 struct smcr_tcp_record *smcr_stats_tcp_open_peer(int tcp_fd, bool server, int reason,
+						 const struct sockaddr_storage *local,
 						 const struct sockaddr_storage *peer);
 /*
  * A client connection kept on TCP before connect() (smcr_sock_connect_learned):

@@ -195,6 +195,7 @@ struct smcr_fd_entry *smcr_fdtab_track(int fd, int domain, enum smcr_fd_mode mod
 		entry->listener = NULL;
 		entry->unserved = NULL;
 		entry->listen_port = 0;
+		entry->accepted_peer.sin6_family = AF_UNSPEC;
 		atomic_store_explicit(&entry->handshake, NULL, memory_order_relaxed);
 		atomic_store_explicit(&entry->handshake_fd, -1, memory_order_relaxed);
 		atomic_store_explicit(&entry->poll_in, 0, memory_order_relaxed);

@@ -26,6 +26,7 @@
 #ifndef SMCR_PRELOAD_FDTAB_H
 #define SMCR_PRELOAD_FDTAB_H
 
+#include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -107,6 +108,8 @@ struct smcr_fd_entry {
 	void *unserved;            /* a listener smcr does not serve: its smcr_listener_unserved() */
 	void *screen;              /* SCREEN: the bytes read so far (smc_screen.c), or NULL */
 	uint16_t listen_port;      /* a listener's port */
+	/* accepted: the peer's address as accept() returned it (AF_UNSPEC: not kept) */
+	struct sockaddr_in6 accepted_peer;
 	_Atomic(void *) handshake; /* accepted: the server handshake in progress (engine.h) */
 	_Atomic int handshake_fd;  /* ... its smcr_handshake_fd() once made, else -1 */
 	atomic_uint poll_in;       /* threads in poll/select waiting for POLLIN */

@@ -180,7 +180,7 @@ void smcr_smc_fallback_peer(int fd, struct smcr_fd_entry *e, uint32_t reason, bo
 	/* A record of its own in the published stats: mode TCP, with the reason. */
 	e->owner = smcr_smc_pid;
 	e->tcp_record = smcr_stats_tcp_open_peer(fd, strcmp(role, "server") == 0, (int)reason,
-						 peer);
+						 smcr_smc_accepted_local(e), peer);
 	atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
 	smcr_info("fd %d: tcp-fallback (%s): reason 0x%08x %s%s%s; %s", fd, role, reason,
 		  smcr_fallback_reason_str((int)reason), why ? ", " : "", why ? why : "",
@@ -190,7 +190,12 @@ void smcr_smc_fallback_peer(int fd, struct smcr_fd_entry *e, uint32_t reason, bo
 void smcr_smc_fallback(int fd, struct smcr_fd_entry *e, uint32_t reason, bool count,
 		       const char *role, const char *why)
 {
-	smcr_smc_fallback_peer(fd, e, reason, count, role, why, NULL);
+	struct sockaddr_storage peer;
+	bool known = e->accepted_peer.sin6_family != AF_UNSPEC;
+
+	if (known)
+		memcpy(&peer, &e->accepted_peer, sizeof(e->accepted_peer));
+	smcr_smc_fallback_peer(fd, e, reason, count, role, why, known ? &peer : NULL);
 }
 
 /*

@@ -83,6 +83,8 @@ void smcr_smc_after_listen(int fd);
 int smcr_smc_after_connect(int fd, int ret);
 /* fd came out of accept on listen_fd (and is tracked already). */
 void smcr_smc_after_accept(int listen_fd, int fd);
+/* An accepted socket's local address, where its listener is bound to one (else NULL). */
+const struct sockaddr_storage *smcr_smc_accepted_local(const struct smcr_fd_entry *e);
 void smcr_smc_set_nonblock(int fd, bool on);
 
 /* Calls on an SMC socket: *handled says whether the engine answered. */

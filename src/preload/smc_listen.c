@@ -41,6 +41,35 @@ static uint16_t local_port(int fd)
 	return smcr_sockaddr_port(&ss);
 }
 
+static bool is_wildcard(const struct sockaddr_storage *ss)
+{
+	const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)ss;
+	const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)ss;
+
+	if (ss->ss_family == AF_INET)
+		return in->sin_addr.s_addr == htonl(INADDR_ANY);
+	return ss->ss_family != AF_INET6 || IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr);
+}
+
+/* The listener's address and port; the address kept only where it is one address. */
+static uint16_t listener_addr(int fd, struct sockaddr_storage *out)
+{
+	socklen_t len = sizeof(*out);
+
+	if (smcr_real.getsockname(fd, (struct sockaddr *)out, &len) < 0) {
+		out->ss_family = AF_UNSPEC;
+		return 0;
+	}
+	if (is_wildcard(out)) {
+		uint16_t port = smcr_sockaddr_port(out);
+
+		out->ss_family = AF_UNSPEC;
+		return port;
+	}
+	return smcr_sockaddr_port(out);
+}
+
+
 static void own_listener_set(uint16_t port, pid_t pid, bool add)
 {
 	pthread_mutex_lock(&own_lock);
@@ -89,7 +118,18 @@ struct listener_reg {
 	atomic_uint refs;
 	uint16_t port;
 	pid_t pid;
+	/* bound to one address: its accepted connections' local address (else AF_UNSPEC) */
+	struct sockaddr_storage addr;
 };
+
+const struct sockaddr_storage *smcr_smc_accepted_local(const struct smcr_fd_entry *e)
+{
+	const struct listener_reg *r = e->listener;
+
+	if (!r || !(smcr_fd_entry_flags(e) & SMCR_FD_F_ACCEPTED) || r->addr.ss_family == AF_UNSPEC)
+		return NULL;
+	return &r->addr;
+}
 
 static struct listener_reg *reg_get(struct listener_reg *r)
 {
@@ -187,7 +227,7 @@ static void register_listener(int fd, struct smcr_fd_entry *e)
 
 		rc = r ? smcr_listener_register(fd, &l) : -ENOMEM;
 		if (rc == 0) {
-			uint16_t port = local_port(fd);
+			uint16_t port = listener_addr(fd, &r->addr);
 
 			r->l = l;
 			r->port = port;

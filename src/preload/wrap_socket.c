@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "common/log.h"
@@ -115,8 +116,23 @@ SMCR_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	return ret;
 }
 
+/*
+ * The peer's address accept() wrote, if it is whole (`got` <= `room`): the
+ * connection's stats record needs it if it stays TCP, and asking the kernel
+ * again would cost a system call per connection.
+ */
+static void keep_peer(struct smcr_fd_entry *e, const struct sockaddr *addr, socklen_t got,
+		      socklen_t room)
+{
+	if (!addr || got > room || got > (socklen_t)sizeof(e->accepted_peer) ||
+	    (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
+		return;
+	memcpy(&e->accepted_peer, addr, got);
+}
+
 /* An accepted connection of a tracked listener is a tracked TCP socket. */
-static int after_accept(int listen_fd, int fd, int flags)
+static int after_accept(int listen_fd, int fd, int flags, const struct sockaddr *addr,
+			socklen_t got, socklen_t room)
 {
 	struct smcr_fd_entry *listener;
 
@@ -133,6 +149,7 @@ static int after_accept(int listen_fd, int fd, int flags)
 					       ((flags & SOCK_NONBLOCK) ? SMCR_FD_F_NONBLOCK : 0))) {
 			smcr_dbg("fd %d: accepted on fd %d, %s TCP socket tracked", fd, listen_fd,
 				 domain_name(domain));
+			keep_peer(smcr_fdtab_peek(fd), addr, got, room);
 			smcr_smc_after_accept(listen_fd, fd);
 		}
 	} else {
@@ -141,16 +158,36 @@ static int after_accept(int listen_fd, int fd, int flags)
 	return fd;
 }
 
+/*
+ * accept() and accept4() (`flags` < 0: accept): where the program asks for no
+ * address, the kernel writes it into ours, at no cost.
+ */
+static int accept_any(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	struct sockaddr_storage own;
+	socklen_t own_len = sizeof(own), room;
+	int c;
+
+	if (!addr) {
+		addr = (struct sockaddr *)&own;
+		len = &own_len;
+	}
+	room = len ? *len : 0;
+	c = flags < 0 ? smcr_real.accept(fd, addr, len) : smcr_real.accept4(fd, addr, len, flags);
+	return after_accept(fd, c, flags < 0 ? 0 : flags, addr, c >= 0 && len ? *len : room + 1,
+			    room);
+}
+
 SMCR_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 {
 	smcr_preload_enter();
-	return after_accept(fd, smcr_real.accept(fd, addr, len), 0);
+	return accept_any(fd, addr, len, -1);
 }
 
 SMCR_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
 	smcr_preload_enter();
-	return after_accept(fd, smcr_real.accept4(fd, addr, len, flags), flags);
+	return accept_any(fd, addr, len, flags);
 }
 
 SMCR_EXPORT int shutdown(int fd, int how)

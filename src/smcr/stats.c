@@ -460,7 +460,8 @@ struct record_init {
 };
 
 static void record_init_at(struct record_init *ri, int tcp_fd, uint32_t mode, uint32_t role,
-			   uint32_t reason, const struct sockaddr_storage *peer)
+			   uint32_t reason, const struct sockaddr_storage *local,
+			   const struct sockaddr_storage *peer)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
@@ -472,8 +473,10 @@ static void record_init_at(struct record_init *ri, int tcp_fd, uint32_t mode, ui
 	ri->tcp_fd = tcp_fd;
 	/* Confined (confine.h): a record without addresses rather than a killed process. */
 	len = sizeof(ss);
-	if (smcr_call_allowed(SMCR_CALL_GETSOCKNAME) &&
-	    smcr_libc.getsockname(tcp_fd, (struct sockaddr *)&ss, &len) == 0)
+	if (local)
+		addr_of(local, ri->local_addr, &ri->local_port);
+	else if (smcr_call_allowed(SMCR_CALL_GETSOCKNAME) &&
+		 smcr_libc.getsockname(tcp_fd, (struct sockaddr *)&ss, &len) == 0)
 		addr_of(&ss, ri->local_addr, &ri->local_port);
 	len = sizeof(ss);
 	if (peer)
@@ -486,7 +489,7 @@ static void record_init_at(struct record_init *ri, int tcp_fd, uint32_t mode, ui
 static void record_init_of(struct record_init *ri, int tcp_fd, uint32_t mode, uint32_t role,
 			   uint32_t reason)
 {
-	record_init_at(ri, tcp_fd, mode, role, reason, NULL);
+	record_init_at(ri, tcp_fd, mode, role, reason, NULL, NULL);
 }
 
 /*
@@ -562,10 +565,11 @@ struct smcr_stats_conn *smcr_stats_conn_open(const struct smcr_sock *s)
 
 struct smcr_tcp_record *smcr_stats_tcp_open(int tcp_fd, bool server, int reason)
 {
-	return smcr_stats_tcp_open_peer(tcp_fd, server, reason, NULL);
+	return smcr_stats_tcp_open_peer(tcp_fd, server, reason, NULL, NULL);
 }
 
 struct smcr_tcp_record *smcr_stats_tcp_open_peer(int tcp_fd, bool server, int reason,
+						 const struct sockaddr_storage *local,
 						 const struct sockaddr_storage *peer)
 {
 	struct smcr_stats_file *f = stats_get();
@@ -574,7 +578,7 @@ struct smcr_tcp_record *smcr_stats_tcp_open_peer(int tcp_fd, bool server, int re
 	if (!f)
 		return NULL;
 	record_init_at(&ri, tcp_fd, SMCR_STATS_MODE_TCP, server ? 1u : 0u,
-		       reason > 0 ? (uint32_t)reason : 0u, peer);
+		       reason > 0 ? (uint32_t)reason : 0u, local, peer);
 	return (struct smcr_tcp_record *)claim_record(f, &ri);
 }
 

@@ -9,7 +9,9 @@
 #     yet: one system call under smcr, as without it (the library's peek that
 #     finds no byte is the call's EAGAIN);
 #   - a client under smcr connecting to a plain server on this host: at most
-#     MAX_CLIENT_EXTRA system calls per connection more than plain TCP's.
+#     MAX_CLIENT_EXTRA system calls per connection more than plain TCP's;
+#   - a server under smcr whose client does not run smcr: at most
+#     MAX_SERVER_EXTRA system calls per connection more than plain TCP's.
 #
 # Each smcr run proves from its own published stats (smcr-stat) that the
 # library decided those connections: TCP, reason PEERNOSMC, no SMC.
@@ -31,6 +33,12 @@ export SMCR_BPF=0
 # connection's stats record (no peek for a server that spoke first: the
 # policy's answer comes before it).
 MAX_CLIENT_EXTRA=6
+
+# What a server under smcr adds per connection that stays TCP: the peek at the
+# client's first bytes (a Proposal must never reach the application). The
+# addresses of the connection's stats record come from accept() and from the
+# listener's own address, not from getpeername/getsockname.
+MAX_SERVER_EXTRA=1
 
 # traced MODE NAME ARGS...: syscall_loop ARGS under strace -f -c (MODE smcr:
 # under smc_run); sets traced_total, the run's system calls, and for smcr
@@ -100,4 +108,14 @@ log "client to a plain server: $plain system calls per connection plain, $with u
 awk -v p="$plain" -v w="$with" -v m="$MAX_CLIENT_EXTRA" 'BEGIN { exit !(w - p <= m) }' ||
     fail "an smcr client to a plain server makes $with system calls per connection, plain $plain" \
         "(more than $MAX_CLIENT_EXTRA added): compare $work/connect-*-200.strace"
+# A server under smcr whose clients do not run smcr: stays TCP (PEERNOSMC).
+per_call plain serve-plain 100 200 serve
+plain=$per_call_result
+per_call smcr serve-smcr 100 200 serve
+with=$per_call_result
+expect_tcp "smcr server, plain clients" 200
+log "server, plain clients: $plain system calls per connection plain, $with under smcr"
+awk -v p="$plain" -v w="$with" -v m="$MAX_SERVER_EXTRA" 'BEGIN { exit !(w - p <= m) }' ||
+    fail "an smcr server makes $with system calls per connection with plain clients, plain" \
+        "$plain (more than $MAX_SERVER_EXTRA added): compare $work/serve-*-200.strace"
 log "PASS"

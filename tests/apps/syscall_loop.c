@@ -11,9 +11,12 @@
  *   syscall_loop connect PORT N
  *                              N connections to 127.0.0.1:PORT, one after the
  *                              other: connect, 14 bytes each way, close
+ *   syscall_loop serve N       N connections accepted on a loopback listener,
+ *                              one after the other: accept, 14 bytes each
+ *                              way, close
  *
- * The client of `eagain` is made with raw system calls, so the library under
- * test never sees it: only the accepted socket is tracked.  Afterwards the
+ * The clients of `eagain` and `serve` are made with raw system calls, so the
+ * library under test never sees them: only the accepted sockets are tracked.  Afterwards the
  * program prints "ready PID" and waits for its stdin to end, so that the
  * caller can read its published stats while it still runs.
  */
@@ -60,6 +63,63 @@ static void eagain(long n)
 	close(lfd);
 }
 
+static int loopback_listener(struct sockaddr_in *addr)
+{
+	socklen_t len = sizeof(*addr);
+	int lfd = socket(AF_INET, SOCK_STREAM, 0);
+
+	*addr = (struct sockaddr_in){ .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)addr, sizeof(*addr)) < 0 || listen(lfd, 1) < 0 ||
+	    getsockname(lfd, (struct sockaddr *)addr, &len) < 0)
+		die("listen");
+	return lfd;
+}
+
+static void raw_read_all(int fd, char *buf, size_t len)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		long r = syscall(SYS_read, fd, buf + got, len - got);
+
+		if (r <= 0)
+			die("raw read");
+		got += (size_t)r;
+	}
+}
+
+static void serve(long n)
+{
+	struct sockaddr_in addr;
+	char msg[14] = "syscall_loop.", buf[14];
+	int lfd = loopback_listener(&addr);
+
+	for (long i = 0; i < n; i++) {
+		int cfd = (int)syscall(SYS_socket, AF_INET, SOCK_STREAM, 0), sfd;
+		size_t got = 0;
+
+		if (cfd < 0 || syscall(SYS_connect, cfd, &addr, sizeof(addr)) < 0 ||
+		    syscall(SYS_write, cfd, msg, sizeof(msg)) != (long)sizeof(msg))
+			die("raw client");
+		sfd = accept(lfd, NULL, NULL);
+		if (sfd < 0)
+			die("accept");
+		while (got < sizeof(buf)) {
+			ssize_t r = read(sfd, buf + got, sizeof(buf) - got);
+
+			if (r <= 0)
+				die("read");
+			got += (size_t)r;
+		}
+		if (write(sfd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+			die("write");
+		close(sfd);
+		raw_read_all(cfd, buf, sizeof(buf));
+		syscall(SYS_close, cfd);
+	}
+	close(lfd);
+}
+
 static void connections(int port, long n)
 {
 	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
@@ -97,8 +157,10 @@ int main(int argc, char **argv)
 		eagain(atol(argv[2]));
 	else if (argc == 4 && !strcmp(argv[1], "connect"))
 		connections(atoi(argv[2]), atol(argv[3]));
+	else if (argc == 3 && !strcmp(argv[1], "serve"))
+		serve(atol(argv[2]));
 	else {
-		fprintf(stderr, "usage: syscall_loop eagain N | connect PORT N\n");
+		fprintf(stderr, "usage: syscall_loop eagain N | connect PORT N | serve N\n");
 		return 2;
 	}
 	printf("ready %d\n", (int)getpid());
