@@ -9,7 +9,7 @@
  *                     select, peek, shutdown, fork-accept, plain-server,
  *                     plain-client, speak-first, speak-first-plain, epoll-multi,
  *                     idle, exec, kill, listener-closed, rcvtimeo, calls,
- *                     fork-client, fork-share, pingpong, idle-waits, rcvbuf,
+ *                     fork-client, fork-share, fork-share-bell, pingpong, idle-waits, rcvbuf,
  *                     exit-open, exit-unread, epoll-reuse, rcvlowat, inq, peek-off,
  *                     timestamp
  */
@@ -2804,6 +2804,95 @@ static int case_fork_share(void)
 	return t_result();
 }
 
+/* Pipes in this process's fd table (the doorbells a chatty connection moves to). */
+static int count_pipes(void)
+{
+	char path[64], target[64];
+	int n = 0;
+
+	for (int fd = 0; fd < 4096; fd++) {
+		ssize_t len;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		len = readlink(path, target, sizeof(target) - 1);
+		if (len > 5 && !strncmp(target, "pipe:", 5))
+			n++;
+	}
+	return n;
+}
+
+#define BELL_ROUNDS 32
+
+/* Round trips each of which wakes a sleeping peer (so each rings its doorbell). */
+static void slow_round_trips(int fd, bool first_writes)
+{
+	for (int i = 0; i < BELL_ROUNDS; i++) {
+		unsigned char b = (unsigned char)i;
+
+		if (first_writes) {
+			usleep(2000);
+			CHECK(t_write_all(fd, &b, 1) == 0);
+			CHECK(t_read_all(fd, &b, 1) == 0 && b == (unsigned char)i);
+		} else {
+			CHECK(t_read_all(fd, &b, 1) == 0 && b == (unsigned char)i);
+			usleep(2000);
+			CHECK(t_write_all(fd, &b, 1) == 0);
+		}
+	}
+}
+
+/*
+ * fork-share after the doorbells became pipes: both ends ring each other
+ * often enough to move their rings from the UNIX socket to pipes first, then
+ * each forks a writer that shares the connection with its reading parent.
+ * Every byte arrives once, in order, and nothing waits for a ring that went
+ * to a pipe the other process does not hold.
+ */
+static void client_fork_share_bell(void)
+{
+	int fd = connect_to_server(0), pipes = count_pipes();
+	pid_t writer;
+
+	CHECK(fd >= 0);
+	slow_round_trips(fd, true);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(count_pipes() >= pipes + 2); /* our pipe's two ends kept, the peer's reopened */
+	writer = fork();
+	if (writer == 0) {
+		write_pattern(fd, 1);
+		close(fd);
+		fflush(stderr);
+		_exit(t_result());
+	}
+	read_pattern(fd, 2, 0);
+	reap(writer, "client's writer");
+	close(fd);
+}
+
+static int case_fork_share_bell(void)
+{
+	pid_t client = spawn(client_fork_share_bell), writer;
+	int fd = accept(listen_fd, NULL, NULL), pipes = count_pipes();
+
+	CHECK(fd >= 0);
+	slow_round_trips(fd, false);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(count_pipes() >= pipes + 2);
+	writer = fork();
+	if (writer == 0) {
+		close(listen_fd);
+		write_pattern(fd, 2);
+		close(fd);
+		fflush(stderr);
+		_exit(t_result());
+	}
+	read_pattern(fd, 1, 0);
+	reap(writer, "server's writer");
+	close(fd);
+	reap(client, "client");
+	return t_result();
+}
+
 /*
  * A client forks two children and closes its own copy at once (the
  * accept-then-fork pattern); one child is killed (SIGKILL) while it holds the
@@ -3525,6 +3614,8 @@ int main(int argc, char **argv)
 		rc = case_fork_client();
 	else if (!strcmp(which, "fork-share"))
 		rc = case_fork_share();
+	else if (!strcmp(which, "fork-share-bell"))
+		rc = case_fork_share_bell();
 	else if (!strcmp(which, "eintr"))
 		rc = case_eintr();
 	else if (!strcmp(which, "half-proposal"))
