@@ -96,112 +96,116 @@ int smcr_smc_after_connect(int fd, int ret)
 #define CLIENT_INLINE_REPLY_MS 2
 
 /*
- * A connected client's first I/O or readiness wait: propose, or stay TCP.
- * A caller that may block runs the whole handshake now (a blocking socket's
- * connect(), send() or recv(): they wait as long anyway); one that may not
- * (a non-blocking socket, poll, epoll) only sends the Proposal, and the
- * server's answer is taken when it has come, so an event loop never waits
- * for a server that answers late.
+ * Settings that keep a connection on TCP whatever its peer: the process
+ * confined itself after connect (no Proposal, and none of the calls below,
+ * which its filter may deny), or a socket option only the kernel's TCP serves
+ * (smcr_smc_option_keeps_tcp).  True if it stays TCP.
  */
-int smcr_smc_client_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, bool may_block)
+static bool client_kept_on_tcp(int fd, struct smcr_fd_entry *e)
 {
-	struct smcr_handshake *hs = NULL;
-	struct smcr_client_plan plan;
-	struct sockaddr_storage peer;
-	socklen_t peer_len = sizeof(peer);
-	struct smcr_sock *s = NULL;
-	bool have_peer = false, short_of_fds;
-	const char *why;
 	uint32_t opt_reason;
-	int efd, rc, saved_errno;
-	char byte;
+	const char *why;
 
-	if (atomic_load_explicit(&e->handshake, memory_order_acquire))
-		return smcr_smc_handshake_step(fd, e, kind, may_block);
-	/*
-	 * Connected before the process confined itself, deciding after: no
-	 * Proposal, and none of the calls below (the filter may deny them).
-	 */
 	if (smcr_smc_confined_now()) {
 		smcr_smc_fallback(fd, e, SMCR_CLC_DECL_CONFINED, true, "client",
 				  "the process confines its system calls");
-		return 0;
+		return true;
 	}
 	opt_reason = smcr_smc_option_keeps_tcp(e, &why);
 	if (opt_reason) {
 		smcr_smc_fallback(fd, e, opt_reason, true, "client", why);
-		return 0;
+		return true;
 	}
+	return false;
+}
 
+/*
+ * The peer's address once the connection is up: 1 (*have_peer says whether
+ * it could be read), 0 still connecting (the kernel answers EAGAIN), -1 the
+ * connect failed (the kernel reports why; the connection is TCP's).
+ */
+static int client_connected_peer(int fd, struct smcr_fd_entry *e, struct sockaddr_storage *peer,
+				 bool *have_peer)
+{
+	socklen_t len = sizeof(*peer);
+
+	*have_peer = false;
 	if (!(smcr_fd_entry_flags(e) & SMCR_FD_F_CONNECTED)) {
 		if (smcr_smc_wait_fd(fd, POLLOUT, 0) <= 0)
-			return 0; /* still connecting: the kernel answers EAGAIN */
-		if (smcr_real.getpeername(fd, (struct sockaddr *)&peer, &peer_len) < 0) {
-			/* The connect failed: the kernel reports why. */
-			atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
 			return 0;
+		if (smcr_real.getpeername(fd, (struct sockaddr *)peer, &len) < 0) {
+			atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
+			return -1;
 		}
-		have_peer = true;
+		*have_peer = true;
 		smcr_smc_add_flags(e, SMCR_FD_F_CONNECTED);
+		return 1;
 	}
-	if (!have_peer)
-		have_peer = smcr_real.getpeername(fd, (struct sockaddr *)&peer, &peer_len) == 0;
-	if (have_peer && smcr_smc_peer_in_this_process(&peer)) {
+	*have_peer = smcr_real.getpeername(fd, (struct sockaddr *)peer, &len) == 0;
+	return 1;
+}
+
+/*
+ * Whether to propose, with the plan the handshake follows: the policy (the
+ * registry's probe for a same-host peer, its sock_diag check for a
+ * registered one) before the engine takes a duplicate of the socket, so a
+ * peer that does not run smcr costs no fd, no socket option read and no
+ * connection state.  Then the peek, after the policy, so that a peer that
+ * does not run smcr is reported as such however soon it greets (a plain
+ * rsync daemon does at once), and costs no peek.  False: the connection
+ * stays TCP, recorded with its reason.
+ */
+static bool client_may_propose(int fd, struct smcr_fd_entry *e,
+			       const struct sockaddr_storage *peer, struct smcr_client_plan *plan)
+{
+	int rc, saved_errno = errno;
+	bool short_of_fds;
+	char byte;
+
+	if (peer && smcr_smc_peer_in_this_process(peer)) {
 		smcr_smc_fallback_peer(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "client",
-				       "peer is this process", &peer);
-		return 0;
+				       "peer is this process", peer);
+		return false;
 	}
-	/*
-	 * The policy (the registry's probe for a same-host peer, its sock_diag
-	 * check for a registered one) before the engine takes a duplicate of
-	 * the socket: a peer that does not run smcr costs no fd, no socket
-	 * option read and no connection state.  The handshake follows this
-	 * plan and does not ask again.
-	 */
-	saved_errno = errno;
 	errno = 0;
-	rc = smcr_sock_connect_plan(fd, have_peer ? &peer : NULL, &plan);
+	rc = smcr_sock_connect_plan(fd, peer, plan);
 	/* Out of fds, the registry could not be asked: say which limit bit. */
 	short_of_fds = errno == EMFILE || errno == ENFILE;
 	errno = saved_errno;
 	if (rc == SMCR_CLC_DECL_PEERNOSMC && short_of_fds) {
 		smcr_smc_fallback_peer(fd, e, SMCR_CLC_DECL_MEM, true, "client",
-				       "no fd to ask the registry", have_peer ? &peer : NULL);
-		return 0;
+				       "no fd to ask the registry", peer);
+		return false;
 	}
 	if (rc) {
-		smcr_smc_fallback_peer(fd, e, (uint32_t)rc, true, "client", NULL,
-				       have_peer ? &peer : NULL);
-		return 0;
+		smcr_smc_fallback_peer(fd, e, (uint32_t)rc, true, "client", NULL, peer);
+		return false;
 	}
-	/*
-	 * After the policy, so that a peer that does not run smcr is reported
-	 * as such however soon it greets (a plain rsync daemon does at once),
-	 * and costs no peek.
-	 */
 	if (smcr_real.recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) >= 0) {
 		/* The server spoke (or closed) before we proposed: its bytes are data. */
 		smcr_smc_fallback_peer(fd, e, SMCR_CLC_DECL_SYNCERR, true, "client",
-				       "server spoke first", have_peer ? &peer : NULL);
-		return 0;
+				       "server spoke first", peer);
+		return false;
 	}
-	efd = smcr_smc_engine_dup(fd);
-	if (efd < 0) {
-		smcr_smc_fallback_peer(fd, e, SMCR_CLC_DECL_MEM, true, "client",
-				       "no fd for the engine", have_peer ? &peer : NULL);
-		return 0;
-	}
-	{
-		struct smcr_sock_opts o = smcr_smc_conn_opts(efd);
+	return true;
+}
 
-		o.plan = &plan;
+/* The handshake on the engine's duplicate `efd`, to its end or handed to the waits. */
+static int client_handshake(int fd, struct smcr_fd_entry *e, int efd,
+			    const struct smcr_client_plan *plan, enum smcr_io_kind kind,
+			    bool may_block)
+{
+	struct smcr_sock_opts o = smcr_smc_conn_opts(efd);
+	struct smcr_handshake *hs = NULL;
+	struct smcr_sock *s = NULL;
+	int rc;
 
-		if (may_block) {
-			rc = smcr_sock_connect(efd, &o, &s);
-			return smcr_smc_take_handshake(fd, e, efd, rc, s, "client");
-		}
-		rc = smcr_sock_connect_start(efd, &o, &hs);
+	o.plan = plan;
+	if (may_block) {
+		rc = smcr_sock_connect(efd, &o, &s);
+		return smcr_smc_take_handshake(fd, e, efd, rc, s, "client");
 	}
+	rc = smcr_sock_connect_start(efd, &o, &hs);
 	if (rc != SMCR_HANDSHAKE_PENDING)
 		return smcr_smc_take_handshake(fd, e, efd, rc, NULL, "client");
 	/*
@@ -214,4 +218,33 @@ int smcr_smc_client_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind ki
 		return smcr_smc_take_handshake(fd, e, efd, rc, s, "client");
 	}
 	return smcr_smc_handshake_wait(fd, e, efd, hs, kind, may_block);
+}
+
+/*
+ * A connected client's first I/O or readiness wait: propose, or stay TCP.
+ * A caller that may block runs the whole handshake now (a blocking socket's
+ * connect(), send() or recv(): they wait as long anyway); one that may not
+ * (a non-blocking socket, poll, epoll) only sends the Proposal, and the
+ * server's answer is taken when it has come, so an event loop never waits
+ * for a server that answers late.
+ */
+int smcr_smc_client_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, bool may_block)
+{
+	struct smcr_client_plan plan;
+	struct sockaddr_storage peer;
+	bool have_peer;
+	int efd;
+
+	if (atomic_load_explicit(&e->handshake, memory_order_acquire))
+		return smcr_smc_handshake_step(fd, e, kind, may_block);
+	if (client_kept_on_tcp(fd, e) || client_connected_peer(fd, e, &peer, &have_peer) <= 0 ||
+	    !client_may_propose(fd, e, have_peer ? &peer : NULL, &plan))
+		return 0;
+	efd = smcr_smc_engine_dup(fd);
+	if (efd < 0) {
+		smcr_smc_fallback_peer(fd, e, SMCR_CLC_DECL_MEM, true, "client",
+				       "no fd for the engine", have_peer ? &peer : NULL);
+		return 0;
+	}
+	return client_handshake(fd, e, efd, &plan, kind, may_block);
 }
