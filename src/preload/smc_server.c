@@ -15,6 +15,7 @@
  * sees its banner that much later.
  */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <time.h>
@@ -59,102 +60,125 @@ static int decline(int fd, struct smcr_fd_entry *e, uint32_t reason, const char 
 	return SMCR_SMC_DECIDED;
 }
 
+/* What a server's decision keeps between its looks at the client's first bytes. */
+struct server_look {
+	bool spoke_first; /* the server wrote before the client's first byte */
+	bool waited;      /* a write waited once for a local client's Proposal */
+	int64_t partial_deadline; /* when a Proposal prefix stops being worth waiting for */
+};
+
+/* The steps' "look at the client's bytes again" (no return value of the decision). */
+#define LOOK_AGAIN INT_MIN
+
+static int server_proposal(int fd, struct smcr_fd_entry *e, const struct server_look *lk,
+			   enum smcr_io_kind kind, bool may_block)
+{
+	const char *why;
+	uint32_t opt_reason;
+	int efd, rc;
+
+	if (lk->spoke_first) /* the stream is TCP; the Proposal must not reach the app */
+		return decline(fd, e, SMCR_CLC_DECL_SYNCERR, "declined a late Proposal");
+	opt_reason = smcr_smc_option_keeps_tcp(e, &why);
+	if (opt_reason)
+		return decline(fd, e, opt_reason, why);
+	efd = smcr_smc_engine_dup(fd);
+	if (efd < 0) /* cannot run the engine: still answer (Decline) so the client goes on */
+		return decline(fd, e, SMCR_CLC_DECL_MEM, "no fd for the engine");
+	rc = smcr_smc_handshake_start(fd, e, efd, kind, may_block);
+	/* Pending: the client may have answered already. */
+	return rc == SMCR_HANDSHAKE_PENDING ? LOOK_AGAIN : rc;
+}
+
+/* A valid Proposal prefix whose rest is in flight: the rest of the stream waits for it. */
+static int server_partial(int fd, struct smcr_fd_entry *e, struct server_look *lk,
+			  enum smcr_io_kind kind, bool may_block)
+{
+	int64_t now = smcr_now_ms();
+
+	if (lk->partial_deadline < 0)
+		lk->partial_deadline = now + PARTIAL_PROPOSAL_MS;
+	if (now >= lk->partial_deadline) {
+		smcr_smc_fallback(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "server",
+				  "incomplete Proposal");
+		return SMCR_SMC_DECIDED;
+	}
+	if (kind == SMCR_IO_POLL)
+		return SMCR_SMC_DECIDED;
+	if (kind == SMCR_IO_READ && !may_block)
+		return -EAGAIN;
+	/* The socket already polls readable: pace by time (1 ms), not a spin to the deadline. */
+	nanosleep(&(struct timespec){ .tv_nsec = 1000 * 1000 }, NULL);
+	return LOOK_AGAIN;
+}
+
+/*
+ * Not a byte from the client yet (the peek's own EAGAIN said so, so a
+ * non-blocking read costs one system call, as without us).  A write now
+ * is the server speaking first, unless a client that will propose is
+ * given a moment to.
+ */
+static int server_nothing_yet(int fd, struct smcr_fd_entry *e, struct server_look *lk,
+			      enum smcr_io_kind kind, bool may_block)
+{
+	if (kind == SMCR_IO_WRITE) {
+		if (lk->spoke_first)
+			return SMCR_SMC_DECIDED;
+		if (!lk->waited && smcr_smc_speak_first_wait_ms > 0 &&
+		    ((smcr_fd_entry_flags(e) & SMCR_FD_F_PEER_SMC) || smcr_peer_is_local(fd) ||
+		     smcr_peer_may_propose(fd))) {
+			/*
+			 * A local smcr client, or one whose SYN announced SMC,
+			 * proposes right after connecting; so does one in
+			 * SMCR_PEERS, after its verbs set-up.
+			 */
+			lk->waited = true;
+			smcr_smc_wait_fd(fd, POLLIN, smcr_smc_speak_first_wait_ms);
+			return LOOK_AGAIN;
+		}
+		smcr_smc_add_flags(e, SMCR_FD_F_SPOKE_FIRST);
+		smcr_dbg("fd %d: server writes first; a late Proposal will be declined", fd);
+		return SMCR_SMC_DECIDED;
+	}
+	if (kind == SMCR_IO_POLL)
+		return SMCR_SMC_DECIDED;
+	return may_block ? SMCR_SMC_WAIT_DATA : -EAGAIN;
+}
+
 /*
  * One step of the server's lazy classification (design §4). Returns SMCR_SMC_DECIDED,
  * SMCR_SMC_WAIT_DATA, or -errno for the call to return.
  */
 int smcr_smc_server_decide(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, bool may_block)
 {
-	bool spoke_first = smcr_fd_entry_flags(e) & SMCR_FD_F_SPOKE_FIRST;
-	bool waited = false;
-	int64_t partial_deadline = -1;
+	struct server_look lk = {
+		.spoke_first = smcr_fd_entry_flags(e) & SMCR_FD_F_SPOKE_FIRST,
+		.partial_deadline = -1,
+	};
+	int rc = LOOK_AGAIN;
 
-	for (;;) {
-		const char *why;
-		uint32_t opt_reason;
-		int c, rc, efd;
+	while (rc == LOOK_AGAIN) {
+		int c;
 
 		if (atomic_load_explicit(&e->handshake, memory_order_acquire))
 			return smcr_smc_handshake_step(fd, e, kind, may_block);
 		c = smcr_sock_classify(fd);
-
-		if (c == SMCR_CLASSIFY_PROPOSAL && spoke_first) {
-			/* We spoke first: the stream is TCP; the Proposal must not reach the app. */
-			return decline(fd, e, SMCR_CLC_DECL_SYNCERR, "declined a late Proposal");
-		}
-		opt_reason = c == SMCR_CLASSIFY_PROPOSAL ? smcr_smc_option_keeps_tcp(e, &why) : 0;
-		if (opt_reason)
-			return decline(fd, e, opt_reason, why);
 		if (c == SMCR_CLASSIFY_PROPOSAL) {
-			efd = smcr_smc_engine_dup(fd);
-			if (efd < 0) {
-				/* Cannot run the engine: still answer (Decline) so the client goes on. */
-				return decline(fd, e, SMCR_CLC_DECL_MEM, "no fd for the engine");
-			}
-			rc = smcr_smc_handshake_start(fd, e, efd, kind, may_block);
-			if (rc != SMCR_HANDSHAKE_PENDING)
-				return rc;
-			continue; /* the client may have answered already */
-		}
-		if (c == SMCR_CLASSIFY_TCP || c == SMCR_CLASSIFY_EOF) {
+			rc = server_proposal(fd, e, &lk, kind, may_block);
+		} else if (c == SMCR_CLASSIFY_TCP || c == SMCR_CLASSIFY_EOF) {
 			smcr_smc_fallback(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "server",
-					  spoke_first ? "after the server spoke first" : NULL);
-			return SMCR_SMC_DECIDED;
-		}
-		if (c < 0) { /* a socket error: the kernel reports it */
+					  lk.spoke_first ? "after the server spoke first" : NULL);
+			rc = SMCR_SMC_DECIDED;
+		} else if (c < 0) { /* a socket error: the kernel reports it */
 			atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
-			return SMCR_SMC_DECIDED;
+			rc = SMCR_SMC_DECIDED;
+		} else if (c == SMCR_CLASSIFY_NEED_MORE && pending_bytes(fd) > 0) {
+			rc = server_partial(fd, e, &lk, kind, may_block);
+		} else {
+			rc = server_nothing_yet(fd, e, &lk, kind, may_block);
 		}
-		/*
-		 * NEED_MORE: a valid Proposal prefix, the rest in flight. NOTHING:
-		 * not a byte yet, which the peek's own EAGAIN said, so a
-		 * non-blocking read costs one system call, as without us.
-		 */
-		if (c == SMCR_CLASSIFY_NEED_MORE && pending_bytes(fd) > 0) {
-			int64_t now = smcr_now_ms();
-
-			if (partial_deadline < 0)
-				partial_deadline = now + PARTIAL_PROPOSAL_MS;
-			if (now >= partial_deadline) {
-				smcr_smc_fallback(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "server",
-						  "incomplete Proposal");
-				return SMCR_SMC_DECIDED;
-			}
-			if (kind == SMCR_IO_POLL)
-				return SMCR_SMC_DECIDED;
-			if (kind == SMCR_IO_READ && !may_block)
-				return -EAGAIN;
-			/*
-			 * More of it is on its way; the rest of the stream waits for
-			 * it.  The socket already polls readable, so pace by time
-			 * (1 ms) rather than spin until the deadline.
-			 */
-			nanosleep(&(struct timespec){ .tv_nsec = 1000 * 1000 }, NULL);
-			continue;
-		}
-		if (kind == SMCR_IO_WRITE) {
-			if (spoke_first)
-				return SMCR_SMC_DECIDED;
-			if (!waited && smcr_smc_speak_first_wait_ms > 0 &&
-			    ((smcr_fd_entry_flags(e) & SMCR_FD_F_PEER_SMC) ||
-			     smcr_peer_is_local(fd) || smcr_peer_may_propose(fd))) {
-				/*
-				 * A local smcr client, or one whose SYN announced SMC,
-				 * proposes right after connecting; so does one in
-				 * SMCR_PEERS, after its verbs set-up.
-				 */
-				waited = true;
-				smcr_smc_wait_fd(fd, POLLIN, smcr_smc_speak_first_wait_ms);
-				continue;
-			}
-			smcr_smc_add_flags(e, SMCR_FD_F_SPOKE_FIRST);
-			smcr_dbg("fd %d: server writes first; a late Proposal will be declined", fd);
-			return SMCR_SMC_DECIDED;
-		}
-		if (kind == SMCR_IO_POLL)
-			return SMCR_SMC_DECIDED;
-		return may_block ? SMCR_SMC_WAIT_DATA : -EAGAIN;
 	}
+	return rc;
 }
 
 /* ---- leaving unread ---------------------------------------------------------- */
