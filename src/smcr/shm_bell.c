@@ -51,7 +51,7 @@ unsigned smcr_shm_fork_gen;
 
 static bool bell_possible(const struct smcr_xconn *xc)
 {
-	return xc->bell_gen == smcr_shm_fork_gen && !smcr_confined() &&
+	return xc->peer_ctrl && xc->bell_gen == smcr_shm_fork_gen && !smcr_confined() &&
 	       (atomic_load_explicit(&xc->peer_ctrl->features, memory_order_relaxed) &
 		SHM_FEAT_PIPE_BELL);
 }
@@ -60,7 +60,7 @@ bool smcr_shm_bell_ring(struct smcr_xconn *xc)
 {
 	static const char bell = 0;
 
-	if (xc->bell_wr < 0 ||
+	if (xc->bell_wr < 0 || !xc->peer_ctrl ||
 	    !atomic_load_explicit(&xc->peer_ctrl->bell_pipe, memory_order_seq_cst) ||
 	    !smcr_call_allowed(SMCR_CALL_WRITE))
 		return false;
