@@ -84,6 +84,11 @@ enum smcr_clc_decl {
 	 * kernel's TCP takes as its segments come and go
 	 */
 	SMCR_CLC_DECL_TIMESTAMP = 0x0A080000,
+	/*
+	 * smcr's own, sent: the program set up io_uring through syscall() at
+	 * run time, whose reads and writes of its sockets no wrapper sees
+	 */
+	SMCR_CLC_DECL_IOURING = 0x0A090000,
 };
 
 /* "NOSMCRDEV" etc. for a known code, NULL otherwise. */

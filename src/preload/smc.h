@@ -65,6 +65,8 @@ void smcr_smc_exit(void);
 void smcr_smc_before_confine(void);
 /* The kernel refused the filter: new decisions may use SMC again (what was settled stays TCP). */
 void smcr_smc_confine_refused(void);
+/* The program set up io_uring (wrap_seccomp.c's syscall()): smcr steps aside for good. */
+void smcr_smc_after_io_uring(void);
 /*
  * The process closes fds first..last (close_range, closefrom): SMC connections
  * it keeps through an fd outside the range whose library fds are inside go on

@@ -55,7 +55,7 @@ void smcr_smc_before_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	 */
 	reason = smcr_smc_option_keeps_tcp(e, NULL);
 	if (smcr_smc_confined_now())
-		reason = SMCR_CLC_DECL_CONFINED;
+		reason = smcr_smc_aside_reason(NULL);
 	else if (!reason && !(smcr_fd_entry_flags(e) & SMCR_FD_F_ASKED_SMC))
 		reason = smcr_sock_connect_learned(addr, len);
 	if (reason) {
@@ -98,25 +98,22 @@ int smcr_smc_after_connect(int fd, int ret)
 /*
  * Settings that keep a connection on TCP whatever its peer: the process
  * confined itself after connect (no Proposal, and none of the calls below,
- * which its filter may deny), or a socket option only the kernel's TCP serves
- * (smcr_smc_option_keeps_tcp).  True if it stays TCP.
+ * which its filter may deny) or set up io_uring, or a socket option only the
+ * kernel's TCP serves (smcr_smc_option_keeps_tcp).  True if it stays TCP.
  */
 static bool client_kept_on_tcp(int fd, struct smcr_fd_entry *e)
 {
-	uint32_t opt_reason;
+	uint32_t reason;
 	const char *why;
 
-	if (smcr_smc_confined_now()) {
-		smcr_smc_fallback(fd, e, SMCR_CLC_DECL_CONFINED, true, "client",
-				  "the process confines its system calls");
-		return true;
-	}
-	opt_reason = smcr_smc_option_keeps_tcp(e, &why);
-	if (opt_reason) {
-		smcr_smc_fallback(fd, e, opt_reason, true, "client", why);
-		return true;
-	}
-	return false;
+	if (smcr_smc_confined_now())
+		reason = smcr_smc_aside_reason(&why);
+	else
+		reason = smcr_smc_option_keeps_tcp(e, &why);
+	if (!reason)
+		return false;
+	smcr_smc_fallback(fd, e, reason, true, "client", why);
+	return true;
 }
 
 /*

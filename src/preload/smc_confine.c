@@ -1,21 +1,28 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Confinement (wrap_seccomp.c): when the process installs a seccomp filter,
- * every decision it has left open is taken while every call is still
- * allowed, and none is taken later.  Apart because it is one flag and one
- * walk over the table that every other part only asks about
- * (smcr_smc_confined_now), and its ordering argument (below) is easier to
- * check in one place.
+ * Stepping aside: when the process installs a seccomp filter
+ * (wrap_seccomp.c), every decision it has left open is taken while every
+ * call is still allowed, and none is taken later; when it sets up io_uring
+ * at run time (wrap_seccomp.c's syscall()), whose reads and writes of its
+ * sockets no wrapper sees, the same, and its SMC connections go on over
+ * TCP.  Apart because it is one flag and one walk over the table that every
+ * other part only asks about (smcr_smc_confined_now), and its ordering
+ * argument (below) is easier to check in one place.
  */
 #include <stdatomic.h>
 
+#include "common/log.h"
 #include "preload/preload.h"
 #include "preload/smc.h"
 #include "preload/smc_internal.h"
 #include "smcr/engine.h"
 
-/* Set when the process starts to confine its system calls (smcr_smc_before_confine). */
-static atomic_bool confining;
+/*
+ * Why no new SMC decision is taken, 0 while they are: CONFINED from when the
+ * process starts to confine its system calls (smcr_smc_before_confine),
+ * IOURING for good once it set up io_uring (smcr_smc_after_io_uring).
+ */
+static _Atomic uint32_t aside;
 
 /*
  * No new SMC decision: the process confines its system calls, or is about
@@ -25,7 +32,16 @@ static atomic_bool confining;
 bool smcr_smc_confined_now(void)
 {
 	atomic_thread_fence(memory_order_seq_cst);
-	return atomic_load(&confining) || smcr_engine_confined();
+	return atomic_load(&aside) || smcr_engine_confined();
+}
+
+uint32_t smcr_smc_aside_reason(const char **why)
+{
+	bool uring = atomic_load(&aside) == SMCR_CLC_DECL_IOURING;
+
+	if (why)
+		*why = uring ? "the program set up io_uring" : "the process confines its system calls";
+	return uring ? SMCR_CLC_DECL_IOURING : SMCR_CLC_DECL_CONFINED;
 }
 
 /*
@@ -47,12 +63,8 @@ bool smcr_smc_confined_now(void)
  * (a socket's CONNECTING, ACCEPTED or LISTENING, set before its decision):
  * at least one of the two sees the other.
  */
-void smcr_smc_before_confine(void)
+static void settle_all(uint32_t reason, const char *why)
 {
-	if (!smcr_smc_enabled)
-		return;
-	atomic_store(&confining, true);
-	atomic_thread_fence(memory_order_seq_cst);
 	for (unsigned fd = 0, high = smcr_fdtab_high(); fd < high; fd++) {
 		struct smcr_fd_entry *e = smcr_fdtab_get((int)fd);
 		unsigned f;
@@ -69,7 +81,7 @@ void smcr_smc_before_confine(void)
 			 * back once withdrawn, also if the kernel refuses the filter.
 			 * One that followed fork stays its registrant's (design §8).
 			 */
-			smcr_smc_revoke_listener((int)fd, e, "the process confines its system calls");
+			smcr_smc_revoke_listener((int)fd, e, why);
 			smcr_smc_decision_unlock(e);
 		} else if (smcr_fd_entry_mode(e) != SMCR_FD_CANDIDATE ||
 			   (f & SMCR_FD_F_LISTENING)) {
@@ -77,8 +89,7 @@ void smcr_smc_before_confine(void)
 		} else if (atomic_load_explicit(&e->handshake, memory_order_acquire)) {
 			smcr_smc_finish_handshake((int)fd, e);
 		} else if (f & SMCR_FD_F_ACCEPTED) {
-			smcr_smc_settle_unread((int)fd, e, SMCR_CLC_DECL_CONFINED,
-					       "the process confines its system calls");
+			smcr_smc_settle_unread((int)fd, e, reason, why);
 		} else if ((f & (SMCR_FD_F_CONNECTING | SMCR_FD_F_CONNECTED)) &&
 			   smcr_smc_decision_lock(e)) {
 			bool proposed;
@@ -87,8 +98,7 @@ void smcr_smc_before_confine(void)
 			/* its thread may have proposed while this one waited for the lock */
 			proposed = atomic_load_explicit(&e->handshake, memory_order_acquire);
 			if (!proposed && smcr_fd_entry_mode(e) == SMCR_FD_CANDIDATE)
-				smcr_smc_fallback((int)fd, e, SMCR_CLC_DECL_CONFINED, true, "client",
-						  "the process confines its system calls");
+				smcr_smc_fallback((int)fd, e, reason, true, "client", why);
 			smcr_guard_leave();
 			smcr_smc_decision_unlock(e);
 			if (proposed)
@@ -98,7 +108,57 @@ void smcr_smc_before_confine(void)
 	}
 }
 
+void smcr_smc_before_confine(void)
+{
+	uint32_t none = 0;
+
+	if (!smcr_smc_enabled)
+		return;
+	(void)atomic_compare_exchange_strong(&aside, &none, SMCR_CLC_DECL_CONFINED);
+	atomic_thread_fence(memory_order_seq_cst);
+	settle_all(SMCR_CLC_DECL_CONFINED, "the process confines its system calls");
+}
+
+/*
+ * io_uring reads and writes the fds it is given in the kernel, where no
+ * wrapper sees the calls: an SMC connection's bytes are in its rings, so such
+ * a read would wait for ever on the TCP socket.  Which fds the program will
+ * give it cannot be known, so the process steps aside for good, as where it
+ * is linked with liburing (init.c): every decision left open is taken (TCP,
+ * reason IOURING), its listeners leave the registry, every connection made
+ * from now on stays TCP, and its SMC connections go on over TCP at both ends
+ * from where their streams had got to.  Called in the io_uring_setup call,
+ * before the program can hand the ring a single fd.
+ */
+void smcr_smc_after_io_uring(void)
+{
+	const char *why = "the program set up io_uring";
+
+	if (!smcr_smc_enabled || smcr_engine_confined() ||
+	    atomic_exchange(&aside, SMCR_CLC_DECL_IOURING) == SMCR_CLC_DECL_IOURING)
+		return;
+	atomic_thread_fence(memory_order_seq_cst);
+	smcr_warn_once_per_session("io_uring set up at run time: sockets it reads and writes bypass"
+				   " smcr, so from now on every connection of this process is"
+				   " plain TCP (reason IOURING) and its SMC connections go on over TCP");
+	settle_all(SMCR_CLC_DECL_IOURING, why);
+	smcr_guard_enter();
+	for (unsigned fd = 0, high = smcr_fdtab_high(); fd < high; fd++) {
+		struct smcr_fd_entry *e = smcr_fdtab_get((int)fd);
+
+		if (!e)
+			continue;
+		if (smcr_fd_entry_mode(e) == SMCR_FD_SMC && e->engine_fd >= 0 &&
+		    smcr_smc_entry_owns(e, atomic_load(&e->sock)))
+			smcr_smc_continue_on_tcp((int)fd, e, why);
+		smcr_fdtab_put(e);
+	}
+	smcr_guard_leave();
+}
+
 void smcr_smc_confine_refused(void)
 {
-	atomic_store(&confining, false);
+	uint32_t confined = SMCR_CLC_DECL_CONFINED;
+
+	(void)atomic_compare_exchange_strong(&aside, &confined, 0);
 }

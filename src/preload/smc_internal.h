@@ -172,8 +172,13 @@ void smcr_smc_release_entry(struct smcr_fd_entry *e);
 
 /* ---- smc_confine.c ------------------------------------------------------------ */
 
-/* No new SMC decision: the process confines its system calls, or is about to. */
+/*
+ * No new SMC decision: the process confines its system calls, or is about to,
+ * or set up io_uring.
+ */
 bool smcr_smc_confined_now(void);
+/* Then: the reason its connections stay TCP for (CONFINED, IOURING), and *why in words. */
+uint32_t smcr_smc_aside_reason(const char **why);
 
 /* ---- smc_screen.c ------------------------------------------------------------- */
 

@@ -221,7 +221,10 @@ static void register_listener(int fd, struct smcr_fd_entry *e)
 		/* another thread's listen() came first */
 	} else if (confined) {
 		/* A confined process registers no listener (registry.c's calls may be denied). */
-		e->unserved = smcr_listener_unserved(fd, "the process confines its system calls");
+		const char *why;
+
+		(void)smcr_smc_aside_reason(&why);
+		e->unserved = smcr_listener_unserved(fd, why);
 	} else {
 		struct listener_reg *r = calloc(1, sizeof(*r));
 
@@ -297,10 +300,12 @@ void smcr_smc_after_accept(int listen_fd, int fd)
 		return;
 	e = smcr_fdtab_peek(fd);
 	if (e && smcr_smc_confined_now()) {
-		/* No handshake once the process confines its system calls (wrap_seccomp.c). */
+		/* No handshake once the process confines its system calls or set up io_uring. */
+		const char *why;
+		uint32_t reason = smcr_smc_aside_reason(&why);
+
 		smcr_guard_enter();
-		smcr_smc_fallback(fd, e, SMCR_CLC_DECL_CONFINED, true, "server",
-				  "the process confines its system calls");
+		smcr_smc_fallback(fd, e, reason, true, "server", why);
 		/* A local client may still propose (to another process's registration). */
 		smcr_smc_screen_start(e);
 		smcr_guard_leave();

@@ -17,7 +17,7 @@
  *
  * The seccomp system call itself installs filters too: libseccomp's
  * seccomp_load() makes it through libc's syscall(), which is wrapped here
- * for that one call number.  A program that makes the call with its own
+ * for that one call number (and for io_uring_setup, below).  A program that makes the call with its own
  * system call instruction is not seen (design §8).
  */
 #include <errno.h>
@@ -308,6 +308,25 @@ EARLY_CODE static SMCR_COLD long early_syscall(long number, const long a[6])
 }
 
 /*
+ * io_uring set up through libc's syscall() (the io-uring crate and the
+ * runtimes built on it; liburing itself is seen when the library starts,
+ * init.c): once the ring exists, smcr steps aside (smc_confine.c) before the
+ * program can give it a socket.
+ */
+static SMCR_COLD long io_uring_setup_call(const long a[6])
+{
+	long ret = smcr_real.syscall(SYS_io_uring_setup, a[0], a[1], a[2], a[3], a[4], a[5]);
+	int saved = errno;
+
+	if (ret >= 0) {
+		smcr_preload_enter();
+		smcr_smc_after_io_uring();
+	}
+	errno = saved;
+	return ret;
+}
+
+/*
  * Every other call number passes straight on (with the library's own raw
  * system calls, which reach this wrapper too: tests/check-exports.sh).  It
  * is the hot path of programs that make their futex calls this way, so it
@@ -328,5 +347,7 @@ EARLY_CODE SMCR_EXPORT long syscall(long number, ...)
 	/* Initialised implies bound. */
 	if (unlikely(!atomic_load_explicit(&smcr_preload_ready, memory_order_acquire)))
 		return early_syscall(number, a);
+	if (unlikely(number == SYS_io_uring_setup))
+		return io_uring_setup_call(a);
 	return smcr_real.syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 }

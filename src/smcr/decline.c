@@ -57,6 +57,7 @@ const char *smcr_clc_decl_name(uint32_t code)
 		{ SMCR_CLC_DECL_RULE, "RULE" },
 		{ SMCR_CLC_DECL_ZEROCOPY, "ZEROCOPY" },
 		{ SMCR_CLC_DECL_TIMESTAMP, "TIMESTAMP" },
+		{ SMCR_CLC_DECL_IOURING, "IOURING" },
 	};
 	size_t i;
 
