@@ -40,6 +40,7 @@
 #include "smcr/cdc.h"
 #include "smcr/confine.h"
 #include "smcr/libc.h"
+#include "smcr/sys.h"
 #include "smcr/rendezvous.h"
 #include "smcr/wire.h"
 
@@ -414,11 +415,7 @@ int smcr_shm_watch_tcp(struct smcr_xconn *xc, int tcp_fd, bool out)
 	if (xc->bell_rd >= 0)
 		(void)smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_DEL, xc->bell_rd, &ev);
 	ev.data.fd = tcp_fd;
-	if (smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_MOD, tcp_fd, &ev) == 0)
-		return 0;
-	if (errno != ENOENT)
-		return -errno;
-	return smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, tcp_fd, &ev) < 0 ? -errno : 0;
+	return smcr_sys_epoll_set(xc->ep_fd, tcp_fd, &ev);
 }
 
 /*

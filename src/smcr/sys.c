@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <sys/epoll.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -239,6 +240,15 @@ int smcr_sys_eventfd(unsigned int initval, int flags)
 int smcr_sys_memfd(const char *name, unsigned int flags)
 {
 	return smcr_sys_fd_high(smcr_libc.memfd_create(name, flags));
+}
+
+int smcr_sys_epoll_set(int ep_fd, int fd, struct epoll_event *ev)
+{
+	if (smcr_libc.epoll_ctl(ep_fd, EPOLL_CTL_MOD, fd, ev) == 0)
+		return 0;
+	if (errno != ENOENT)
+		return -errno;
+	return smcr_libc.epoll_ctl(ep_fd, EPOLL_CTL_ADD, fd, ev) < 0 ? -errno : 0;
 }
 
 void smcr_sys_close(int fd)

@@ -47,6 +47,9 @@ void smcr_sys_fd_window_unlock(void);
 
 /* Close an fd we own, keeping errno. */
 void smcr_sys_close(int fd);
+/* `fd` in epoll set `ep_fd` with `ev`, whether it was in it or not: 0 or -errno. */
+struct epoll_event;
+int smcr_sys_epoll_set(int ep_fd, int fd, struct epoll_event *ev);
 
 /*
  * A small text file (/proc's) read whole into buf, NUL-terminated: its

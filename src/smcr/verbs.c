@@ -1002,11 +1002,7 @@ static int verbs_watch_tcp(struct smcr_xconn *xc, int tcp_fd, bool out)
 		xc->tcp_watched = true;
 	}
 	ev.data.fd = tcp_fd;
-	if (smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_MOD, tcp_fd, &ev) == 0)
-		return 0;
-	if (errno != ENOENT)
-		return -errno;
-	return smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, tcp_fd, &ev) < 0 ? -errno : 0;
+	return smcr_sys_epoll_set(xc->ep_fd, tcp_fd, &ev);
 }
 
 /*

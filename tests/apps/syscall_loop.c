@@ -63,6 +63,20 @@ static void eagain(long n)
 	close(lfd);
 }
 
+/* Reads exactly `len` bytes through the library's read(). */
+static void read_all(int fd, char *buf, size_t len)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t r = read(fd, buf + got, len - got);
+
+		if (r <= 0)
+			die("read");
+		got += (size_t)r;
+	}
+}
+
 static int loopback_listener(struct sockaddr_in *addr)
 {
 	socklen_t len = sizeof(*addr);
@@ -96,7 +110,6 @@ static void serve(long n)
 
 	for (long i = 0; i < n; i++) {
 		int cfd = (int)syscall(SYS_socket, AF_INET, SOCK_STREAM, 0), sfd;
-		size_t got = 0;
 
 		if (cfd < 0 || syscall(SYS_connect, cfd, &addr, sizeof(addr)) < 0 ||
 		    syscall(SYS_write, cfd, msg, sizeof(msg)) != (long)sizeof(msg))
@@ -104,13 +117,7 @@ static void serve(long n)
 		sfd = accept(lfd, NULL, NULL);
 		if (sfd < 0)
 			die("accept");
-		while (got < sizeof(buf)) {
-			ssize_t r = read(sfd, buf + got, sizeof(buf) - got);
-
-			if (r <= 0)
-				die("read");
-			got += (size_t)r;
-		}
+		read_all(sfd, buf, sizeof(buf));
 		if (write(sfd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
 			die("write");
 		close(sfd);
@@ -128,19 +135,12 @@ static void connections(int port, long n)
 
 	for (long i = 0; i < n; i++) {
 		int fd = socket(AF_INET, SOCK_STREAM, 0);
-		size_t got = 0;
 
 		if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0)
 			die("connect");
 		if (write(fd, msg, sizeof(msg)) != (ssize_t)sizeof(msg))
 			die("write");
-		while (got < sizeof(buf)) {
-			ssize_t r = read(fd, buf + got, sizeof(buf) - got);
-
-			if (r <= 0)
-				die("read");
-			got += (size_t)r;
-		}
+		read_all(fd, buf, sizeof(buf));
 		if (memcmp(buf, msg, sizeof(msg)) != 0) {
 			fprintf(stderr, "syscall_loop: the echo differs\n");
 			exit(1);
