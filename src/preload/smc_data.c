@@ -387,7 +387,8 @@ static void zerocopy_on(int fd, struct smcr_fd_entry *e)
  * the queue these stamps measure.  So the connection stays TCP (decided
  * later: its flag, inherited by accepted sockets as the kernel's flags
  * are); a same-host SMC connection already running goes on over TCP from
- * here; over SMC-R, which cannot, it stays SMC and its reads carry no stamp.
+ * here; over SMC-R it stays SMC (a Linux peer could not follow onto TCP)
+ * and its reads carry no stamp.
  * The kernel says whether any stamp is still on: turning one off may turn
  * off another.
  */
