@@ -31,16 +31,6 @@ static struct {
 } own_listeners[OWN_LISTENERS];
 static pthread_mutex_t own_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static uint16_t local_port(int fd)
-{
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
-
-	if (smcr_real.getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
-		return 0;
-	return smcr_sockaddr_port(&ss);
-}
-
 static bool is_wildcard(const struct sockaddr_storage *ss)
 {
 	const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)ss;
@@ -247,10 +237,12 @@ static void register_listener(int fd, struct smcr_fd_entry *e)
 				smcr_dbg("fd %d: listener on port %u registered for SMC", fd, port);
 			smcr_sock_listen_prepare();
 		} else if (rc == -ECANCELED) {
+			struct sockaddr_storage ss;
+
 			free(r);
 			e->unserved = l;
 			smcr_info("fd %d: listener on port %u kept TCP by a rule (reason RULE)", fd,
-				  local_port(fd));
+				  listener_addr(fd, &ss));
 		} else {
 			free(r);
 			smcr_warn("fd %d: cannot register the listener for SMC: %s", fd,

@@ -318,10 +318,9 @@ static SMCR_COLD long io_uring_setup_call(const long a[6])
 	long ret = smcr_real.syscall(SYS_io_uring_setup, a[0], a[1], a[2], a[3], a[4], a[5]);
 	int saved = errno;
 
-	if (ret >= 0) {
-		smcr_preload_enter();
+	/* (only called once the library is initialised: syscall() checks) */
+	if (ret >= 0)
 		smcr_smc_after_io_uring();
-	}
 	errno = saved;
 	return ret;
 }
