@@ -16,7 +16,10 @@
  *   smc_close.c      the release at close; going on over TCP
  *   smc_confine.c    the decisions a seccomp filter must not meet
  *   smc_lifecycle.c  fork, exec, exit
- *   smc_poll.c       readiness (poll, select, epoll)
+ *   smc_ready.c      readiness as poll and epoll both see it
+ *   smc_poll.c       poll and select
+ *   smc_epoll.c      epoll registrations
+ *   smc_epoll_wait.c what epoll_wait reports, the spin before it
  *   smc_screen.c     Proposals taken off a confined process's streams
  *
  * Every engine call runs inside the guard (smcr_guard_enter), so whatever

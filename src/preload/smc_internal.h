@@ -2,7 +2,8 @@
 /*
  * Between the files of the SMC glue (smc.h): what the decision, the
  * handshake, the listeners, the data calls and the endings share, and what
- * readiness (smc_poll.c) and the screen (smc_screen.c) need from them.
+ * readiness (smc_ready.c, smc_poll.c, smc_epoll*.c) and the screen
+ * (smc_screen.c) need from them.
  * Nothing here leaves the library (the wrappers are built hidden).
  */
 #ifndef SMCR_PRELOAD_SMC_INTERNAL_H
@@ -193,7 +194,21 @@ ssize_t smcr_smc_screen_recvmsg(int fd, struct msghdr *msg, int flags);
 /* The entry is released: its bytes go. */
 void smcr_smc_screen_release(struct smcr_fd_entry *e);
 
-/* ---- smc_poll.c --------------------------------------------------------------- */
+/* ---- smc_ready.c: readiness as poll and epoll both see it --------------------- */
+
+/* An engine poll mask, cut to what a waiter asked for (errors always). */
+uint32_t smcr_smc_wanted_mask(unsigned mask, uint32_t events);
+/* The engine's poll mask of s. */
+unsigned smcr_smc_sock_poll(struct smcr_sock *s);
+/* The kernel's own readiness of a TCP fd now, cut to `want`. */
+uint32_t smcr_smc_tcp_mask(int fd, uint32_t want);
+/* Tell the engine which events outside waiters want. */
+void smcr_smc_update_interest(struct smcr_fd_entry *e, struct smcr_sock *s);
+struct smcr_spin_gov;
+/* A spin ended (won: it found something): the governor learns, the stats count. */
+void smcr_smc_spin_result(struct smcr_spin_gov *gov, bool won);
+
+/* ---- smc_epoll.c: epoll registrations ------------------------------------------ */
 
 /* The entry just reached SMC: its epoll registrations move to the doorbell. */
 void smcr_smc_epoll_move(struct smcr_fd_entry *e, struct smcr_sock *s);
@@ -204,8 +219,7 @@ void smcr_smc_epoll_watch_tcp(struct smcr_fd_entry *e);
 void smcr_smc_epoll_leave_doorbell(struct smcr_fd_entry *e, struct smcr_sock *s);
 /* The entry is released: drop its records (and its doorbell registrations if s). */
 void smcr_smc_epoll_forget(struct smcr_fd_entry *e, struct smcr_sock *s);
-/* Tell the engine which events outside waiters want. */
-void smcr_smc_update_interest(struct smcr_fd_entry *e, struct smcr_sock *s);
+/* The lock every use of an epoll record holds; never across a blocking call. */
 void smcr_smc_epoll_lock(void);
 void smcr_smc_epoll_unlock(void);
 void smcr_smc_epoll_reinit_child(void);
