@@ -714,6 +714,13 @@ struct smcr_tcp_record *smcr_stats_tcp_open_dest(int tcp_fd, const struct sockad
 						 int reason);
 void smcr_stats_tcp_close(struct smcr_tcp_record *rec);
 
+/*
+ * This process's counters in one line (SMC connections, fallbacks by
+ * reason, handshake errors, resets, bytes): what smcr-stat would have shown
+ * of a process whose stats file is gone because it exited.
+ */
+void smcr_stats_report(char *out, size_t size);
+
 /* A bounded spin (the engine's or the interposer's poll/epoll) ended: `won` if what it waited for came. */
 void smcr_stats_spin(bool won);
 /* A wait that an SMC socket's ready fd woke found nothing for the application. */

@@ -469,6 +469,7 @@ void smcr_config_parse(struct smcr_config *cfg, smcr_config_getenv_fn *get, void
 		parse_ueids(cfg, text);
 	parse_switch(cfg, get, ctx, "SMCR_KERNEL_UEID", &cfg->kernel_ueid);
 	parse_switch(cfg, get, ctx, "SMCR_LEARN", &cfg->learn);
+	parse_switch(cfg, get, ctx, "SMCR_EXIT_REPORT", &cfg->exit_report);
 	text = lookup(get, ctx, "SMCR_AF_SMC");
 	if (text && smcr_config_parse_af_smc(text, &cfg->af_smc) < 0)
 		add_problem(cfg, "SMCR_AF_SMC=%.40s: expected auto, smcr or kernel; ignored", text);

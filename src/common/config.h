@@ -40,6 +40,10 @@
  *                  destination is proposed SMC (default: 1: a destination
  *                  whose recent connections were all too short for SMC to
  *                  repay its set-up stays TCP, smcr/policy.h)
+ *   SMCR_EXIT_REPORT  1 = at a normal exit, one line with the process's
+ *                  counters (SMC, TCP by reason, errors, bytes) in the log,
+ *                  whatever its level: a program that has exited has no
+ *                  stats file left for smcr-stat (default: 0)
  *   SMCR_AF_SMC    auto|smcr|kernel: who serves the sockets of programs that ask
  *                  for SMC themselves, socket(AF_SMC, SOCK_STREAM, 0 or 1) and
  *                  socket(AF_INET or AF_INET6, SOCK_STREAM, IPPROTO_SMC) (default:
@@ -132,6 +136,7 @@ struct smcr_config {
 	char ueid[SMCR_CONFIG_MAX_UEIDS][SMCR_CONFIG_EID_LEN]; /* blank padded, no NUL */
 	bool kernel_ueid;             /* SMCR_KERNEL_UEID */
 	bool learn;                   /* SMCR_LEARN */
+	bool exit_report;             /* SMCR_EXIT_REPORT */
 	int af_smc;                   /* enum smcr_config_af_smc, SMCR_AF_SMC */
 	const struct smcr_rules *rules; /* NULL: no rules (common/rules.h) */
 	unsigned n_problems;

@@ -77,13 +77,28 @@ static void atfork_child(void)
 	smcr_seccomp_fork_child();
 }
 
-/* The library's one exit handler: connections first, then the engine's exit. */
+/* SMCR_EXIT_REPORT: the counters of a process whose stats file is about to go. */
+static void exit_report(void)
+{
+	char line[512];
+
+	if (!smcr_config_get()->exit_report)
+		return;
+	smcr_stats_report(line, sizeof(line));
+	smcr_log_line("smcr[%s %d] exit: %s", smcr_log_progname(), (int)getpid(), line);
+}
+
+/*
+ * The library's one exit handler: connections first (their closes count),
+ * then the report, then the engine's exit.
+ */
 static void at_exit(void)
 {
 	int saved = errno;
 
 	smcr_guard_enter();
 	smcr_smc_exit();
+	exit_report();
 	smcr_engine_exit();
 	smcr_guard_leave();
 	errno = saved;

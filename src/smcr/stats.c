@@ -27,6 +27,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +65,7 @@ static bool stats_off;
 static bool stats_private_only;
 
 #define ADD(field, v) __atomic_fetch_add(&(field), (v), __ATOMIC_RELAXED)
+#define LOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
 #define SUB(field, v) __atomic_fetch_sub(&(field), (v), __ATOMIC_RELAXED)
 #define SET(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELAXED)
 
@@ -755,6 +757,63 @@ void smcr_stats_fallback(int reason)
 		return;
 	ADD(f->fallbacks, 1);
 	count_reason(f, reason);
+}
+
+static size_t report_put(char *out, size_t size, size_t at, const char *fmt, ...)
+	SMCR_PRINTF(4, 5);
+
+/* snprintf at `at`, clamped: the report never runs past `size`. */
+static size_t report_put(char *out, size_t size, size_t at, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (at >= size)
+		return at;
+	va_start(ap, fmt);
+	n = vsnprintf(out + at, size - at, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return at;
+	return at + (size_t)n < size ? at + (size_t)n : size - 1;
+}
+
+/*
+ * Read without creating the area: a process that never had a connection
+ * reports zeros and makes no file on its way out.
+ */
+void smcr_stats_report(char *out, size_t size)
+{
+	const struct smcr_stats_file *f = __atomic_load_n(&area, __ATOMIC_ACQUIRE);
+	bool first = true;
+	size_t at;
+
+	if (!size)
+		return;
+	out[0] = '\0';
+	if (!f) {
+		(void)report_put(out, size, 0, "0 SMC, 0 TCP");
+		return;
+	}
+	at = report_put(out, size, 0, "%llu SMC, %llu TCP",
+			(unsigned long long)LOAD(f->handshakes_smc),
+			(unsigned long long)LOAD(f->fallbacks));
+	for (unsigned i = 0; i < SMCR_STATS_MAX_REASONS; i++) {
+		const struct smcr_stats_reason *r = &f->fallback_reasons[i];
+		uint32_t reason = __atomic_load_n(&r->reason, __ATOMIC_ACQUIRE);
+
+		if (!reason)
+			continue;
+		at = report_put(out, size, at, "%s%s %llu", first ? " (" : ", ",
+				smcr_clc_decl_name(reason), (unsigned long long)LOAD(r->count));
+		first = false;
+	}
+	at = report_put(out, size, at, "%s, %llu handshake errors, %llu resets, "
+			"%llu bytes sent and %llu received over SMC", first ? "" : ")",
+			(unsigned long long)LOAD(f->handshake_errors),
+			(unsigned long long)LOAD(f->aborts),
+			(unsigned long long)LOAD(f->bytes_sent),
+			(unsigned long long)LOAD(f->bytes_received));
 }
 
 void smcr_stats_handshake_error(void)

@@ -98,5 +98,22 @@ grep -q "^$port_a tcp-fallback SHORTFLOWS\$" <<<"$records" ||
 grep -q "^$port_b smc-shm None\$" <<<"$records" ||
     fail "port B's connection is not smc-shm in smcr-stat"
 
+# SMCR_EXIT_REPORT: a wrk `Connection: close` run at the default log level writes nothing
+# per connection and, at its exit, one line of counts: every connection, SMC (the policy's
+# probes) or TCP for the learned policy's reason alone.
+env SMCR_EXIT_REPORT=1 "$SMC_RUN" wrk -t1 -c2 -d1s -H "Connection: close" \
+    "http://127.0.0.1:$port_a/page.bin" >"$work/wrk-report.out" 2>"$work/wrk-report.err" ||
+    fail "wrk (Connection: close) exited $?"
+requests=$(grep -o '[0-9]* requests in' "$work/wrk-report.out" | cut -d' ' -f1)
+report=$(cat "$work/wrk-report.err")
+log "wrk: $requests requests; its log: $report"
+[[ $(grep -c . "$work/wrk-report.err") -eq 1 ]] || fail "wrk's log holds more than its exit report"
+re='^smcr\[wrk [0-9]+\] exit: ([0-9]+) SMC, ([0-9]+) TCP \(SHORTFLOWS ([0-9]+)\), 0 handshake errors, 0 resets, '
+[[ $report =~ $re ]] || fail "wrk's exit report is not SMC plus SHORTFLOWS only: $report"
+smc=${BASH_REMATCH[1]} tcp=${BASH_REMATCH[2]} shortflows=${BASH_REMATCH[3]}
+((tcp == shortflows && tcp > 0)) || fail "the report's TCP count $tcp is not its SHORTFLOWS $shortflows"
+((smc + tcp >= requests && requests > 0)) ||
+    fail "the report counts $((smc + tcp)) connections for $requests requests"
+
 [[ $(curl_a off SMCR_LEARN=0) == smc ]] || fail "with SMCR_LEARN=0 a curl to port A is not SMC"
 log "SMCR_LEARN=0: port A is SMC again"

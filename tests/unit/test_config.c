@@ -158,6 +158,20 @@ static void test_learn(void **state)
 	assert_int_equal(cfg.n_problems, 1);
 }
 
+static void test_exit_report(void **state)
+{
+	struct smcr_config cfg;
+
+	(void)state;
+	cfg = parse((const char *[]){ NULL });
+	assert_false(cfg.exit_report); /* off by default: a line nobody asked for */
+	cfg = parse((const char *[]){ "SMCR_EXIT_REPORT", "1", NULL });
+	assert_true(cfg.exit_report);
+	assert_int_equal(cfg.n_problems, 0);
+	cfg = parse((const char *[]){ "SMCR_EXIT_REPORT", "often", NULL });
+	assert_int_equal(cfg.n_problems, 1);
+}
+
 static void test_af_smc(void **state)
 {
 	struct smcr_config cfg;
@@ -516,6 +530,7 @@ int main(void)
 		cmocka_unit_test(test_problem_list_is_bounded),
 		cmocka_unit_test(test_ueids),
 		cmocka_unit_test(test_learn),
+		cmocka_unit_test(test_exit_report),
 		cmocka_unit_test(test_af_smc),
 		cmocka_unit_test(test_process_config_parsed_once),
 		cmocka_unit_test(test_real_table_and_self_check),

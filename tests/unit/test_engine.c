@@ -203,6 +203,32 @@ static void test_handshake(void **state)
 	assert_int_equal(live_records(f), live);
 }
 
+/* SMCR_EXIT_REPORT's line: the counters smcr-stat shows, fallbacks by name, never past its room. */
+static void test_stats_report(void **state)
+{
+	const struct smcr_stats_file *f = smcr_stats_area();
+	char line[512], expect[128], tiny[12];
+	struct pair p;
+
+	(void)state;
+	pair_open(&p, 64 * 1024);
+	pair_close(&p);
+	smcr_note_fallback(SMCR_CLC_DECL_PEERNOSMC);
+	smcr_note_fallback(SMCR_CLC_DECL_PEERNOSMC);
+	smcr_stats_report(line, sizeof(line));
+	snprintf(expect, sizeof(expect), "%llu SMC, %llu TCP (",
+		 (unsigned long long)f->handshakes_smc, (unsigned long long)f->fallbacks);
+	assert_true(f->handshakes_smc >= 2 && f->fallbacks >= 2);
+	assert_memory_equal(line, expect, strlen(expect));
+	assert_non_null(strstr(line, "PEERNOSMC "));
+	assert_non_null(strstr(line, "), "));
+	assert_non_null(strstr(line, " handshake errors, "));
+	memset(tiny, 'x', sizeof(tiny));
+	smcr_stats_report(tiny, sizeof(tiny) - 2);
+	assert_int_equal(strlen(tiny), sizeof(tiny) - 3);
+	assert_int_equal(tiny[sizeof(tiny) - 2], 'x');
+}
+
 /* ---- data integrity ------------------------------------------------------------- */
 
 static uint8_t stream_byte(uint64_t i)
@@ -1600,6 +1626,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_handshake),
+		cmocka_unit_test(test_stats_report),
 		cmocka_unit_test(test_integrity_many_wraps),
 		cmocka_unit_test(test_full_ring_eagain_and_resume),
 		cmocka_unit_test(test_peek_and_readiness),
