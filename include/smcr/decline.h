@@ -89,6 +89,16 @@ enum smcr_clc_decl {
 	 * run time, whose reads and writes of its sockets no wrapper sees
 	 */
 	SMCR_CLC_DECL_IOURING = 0x0A090000,
+	/*
+	 * smcr's own, never on the wire: the program sent urgent data
+	 * (MSG_OOB), which only TCP carries, so its SMC connection went on over TCP
+	 */
+	SMCR_CLC_DECL_OOB = 0x0A0A0000,
+	/*
+	 * smcr's own, never on the wire: the peer's end went on over TCP (its
+	 * socket left for a program outside the connection), and this end followed
+	 */
+	SMCR_CLC_DECL_PEERTCP = 0x0A0B0000,
 };
 
 /* "NOSMCRDEV" etc. for a known code, NULL otherwise. */

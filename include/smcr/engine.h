@@ -588,8 +588,10 @@ bool smcr_sock_same_host(const struct smcr_sock *s);
  * losing or repeating a byte (design §8).  Every holder's copy becomes TCP.
  * 0, or -ENOTSUP when the transport or the peer cannot (the kernel's SMC;
  * an smcr peer of an older version): then only a reset ends it cleanly.
+ * `reason` (an SMCR_CLC_DECL_* code: HANDOFF, OOB, ...) is why, for the
+ * connection's stats record; the peer's record says PEERTCP.
  */
-int smcr_sock_continue_on_tcp(struct smcr_sock *s);
+int smcr_sock_continue_on_tcp(struct smcr_sock *s, uint32_t reason);
 
 /*
  * Is the connection plain TCP now (this end went on over TCP, or the peer

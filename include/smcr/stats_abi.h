@@ -64,6 +64,13 @@ enum smcr_stats_conn_phase {
 	SMCR_STATS_PHASE_APP_CLOSE_WAIT2 = 5,  /* ... and we shut down writing too */
 	SMCR_STATS_PHASE_CLOSED = 6,
 	SMCR_STATS_PHASE_ABORTED = 7,
+	/*
+	 * The rest of the stream goes over TCP (this end let go of the rings,
+	 * or followed its peer): `mode` says what it was, `fallback_reason`
+	 * why, the byte counts what went over SMC.  A closed record keeps the
+	 * reason.  Added within version 2: older readers show no phase.
+	 */
+	SMCR_STATS_PHASE_ON_TCP = 8,
 };
 
 enum smcr_stats_mode {
@@ -78,7 +85,7 @@ struct smcr_stats_conn {
 	uint32_t mode;            /* enum smcr_stats_mode */
 	uint32_t role;            /* 0 client, 1 server */
 	int32_t tcp_fd;
-	uint32_t fallback_reason; /* 0 in SMC mode */
+	uint32_t fallback_reason; /* 0 in SMC mode, unless it went on over TCP (PHASE_ON_TCP) */
 	uint32_t rmb_size;        /* our receive ring */
 	uint32_t peer_rmb_size;   /* the ring we write into */
 	uint64_t bytes_sent;

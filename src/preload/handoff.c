@@ -257,7 +257,7 @@ void smcr_handoff_after_vfork(void)
 			smcr_smc_revoke_listener(vfork_noted[i].fd, e,
 						 "exec of a program without smcr");
 		else if (e == vfork_noted[i].entry)
-			smcr_smc_continue_on_tcp(vfork_noted[i].fd, e,
+			smcr_smc_continue_on_tcp(vfork_noted[i].fd, e, SMCR_CLC_DECL_HANDOFF,
 						 "exec of a program that inherits it");
 		if (e)
 			smcr_fdtab_put(e);
@@ -309,7 +309,7 @@ static void spawn_hand_over(struct smcr_handoff *h, int fd, struct smcr_fd_entry
 		for (unsigned i = 0; i < n_dups; i++)
 			reaches = reaches || dups[i].fd == fd;
 		if (reaches)
-			smcr_smc_continue_on_tcp(fd, e, "spawn of a program that inherits it");
+			smcr_smc_continue_on_tcp(fd, e, SMCR_CLC_DECL_HANDOFF, "spawn of a program that inherits it");
 		return;
 	}
 	if (survives_exec(fd)) {
@@ -349,7 +349,8 @@ const char *smcr_handoff_before_spawn(struct smcr_handoff *h, bool keeps_smcr,
 		else if (unsettled_accepted(e))
 			smcr_smc_settle_for_handoff((int)fd, e, "spawn with file actions not followed");
 		else if (smcr_smc_entry_is_conn(e))
-			smcr_smc_continue_on_tcp((int)fd, e, "spawn with file actions not followed");
+			smcr_smc_continue_on_tcp((int)fd, e, SMCR_CLC_DECL_HANDOFF,
+						 "spawn with file actions not followed");
 	}
 	return strlen(h->var) > sizeof(INHERIT_VAR) ? h->var : NULL;
 }
@@ -379,7 +380,7 @@ void smcr_handoff_before_send_fds(const struct msghdr *msg)
 				/* the receiver may not run smcr; one that does does not know it */
 				smcr_smc_revoke_listener(fd, e, "passed to another process over SCM_RIGHTS");
 			else
-				smcr_smc_continue_on_tcp(fd, e, "passed over SCM_RIGHTS");
+				smcr_smc_continue_on_tcp(fd, e, SMCR_CLC_DECL_HANDOFF, "passed over SCM_RIGHTS");
 			smcr_fdtab_put(e);
 		}
 	}

@@ -58,7 +58,7 @@ bool smcr_smc_entry_is_conn(struct smcr_fd_entry *e);
  * the connection (`why`): it goes on over TCP, or, where it cannot, ends as a
  * reset both ends see.
  */
-void smcr_smc_continue_on_tcp(int fd, struct smcr_fd_entry *e, const char *why);
+void smcr_smc_continue_on_tcp(int fd, struct smcr_fd_entry *e, uint32_t reason, const char *why);
 /* exit(): the SMC connections this process owns close as the kernel would close TCP. */
 void smcr_smc_exit(void);
 /* Before a seccomp filter applies (wrap_seccomp.c): nothing left undecided that needs it. */

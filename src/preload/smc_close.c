@@ -83,7 +83,7 @@ void smcr_smc_release_entry(struct smcr_fd_entry *e)
  * kernel's SMC as the peer, an smcr peer of an older version) it ends now as a reset both ends
  * see, never as a TCP socket that silently carries nothing.
  */
-void smcr_smc_continue_on_tcp(int fd, struct smcr_fd_entry *e, const char *why)
+void smcr_smc_continue_on_tcp(int fd, struct smcr_fd_entry *e, uint32_t reason, const char *why)
 {
 	struct smcr_sock *s = smcr_smc_sock_of(e);
 	char name[SMCR_CONN_NAME_MAX] = "";
@@ -92,7 +92,7 @@ void smcr_smc_continue_on_tcp(int fd, struct smcr_fd_entry *e, const char *why)
 	if (!s || e->engine_fd < 0)
 		return;
 	smcr_guard_enter();
-	rc = smcr_sock_continue_on_tcp(s);
+	rc = smcr_sock_continue_on_tcp(s, reason);
 	if (rc == 0) {
 		smcr_dbg("fd %d: goes on over TCP: %s", fd, why);
 	} else {
@@ -135,7 +135,8 @@ void smcr_smc_before_close_range(unsigned first, unsigned last)
 			continue;
 		if (e->engine_fd >= 0 && (unsigned)e->engine_fd >= first &&
 		    (unsigned)e->engine_fd <= last && smcr_smc_entry_is_conn(e))
-			smcr_smc_continue_on_tcp((int)fd, e, "the process closes the library's fds");
+			smcr_smc_continue_on_tcp((int)fd, e, SMCR_CLC_DECL_HANDOFF,
+						 "the process closes the library's fds");
 		smcr_fdtab_put(e);
 	}
 }

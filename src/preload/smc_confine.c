@@ -150,7 +150,7 @@ void smcr_smc_after_io_uring(void)
 			continue;
 		if (smcr_fd_entry_mode(e) == SMCR_FD_SMC && e->engine_fd >= 0 &&
 		    smcr_smc_entry_owns(e, atomic_load(&e->sock)))
-			smcr_smc_continue_on_tcp((int)fd, e, why);
+			smcr_smc_continue_on_tcp((int)fd, e, SMCR_CLC_DECL_IOURING, why);
 		smcr_fdtab_put(e);
 	}
 	smcr_guard_leave();

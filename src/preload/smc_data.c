@@ -372,7 +372,8 @@ static void zerocopy_on(int fd, struct smcr_fd_entry *e)
 	if (!s)
 		return;
 	if (smcr_sock_same_host(s))
-		smcr_smc_continue_on_tcp(fd, e, "SO_ZEROCOPY: MSG_ZEROCOPY completions are TCP's");
+		smcr_smc_continue_on_tcp(fd, e, SMCR_CLC_DECL_ZEROCOPY,
+					 "SO_ZEROCOPY: MSG_ZEROCOPY completions are TCP's");
 	else
 		smcr_info("fd %d: SO_ZEROCOPY on an SMC-R connection: its MSG_ZEROCOPY sends are"
 			  " copied, and no completion is reported", fd);
@@ -433,7 +434,8 @@ static void timestamps_set(int fd, struct smcr_fd_entry *e)
 	if (!s)
 		return;
 	if (smcr_sock_same_host(s))
-		smcr_smc_continue_on_tcp(fd, e, "timestamps: only TCP's segments carry them");
+		smcr_smc_continue_on_tcp(fd, e, SMCR_CLC_DECL_TIMESTAMP,
+					 "timestamps: only TCP's segments carry them");
 	else
 		smcr_info("fd %d: timestamps on an SMC-R connection: its reads carry none", fd);
 }

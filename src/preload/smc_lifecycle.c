@@ -68,7 +68,8 @@ void smcr_smc_before_exec(void)
 			continue;
 		fl = smcr_real.fcntl((int)fd, F_GETFD);
 		if (fl >= 0 && !(fl & FD_CLOEXEC))
-			smcr_smc_continue_on_tcp((int)fd, e, "exec of a program that inherits it");
+			smcr_smc_continue_on_tcp((int)fd, e, SMCR_CLC_DECL_HANDOFF,
+						 "exec of a program that inherits it");
 	}
 	/* ... then the ones it does not inherit. */
 	for (unsigned fd = 0, high = smcr_fdtab_high(); fd < high; fd++) {

@@ -26,6 +26,7 @@
 
 #include "preload/handoff.h"
 #include "preload/preload.h"
+#include "smcr/decline.h"
 
 /* glibc's fortify entry points; declared only under _FORTIFY_SOURCE. */
 ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen);
@@ -120,7 +121,7 @@ static SMCR_COLD __attribute__((noinline)) ssize_t send_urgent(int fd, const str
 	}
 	e = rc > 0 ? smcr_fdtab_get(fd) : NULL;
 	if (e) {
-		smcr_smc_continue_on_tcp(fd, e, "urgent data (MSG_OOB)");
+		smcr_smc_continue_on_tcp(fd, e, SMCR_CLC_DECL_OOB, "urgent data (MSG_OOB)");
 		smcr_fdtab_put(e);
 	}
 	return smcr_real.sendmsg(fd, msg, flags);

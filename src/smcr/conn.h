@@ -135,6 +135,7 @@ struct smcr_sock {
 	bool tcp_tail;                 /* the peer goes on over TCP after rx_prod's data */
 	bool tail_watch_out;           /* the readiness fd follows TCP output too */
 	bool tail_fin_sent;            /* shut down for writing: TCP's FIN went after the resend */
+	uint32_t tail_reason;          /* why the stream went on over TCP (SMCR_CLC_DECL_*), 0 = it did not */
 	struct smcr_curs tail_resend;  /* our first byte the peer never consumed (to tx_prod) */
 };
 

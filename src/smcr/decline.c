@@ -58,6 +58,8 @@ const char *smcr_clc_decl_name(uint32_t code)
 		{ SMCR_CLC_DECL_ZEROCOPY, "ZEROCOPY" },
 		{ SMCR_CLC_DECL_TIMESTAMP, "TIMESTAMP" },
 		{ SMCR_CLC_DECL_IOURING, "IOURING" },
+		{ SMCR_CLC_DECL_OOB, "OOB" },
+		{ SMCR_CLC_DECL_PEERTCP, "PEERTCP" },
 	};
 	size_t i;
 

@@ -637,7 +637,11 @@ static void record_counters(struct smcr_stats_conn *c, const struct smcr_sock *s
 	uint64_t sent, received;
 
 	own_bytes(s, &sent, &received);
-	SET(c->conn_phase, phase_of(s->state));
+	SET(c->conn_phase, s->tail_reason && s->state != SMCR_CONN_CLOSED &&
+				   s->state != SMCR_CONN_ABORTED
+			   ? (uint32_t)SMCR_STATS_PHASE_ON_TCP
+			   : phase_of(s->state));
+	SET(c->fallback_reason, s->tail_reason);
 	SET(c->bytes_sent, sent);
 	SET(c->bytes_received, received);
 	SET(c->cdc_sent, s->cdc_sent);

@@ -51,7 +51,7 @@ bool smcr_tail_possible(const struct smcr_sock *s)
 
 /* ---- the side that lets go ----------------------------------------------------------- */
 
-int smcr_sock_continue_on_tcp(struct smcr_sock *s)
+int smcr_sock_continue_on_tcp(struct smcr_sock *s, uint32_t reason)
 {
 	int rc;
 
@@ -74,6 +74,8 @@ int smcr_sock_continue_on_tcp(struct smcr_sock *s)
 		rc = s->ops->continue_on_tcp(s->xc, s->tcp_fd);
 	if (rc == 0) {
 		s->went_tcp = true;
+		s->tail_reason = reason;
+		smcr_stats_conn_update(s);
 		/* Shut down for writing over SMC: TCP's FIN was left for now (close.c). */
 		if (s->shut_wr)
 			smcr_libc.shutdown(s->tcp_fd, SHUT_WR);
@@ -113,6 +115,7 @@ void smcr_tail_begin(struct smcr_sock *s)
 	uint32_t unread = 0;
 
 	s->tcp_tail = true;
+	s->tail_reason = SMCR_CLC_DECL_PEERTCP;
 	/* The peer's last CDC said how much of ours it consumed: the rest goes again. */
 	s->tail_resend = s->tx_cons;
 	(void)smcr_curs_diff(s->tx_cons, s->tx_prod, s->peer_size, &unread);

@@ -93,6 +93,7 @@ static const char *phase_name(uint32_t phase)
 		[SMCR_STATS_PHASE_APP_CLOSE_WAIT2] = "app-close-wait2",
 		[SMCR_STATS_PHASE_CLOSED] = "closed",
 		[SMCR_STATS_PHASE_ABORTED] = "aborted",
+		[SMCR_STATS_PHASE_ON_TCP] = "on-tcp",
 	};
 
 	return phase < sizeof(names) / sizeof(names[0]) ? names[phase] : NULL;
@@ -101,6 +102,12 @@ static const char *phase_name(uint32_t phase)
 bool mode_is_smc(uint32_t mode)
 {
 	return mode == SMCR_STATS_MODE_SMC_SHM || mode == SMCR_STATS_MODE_SMC_R;
+}
+
+/* An SMC connection whose stream went on over TCP keeps its mode and gains a reason. */
+static bool went_tcp(const struct smcr_stats_conn *r)
+{
+	return mode_is_smc(r->mode) && r->fallback_reason != 0;
 }
 
 static int by_pid(const void *a, const void *b)
@@ -210,7 +217,7 @@ static void print_conn_json(const struct process_view *pv, const struct conn_vie
 	printf("\"local_address\": \"%s\", \"local_port\": %u, ", ip, r->local_port);
 	addr_text(r->peer_addr, ip, sizeof(ip));
 	printf("\"peer_address\": \"%s\", \"peer_port\": %u,\n", ip, r->peer_port);
-	if (mode_is_smc(r->mode))
+	if (mode_is_smc(r->mode) && !went_tcp(r))
 		printf("     \"fallback_code\": null, \"fallback_name\": null, ");
 	else
 		printf("     \"fallback_code\": \"0x%08" PRIx32
@@ -299,11 +306,11 @@ static void conn_row(const struct process_view *pv, const struct smcr_stats_conn
 	snprintf(row[COL_PROG], CELL_LEN, "%s", pv->program);
 	snprintf(row[COL_STATE], CELL_LEN, "%s",
 		 r->state == SMCR_STATS_CONN_LIVE ? "live" : "closed");
-	snprintf(row[COL_MODE], CELL_LEN, "%s", mode_name(r->mode));
+	snprintf(row[COL_MODE], CELL_LEN, "%s%s", mode_name(r->mode), went_tcp(r) ? ">tcp" : "");
 	snprintf(row[COL_ROLE], CELL_LEN, "%s", r->role ? "server" : "client");
 	endpoint_text(r->local_addr, r->local_port, row[COL_LOCAL], CELL_LEN);
 	endpoint_text(r->peer_addr, r->peer_port, row[COL_PEER], CELL_LEN);
-	if (mode_is_smc(r->mode))
+	if (mode_is_smc(r->mode) && !went_tcp(r))
 		snprintf(row[COL_FALLBACK], CELL_LEN, "-");
 	else
 		snprintf(row[COL_FALLBACK], CELL_LEN, "%s(0x%08" PRIx32 ")",

@@ -141,6 +141,8 @@ serve() {
     run_client "$cmode" "$name-client" 60 "$PYTHON" "$apps_dir/echo_once.py" "$port" $((1 << 20))
     # the server's stats while it still runs (its children have exited)
     mode_stats "$server_pid" $(descendants "$server_pid") >"$work/$name.stats" 2>/dev/null || true
+    "$SMCR_STAT" --json -a -p "$server_pid" --dir "$XDG_RUNTIME_DIR/smcr" >"$work/$name.records" \
+        2>/dev/null || true
     stop_server "$server_pid"
 }
 
@@ -196,7 +198,15 @@ went_on_tcp() {
         fail "$1: the server's log does not say that its end went on over TCP"
     grep -q 'the peer goes on over TCP' "$work/$1-client.smcr.err" ||
         fail "$1: the client's log does not say that it followed its peer onto TCP"
-    log "$1: SMC first, then both ends went on over TCP"
+    # The server's record of the connection (closed by now): SMC, then TCP for HANDOFF.
+    record=$("$PYTHON" -c '
+import json, sys
+for c in json.load(open(sys.argv[1]))["connections"]:
+    if c["role"] == "server":
+        print(c["mode"], c["fallback_name"], c["state"], c["conn_state"], c["bytes_received"])' "$work/$1.records")
+    [[ $record == "smc-shm HANDOFF "* ]] ||
+        fail "$1: the server's stats record is not smc-shm gone on over TCP for HANDOFF: '$record'"
+    log "$1: SMC first, then both ends went on over TCP; the server's record: $record"
 }
 
 (( $(ulimit -Hn) > 1024 )) ||

@@ -16,6 +16,9 @@
  *                             lgr        open three SMC-R records in two link
  *                                        groups (see add_link_groups), print a
  *                                        JSON line
+ *                             tail       two SMC records whose streams went on over
+ *                                        TCP: one live (HANDOFF, 40 sent), one
+ *                                        closed (PEERTCP); prints a JSON line
  *                             exit       exit normally (the file is removed)
  *                           EOF exits too.  `name` sets the process name first.
  *   stats-writer fake MAGIC VERSION [SIZE|flap]
@@ -549,6 +552,26 @@ static void fork_child(void)
 	forked_hold = hold[1];
 }
 
+/* "tail": what tcp_tail.c leaves in a record, live and closed. */
+static void add_tails(void)
+{
+	int c1, s1, c2, s2;
+	struct smcr_sock *live, *closed;
+
+	if (!tcp_pair(AF_INET, &c1, &s1) || !tcp_pair(AF_INET, &c2, &s2))
+		die("loopback TCP");
+	live = fake_sock(c1, false, 65536, 65536);
+	live->tail_reason = SMCR_CLC_DECL_HANDOFF;
+	set_bytes(live, 40, 50, 3);
+	closed = fake_sock(s2, true, 65536, 65536);
+	closed->tail_reason = SMCR_CLC_DECL_PEERTCP;
+	set_bytes(closed, 60, 70, 4);
+	smcr_stats_conn_close(closed, 0);
+	printf("{\"live_port\": %u, \"closed_port\": %u}\n", port_of(c1, false),
+	       port_of(s2, false));
+	fflush(stdout);
+}
+
 static void reap_child(void)
 {
 	int status = -1;
@@ -579,6 +602,8 @@ static void serve_commands(void)
 			add_listeners();
 		else if (strncmp(line, "lgr", 3) == 0)
 			add_link_groups();
+		else if (strncmp(line, "tail", 4) == 0)
+			add_tails();
 		else if (strncmp(line, "exit", 4) == 0)
 			return;
 	}

@@ -486,6 +486,28 @@ def case_listeners(case):
     check_eq(read_line(p).strip(), "reaped 0", "the child's exit status")
 
 
+def case_tails(case):
+    """SMC connections whose stream went on over TCP: mode kept, the reason and phase
+    say so, in JSON and in the table (MODE smc-shm>tcp, FALLBACK the reason)."""
+    p, w = case.start()
+    tw = command(p, "tail")
+    doc, err = case.tool_json("--json", "-a", "--dir", case.statsdir)
+    check_eq(err, "", "stderr with tails")
+    conns = conns_of(doc, w["pid"])
+    live, closed = by_port(conns, tw["live_port"]), by_port(conns, tw["closed_port"])
+    check_eq((live["state"], live["mode"], live["fallback_code"], live["fallback_name"],
+              live["conn_state"], live["bytes_sent"]),
+             ("live", "smc-shm", "0x0a030000", "HANDOFF", "on-tcp", 40), "live record gone on over TCP")
+    check_eq((closed["state"], closed["mode"], closed["fallback_name"], closed["bytes_received"]),
+             ("closed", "smc-shm", "PEERTCP", 70), "closed record that followed its peer onto TCP")
+    text = case.tool("-a", "--dir", case.statsdir).stdout
+    check(re.search(r"live +smc-shm>tcp +client +127\.0\.0\.1:%d .* HANDOFF\(0x0a030000\) +40 +50 "
+                    % tw["live_port"], text), f"the live tail in the table:\n{text}")
+    check(re.search(r"closed +smc-shm>tcp +server +127\.0\.0\.1:%d .* PEERTCP\(0x0a0b0000\) "
+                    % tw["closed_port"], text), f"the closed tail in the table:\n{text}")
+    check(re.search(r"live +smc-shm +client", text), f"plain SMC records keep their mode:\n{text}")
+
+
 def case_link_groups(case):
     """Link group records (lgr.c's) with their links, joined with their connections."""
     p, w = case.start()
@@ -618,7 +640,7 @@ def case_usage(case):
 
 CASES = [case_empty, case_fixture, case_bad_header, case_dead_pid, case_concurrent_writer,
          case_forked_child, case_pid_namespace, case_file_shrinks, case_odd_program_name,
-         case_listeners, case_link_groups, case_command_filter, case_fallbacks_total, case_watch,
+         case_listeners, case_link_groups, case_tails, case_command_filter, case_fallbacks_total, case_watch,
          case_usage]
 
 
