@@ -349,6 +349,88 @@ void smcr_smc_epoll_forget(struct smcr_fd_entry *e, struct smcr_sock *s)
 		e->epoll_events = 0;
 }
 
+/* EPOLL_CTL_ADD of a tracked fd: a record, registered where its mode says.  ep_lock held. */
+static int rec_add(struct smcr_fd_entry *e, int epfd, int fd, const struct epoll_event *event,
+		   struct smcr_sock *s)
+{
+	struct ep_rec *r;
+
+	if (!event) {
+		errno = EFAULT;
+		return -1;
+	}
+	r = rec_alloc();
+	if (!r) {
+		errno = ENOMEM;
+		return -1;
+	}
+	r->entry = e;
+	r->epfd = epfd;
+	r->fd = fd;
+	r->events = event->events;
+	r->data = event->data.u64;
+	r->on_doorbell = s != NULL;
+	if (!s) /* a server handshake in progress: its fd stands for the TCP fd */
+		r->hs_fd = atomic_load_explicit(&e->handshake_fd, memory_order_acquire);
+	if (rec_kernel_ctl(r, EPOLL_CTL_ADD, s) < 0) {
+		int err = errno;
+
+		rec_free(r);
+		errno = err;
+		return -1;
+	}
+	r->next = e->epoll_regs;
+	e->epoll_regs = rec_index(r) + 1;
+	return 0;
+}
+
+/* EPOLL_CTL_MOD of a record: the application's new events and data, armed again. */
+static int rec_mod(struct ep_rec *r, const struct epoll_event *event, struct smcr_sock *s)
+{
+	if (!event) {
+		errno = EFAULT;
+		return -1;
+	}
+	r->events = event->events;
+	r->data = event->data.u64;
+	r->disarmed = false;
+	return rec_kernel_ctl(r, EPOLL_CTL_MOD, s);
+}
+
+/* EPOLL_CTL_DEL of a record, or an invalid op the kernel rejects.  ep_lock held. */
+static int rec_del(struct smcr_fd_entry *e, struct ep_rec *r, int op, struct smcr_sock *s)
+{
+	int rc = rec_kernel_ctl(r, op, s), err = errno;
+
+	if (op != EPOLL_CTL_DEL)
+		return rc;
+	rec_unlink(e, r);
+	rec_free(r);
+	errno = err;
+	/* Already gone from the kernel (the fd was closed): still a success. */
+	if (rc < 0 && (errno == ENOENT || errno == EBADF))
+		rc = 0;
+	return rc;
+}
+
+/*
+ * The entry's record for (epfd, fd), or NULL.  An ADD finds none where a
+ * record is left over from a closed epoll instance whose number came back.
+ * ep_lock held.
+ */
+static struct ep_rec *rec_current(struct smcr_fd_entry *e, int epfd, int fd, int op,
+				  struct smcr_sock *s)
+{
+	struct ep_rec *r = rec_find(e, epfd, fd);
+
+	if (r && op == EPOLL_CTL_ADD && rec_gone(r, s)) {
+		rec_unlink(e, r);
+		rec_free(r);
+		r = NULL;
+	}
+	return r;
+}
+
 int smcr_smc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 {
 	struct smcr_fd_entry *e;
@@ -369,79 +451,21 @@ int smcr_smc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 			mode = SMCR_FD_FALLBACK;
 	}
 	pthread_mutex_lock(&ep_lock);
-	r = rec_find(e, epfd, fd);
-	if (r && op == EPOLL_CTL_ADD && rec_gone(r, s)) {
-		/* left over from a closed epoll instance whose number came back */
-		rec_unlink(e, r);
-		rec_free(r);
-		r = NULL;
-	}
+	r = rec_current(e, epfd, fd, op, s);
 	if (!r && (op != EPOLL_CTL_ADD || (mode != SMCR_FD_CANDIDATE && mode != SMCR_FD_SMC))) {
 		pthread_mutex_unlock(&ep_lock);
 		smcr_fdtab_put(e);
 		return smcr_real.epoll_ctl(epfd, op, fd, event);
 	}
-	switch (op) {
-	case EPOLL_CTL_ADD:
-		if (r) {
-			errno = EEXIST;
-			rc = -1;
-			break;
-		}
-		if (!event) {
-			errno = EFAULT;
-			rc = -1;
-			break;
-		}
-		r = rec_alloc();
-		if (!r) {
-			errno = ENOMEM;
-			rc = -1;
-			break;
-		}
-		r->entry = e;
-		r->epfd = epfd;
-		r->fd = fd;
-		r->events = event->events;
-		r->data = event->data.u64;
-		r->on_doorbell = s != NULL;
-		if (!s) /* a server handshake in progress: its fd stands for the TCP fd */
-			r->hs_fd = atomic_load_explicit(&e->handshake_fd, memory_order_acquire);
-		rc = rec_kernel_ctl(r, EPOLL_CTL_ADD, s);
-		if (rc < 0) {
-			int err = errno;
-
-			rec_free(r);
-			errno = err;
-			break;
-		}
-		r->next = e->epoll_regs;
-		e->epoll_regs = rec_index(r) + 1;
-		break;
-	case EPOLL_CTL_MOD:
-		if (!event) {
-			errno = EFAULT;
-			rc = -1;
-			break;
-		}
-		r->events = event->events;
-		r->data = event->data.u64;
-		r->disarmed = false;
-		rc = rec_kernel_ctl(r, EPOLL_CTL_MOD, s);
-		break;
-	default: /* EPOLL_CTL_DEL, or an invalid op the kernel rejects */
-		rc = rec_kernel_ctl(r, op, s);
-		if (op == EPOLL_CTL_DEL) {
-			int err = errno;
-
-			rec_unlink(e, r);
-			rec_free(r);
-			errno = err;
-			/* Already gone from the kernel (the fd was closed): still a success. */
-			if (rc < 0 && (errno == ENOENT || errno == EBADF))
-				rc = 0;
-		}
-		break;
+	if (op == EPOLL_CTL_ADD && r) {
+		errno = EEXIST;
+		rc = -1;
+	} else if (op == EPOLL_CTL_ADD) {
+		rc = rec_add(e, epfd, fd, event, s);
+	} else if (op == EPOLL_CTL_MOD) {
+		rc = rec_mod(r, event, s);
+	} else {
+		rc = rec_del(e, r, op, s);
 	}
 	e->epoll_events = entry_epoll_events(e);
 	pthread_mutex_unlock(&ep_lock);

@@ -116,78 +116,115 @@ static void settle_later(struct epoll_event *events, const struct later_report *
 	}
 }
 
-int smcr_smc_epoll_filter(int epfd, struct epoll_event *events, int n)
-{
-	int out = 0, smc_fds[SMCR_SMC_SPIN_SET_MAX], nsmc = 0, settled = 0;
+/* One wait's reports, translated in place: events[in] read, events[out] written. */
+struct report_filter {
+	struct epoll_event *events;
+	int n, in, out;
+	int smc_fds[SMCR_SMC_SPIN_SET_MAX], nsmc;  /* SMC sockets reported, for the spin */
 	struct later_report later[LATER_BATCH];
+	int nlater;
+};
 
-	/* In batches: every candidate's decision is made before it is reported. */
-	for (int i = 0; i < n;) {
-		int nlater = 0;
+/* A report of a record on the doorbell: the socket's mask, or 0 (spurious).  Lock held. */
+static uint32_t doorbell_report(struct ep_rec *r)
+{
+	struct smcr_sock *s = smcr_smc_sock_of(r->entry);
+	uint32_t m = s ? smcr_smc_wanted_mask(smcr_smc_sock_poll(s), r->events) : 0;
 
-		smcr_smc_epoll_lock();
-		for (; i < n && nlater < LATER_BATCH; i++) {
-			bool stale;
-			struct ep_rec *r = smcr_smc_epoll_rec_of(events[i].data.u64, &stale);
-			struct smcr_fd_entry *e;
-
-			if (!r) {
-				if (!stale)
-					events[out++] = events[i];
-				continue;
-			}
-			e = r->entry;
-			if (r->on_doorbell) {
-				struct smcr_sock *s = smcr_smc_sock_of(e);
-				uint32_t m = s ? smcr_smc_wanted_mask(smcr_smc_sock_poll(s), r->events)
-					       : 0;
-
-				if (!m) {
-					smcr_stats_wakeup_empty();
-					/* Spurious: a one-shot registration must stay armed. */
-					if (s && (r->events & EPOLLONESHOT))
-						smcr_smc_epoll_rearm(r, s);
-					continue;
-				}
-				if (r->events & EPOLLONESHOT)
-					r->disarmed = true;
-				events[out].events = m;
-				if (nsmc < SMCR_SMC_SPIN_SET_MAX)
-					smc_fds[nsmc++] = r->fd;
-			} else {
-				if (r->events & EPOLLONESHOT)
-					r->disarmed = true;
-				events[out].events = events[i].events;
-				if (report_needs_settle(r, e, events[i].events)) {
-					later[nlater].slot = out;
-					later[nlater].fd = r->fd;
-					later[nlater].want = r->events;
-					later[nlater].watched_tcp = r->hs_fd < 0;
-					later[nlater].oneshot = (r->events & EPOLLONESHOT) != 0;
-					later[nlater].r = r;
-					nlater++;
-				}
-			}
-			events[out].data.u64 = r->data;
-			out++;
-		}
-		smcr_smc_epoll_unlock();
-		settle_later(events, later, nlater);
-		settled += nlater;
+	if (!m) {
+		smcr_stats_wakeup_empty();
+		/* Spurious: a one-shot registration must stay armed. */
+		if (s && (r->events & EPOLLONESHOT))
+			smcr_smc_epoll_rearm(r, s);
+		return 0;
 	}
-	spin_recent_note(epfd, smc_fds, nsmc);
-	if (settled) {
-		/* drop what turned out to be nothing for the application */
-		int kept = 0;
-
-		for (int i = 0; i < out; i++)
-			if (events[i].events)
-				events[kept++] = events[i];
-		out = kept;
-	}
-	return out;
+	if (r->events & EPOLLONESHOT)
+		r->disarmed = true;
+	return m;
 }
 
+/* The report of a record on the TCP or handshake fd; a candidate's may wait for its decision. */
+static void kernel_report(struct report_filter *f, struct ep_rec *r, uint32_t got)
+{
+	struct later_report *l = &f->later[f->nlater];
+
+	if (r->events & EPOLLONESHOT)
+		r->disarmed = true;
+	f->events[f->out].events = got;
+	if (!report_needs_settle(r, r->entry, got))
+		return;
+	l->slot = f->out;
+	l->fd = r->fd;
+	l->want = r->events;
+	l->watched_tcp = r->hs_fd < 0;
+	l->oneshot = (r->events & EPOLLONESHOT) != 0;
+	l->r = r;
+	f->nlater++;
+}
+
+/* Translate reports until LATER_BATCH of them wait for a decision.  Lock held. */
+static void filter_batch(struct report_filter *f)
+{
+	for (; f->in < f->n && f->nlater < LATER_BATCH; f->in++) {
+		struct epoll_event *ev = &f->events[f->in];
+		bool stale;
+		struct ep_rec *r = smcr_smc_epoll_rec_of(ev->data.u64, &stale);
+
+		if (!r) {
+			if (!stale)
+				f->events[f->out++] = *ev;
+			continue;
+		}
+		if (r->on_doorbell) {
+			uint32_t m = doorbell_report(r);
+
+			if (!m)
+				continue;
+			f->events[f->out].events = m;
+			if (f->nsmc < SMCR_SMC_SPIN_SET_MAX)
+				f->smc_fds[f->nsmc++] = r->fd;
+		} else {
+			kernel_report(f, r, ev->events);
+		}
+		f->events[f->out].data.u64 = r->data;
+		f->out++;
+	}
+}
+
+/* Drop the reports that turned out to be nothing for the application. */
+static int drop_empty(struct epoll_event *events, int n)
+{
+	int kept = 0;
+
+	for (int i = 0; i < n; i++)
+		if (events[i].events)
+			events[kept++] = events[i];
+	return kept;
+}
+
+int smcr_smc_epoll_filter(int epfd, struct epoll_event *events, int n)
+{
+	struct report_filter f; /* not zeroed: it is on every wait's path */
+	int settled = 0;
+
+	f.events = events;
+	f.n = n;
+	f.in = 0;
+	f.out = 0;
+	f.nsmc = 0;
+
+	/* In batches: every candidate's decision is made before it is reported. */
+	while (f.in < n) {
+		f.nlater = 0;
+		smcr_smc_epoll_lock();
+		filter_batch(&f);
+		smcr_smc_epoll_unlock();
+		settle_later(events, f.later, f.nlater);
+		settled += f.nlater;
+	}
+	spin_recent_note(epfd, f.smc_fds, f.nsmc);
+	return settled ? drop_empty(events, f.out) : f.out;
+}
 
 /* One governor per thread: the thread is what spins (common/spin.h). */
 static __thread struct smcr_spin_gov epoll_gov;

@@ -146,156 +146,251 @@ static void slot_settle(struct poll_slot *slot, struct pollfd *p)
 	}
 }
 
-int smcr_smc_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
-		   const sigset_t *mask)
-{
-	struct poll_slot stack_slots[32], *slots = stack_slots;
-	struct pollfd stack_copy[32], *copy = stack_copy;
-	int64_t deadline = timeout ? smcr_now_ns() + timeout->tv_sec * 1000000000LL + timeout->tv_nsec
-				   : -1;
-	/* Opt-in spin: non-blocking rounds until this, while a peer runs. */
-	int64_t spin_end = smcr_smc_spin_us > 0 && !(timeout && !timeout->tv_sec && !timeout->tv_nsec) &&
-				   smcr_spin_gov_allow(&poll_gov)
-				   ? smcr_now_ns() + (int64_t)smcr_smc_spin_us * 1000
-				   : 0;
-	bool spun = false, won = false;
-	int rc = -1, err = 0;
+/* The slots of one call, and what the kernel waits on in their place. */
+#define POLL_STACK_SLOTS 32
 
-	if (nfds > 32) {
-		slots = calloc(nfds, sizeof(*slots));
-		copy = calloc(nfds, sizeof(*copy));
-		if (!slots || !copy) {
-			free(slots == stack_slots ? NULL : slots);
-			free(copy == stack_copy ? NULL : copy);
+struct poll_call {
+	struct pollfd *fds;      /* the application's */
+	nfds_t nfds;
+	struct poll_slot *slots;
+	struct pollfd *copy;     /* what the kernel waits on */
+	int64_t deadline;        /* -1: none */
+	int64_t spin_end;        /* opt-in spin: non-blocking rounds until this while a peer runs */
+	bool spun, won;
+	struct poll_slot stack_slots[POLL_STACK_SLOTS];
+	struct pollfd stack_copy[POLL_STACK_SLOTS];
+};
+
+static int64_t poll_deadline(const struct timespec *timeout)
+{
+	if (!timeout)
+		return -1;
+	return smcr_now_ns() + timeout->tv_sec * 1000000000LL + timeout->tv_nsec;
+}
+
+/* When the opt-in spin ends, or 0: no spin (a zero timeout never spins). */
+static int64_t poll_spin_end(const struct timespec *timeout)
+{
+	if (smcr_smc_spin_us <= 0 || (timeout && !timeout->tv_sec && !timeout->tv_nsec) ||
+	    !smcr_spin_gov_allow(&poll_gov))
+		return 0;
+	return smcr_now_ns() + (int64_t)smcr_smc_spin_us * 1000;
+}
+
+/* What slot i waits on, with a reference to its entry. */
+static void slot_init(struct poll_slot *slot, const struct pollfd *p)
+{
+	slot->e = NULL;
+	slot->s = NULL;
+	slot->hs_fd = -1;
+	slot->inherited = false;
+	if (p->fd < 0)
+		return;
+	slot->e = smcr_fdtab_get(p->fd);
+	if (slot->e)
+		slot->s = smcr_smc_sock_of(slot->e);
+	if (slot->e && !slot->s)
+		slot->inherited = smcr_smc_inherited(slot->e);
+	if (slot->e && !slot->s)
+		slot->hs_fd = smcr_smc_handshake_fd(slot->e);
+	if (slot->s)
+		poll_count(slot, p->events, 1);
+}
+
+/* The call's slots, on the stack for small sets; -1 with errno. */
+static int poll_call_start(struct poll_call *c, struct pollfd *fds, nfds_t nfds,
+			   const struct timespec *timeout)
+{
+	c->fds = fds;
+	c->nfds = nfds;
+	c->slots = c->stack_slots;
+	c->copy = c->stack_copy;
+	if (nfds > POLL_STACK_SLOTS) {
+		c->slots = calloc(nfds, sizeof(*c->slots));
+		c->copy = calloc(nfds, sizeof(*c->copy));
+		if (!c->slots || !c->copy) {
+			free(c->slots);
+			free(c->copy);
 			errno = ENOMEM;
 			return -1;
 		}
 	}
-	for (nfds_t i = 0; i < nfds; i++) {
-		slots[i].e = NULL;
-		slots[i].s = NULL;
-		slots[i].hs_fd = -1;
-		slots[i].inherited = false;
-		if (fds[i].fd < 0)
-			continue;
-		slots[i].e = smcr_fdtab_get(fds[i].fd);
-		if (slots[i].e)
-			slots[i].s = smcr_smc_sock_of(slots[i].e);
-		if (slots[i].e && !slots[i].s)
-			slots[i].inherited = smcr_smc_inherited(slots[i].e);
-		if (slots[i].e && !slots[i].s)
-			slots[i].hs_fd = smcr_smc_handshake_fd(slots[i].e);
-		if (slots[i].s)
-			poll_count(&slots[i], fds[i].events, 1);
+	c->deadline = poll_deadline(timeout);
+	c->spin_end = poll_spin_end(timeout);
+	c->spun = false;
+	c->won = false;
+	for (nfds_t i = 0; i < nfds; i++)
+		slot_init(&c->slots[i], &fds[i]);
+	return 0;
+}
+
+static void poll_call_end(struct poll_call *c)
+{
+	if (c->spun)
+		smcr_smc_spin_result(&poll_gov, c->won);
+	for (nfds_t i = 0; i < c->nfds; i++) {
+		if (c->slots[i].s)
+			poll_count(&c->slots[i], c->fds[i].events, -1);
+		smcr_fdtab_put(c->slots[i].e);
 	}
-	for (;;) {
-		struct timespec left, *tp = NULL;
-		int ready = 0, count = 0;
-		bool spinning = false, sleeping = false;
+	if (c->slots != c->stack_slots) {
+		free(c->slots);
+		free(c->copy);
+	}
+}
 
-		for (nfds_t i = 0; i < nfds; i++) {
-			copy[i] = fds[i];
-			copy[i].revents = 0;
-			fds[i].revents = 0;
-			if (slots[i].s) {
+/*
+ * Before a wait: what the application is told already (an SMC socket's
+ * mask, an inherited one's reset), and in c->copy what the kernel waits on
+ * in each slot's place.  Returns how many are ready now.
+ */
+static int slots_prepare(struct poll_call *c)
+{
+	struct pollfd *fds = c->fds, *copy = c->copy;
+	struct poll_slot *slots = c->slots;
+	int ready = 0;
+
+	for (nfds_t i = 0; i < c->nfds; i++) {
+		copy[i] = fds[i];
+		copy[i].revents = 0;
+		fds[i].revents = 0;
+		if (slots[i].s) {
+			fds[i].revents = slot_revents(&slots[i], fds[i].events);
+			ready += fds[i].revents != 0;
+			copy[i].fd = smcr_sock_ready_fd(slots[i].s);
+			copy[i].events = POLLIN;
+		} else if (slots[i].inherited) {
+			fds[i].revents = (short)smcr_smc_wanted_mask(INHERITED_MASK,
+								     (uint16_t)fds[i].events);
+			ready++;
+			copy[i].fd = -1;
+		} else if (slots[i].hs_fd >= 0) {
+			copy[i].fd = slots[i].hs_fd;
+			copy[i].events = POLLIN;
+		}
+	}
+	return ready;
+}
+
+/* After the wait: what the kernel said, translated.  Returns how many are ready. */
+static int slots_collect(struct poll_call *c)
+{
+	struct pollfd *fds = c->fds, *copy = c->copy;
+	struct poll_slot *slots = c->slots;
+	int count = 0;
+
+	for (nfds_t i = 0; i < c->nfds; i++) {
+		if (slots[i].s) {
+			if (copy[i].revents)
 				fds[i].revents = slot_revents(&slots[i], fds[i].events);
-				ready += fds[i].revents != 0;
-				copy[i].fd = smcr_sock_ready_fd(slots[i].s);
-				copy[i].events = POLLIN;
-			} else if (slots[i].inherited) {
-				fds[i].revents = (short)smcr_smc_wanted_mask(INHERITED_MASK,
-								    (uint16_t)fds[i].events);
-				ready++;
-				copy[i].fd = -1;
-			} else if (slots[i].hs_fd >= 0) {
-				copy[i].fd = slots[i].hs_fd;
-				copy[i].events = POLLIN;
-			}
+		} else if (!slots[i].inherited) {
+			fds[i].revents = copy[i].revents;
+			if (slots[i].e && copy[i].revents)
+				slot_settle(&slots[i], &fds[i]);
 		}
-		if (!ready && spin_end) {
-			spinning = smcr_now_ns() < spin_end && slots_peer_running(slots, nfds);
-			if (!spinning)
-				spin_end = 0;
-			spun |= spinning;
-		}
-		if (ready || spinning) {
-			left.tv_sec = 0;
-			left.tv_nsec = 0;
-			tp = &left;
-		} else if (deadline >= 0) {
-			int64_t ns = deadline - smcr_now_ns();
+		count += fds[i].revents != 0;
+	}
+	return count;
+}
 
-			if (ns < 0)
-				ns = 0;
-			left.tv_sec = ns / 1000000000;
-			left.tv_nsec = ns % 1000000000;
-			tp = &left;
-		}
-		if (smcr_smc_spin_us > 0 && !ready && !spinning) {
-			/* Going to sleep: the peers should not spin on us meanwhile. */
-			slots_set_sleeping(slots, nfds, true);
-			sleeping = true;
-		}
-		rc = smcr_real.ppoll(copy, nfds, tp, mask);
-		if (sleeping)
-			slots_set_sleeping(slots, nfds, false);
-		if (rc < 0) {
-			err = errno;
-			break;
-		}
-		for (nfds_t i = 0; i < nfds; i++) {
-			if (slots[i].s) {
-				if (copy[i].revents)
-					fds[i].revents = slot_revents(&slots[i], fds[i].events);
-			} else if (!slots[i].inherited) {
-				fds[i].revents = copy[i].revents;
-				if (slots[i].e && copy[i].revents)
-					slot_settle(&slots[i], &fds[i]);
-			}
-			count += fds[i].revents != 0;
-		}
+/* Nothing ready yet: spin this round (non-blocking) while the spin lasts and a peer runs? */
+static bool poll_spin_round(struct poll_call *c)
+{
+	bool spinning;
+
+	if (!c->spin_end)
+		return false;
+	spinning = smcr_now_ns() < c->spin_end && slots_peer_running(c->slots, c->nfds);
+	if (!spinning)
+		c->spin_end = 0;
+	c->spun |= spinning;
+	return spinning;
+}
+
+/* The kernel's timeout for a round: none if `now`, else what is left, or NULL (for ever). */
+static struct timespec *round_timeout(const struct poll_call *c, bool now, struct timespec *left)
+{
+	int64_t ns;
+
+	if (now) {
+		left->tv_sec = 0;
+		left->tv_nsec = 0;
+		return left;
+	}
+	if (c->deadline < 0)
+		return NULL;
+	ns = c->deadline - smcr_now_ns();
+	if (ns < 0)
+		ns = 0;
+	left->tv_sec = ns / 1000000000;
+	left->tv_nsec = ns % 1000000000;
+	return left;
+}
+
+/*
+ * The kernel's wait on c->copy.  A wait that may sleep tells the peers,
+ * which should not spin on this thread meanwhile.
+ */
+static int kernel_wait(struct poll_call *c, bool now, const sigset_t *mask)
+{
+	struct timespec left;
+	bool sleeping = smcr_smc_spin_us > 0 && !now;
+	int rc, err;
+
+	if (sleeping)
+		slots_set_sleeping(c->slots, c->nfds, true);
+	rc = smcr_real.ppoll(c->copy, c->nfds, round_timeout(c, now, &left), mask);
+	err = errno;
+	if (sleeping)
+		slots_set_sleeping(c->slots, c->nfds, false);
+	errno = err;
+	return rc;
+}
+
+/* Rounds of waiting until something is ready or the time is up: the count, or -1 with errno. */
+static int poll_call_wait(struct poll_call *c, const sigset_t *mask)
+{
+	for (;;) {
+		int ready = slots_prepare(c), rc, count;
+		bool spinning = !ready && poll_spin_round(c);
+
+		rc = kernel_wait(c, ready || spinning, mask);
+		if (rc < 0)
+			return -1;
+		count = slots_collect(c);
 		if (rc > 0 && count == 0)
 			smcr_stats_wakeup_empty();
-		rc = count;
-		won |= spinning && count;
-		if (count || (deadline >= 0 && smcr_now_ns() >= deadline))
-			break;
+		c->won |= spinning && count;
+		if (count || (c->deadline >= 0 && smcr_now_ns() >= c->deadline))
+			return count;
 		if (spinning)
 			smcr_cpu_relax();
 		/* Only spurious doorbells: wait again for what is left of the time. */
 	}
-	if (spun)
-		smcr_smc_spin_result(&poll_gov, won);
-	for (nfds_t i = 0; i < nfds; i++) {
-		if (slots[i].s)
-			poll_count(&slots[i], fds[i].events, -1);
-		smcr_fdtab_put(slots[i].e);
-	}
-	if (slots != stack_slots) {
-		free(slots);
-		free(copy);
-	}
+}
+
+int smcr_smc_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
+		   const sigset_t *mask)
+{
+	struct poll_call c;
+	int rc, err;
+
+	if (poll_call_start(&c, fds, nfds, timeout) < 0)
+		return -1;
+	rc = poll_call_wait(&c, mask);
+	err = errno;
+	poll_call_end(&c);
 	if (rc < 0)
 		errno = err;
 	return rc;
 }
 
-int smcr_smc_pselect(int nfds, fd_set *r, fd_set *w, fd_set *x, const struct timespec *timeout,
-		     const sigset_t *mask)
+/* The fds of select's sets as a poll array; returns its length. */
+static nfds_t fdsets_to_poll(int nfds, const fd_set *r, const fd_set *w, const fd_set *x,
+			     struct pollfd *fds)
 {
-	struct pollfd stack_fds[64], *fds = stack_fds;
 	nfds_t n = 0;
-	int rc, count = 0;
 
-	if (nfds > FD_SETSIZE)
-		nfds = FD_SETSIZE;
-	if (nfds > 64) {
-		fds = calloc((size_t)nfds, sizeof(*fds));
-		if (!fds) {
-			errno = ENOMEM;
-			return -1;
-		}
-	}
 	for (int fd = 0; fd < nfds; fd++) {
 		short ev = 0;
 
@@ -312,41 +407,72 @@ int smcr_smc_pselect(int nfds, fd_set *r, fd_set *w, fd_set *x, const struct tim
 			n++;
 		}
 	}
-	rc = smcr_smc_ppoll(fds, n, timeout, mask);
-	if (rc >= 0) {
-		for (nfds_t i = 0; i < n; i++) {
-			if (fds[i].revents & POLLNVAL) {
-				rc = -1;
-				errno = EBADF;
-				break;
-			}
-		}
-	}
-	if (rc >= 0) {
-		if (r)
-			FD_ZERO(r);
-		if (w)
-			FD_ZERO(w);
-		if (x)
-			FD_ZERO(x);
-		for (nfds_t i = 0; i < n; i++) {
-			short re = fds[i].revents;
+	return n;
+}
 
-			if (r && (fds[i].events & POLLIN) && (re & (POLLIN | POLLHUP | POLLERR))) {
-				FD_SET(fds[i].fd, r);
-				count++;
-			}
-			if (w && (fds[i].events & POLLOUT) && (re & (POLLOUT | POLLERR))) {
-				FD_SET(fds[i].fd, w);
-				count++;
-			}
-			if (x && (fds[i].events & POLLPRI) && (re & POLLPRI)) {
-				FD_SET(fds[i].fd, x);
-				count++;
-			}
+/* select answers EBADF for a closed fd in its sets, where poll reports POLLNVAL. */
+static bool poll_any_invalid(const struct pollfd *fds, nfds_t n)
+{
+	for (nfds_t i = 0; i < n; i++)
+		if (fds[i].revents & POLLNVAL)
+			return true;
+	return false;
+}
+
+/* poll's answer as select's sets; returns the count select reports. */
+static int poll_to_fdsets(const struct pollfd *fds, nfds_t n, fd_set *r, fd_set *w, fd_set *x)
+{
+	int count = 0;
+
+	if (r)
+		FD_ZERO(r);
+	if (w)
+		FD_ZERO(w);
+	if (x)
+		FD_ZERO(x);
+	for (nfds_t i = 0; i < n; i++) {
+		short re = fds[i].revents;
+
+		if (r && (fds[i].events & POLLIN) && (re & (POLLIN | POLLHUP | POLLERR))) {
+			FD_SET(fds[i].fd, r);
+			count++;
 		}
-		rc = count;
+		if (w && (fds[i].events & POLLOUT) && (re & (POLLOUT | POLLERR))) {
+			FD_SET(fds[i].fd, w);
+			count++;
+		}
+		if (x && (fds[i].events & POLLPRI) && (re & POLLPRI)) {
+			FD_SET(fds[i].fd, x);
+			count++;
+		}
 	}
+	return count;
+}
+
+int smcr_smc_pselect(int nfds, fd_set *r, fd_set *w, fd_set *x, const struct timespec *timeout,
+		     const sigset_t *mask)
+{
+	struct pollfd stack_fds[64], *fds = stack_fds;
+	nfds_t n;
+	int rc;
+
+	if (nfds > FD_SETSIZE)
+		nfds = FD_SETSIZE;
+	if (nfds > 64) {
+		fds = calloc((size_t)nfds, sizeof(*fds));
+		if (!fds) {
+			errno = ENOMEM;
+			return -1;
+		}
+	}
+	n = fdsets_to_poll(nfds, r, w, x, fds);
+	rc = smcr_smc_ppoll(fds, n, timeout, mask);
+	if (rc >= 0 && poll_any_invalid(fds, n)) {
+		rc = -1;
+		errno = EBADF;
+	}
+	if (rc >= 0)
+		rc = poll_to_fdsets(fds, n, r, w, x);
 	if (fds != stack_fds)
 		free(fds);
 	return rc;
