@@ -372,6 +372,70 @@ static int parse_cidr_list(struct smcr_config *cfg, const char *name, const char
 	return bad;
 }
 
+/* A number in lo..hi (`unit` names it in the message, or ""); else the default stays. */
+static void parse_range(struct smcr_config *cfg, smcr_config_getenv_fn *get, void *ctx,
+			const char *name, unsigned lo, unsigned hi, const char *unit, unsigned *out)
+{
+	const char *text = lookup(get, ctx, name);
+	unsigned value;
+
+	if (!text)
+		return;
+	if (smcr_config_parse_uint(text, &value) < 0 || value < lo || value > hi)
+		add_problem(cfg, "%s=%.40s: expected %u..%u%s; ignored", name, text, lo, hi, unit);
+	else
+		*out = value;
+}
+
+/* Where the log goes (SMCR_LOG_FILE) and where the run-time files live (SMCR_RUNDIR). */
+static void parse_paths(struct smcr_config *cfg, smcr_config_getenv_fn *get, void *ctx)
+{
+	const char *text = lookup(get, ctx, "SMCR_LOG_FILE");
+
+	if (text && strlen(text) >= sizeof(cfg->log_file))
+		add_problem(cfg, "SMCR_LOG_FILE: path longer than %zu bytes; logging to stderr",
+			    sizeof(cfg->log_file) - 1);
+	else if (text)
+		memcpy(cfg->log_file, text, strlen(text) + 1);
+
+	text = lookup(get, ctx, "SMCR_RUNDIR");
+	if (text && *text && (text[0] != '/' || strlen(text) >= sizeof(cfg->rundir)))
+		add_problem(cfg, "SMCR_RUNDIR=%.40s: expected an absolute path shorter than %zu "
+			    "bytes; ignored", text, sizeof(cfg->rundir));
+	else if (text)
+		memcpy(cfg->rundir, text, strlen(text) + 1);
+}
+
+/* The settings that choose a connection's way: transport, peers, UEIDs, AF_SMC. */
+static void parse_policy(struct smcr_config *cfg, smcr_config_getenv_fn *get, void *ctx)
+{
+	const char *text = lookup(get, ctx, "SMCR_TRANSPORT");
+
+	if (text && smcr_config_parse_transport(text, &cfg->transport) < 0)
+		add_problem(cfg, "SMCR_TRANSPORT=%.40s: expected auto, rdma or shm; ignored", text);
+	cfg->transport_set = text != NULL;
+
+	text = lookup(get, ctx, "SMCR_PEERS");
+	if (text)
+		(void)parse_cidr_list(cfg, "SMCR_PEERS", text, cfg->peers, &cfg->n_peers);
+	text = lookup(get, ctx, "SMCR_UEID");
+	if (text)
+		parse_ueids(cfg, text);
+	parse_switch(cfg, get, ctx, "SMCR_KERNEL_UEID", &cfg->kernel_ueid);
+	parse_switch(cfg, get, ctx, "SMCR_LEARN", &cfg->learn);
+	text = lookup(get, ctx, "SMCR_AF_SMC");
+	if (text && smcr_config_parse_af_smc(text, &cfg->af_smc) < 0)
+		add_problem(cfg, "SMCR_AF_SMC=%.40s: expected auto, smcr or kernel; ignored", text);
+
+	text = lookup(get, ctx, "SMCR_PEERS_DENY");
+	/* What a bad deny entry meant to exclude is unknown: propose SMC-R nowhere. */
+	if (text && parse_cidr_list(cfg, "SMCR_PEERS_DENY", text, cfg->deny, &cfg->n_deny) < 0 &&
+	    cfg->n_peers > 0) {
+		add_problem(cfg, "SMCR_PEERS_DENY is not fully understood: SMCR_PEERS ignored");
+		cfg->n_peers = 0;
+	}
+}
+
 void smcr_config_parse(struct smcr_config *cfg, smcr_config_getenv_fn *get, void *ctx)
 {
 	const char *text;
@@ -385,32 +449,9 @@ void smcr_config_parse(struct smcr_config *cfg, smcr_config_getenv_fn *get, void
 
 	parse_buffer_size(cfg, get, ctx, "SMC_SNDBUF", &cfg->sndbuf);
 	parse_buffer_size(cfg, get, ctx, "SMC_RCVBUF", &cfg->rcvbuf);
-
-	text = lookup(get, ctx, "SMCR_LOG_FILE");
-	if (text && strlen(text) >= sizeof(cfg->log_file))
-		add_problem(cfg, "SMCR_LOG_FILE: path longer than %zu bytes; logging to stderr",
-			    sizeof(cfg->log_file) - 1);
-	else if (text)
-		memcpy(cfg->log_file, text, strlen(text) + 1);
-
-	text = lookup(get, ctx, "SMCR_RUNDIR");
-	if (text && *text && (text[0] != '/' || strlen(text) >= sizeof(cfg->rundir)))
-		add_problem(cfg, "SMCR_RUNDIR=%.40s: expected an absolute path shorter than %zu "
-			    "bytes; ignored", text, sizeof(cfg->rundir));
-	else if (text)
-		memcpy(cfg->rundir, text, strlen(text) + 1);
-
-	text = lookup(get, ctx, "SMCR_MAX_FDS");
-	if (text) {
-		unsigned max_fds;
-
-		if (smcr_config_parse_uint(text, &max_fds) < 0 ||
-		    max_fds < SMCR_CONFIG_MAX_FDS_MIN || max_fds > SMCR_CONFIG_MAX_FDS_LIMIT)
-			add_problem(cfg, "SMCR_MAX_FDS=%.40s: expected %u..%u; ignored", text,
-				    SMCR_CONFIG_MAX_FDS_MIN, SMCR_CONFIG_MAX_FDS_LIMIT);
-		else
-			cfg->max_fds = max_fds;
-	}
+	parse_paths(cfg, get, ctx);
+	parse_range(cfg, get, ctx, "SMCR_MAX_FDS", SMCR_CONFIG_MAX_FDS_MIN,
+		    SMCR_CONFIG_MAX_FDS_LIMIT, "", &cfg->max_fds);
 
 	text = lookup(get, ctx, "SMCR_DISABLE");
 	/* Whoever wrote it meant to say something about turning smcr off: do no harm. */
@@ -422,65 +463,13 @@ void smcr_config_parse(struct smcr_config *cfg, smcr_config_getenv_fn *get, void
 	parse_switch(cfg, get, ctx, "SMCR_SAMEHOST", &cfg->samehost);
 	cfg->samehost_set = lookup(get, ctx, "SMCR_SAMEHOST") != NULL;
 
-	text = lookup(get, ctx, "SMCR_SPEAK_FIRST_WAIT_MS");
-	if (text) {
-		unsigned ms;
-
-		if (smcr_config_parse_uint(text, &ms) < 0 ||
-		    ms > SMCR_CONFIG_SPEAK_FIRST_WAIT_MAX_MS)
-			add_problem(cfg, "SMCR_SPEAK_FIRST_WAIT_MS=%.40s: expected 0..%u; ignored",
-				    text, SMCR_CONFIG_SPEAK_FIRST_WAIT_MAX_MS);
-		else
-			cfg->speak_first_wait_ms = ms;
-	}
-
-	text = lookup(get, ctx, "SMCR_SPIN_US");
-	if (text) {
-		unsigned us;
-
-		if (smcr_config_parse_uint(text, &us) < 0 || us > SMCR_CONFIG_SPIN_MAX_US)
-			add_problem(cfg, "SMCR_SPIN_US=%.40s: expected 0..%u; ignored", text,
-				    SMCR_CONFIG_SPIN_MAX_US);
-		else
-			cfg->spin_us = us;
-	}
-
-	text = lookup(get, ctx, "SMCR_TESTLINK_TIME");
-	if (text) {
-		unsigned s;
-
-		if (smcr_config_parse_uint(text, &s) < 0 || s < 1 || s > SMCR_CONFIG_TESTLINK_MAX_S)
-			add_problem(cfg, "SMCR_TESTLINK_TIME=%.40s: expected 1..%u seconds; ignored",
-				    text, SMCR_CONFIG_TESTLINK_MAX_S);
-		else
-			cfg->testlink_s = s;
-	}
-
-	text = lookup(get, ctx, "SMCR_TRANSPORT");
-	if (text && smcr_config_parse_transport(text, &cfg->transport) < 0)
-		add_problem(cfg, "SMCR_TRANSPORT=%.40s: expected auto, rdma or shm; ignored", text);
-	cfg->transport_set = text != NULL;
-
-	text = lookup(get, ctx, "SMCR_PEERS");
-	if (text)
-		(void)parse_cidr_list(cfg, "SMCR_PEERS", text, cfg->peers, &cfg->n_peers);
-	text = lookup(get, ctx, "SMCR_UEID");
-	if (text)
-		parse_ueids(cfg, text);
-	parse_switch(cfg, get, ctx, "SMCR_KERNEL_UEID", &cfg->kernel_ueid);
-	parse_switch(cfg, get, ctx, "SMCR_LEARN", &cfg->learn);
+	parse_range(cfg, get, ctx, "SMCR_SPEAK_FIRST_WAIT_MS", 0,
+		    SMCR_CONFIG_SPEAK_FIRST_WAIT_MAX_MS, "", &cfg->speak_first_wait_ms);
+	parse_range(cfg, get, ctx, "SMCR_SPIN_US", 0, SMCR_CONFIG_SPIN_MAX_US, "", &cfg->spin_us);
+	parse_range(cfg, get, ctx, "SMCR_TESTLINK_TIME", 1, SMCR_CONFIG_TESTLINK_MAX_S, " seconds",
+		    &cfg->testlink_s);
 	parse_switch(cfg, get, ctx, "SMCR_EXIT_REPORT", &cfg->exit_report);
-	text = lookup(get, ctx, "SMCR_AF_SMC");
-	if (text && smcr_config_parse_af_smc(text, &cfg->af_smc) < 0)
-		add_problem(cfg, "SMCR_AF_SMC=%.40s: expected auto, smcr or kernel; ignored", text);
-
-	text = lookup(get, ctx, "SMCR_PEERS_DENY");
-	/* What a bad deny entry meant to exclude is unknown: propose SMC-R nowhere. */
-	if (text && parse_cidr_list(cfg, "SMCR_PEERS_DENY", text, cfg->deny, &cfg->n_deny) < 0 &&
-	    cfg->n_peers > 0) {
-		add_problem(cfg, "SMCR_PEERS_DENY is not fully understood: SMCR_PEERS ignored");
-		cfg->n_peers = 0;
-	}
+	parse_policy(cfg, get, ctx);
 }
 
 static const char *environ_getenv(const char *name, void *ctx)
