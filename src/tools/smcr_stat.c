@@ -776,6 +776,90 @@ static bool parse_count(const char *s, unsigned *out)
 }
 
 /* 0 = go on, else the exit status (+1). */
+/* One option getopt found: 0 to go on, else what parse_args returns. */
+static int parse_option(int c, struct options *o)
+{
+	switch (c) {
+	case 'c':
+		if (!*optarg) {
+			warnx_("empty program name");
+			return 3;
+		}
+		o->program = optarg;
+		return 0;
+	case 'l':
+		o->cmd = CMD_LISTENERS;
+		return 0;
+	case 'g':
+		o->cmd = CMD_LINKGROUPS;
+		return 0;
+	case 'i':
+		if (!parse_count(optarg, &o->interval)) {
+			warnx_("invalid interval '%s' (whole seconds, at least 1)", optarg);
+			return 3;
+		}
+		return 0;
+	case 'n':
+		if (!parse_count(optarg, &o->count)) {
+			warnx_("invalid count '%s'", optarg);
+			return 3;
+		}
+		return 0;
+	case 'a':
+		o->all = true;
+		return 0;
+	case 'j':
+		o->json = true;
+		return 0;
+	case 'p':
+		if (!parse_pid(optarg, &o->pid)) {
+			warnx_("invalid pid '%s'", optarg);
+			return 3;
+		}
+		return 0;
+	case 's':
+		o->cmd = CMD_STATS;
+		return 0;
+	case 'D':
+		o->dir = optarg;
+		return 0;
+	case 'h':
+		usage(stdout);
+		return 1;
+	case 'v':
+		printf("smcr-stat (smcr) %s\n", SMCR_VERSION_STRING);
+		return 1;
+	default:
+		usage(stderr);
+		return 3;
+	}
+}
+
+/* The command words (smc-tools' spellings too). */
+static const struct {
+	const char *word;
+	enum command cmd;
+	bool json;
+} command_words[] = {
+	{ "show", CMD_SHOW, false },          { "json", CMD_SHOW, true },
+	{ "stats", CMD_STATS, false },        { "reset", CMD_RESET, false },
+	{ "listeners", CMD_LISTENERS, false }, { "linkgroup", CMD_LINKGROUPS, false },
+	{ "linkgroups", CMD_LINKGROUPS, false }, { "fallbacks", CMD_FALLBACKS, false },
+};
+
+/* A command word: false if there is none such. */
+static bool parse_command(const char *word, struct options *o)
+{
+	for (size_t i = 0; i < sizeof(command_words) / sizeof(command_words[0]); i++) {
+		if (strcmp(word, command_words[i].word) == 0) {
+			o->cmd = command_words[i].cmd;
+			o->json |= command_words[i].json;
+			return true;
+		}
+	}
+	return false;
+}
+
 static int parse_args(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
@@ -787,87 +871,20 @@ static int parse_args(int argc, char **argv, struct options *o)
 	    {"interval", required_argument, NULL, 'i'}, {"count", required_argument, NULL, 'n'},
 	    {NULL, 0, NULL, 0},
 	};
-	int c;
+	int c, rc;
 
 	while ((c = getopt_long(argc, argv, "ajp:shvc:lgi:n:", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'c':
-			if (!*optarg) {
-				warnx_("empty program name");
-				return 3;
-			}
-			o->program = optarg;
-			break;
-		case 'l':
-			o->cmd = CMD_LISTENERS;
-			break;
-		case 'g':
-			o->cmd = CMD_LINKGROUPS;
-			break;
-		case 'i':
-			if (!parse_count(optarg, &o->interval)) {
-				warnx_("invalid interval '%s' (whole seconds, at least 1)", optarg);
-				return 3;
-			}
-			break;
-		case 'n':
-			if (!parse_count(optarg, &o->count)) {
-				warnx_("invalid count '%s'", optarg);
-				return 3;
-			}
-			break;
-		case 'a':
-			o->all = true;
-			break;
-		case 'j':
-			o->json = true;
-			break;
-		case 'p':
-			if (!parse_pid(optarg, &o->pid)) {
-				warnx_("invalid pid '%s'", optarg);
-				return 3;
-			}
-			break;
-		case 's':
-			o->cmd = CMD_STATS;
-			break;
-		case 'D':
-			o->dir = optarg;
-			break;
-		case 'h':
-			usage(stdout);
-			return 1;
-		case 'v':
-			printf("smcr-stat (smcr) %s\n", SMCR_VERSION_STRING);
-			return 1;
-		default:
-			usage(stderr);
-			return 3;
-		}
+		rc = parse_option(c, o);
+		if (rc)
+			return rc;
 	}
 	if (optind < argc) {
-		const char *cmd = argv[optind++];
-
-		if (strcmp(cmd, "show") == 0) {
-			o->cmd = CMD_SHOW;
-		} else if (strcmp(cmd, "json") == 0) {
-			o->cmd = CMD_SHOW;
-			o->json = true;
-		} else if (strcmp(cmd, "stats") == 0) {
-			o->cmd = CMD_STATS;
-		} else if (strcmp(cmd, "reset") == 0) {
-			o->cmd = CMD_RESET;
-		} else if (strcmp(cmd, "listeners") == 0) {
-			o->cmd = CMD_LISTENERS;
-		} else if (strcmp(cmd, "linkgroup") == 0 || strcmp(cmd, "linkgroups") == 0) {
-			o->cmd = CMD_LINKGROUPS;
-		} else if (strcmp(cmd, "fallbacks") == 0) {
-			o->cmd = CMD_FALLBACKS;
-		} else {
-			warnx_("unknown command '%s'", cmd);
+		if (!parse_command(argv[optind], o)) {
+			warnx_("unknown command '%s'", argv[optind]);
 			usage(stderr);
 			return 3;
 		}
+		optind++;
 	}
 	/* smc-tools style: `smcr-stat stats json` */
 	if (optind < argc && o->cmd != CMD_SHOW && strcmp(argv[optind], "json") == 0) {
