@@ -301,6 +301,52 @@ static bool rx_must_wait(const struct smcr_sock *s, size_t got, size_t target, i
 	return true;
 }
 
+/* What a call takes of what is there: all it still wants, or all there is. */
+static uint32_t rx_span(size_t wanted, uint32_t there)
+{
+	return wanted < there ? (uint32_t)wanted : there;
+}
+
+/*
+ * Take n unread bytes into iov at offset got: the held bytes are the
+ * oldest, so first them, then the RMB's.
+ */
+static void rx_take(struct smcr_sock *s, const struct iovec *iov, int iovcnt, size_t got,
+		    uint32_t n)
+{
+	uint32_t held = (uint32_t)smcr_rxhold_peek(&s->held, iov, iovcnt, got, n);
+	uint32_t ring = n - held;
+
+	if (ring)
+		rx_copy_out(s, s->rx_cons, iov, iovcnt, got + held, ring);
+	smcr_rxhold_drop(&s->held, held);
+	s->rx_cons = smcr_curs_advance(s->rx_cons, ring, s->rmb_size);
+	s->bytes_received += n;
+	smcr_hold_self(s)->bytes_received += n;
+	if (s->peek_off >= 0)
+		s->peek_off = s->peek_off > (int)n ? s->peek_off - (int)n : 0;
+	if (ring)
+		smcr_rx_maybe_update_cons(s);
+}
+
+/*
+ * Sleep until the connection may have data; a peek says how much it waits
+ * for (skip + target).  The deadline is computed at the first wait.
+ */
+static int rx_wait(struct smcr_sock *s, int flags, uint32_t skip, size_t target,
+		   int64_t *deadline)
+{
+	int rc;
+
+	if (*deadline == -2)
+		*deadline = s->rcv_timeout_ms ? smcr_sys_deadline(s->rcv_timeout_ms) : -1;
+	if (flags & MSG_PEEK)
+		s->peek_need = skip + target > UINT32_MAX ? UINT32_MAX : (uint32_t)(skip + target);
+	rc = smcr_conn_wait(s, POLLIN, *deadline);
+	s->peek_need = 0;
+	return rc;
+}
+
 ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt, int flags)
 {
 	ssize_t total = smcr_iov_total(iov, iovcnt);
@@ -319,68 +365,43 @@ ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 	/* SO_PEEK_OFF: a peek starts that far into the unread bytes */
 	skip = (flags & MSG_PEEK) && s->peek_off > 0 ? (uint32_t)s->peek_off : 0;
 	for (;;) {
-		uint32_t avail, n, held, ring;
+		uint32_t avail, n;
 		int rc;
 
 		smcr_conn_progress_io(s);
 		avail = s->shut_rd || s->went_tcp ? 0 : smcr_rx_unread(s);
-		if (avail > skip) {
-			n = want - got < avail - skip ? (uint32_t)(want - got) : avail - skip;
-			if (flags & MSG_PEEK) {
-				rx_copy_unread(s, skip, iov, iovcnt, 0, n);
-				/* Nothing taken: a peek that waits for more looks again. */
-				peeked = n;
-				if (!rx_must_wait(s, n, target, flags, &ret))
-					break;
-				goto wait;
-			}
-			/* The held bytes are the oldest: first them, then the RMB's. */
-			held = (uint32_t)smcr_rxhold_peek(&s->held, iov, iovcnt, got, n);
-			ring = n - held;
-			if (ring)
-				rx_copy_out(s, s->rx_cons, iov, iovcnt, got + held, ring);
-			smcr_rxhold_drop(&s->held, held);
-			s->rx_cons = smcr_curs_advance(s->rx_cons, ring, s->rmb_size);
-			s->bytes_received += n;
-			smcr_hold_self(s)->bytes_received += n;
+		n = avail <= skip ? 0 : rx_span(want - got, avail - skip);
+		if (avail > skip && !(flags & MSG_PEEK)) {
+			rx_take(s, iov, iovcnt, got, n);
 			got += n;
-			if (s->peek_off >= 0)
-				s->peek_off = s->peek_off > (int)n ? s->peek_off - (int)n : 0;
-			if (ring)
-				smcr_rx_maybe_update_cons(s);
 			if (got >= target) {
 				ret = (ssize_t)got;
 				break;
 			}
 			continue;
 		}
-		if ((s->tcp_tail || s->went_tcp) && !s->shut_rd) {
+		if (avail > skip) {
+			rx_copy_unread(s, skip, iov, iovcnt, 0, n);
+			/* Nothing taken: a peek that waits for more looks again. */
+			peeked = n;
+			if (!rx_must_wait(s, n, target, flags, &ret))
+				break;
+		} else if ((s->tcp_tail || s->went_tcp) && !s->shut_rd) {
 			/* The ring is read: the rest of the stream is on TCP. */
 			ret = smcr_tail_recv(s, iov, iovcnt, got, flags);
 			break;
-		}
-		if (!peer_checked) {
+		} else if (!peer_checked) {
 			/* Before "nothing yet" or sleeping: is the peer still there? */
 			peer_checked = true;
 			smcr_conn_check_peer(s);
 			continue;
-		}
-		if (!rx_must_wait(s, got, target, flags, &ret))
+		} else if (!rx_must_wait(s, got, target, flags, &ret)) {
 			break;
-wait:
-		if (deadline == -2)
-			deadline = s->rcv_timeout_ms ? smcr_sys_deadline(s->rcv_timeout_ms) : -1;
-		if (flags & MSG_PEEK)
-			s->peek_need = skip + target > UINT32_MAX ? UINT32_MAX
-								 : (uint32_t)(skip + target);
-		rc = smcr_conn_wait(s, POLLIN, deadline);
-		s->peek_need = 0;
+		}
+		rc = rx_wait(s, flags, skip, target, &deadline);
 		if (rc < 0) {
 			/* A timeout or a signal returns what is in, as Linux does. */
-			if (got || peeked)
-				ret = (ssize_t)(got ? got : peeked);
-			else
-				ret = rc;
+			ret = got || peeked ? (ssize_t)(got ? got : peeked) : rc;
 			break;
 		}
 	}

@@ -72,12 +72,80 @@ static int tx_refusal(const struct smcr_sock *s)
 	return 0;
 }
 
+/* What a send waits by: its timeout, and when a silent peer gets room (rx.c). */
+struct tx_wait {
+	int64_t deadline;  /* -2: not computed yet (at the first wait) */
+	int64_t rescue_at; /* -1: none */
+};
+
+/*
+ * No room in the peer's RMB: ask for an update once per episode, then wait
+ * for room (or make room for a silent peer).  true: look again; false: the
+ * call ends, *ret says with what.
+ */
+static bool tx_wait_room(struct smcr_sock *s, int flags, size_t sent, struct tx_wait *w,
+			 ssize_t *ret)
+{
+	int64_t wait_until;
+	int rc;
+
+	smcr_conn_check_peer(s);
+	if (s->state == SMCR_CONN_ABORTED)
+		return true;
+	if (!s->tx_blocked_sent) {
+		s->tx_blocked_sent = true;
+		smcr_conn_send_cdc(s, SMCR_CDC_PROD_WRITE_BLOCKED);
+	}
+	if (flags & MSG_DONTWAIT) {
+		*ret = sent ? (ssize_t)sent : -EAGAIN;
+		return false;
+	}
+	if (w->deadline == -2)
+		w->deadline = s->snd_timeout_ms ? smcr_sys_deadline(s->snd_timeout_ms) : -1;
+	wait_until = w->deadline;
+	if (smcr_rx_rescue_due(s, &w->rescue_at)) {
+		if (smcr_now_ms() >= w->rescue_at) {
+			/* The peer stayed silent after a link move: room for it (rx.c). */
+			smcr_rx_rescue(s);
+			w->rescue_at = -1;
+			return true;
+		}
+		if (w->deadline < 0 || w->rescue_at < w->deadline)
+			wait_until = w->rescue_at;
+	}
+	rc = smcr_conn_wait(s, POLLOUT, wait_until);
+	if (rc == -EAGAIN && wait_until != w->deadline)
+		return true; /* the rescue's time, looked at above */
+	if (rc < 0) {
+		*ret = sent ? (ssize_t)sent : rc;
+		return false;
+	}
+	return true;
+}
+
+/* n bytes of iov from offset sent into the peer's RMB, and the peer told. */
+static int tx_put(struct smcr_sock *s, const struct iovec *iov, int iovcnt, size_t sent,
+		  uint32_t n, size_t want)
+{
+	int rc = tx_copy_in(s, iov, iovcnt, sent, n);
+
+	if (rc)
+		return rc;
+	s->tx_prod = smcr_curs_advance(s->tx_prod, n, s->peer_size);
+	sent += n;
+	s->bytes_sent += n;
+	smcr_hold_self(s)->bytes_sent += n;
+	if (want - sent > 0)
+		s->tx_blocked_sent = true;
+	smcr_conn_send_cdc(s, want - sent > 0 ? SMCR_CDC_PROD_WRITE_BLOCKED : 0);
+	return 0;
+}
+
 ssize_t smcr_sock_sendv(struct smcr_sock *s, const struct iovec *iov, int iovcnt, int flags)
 {
 	ssize_t total = smcr_iov_total(iov, iovcnt);
 	size_t want = (size_t)total, sent = 0;
-	int64_t deadline = -2; /* computed when the first wait comes */
-	int64_t rescue_at = -1; /* when a silent peer gets room (rx.c) */
+	struct tx_wait w = { .deadline = -2, .rescue_at = -1 };
 	ssize_t ret = 0;
 
 	if (total < 0)
@@ -85,7 +153,6 @@ ssize_t smcr_sock_sendv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 	smcr_conn_lock(s);
 	for (;;) {
 		uint32_t space, n;
-		int64_t wait_until;
 		int rc;
 
 		smcr_conn_progress_io(s);
@@ -104,54 +171,17 @@ ssize_t smcr_sock_sendv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 		}
 		space = smcr_tx_space(s);
 		if (space == 0) {
-			smcr_conn_check_peer(s);
-			if (s->state == SMCR_CONN_ABORTED)
-				continue;
-			/* Ask for an update when room frees up (once per episode). */
-			if (!s->tx_blocked_sent) {
-				s->tx_blocked_sent = true;
-				smcr_conn_send_cdc(s, SMCR_CDC_PROD_WRITE_BLOCKED);
-			}
-			if (flags & MSG_DONTWAIT) {
-				ret = sent ? (ssize_t)sent : -EAGAIN;
+			if (!tx_wait_room(s, flags, sent, &w, &ret))
 				break;
-			}
-			if (deadline == -2)
-				deadline = s->snd_timeout_ms ? smcr_sys_deadline(s->snd_timeout_ms)
-							     : -1;
-			wait_until = deadline;
-			if (smcr_rx_rescue_due(s, &rescue_at)) {
-				if (smcr_now_ms() >= rescue_at) {
-					/* The peer stayed silent after a link move: room for it (rx.c). */
-					smcr_rx_rescue(s);
-					rescue_at = -1;
-					continue;
-				}
-				if (deadline < 0 || rescue_at < deadline)
-					wait_until = rescue_at;
-			}
-			rc = smcr_conn_wait(s, POLLOUT, wait_until);
-			if (rc == -EAGAIN && wait_until != deadline)
-				continue; /* the rescue's time, looked at above */
-			if (rc < 0) {
-				ret = sent ? (ssize_t)sent : rc;
-				break;
-			}
 			continue;
 		}
 		n = want - sent < space ? (uint32_t)(want - sent) : space;
-		rc = tx_copy_in(s, iov, iovcnt, sent, n);
+		rc = tx_put(s, iov, iovcnt, sent, n, want);
 		if (rc) {
 			ret = sent ? (ssize_t)sent : rc;
 			break;
 		}
-		s->tx_prod = smcr_curs_advance(s->tx_prod, n, s->peer_size);
 		sent += n;
-		s->bytes_sent += n;
-		smcr_hold_self(s)->bytes_sent += n;
-		if (want - sent > 0)
-			s->tx_blocked_sent = true;
-		smcr_conn_send_cdc(s, want - sent > 0 ? SMCR_CDC_PROD_WRITE_BLOCKED : 0);
 	}
 	smcr_conn_progress_io(s);
 	smcr_stats_conn_update(s);
