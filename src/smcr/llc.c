@@ -200,43 +200,49 @@ static unsigned del_rkey_listed(const struct smcr_llc_msg *msg)
 	return n;
 }
 
+static void encode_confirm_link(const struct smcr_llc_confirm_link *m, uint8_t *p)
+{
+	memcpy(p + CL_MAC, m->mac, sizeof(m->mac));
+	memcpy(p + CL_GID, m->gid, sizeof(m->gid));
+	smcr_put_be24(p + CL_QPN, m->qpn);
+	p[CL_LINK_NUM] = m->link_num;
+	smcr_put_be32(p + CL_LINK_UID, m->link_uid);
+	p[CL_MAX_LINKS] = m->max_links;
+	p[CL_MAX_CONNS] = m->max_conns;
+}
+
+static void encode_add_link(const struct smcr_llc_msg *msg, uint8_t *p)
+{
+	const struct smcr_llc_add_link *m = &msg->add_link;
+	uint8_t *x;
+
+	memcpy(p + AL_MAC, m->mac, sizeof(m->mac));
+	memcpy(p + AL_GID, m->gid, sizeof(m->gid));
+	smcr_put_be24(p + AL_QPN, m->qpn);
+	p[AL_LINK_NUM] = m->link_num;
+	p[AL_MTU] = m->qp_mtu & 0x0f;
+	smcr_put_be24(p + AL_PSN, m->psn);
+	if (!m->has_v2_ext)
+		return;
+	x = p + AL_EXT;
+	x[ALX_FLAGS] = m->v2_direct ? 0x80 : 0;
+	memcpy(x + ALX_TARGET_GID, m->target_gid, sizeof(m->target_gid));
+	put_u16_order(x + ALX_NUM_RKEYS, m->num_rkeys, msg->hdr.length_be);
+	for (unsigned i = 0; i < m->num_rkeys; i++)
+		put_triple(x + ALX_RKEYS + i * RKEY_TRIPLE_LEN, &m->rkeys[i]);
+}
+
 static void encode_body(const struct smcr_llc_msg *msg, uint8_t *p)
 {
 	unsigned i;
 
 	switch (msg->hdr.type) {
-	case SMCR_LLC_CONFIRM_LINK: {
-		const struct smcr_llc_confirm_link *m = &msg->confirm_link;
-
-		memcpy(p + CL_MAC, m->mac, sizeof(m->mac));
-		memcpy(p + CL_GID, m->gid, sizeof(m->gid));
-		smcr_put_be24(p + CL_QPN, m->qpn);
-		p[CL_LINK_NUM] = m->link_num;
-		smcr_put_be32(p + CL_LINK_UID, m->link_uid);
-		p[CL_MAX_LINKS] = m->max_links;
-		p[CL_MAX_CONNS] = m->max_conns;
+	case SMCR_LLC_CONFIRM_LINK:
+		encode_confirm_link(&msg->confirm_link, p);
 		break;
-	}
-	case SMCR_LLC_ADD_LINK: {
-		const struct smcr_llc_add_link *m = &msg->add_link;
-
-		memcpy(p + AL_MAC, m->mac, sizeof(m->mac));
-		memcpy(p + AL_GID, m->gid, sizeof(m->gid));
-		smcr_put_be24(p + AL_QPN, m->qpn);
-		p[AL_LINK_NUM] = m->link_num;
-		p[AL_MTU] = m->qp_mtu & 0x0f;
-		smcr_put_be24(p + AL_PSN, m->psn);
-		if (m->has_v2_ext) {
-			uint8_t *x = p + AL_EXT;
-
-			x[ALX_FLAGS] = m->v2_direct ? 0x80 : 0;
-			memcpy(x + ALX_TARGET_GID, m->target_gid, sizeof(m->target_gid));
-			put_u16_order(x + ALX_NUM_RKEYS, m->num_rkeys, msg->hdr.length_be);
-			for (i = 0; i < m->num_rkeys; i++)
-				put_triple(x + ALX_RKEYS + i * RKEY_TRIPLE_LEN, &m->rkeys[i]);
-		}
+	case SMCR_LLC_ADD_LINK:
+		encode_add_link(msg, p);
 		break;
-	}
 	case SMCR_LLC_ADD_LINK_CONT:
 		p[ALC_LINK_NUM] = msg->add_link_cont.link_num;
 		p[ALC_NUM_RKEYS] = msg->add_link_cont.num_rkeys;
@@ -392,37 +398,70 @@ static enum smcr_llc_err decode_add_link_ext(const uint8_t *p, struct smcr_llc_m
 	return SMCR_LLC_ERR_NONE;
 }
 
+static void decode_confirm_link(const uint8_t *p, struct smcr_llc_confirm_link *m)
+{
+	memcpy(m->mac, p + CL_MAC, sizeof(m->mac));
+	memcpy(m->gid, p + CL_GID, sizeof(m->gid));
+	m->qpn = smcr_get_be24(p + CL_QPN);
+	m->link_num = p[CL_LINK_NUM];
+	m->link_uid = smcr_get_be32(p + CL_LINK_UID);
+	m->max_links = p[CL_MAX_LINKS];
+	m->max_conns = p[CL_MAX_CONNS];
+}
+
+static enum smcr_llc_err decode_add_link(const uint8_t *p, struct smcr_llc_msg *msg)
+{
+	struct smcr_llc_add_link *m = &msg->add_link;
+
+	memcpy(m->mac, p + AL_MAC, sizeof(m->mac));
+	memcpy(m->gid, p + AL_GID, sizeof(m->gid));
+	m->qpn = smcr_get_be24(p + AL_QPN);
+	m->link_num = p[AL_LINK_NUM];
+	m->qp_mtu = p[AL_MTU] & 0x0f;
+	m->psn = smcr_get_be24(p + AL_PSN);
+	/* A v2 reject is the echoed 44-byte request without extension. */
+	if (msg->hdr.version == 2 && msg->hdr.length > SMCR_LLC_MSG_LEN)
+		return decode_add_link_ext(p, msg);
+	return SMCR_LLC_ERR_NONE;
+}
+
+static enum smcr_llc_err decode_req_add_link(const uint8_t *p, struct smcr_llc_msg *msg)
+{
+	struct smcr_llc_req_add_link *m = &msg->req_add_link;
+
+	m->gid_cnt = p[RAL_GID_CNT];
+	if (m->gid_cnt > SMCR_LLC_MAX_REQ_GIDS ||
+	    RAL_GIDS + (size_t)m->gid_cnt * SMCR_LLC_GID_LEN > msg->hdr.length)
+		return SMCR_LLC_ERR_COUNT;
+	for (unsigned i = 0; i < m->gid_cnt; i++)
+		memcpy(m->gid[i], p + RAL_GIDS + i * SMCR_LLC_GID_LEN, SMCR_LLC_GID_LEN);
+	return SMCR_LLC_ERR_NONE;
+}
+
+static enum smcr_llc_err decode_delete_rkey(const uint8_t *p, struct smcr_llc_msg *msg)
+{
+	struct smcr_llc_delete_rkey *m = &msg->delete_rkey;
+
+	m->num_rkeys = p[DR_NUM_RKEYS];
+	m->err_mask = p[DR_ERR_MASK];
+	/* v1: Linux uses at most 8 whatever the count; v2: the list must fit. */
+	if (msg->hdr.version == 2 && m->num_rkeys > (msg->hdr.length - DR_RKEYS) / 4)
+		return SMCR_LLC_ERR_COUNT;
+	for (unsigned i = 0; i < del_rkey_listed(msg); i++)
+		m->rkeys[i] = smcr_get_be32(p + DR_RKEYS + i * 4);
+	return SMCR_LLC_ERR_NONE;
+}
+
 static enum smcr_llc_err decode_body(const uint8_t *p, struct smcr_llc_msg *msg)
 {
 	unsigned i;
 
 	switch (msg->hdr.type) {
-	case SMCR_LLC_CONFIRM_LINK: {
-		struct smcr_llc_confirm_link *m = &msg->confirm_link;
-
-		memcpy(m->mac, p + CL_MAC, sizeof(m->mac));
-		memcpy(m->gid, p + CL_GID, sizeof(m->gid));
-		m->qpn = smcr_get_be24(p + CL_QPN);
-		m->link_num = p[CL_LINK_NUM];
-		m->link_uid = smcr_get_be32(p + CL_LINK_UID);
-		m->max_links = p[CL_MAX_LINKS];
-		m->max_conns = p[CL_MAX_CONNS];
+	case SMCR_LLC_CONFIRM_LINK:
+		decode_confirm_link(p, &msg->confirm_link);
 		return SMCR_LLC_ERR_NONE;
-	}
-	case SMCR_LLC_ADD_LINK: {
-		struct smcr_llc_add_link *m = &msg->add_link;
-
-		memcpy(m->mac, p + AL_MAC, sizeof(m->mac));
-		memcpy(m->gid, p + AL_GID, sizeof(m->gid));
-		m->qpn = smcr_get_be24(p + AL_QPN);
-		m->link_num = p[AL_LINK_NUM];
-		m->qp_mtu = p[AL_MTU] & 0x0f;
-		m->psn = smcr_get_be24(p + AL_PSN);
-		/* A v2 reject is the echoed 44-byte request without extension. */
-		if (msg->hdr.version == 2 && msg->hdr.length > SMCR_LLC_MSG_LEN)
-			return decode_add_link_ext(p, msg);
-		return SMCR_LLC_ERR_NONE;
-	}
+	case SMCR_LLC_ADD_LINK:
+		return decode_add_link(p, msg);
 	case SMCR_LLC_ADD_LINK_CONT:
 		msg->add_link_cont.link_num = p[ALC_LINK_NUM];
 		msg->add_link_cont.num_rkeys = p[ALC_NUM_RKEYS];
@@ -434,15 +473,7 @@ static enum smcr_llc_err decode_body(const uint8_t *p, struct smcr_llc_msg *msg)
 		msg->delete_link.reason = smcr_get_be32(p + DL_REASON);
 		return SMCR_LLC_ERR_NONE;
 	case SMCR_LLC_REQ_ADD_LINK:
-		msg->req_add_link.gid_cnt = p[RAL_GID_CNT];
-		if (msg->req_add_link.gid_cnt > SMCR_LLC_MAX_REQ_GIDS ||
-		    RAL_GIDS + (size_t)msg->req_add_link.gid_cnt * SMCR_LLC_GID_LEN >
-			    msg->hdr.length)
-			return SMCR_LLC_ERR_COUNT;
-		for (i = 0; i < msg->req_add_link.gid_cnt; i++)
-			memcpy(msg->req_add_link.gid[i], p + RAL_GIDS + i * SMCR_LLC_GID_LEN,
-			       SMCR_LLC_GID_LEN);
-		return SMCR_LLC_ERR_NONE;
+		return decode_req_add_link(p, msg);
 	case SMCR_LLC_CONFIRM_RKEY:
 		msg->confirm_rkey.num_rkeys = p[CR_NUM_RKEYS];
 		msg->confirm_rkey.rkey = smcr_get_be32(p + CR_RKEY);
@@ -457,19 +488,8 @@ static enum smcr_llc_err decode_body(const uint8_t *p, struct smcr_llc_msg *msg)
 		for (i = 0; i < 3; i++)
 			get_rtoken(p + CRC_RT + i * RTOKEN_LEN, &msg->confirm_rkey_cont.rt[i]);
 		return SMCR_LLC_ERR_NONE;
-	case SMCR_LLC_DELETE_RKEY: {
-		struct smcr_llc_delete_rkey *m = &msg->delete_rkey;
-
-		m->num_rkeys = p[DR_NUM_RKEYS];
-		m->err_mask = p[DR_ERR_MASK];
-		/* v1: Linux uses at most 8 whatever the count; v2: the list must fit. */
-		if (msg->hdr.version == 2 &&
-		    m->num_rkeys > (msg->hdr.length - DR_RKEYS) / 4)
-			return SMCR_LLC_ERR_COUNT;
-		for (i = 0; i < del_rkey_listed(msg); i++)
-			m->rkeys[i] = smcr_get_be32(p + DR_RKEYS + i * 4);
-		return SMCR_LLC_ERR_NONE;
-	}
+	case SMCR_LLC_DELETE_RKEY:
+		return decode_delete_rkey(p, msg);
 	case SMCR_LLC_TEST_LINK:
 		memcpy(msg->test_link.user_data, p + TL_USER_DATA,
 		       sizeof(msg->test_link.user_data));
