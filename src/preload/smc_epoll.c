@@ -238,6 +238,31 @@ int smcr_smc_epoll_rearm(struct ep_rec *r, struct smcr_sock *s)
 }
 
 /*
+ * Move record r from where the kernel has it (on the doorbell of `from`, if
+ * it is there) to the doorbell of `to`, the handshake fd `hs_fd` (>= 0) or
+ * the TCP fd (neither).  ep_lock held.
+ */
+static void rec_move(struct smcr_fd_entry *e, struct ep_rec *r, struct smcr_sock *from,
+		     struct smcr_sock *to, int hs_fd, const char *what)
+{
+	if (rec_kernel_del(r, from) < 0 && rec_gone_errno(r, EPOLL_CTL_DEL, errno)) {
+		/*
+		 * Its epoll instance was closed: registering it again would put
+		 * the application's old data into whatever epoll fd has its
+		 * number now.
+		 */
+		rec_unlink(e, r);
+		rec_free(r);
+		return;
+	}
+	r->on_doorbell = to != NULL;
+	r->hs_fd = to ? -1 : hs_fd;
+	if (rec_kernel_ctl(r, EPOLL_CTL_ADD, to) < 0)
+		smcr_warn("fd %d: cannot move its epoll registration (epfd %d) to %s: %s",
+			  r->fd, r->epfd, what, strerror(errno));
+}
+
+/*
  * Re-register every record of the entry: on the doorbell of `s`, on the
  * handshake fd `hs_fd` (>= 0), or on the TCP fd (neither).
  */
@@ -251,21 +276,7 @@ static void entry_rewatch(struct smcr_fd_entry *e, struct smcr_sock *s, int hs_f
 		next = rec_at(r->next);
 		if ((r->on_doorbell == (s != NULL) && r->hs_fd == hs_fd) || (r->on_doorbell && !s))
 			continue; /* there already (or on the doorbell: SMC is for good) */
-		if (rec_kernel_del(r, NULL) < 0 && rec_gone_errno(r, EPOLL_CTL_DEL, errno)) {
-			/*
-			 * Its epoll instance was closed: registering it again would put
-			 * the application's old data into whatever epoll fd has its
-			 * number now.
-			 */
-			rec_unlink(e, r);
-			rec_free(r);
-			continue;
-		}
-		r->on_doorbell = s != NULL;
-		r->hs_fd = s ? -1 : hs_fd;
-		if (rec_kernel_ctl(r, EPOLL_CTL_ADD, s) < 0)
-			smcr_warn("fd %d: cannot move its epoll registration (epfd %d) to %s: %s",
-				  r->fd, r->epfd, what, strerror(errno));
+		rec_move(e, r, NULL, s, hs_fd, what);
 	}
 	e->epoll_events = entry_epoll_events(e);
 	pthread_mutex_unlock(&ep_lock);
@@ -292,18 +303,8 @@ void smcr_smc_epoll_leave_doorbell(struct smcr_fd_entry *e, struct smcr_sock *s)
 	pthread_mutex_lock(&ep_lock);
 	for (struct ep_rec *r = rec_at(e->epoll_regs), *next; r; r = next) {
 		next = rec_at(r->next);
-		if (!r->on_doorbell)
-			continue;
-		if (rec_kernel_del(r, s) < 0 && rec_gone_errno(r, EPOLL_CTL_DEL, errno)) {
-			rec_unlink(e, r);
-			rec_free(r);
-			continue;
-		}
-		r->on_doorbell = false;
-		r->hs_fd = -1;
-		if (rec_kernel_ctl(r, EPOLL_CTL_ADD, NULL) < 0)
-			smcr_warn("fd %d: cannot move its epoll registration (epfd %d) to the TCP"
-				  " socket: %s", r->fd, r->epfd, strerror(errno));
+		if (r->on_doorbell)
+			rec_move(e, r, s, NULL, -1, "the TCP socket");
 	}
 	e->epoll_events = entry_epoll_events(e);
 	pthread_mutex_unlock(&ep_lock);
