@@ -175,15 +175,17 @@ static int connect_and_report(const struct sockaddr_storage *target)
 	return 0;
 }
 
-int main(int argc, char **argv)
-{
-	const struct smcr_config *cfg = smcr_config_get();
-	struct smcr_policy_verdict v;
+/* What the command line asks about. */
+struct question {
 	struct sockaddr_storage target;
-	const char *target_text = NULL, *program = NULL, *why, *outcome;
-	char shown[INET6_ADDRSTRLEN];
-	bool server = false, connect_too = false;
-	unsigned port;
+	const char *program; /* NULL: any */
+	bool server, connect_too;
+};
+
+/* The command line into q: 0, else the usage error's exit code. */
+static int parse_args(int argc, char **argv, struct question *q)
+{
+	const char *target_text = NULL, *why;
 
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--role") == 0 && i + 1 < argc) {
@@ -191,11 +193,11 @@ int main(int argc, char **argv)
 
 			if (strcmp(role, "client") != 0 && strcmp(role, "server") != 0)
 				return usage("--role takes client or server");
-			server = strcmp(role, "server") == 0;
+			q->server = strcmp(role, "server") == 0;
 		} else if (strcmp(argv[i], "--program") == 0 && i + 1 < argc) {
-			program = argv[++i];
+			q->program = argv[++i];
 		} else if (strcmp(argv[i], "--connect") == 0) {
-			connect_too = true;
+			q->connect_too = true;
 		} else if (argv[i][0] == '-' || target_text) {
 			return usage(argv[i][0] == '-' ? "unknown option" : "one HOST:PORT only");
 		} else {
@@ -204,53 +206,82 @@ int main(int argc, char **argv)
 	}
 	if (!target_text)
 		return usage("missing HOST:PORT");
-	if (parse_target(target_text, &target, &why) < 0)
+	if (parse_target(target_text, &q->target, &why) < 0)
 		return usage(why);
-	if (connect_too && server)
+	if (q->connect_too && q->server)
 		return usage("--connect checks a client's connection (no --role server)");
+	return 0;
+}
 
-	if (target.ss_family == AF_INET) {
-		const struct sockaddr_in *in = (const struct sockaddr_in *)&target;
+/* The connection asked about, and the rules files that speak of it. */
+static void print_question(const struct smcr_config *cfg, const struct question *q)
+{
+	char shown[INET6_ADDRSTRLEN];
+	unsigned port;
+
+	if (q->target.ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)&q->target;
 
 		inet_ntop(AF_INET, &in->sin_addr, shown, sizeof(shown));
 		port = ntohs(in->sin_port);
 	} else {
-		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&target;
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&q->target;
 
 		inet_ntop(AF_INET6, &in6->sin6_addr, shown, sizeof(shown));
 		port = ntohs(in6->sin6_port);
 	}
-	printf("connection: %s %s port %u, program %s\n", server ? "server at" : "client to",
-	       shown, port, program ? program : "(any: rules with program= do not match)");
+	printf("connection: %s %s port %u, program %s\n", q->server ? "server at" : "client to",
+	       shown, port, q->program ? q->program : "(any: rules with program= do not match)");
 	if (!cfg->rules)
 		printf("rules files: none (no rules in the user's file or the system's)\n");
 	for (unsigned i = 0; cfg->rules && i < cfg->rules->n_files; i++)
 		printf("rules file: %s\n", cfg->rules->files[i]);
+}
 
+/* What decides the connection, printed; returns the outcome's name. */
+static const char *print_decision(const struct smcr_config *cfg, const struct question *q)
+{
+	const char *program = q->program ? q->program : "/";
+	struct smcr_policy_verdict v;
+
+	/* No program named: one no rule names, so that only the other matchers count. */
+	smcr_policy_rule(cfg, q->server, (const struct sockaddr *)&q->target, program, program,
+			 &v);
+	if (v.broken) {
+		printf("decided by: %s\n", cfg->rules->problem);
+		return "tcp";
+	}
+	if (v.env) {
+		printf("decided by: environment %s=%s\n", v.env, getenv(v.env) ? getenv(v.env) : "");
+		return env_outcome(cfg, v.env);
+	}
+	if (v.rule) {
+		print_rule(cfg->rules, v.rule);
+		return smcr_rule_action_name(v.action);
+	}
+	printf("decided by: %s\n", cfg->rules ? "no rule matches: the defaults"
+					     : "no rules file: the defaults");
+	return "smc";
+}
+
+int main(int argc, char **argv)
+{
+	const struct smcr_config *cfg = smcr_config_get();
+	struct question q = { .program = NULL };
+	const char *outcome;
+	int rc = parse_args(argc, argv, &q);
+
+	if (rc)
+		return rc;
+	print_question(cfg, &q);
 	if (cfg->disabled) {
 		printf("decided by: environment SMCR_DISABLE\noutcome: tcp (%s)\n",
 		       "smcr stays out of the way: every call passes through");
-		if (connect_too)
+		if (q.connect_too)
 			printf("connect: not tried (SMCR_DISABLE)\n");
 		return 0;
 	}
-	/* No program named: one no rule names, so that only the other matchers count. */
-	smcr_policy_rule(cfg, server, (struct sockaddr *)&target, program ? program : "/",
-			 program ? program : "/", &v);
-	if (v.broken) {
-		printf("decided by: %s\n", cfg->rules->problem);
-		outcome = "tcp";
-	} else if (v.env) {
-		printf("decided by: environment %s=%s\n", v.env, getenv(v.env) ? getenv(v.env) : "");
-		outcome = env_outcome(cfg, v.env);
-	} else if (v.rule) {
-		print_rule(cfg->rules, v.rule);
-		outcome = smcr_rule_action_name(v.action);
-	} else {
-		printf("decided by: %s\n", cfg->rules ? "no rule matches: the defaults"
-						     : "no rules file: the defaults");
-		outcome = "smc";
-	}
+	outcome = print_decision(cfg, &q);
 	printf("outcome: %s (%s)\n", outcome, outcome_meaning(outcome));
-	return connect_too ? connect_and_report(&target) : 0;
+	return q.connect_too ? connect_and_report(&q.target) : 0;
 }
