@@ -113,11 +113,6 @@ static const char *const call_names[SMCR_CALL_COUNT] = {
 	[SMCR_CALL_MUNMAP] = "munmap",
 };
 
-const char *smcr_call_name(enum smcr_call c)
-{
-	return (unsigned)c < SMCR_CALL_COUNT ? call_names[c] : "?";
-}
-
 /* The 32-bit word of `d` at byte offset k, as the kernel's BPF_LD|BPF_ABS loads it. */
 static bool load_word(const struct seccomp_data *d, uint32_t k, uint32_t *out)
 {

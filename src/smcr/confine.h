@@ -59,9 +59,6 @@ uint32_t smcr_confine_eval(const struct sock_filter *prog, unsigned len);
 unsigned smcr_confine_probe_count(void);
 void smcr_confine_probe(unsigned i, enum smcr_call *call, long *nr, uint64_t args[6]);
 
-/* A call's name, for the log ("read", "sendto", ...). */
-const char *smcr_call_name(enum smcr_call c);
-
 /*
  * A filter inherited across exec (confine_probe.c): once per process image,
  * before the engine's first call that plain TCP would not make.  Where the
@@ -69,8 +66,6 @@ const char *smcr_call_name(enum smcr_call c);
  * denial confines the engine (smcr_confine_inherited).  Cheap after the first.
  */
 void smcr_confine_check_inherited(void);
-/* Tests: how many calls the child makes. */
-unsigned smcr_confine_live_probe_count(void);
 
 /*
  * Confine the engine for a filter that is in force already: no new

@@ -450,8 +450,3 @@ void smcr_confine_check_inherited(void)
 	atomic_store_explicit(&inherited_checked, true, memory_order_release);
 	pthread_mutex_unlock(&inherited_lock);
 }
-
-unsigned smcr_confine_live_probe_count(void)
-{
-	return N_PROBES;
-}
