@@ -158,7 +158,10 @@ PROBE_CODE static long p_getsockopt(void)
 	return res(syscall(SYS_getsockopt, -1, SOL_SOCKET, SO_PEERCRED, NULL, NULL));
 }
 PROBE_CODE static long p_shutdown(void) { return res(syscall(SYS_shutdown, -1, SHUT_RDWR)); }
-PROBE_CODE static long p_dupfd(void) { return res(syscall(SYS_fcntl, -1, F_DUPFD_CLOEXEC, 256)); }
+PROBE_CODE static long p_dupfd(void)
+{
+	return res(syscall(SYS_fcntl, -1, F_DUPFD_CLOEXEC, SMCR_ENGINE_FD_FLOOR));
+}
 PROBE_CODE static long p_seals(void)
 {
 	return res(syscall(SYS_fcntl, -1, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW));
