@@ -60,6 +60,7 @@ static int serve_with_tcp(int domain, int type, int protocol, int kernel_err)
 {
 	int tcp_domain = tcp_domain_of(domain, protocol);
 	unsigned flags = (domain == AF_SMC ? SMCR_FD_F_AF_SMC : SMCR_FD_F_IPPROTO_SMC) |
+			 SMCR_FD_F_NO_TIMEO |
 			 ((type & SOCK_NONBLOCK) ? SMCR_FD_F_NONBLOCK : 0);
 	int fd = smcr_real.socket(tcp_domain, type, IPPROTO_TCP);
 

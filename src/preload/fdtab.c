@@ -173,6 +173,8 @@ static bool in_range(int fd)
 	return (unsigned)fd < smcr_fdtab_nslots;
 }
 
+static atomic_uint fork_gen; /* smcr_fdtab_same_fork() */
+
 struct smcr_fd_entry *smcr_fdtab_track(int fd, int domain, enum smcr_fd_mode mode,
 				       unsigned flags)
 {
@@ -203,6 +205,7 @@ struct smcr_fd_entry *smcr_fdtab_track(int fd, int domain, enum smcr_fd_mode mod
 		entry->epoll_events = 0;
 		entry->epoll_regs = 0;
 		atomic_flag_clear_explicit(&entry->busy, memory_order_relaxed);
+		entry->fork_gen = atomic_load_explicit(&fork_gen, memory_order_relaxed);
 		atomic_store_explicit(&entry->mode, (unsigned char)mode, memory_order_relaxed);
 		atomic_store_explicit(&entry->refcnt, 1, memory_order_release);
 	}
@@ -340,4 +343,14 @@ void smcr_fdtab_unlock(void)
 void smcr_fdtab_reinit_child(void)
 {
 	pthread_mutex_unlock(&pool_grow_lock);
+}
+
+bool smcr_fdtab_same_fork(const struct smcr_fd_entry *e)
+{
+	return e->fork_gen == atomic_load_explicit(&fork_gen, memory_order_relaxed);
+}
+
+void smcr_fdtab_forked(void)
+{
+	atomic_fetch_add_explicit(&fork_gen, 1, memory_order_relaxed);
 }

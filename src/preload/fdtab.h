@@ -79,6 +79,15 @@ enum smcr_fd_mode {
  * its decision reads there (smc.c)
  */
 #define SMCR_FD_F_LOWAT_LENT (1u << 14)
+/*
+ * Its SO_RCVTIMEO and SO_SNDTIMEO are known to be unset: socket() made it
+ * here (or accept() from such a listener: the kernel's accepted socket has
+ * its listener's) and no setsockopt set either since, so a connection
+ * going SMC need not ask the kernel for them.  A socket from elsewhere
+ * (another image, SCM_RIGHTS) lacks the flag and is asked; so is one made
+ * before the process last forked (smcr_fdtab_same_fork()).
+ */
+#define SMCR_FD_F_NO_TIMEO (1u << 15)
 
 struct smcr_fd_entry {
 	atomic_uint refcnt;        /* fds pointing here + temporary references */
@@ -117,6 +126,7 @@ struct smcr_fd_entry {
 	unsigned epoll_events;     /* EPOLLIN|EPOLLOUT of its epoll registrations */
 	uint32_t epoll_regs;       /* index + 1 of its first epoll record, 0 = none */
 	atomic_flag busy;          /* serialises the CANDIDATE -> SMC/FALLBACK decision */
+	unsigned fork_gen;         /* the process's fork generation when it was made */
 	/* pool bookkeeping */
 	uint32_t index;
 	_Atomic uint32_t next_free; /* index + 1 of the next free entry, 0 = end */
@@ -198,5 +208,13 @@ unsigned smcr_fdtab_entries_in_use(void);
 void smcr_fdtab_lock(void);
 void smcr_fdtab_unlock(void);
 void smcr_fdtab_reinit_child(void);
+/*
+ * Was the entry made since this process last forked (or was forked)?  What
+ * it knows of its socket's options it learnt from this process's calls
+ * alone only then: after a fork another process may set them on the same
+ * socket.  smcr_fdtab_forked() (both fork handlers) starts a generation.
+ */
+bool smcr_fdtab_same_fork(const struct smcr_fd_entry *e);
+void smcr_fdtab_forked(void);
 
 #endif /* SMCR_PRELOAD_FDTAB_H */

@@ -57,6 +57,7 @@ static void atfork_parent(void)
 {
 	smcr_engine_fork_parent();
 	smcr_smc_unlock();
+	smcr_fdtab_forked();
 	smcr_fdtab_unlock();
 	smcr_spawn_fork_parent();
 	smcr_seccomp_fork_parent();
@@ -71,6 +72,7 @@ static void atfork_parent(void)
 static void atfork_child(void)
 {
 	smcr_engine_fork_child();
+	smcr_fdtab_forked();
 	smcr_fdtab_reinit_child();
 	smcr_smc_reinit_child();
 	smcr_spawn_fork_child();

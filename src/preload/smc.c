@@ -150,20 +150,23 @@ int smcr_smc_engine_dup(int fd)
 	return efd;
 }
 
-int smcr_smc_timeval_ms(int fd, int name)
+/* An SO_RCVTIMEO or SO_SNDTIMEO in ms, 0 = none; `e` (or NULL) may know it is unset. */
+int smcr_smc_timeval_ms(int fd, const struct smcr_fd_entry *e, int name)
 {
 	struct timeval tv = { 0, 0 };
 	socklen_t len = sizeof(tv);
 
+	if (e && (smcr_fd_entry_flags(e) & SMCR_FD_F_NO_TIMEO) && smcr_fdtab_same_fork(e))
+		return 0;
 	if (smcr_real.getsockopt(fd, SOL_SOCKET, name, &tv, &len) < 0)
 		return 0;
 	return (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
 }
 
-void smcr_smc_apply_timeouts(int fd, struct smcr_sock *s)
+void smcr_smc_apply_timeouts(int fd, const struct smcr_fd_entry *e, struct smcr_sock *s)
 {
-	smcr_sock_set_timeouts(s, smcr_smc_timeval_ms(fd, SO_RCVTIMEO),
-			       smcr_smc_timeval_ms(fd, SO_SNDTIMEO));
+	smcr_sock_set_timeouts(s, smcr_smc_timeval_ms(fd, e, SO_RCVTIMEO),
+			       smcr_smc_timeval_ms(fd, e, SO_SNDTIMEO));
 }
 
 /* ---- outcomes of a decision ---------------------------------------------------- */
@@ -234,7 +237,7 @@ void smcr_smc_go_smc(int fd, struct smcr_fd_entry *e, int efd, struct smcr_sock 
 
 	e->engine_fd = efd;
 	e->owner = smcr_smc_pid;
-	smcr_smc_apply_timeouts(fd, s);
+	smcr_smc_apply_timeouts(fd, e, s);
 	if (e->rcvlowat > 1)
 		smcr_sock_set_rcvlowat(s, e->rcvlowat);
 	if (e->peek_off >= 0)
@@ -383,7 +386,7 @@ int smcr_smc_settle(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, boo
 		 * as long as the kernel would (SO_RCVTIMEO, then EAGAIN).
 		 */
 		if (rcv_timeout == 0) {
-			rcv_timeout = smcr_smc_timeval_ms(fd, SO_RCVTIMEO);
+			rcv_timeout = smcr_smc_timeval_ms(fd, e, SO_RCVTIMEO);
 			if (rcv_timeout > 0)
 				deadline = smcr_now_ms() + rcv_timeout;
 			else

@@ -95,6 +95,8 @@ int smcr_smc_getsockopt(int fd, int level, int name, void *value, socklen_t *len
 			bool *handled);
 /* After the kernel took the option (value/len as the program gave them). */
 void smcr_smc_after_setsockopt(int fd, int level, int name, const void *value, socklen_t len);
+/* After a successful setsockopt on any tracked socket: options whose setting must be known. */
+void smcr_smc_note_setsockopt(int fd, int level, int name);
 /*
  * An upper-layer protocol (TCP_ULP: kernel TLS, as OpenSSL enables it with
  * SSL_OP_ENABLE_KTLS, nginx's "Options KTLS") is refused on an SMC socket:

@@ -552,6 +552,31 @@ static void linger_set(int fd, const struct linger *l)
 	smcr_fdtab_put(e);
 }
 
+/* Both layouts of both timeouts (the _NEW ones: 64-bit time on 32-bit programs). */
+static bool is_timeout_option(int name)
+{
+	return name == SO_RCVTIMEO_OLD || name == SO_SNDTIMEO_OLD || name == SO_RCVTIMEO_NEW ||
+	       name == SO_SNDTIMEO_NEW;
+}
+
+/*
+ * Any tracked socket, whatever its mode (a listener's passes to the sockets
+ * it accepts): once a timeout is set, it is asked of the kernel
+ * (smcr_smc_timeval_ms).
+ */
+void smcr_smc_note_setsockopt(int fd, int level, int name)
+{
+	struct smcr_fd_entry *e;
+
+	if (level != SOL_SOCKET || !is_timeout_option(name))
+		return;
+	e = smcr_fdtab_get(fd);
+	if (e) {
+		smcr_smc_clear_flags(e, SMCR_FD_F_NO_TIMEO);
+		smcr_fdtab_put(e);
+	}
+}
+
 void smcr_smc_after_setsockopt(int fd, int level, int name, const void *value, socklen_t len)
 {
 	struct smcr_fd_entry *e;
@@ -573,7 +598,7 @@ void smcr_smc_after_setsockopt(int fd, int level, int name, const void *value, s
 		}
 		return;
 	}
-	if (level != SOL_SOCKET || (name != SO_RCVTIMEO && name != SO_SNDTIMEO))
+	if (level != SOL_SOCKET || !is_timeout_option(name))
 		return;
 	e = smcr_fdtab_get(fd);
 	if (!e)
@@ -581,7 +606,7 @@ void smcr_smc_after_setsockopt(int fd, int level, int name, const void *value, s
 	s = smcr_smc_sock_of(e);
 	if (s) {
 		smcr_guard_enter();
-		smcr_smc_apply_timeouts(fd, s);
+		smcr_smc_apply_timeouts(fd, e, s);
 		smcr_guard_leave();
 	}
 	smcr_fdtab_put(e);

@@ -85,13 +85,14 @@ static int handshake_end(int fd, struct smcr_fd_entry *e, int rc, struct smcr_so
 	return rc < 0 ? rc : SMCR_SMC_DECIDED;
 }
 
-static int64_t io_deadline(int fd, enum smcr_io_kind kind, bool may_block)
+static int64_t io_deadline(int fd, const struct smcr_fd_entry *e, enum smcr_io_kind kind,
+			   bool may_block)
 {
 	int ms;
 
 	if (kind == SMCR_IO_POLL || !may_block)
 		return 0;
-	ms = smcr_smc_timeval_ms(fd, kind == SMCR_IO_WRITE ? SO_SNDTIMEO : SO_RCVTIMEO);
+	ms = smcr_smc_timeval_ms(fd, e, kind == SMCR_IO_WRITE ? SO_SNDTIMEO : SO_RCVTIMEO);
 	return ms > 0 ? smcr_now_ms() + ms : INT64_MAX; /* as long as a read waits for data */
 }
 
@@ -103,7 +104,7 @@ int smcr_smc_handshake_step(int fd, struct smcr_fd_entry *e, enum smcr_io_kind k
 
 	if (e->owner != smcr_smc_pid) /* the parent's: it answers that client */
 		return kind == SMCR_IO_POLL ? SMCR_SMC_DECIDED : -ECONNRESET;
-	rc = smcr_handshake_step(hs, io_deadline(fd, kind, may_block), &s);
+	rc = smcr_handshake_step(hs, io_deadline(fd, e, kind, may_block), &s);
 	if (rc != SMCR_HANDSHAKE_PENDING)
 		return handshake_end(fd, e, rc, s);
 	return kind == SMCR_IO_POLL ? SMCR_SMC_DECIDED : -EAGAIN;

@@ -75,9 +75,9 @@ void smcr_smc_decision_unlock(struct smcr_fd_entry *e);
 /* A close-on-exec duplicate of the TCP socket for the engine, or -1. */
 int smcr_smc_engine_dup(int fd);
 /* SO_RCVTIMEO / SO_SNDTIMEO in ms, 0 = none. */
-int smcr_smc_timeval_ms(int fd, int name);
+int smcr_smc_timeval_ms(int fd, const struct smcr_fd_entry *e, int name);
 /* The socket's timeouts, for the engine's blocking calls. */
-void smcr_smc_apply_timeouts(int fd, struct smcr_sock *s);
+void smcr_smc_apply_timeouts(int fd, const struct smcr_fd_entry *e, struct smcr_sock *s);
 /* The options for one connection's engine socket efd. */
 struct smcr_sock_opts smcr_smc_conn_opts(int efd);
 

@@ -48,7 +48,9 @@ SMCR_EXPORT int socket(int domain, int type, int protocol)
 	if (fd < 0)
 		return fd;
 	if (smcr_preload_tracking() && is_tcp_stream(domain, type, protocol)) {
-		if (smcr_preload_track(fd, domain, (type & SOCK_NONBLOCK) ? SMCR_FD_F_NONBLOCK : 0))
+		if (smcr_preload_track(fd, domain,
+				       SMCR_FD_F_NO_TIMEO |
+					       ((type & SOCK_NONBLOCK) ? SMCR_FD_F_NONBLOCK : 0)))
 			smcr_dbg("fd %d: %s TCP socket tracked", fd, domain_name(domain));
 		else
 			smcr_dbg("fd %d: %s TCP socket not tracked (beyond table or no memory)",
@@ -142,10 +144,14 @@ static int after_accept(int listen_fd, int fd, int flags, const struct sockaddr 
 	if (listener) {
 		int domain = listener->domain;
 		/* The kernel's SMC listener hands out SMC sockets of its own kind. */
-		unsigned asked_smc = smcr_fd_entry_flags(listener) & SMCR_FD_F_ASKED_SMC;
+		unsigned inherited = smcr_fd_entry_flags(listener) &
+				     (SMCR_FD_F_ASKED_SMC | SMCR_FD_F_NO_TIMEO);
+
+		if (!smcr_fdtab_same_fork(listener))
+			inherited &= ~SMCR_FD_F_NO_TIMEO;
 
 		if (smcr_preload_track(fd, domain,
-				       SMCR_FD_F_ACCEPTED | asked_smc |
+				       SMCR_FD_F_ACCEPTED | inherited |
 					       ((flags & SOCK_NONBLOCK) ? SMCR_FD_F_NONBLOCK : 0))) {
 			smcr_dbg("fd %d: accepted on fd %d, %s TCP socket tracked", fd, listen_fd,
 				 domain_name(domain));
@@ -233,6 +239,8 @@ SMCR_EXPORT int setsockopt(int fd, int level, int name, const void *value, sockl
 		return -1;
 	}
 	ret = smcr_real.setsockopt(fd, level, name, value, len);
+	if (ret == 0 && level == SOL_SOCKET)
+		smcr_smc_note_setsockopt(fd, level, name);
 	if (ret == 0 && smcr_preload_divert(fd))
 		smcr_smc_after_setsockopt(fd, level, name, value, len);
 	return ret;

@@ -116,6 +116,7 @@ void smcr_engine_fork_parent(void)
 void smcr_engine_fork_child(void)
 {
 	smcr_sys_fd_window_unlock();
+	smcr_sys_random_fork_child(); /* before anything draws a secret */
 	smcr_share_fork_child(); /* the child's own pid, before the rest */
 #ifdef SMCR_HAVE_VERBS
 	smcr_ib_fork_done();

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <string.h>
 #include <stdatomic.h>
 #include <sys/epoll.h>
 #include <sys/random.h>
@@ -18,7 +19,7 @@
 #include "smcr/engine.h"
 #include "smcr/libc.h"
 
-int smcr_sys_random(void *buf, size_t len)
+static int random_fill(void *buf, size_t len)
 {
 	uint8_t *p = buf;
 
@@ -33,6 +34,48 @@ int smcr_sys_random(void *buf, size_t len)
 		p += n;
 		len -= (size_t)n;
 	}
+	return 0;
+}
+
+/*
+ * A connection's secrets and tokens take 8 to 16 bytes at a time, a few per
+ * connection, and a getrandom() each cost more than the bytes: so they come
+ * from a pool the kernel's CSPRNG fills RANDOM_POOL bytes at a time.  One
+ * pool per thread (no lock on the connection path).  A forked child's copy
+ * of its parent's pool would hand both processes the same secrets: the
+ * child's handler moves the epoch on, which empties the pool of the one
+ * thread a child has.  Bytes handed out are wiped from the pool.
+ */
+#define RANDOM_POOL 256u
+#define RANDOM_POOLED_MAX 32u
+
+static __thread uint8_t random_pool[RANDOM_POOL];
+static __thread size_t random_used = RANDOM_POOL;
+static __thread unsigned random_pool_epoch;
+static atomic_uint random_epoch;
+
+void smcr_sys_random_fork_child(void)
+{
+	atomic_fetch_add_explicit(&random_epoch, 1, memory_order_relaxed);
+}
+
+int smcr_sys_random(void *buf, size_t len)
+{
+	unsigned epoch = atomic_load_explicit(&random_epoch, memory_order_relaxed);
+
+	if (len > RANDOM_POOLED_MAX)
+		return random_fill(buf, len);
+	if (random_pool_epoch != epoch || RANDOM_POOL - random_used < len) {
+		int rc = random_fill(random_pool, RANDOM_POOL);
+
+		if (rc < 0)
+			return rc;
+		random_used = 0;
+		random_pool_epoch = epoch;
+	}
+	memcpy(buf, random_pool + random_used, len);
+	explicit_bzero(random_pool + random_used, len);
+	random_used += len;
 	return 0;
 }
 

@@ -16,8 +16,13 @@
 
 struct pollfd;
 
-/* Fill buf with kernel randomness; 0 or -errno. */
+/*
+ * Fill buf with kernel randomness (getrandom), drawn a pool at a time for
+ * small requests; 0 or -errno.  smcr_sys_random_fork_child() (engine.c's
+ * fork child handler) empties every pool the child inherited.
+ */
 int smcr_sys_random(void *buf, size_t len);
+void smcr_sys_random_fork_child(void);
 
 /* eventfd / memfd through the real table, or the raw system call. */
 int smcr_sys_eventfd(unsigned int initval, int flags);

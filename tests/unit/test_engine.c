@@ -32,6 +32,7 @@
 #include "smcr/engine.h"
 #include "smcr/shm.h"
 #include "smcr/stats.h"
+#include "smcr/sys.h"
 #include "smcr/transport.h"
 
 #include "engine_test.h"
@@ -1508,6 +1509,36 @@ static void test_pooled_ring_zeroed_whole(void **state)
 	}
 }
 
+/*
+ * Secrets come from a pool of kernel randomness: a forked child must not
+ * draw the bytes its parent draws next (both would offer the same secret).
+ */
+static void test_fork_child_draws_its_own_random(void **state)
+{
+	uint8_t first[8], parent[16], child[16];
+	int fds[2], status;
+	pid_t pid;
+
+	(void)state;
+	assert_int_equal(smcr_sys_random(first, sizeof(first)), 0); /* the pool is full now */
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		bool ok = smcr_sys_random(child, sizeof(child)) == 0 &&
+			  write(fds[1], child, sizeof(child)) == (ssize_t)sizeof(child);
+
+		_exit(ok ? 0 : 1);
+	}
+	assert_int_equal(smcr_sys_random(parent, sizeof(parent)), 0);
+	assert_int_equal(read(fds[0], child, sizeof(child)), (ssize_t)sizeof(child));
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_memory_not_equal(parent, child, sizeof(child));
+	close(fds[0]);
+	close(fds[1]);
+}
+
 /* A forked child must not reuse the parent's pooled (MAP_SHARED) rings. */
 static void test_fork_child_forgets_pool(void **state)
 {
@@ -1662,6 +1693,7 @@ int main(void)
 		cmocka_unit_test(test_screen_proposal_read_off_the_stream),
 		cmocka_unit_test(test_pooled_ring_is_zeroed),
 		cmocka_unit_test(test_pooled_ring_zeroed_whole),
+		cmocka_unit_test(test_fork_child_draws_its_own_random),
 		cmocka_unit_test(test_fork_child_forgets_pool),
 		cmocka_unit_test(test_fork_child_forgets_connection),
 		cmocka_unit_test(test_stats_records),
