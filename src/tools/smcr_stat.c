@@ -214,7 +214,10 @@ static void print_conn_json(const struct process_view *pv, const struct conn_vie
 	       r->role ? "server" : "client", r->tcp_fd);
 	printf("     \"family\": \"%s\", ", addr_is_v4(r->local_addr) ? "ipv4" : "ipv6");
 	addr_text(r->local_addr, ip, sizeof(ip));
-	printf("\"local_address\": \"%s\", \"local_port\": %u, ", ip, r->local_port);
+	if (r->local_port)
+		printf("\"local_address\": \"%s\", \"local_port\": %u, ", ip, r->local_port);
+	else
+		printf("\"local_address\": null, \"local_port\": null, ");
 	addr_text(r->peer_addr, ip, sizeof(ip));
 	printf("\"peer_address\": \"%s\", \"peer_port\": %u,\n", ip, r->peer_port);
 	if (mode_is_smc(r->mode) && !went_tcp(r))
@@ -308,7 +311,10 @@ static void conn_row(const struct process_view *pv, const struct smcr_stats_conn
 		 r->state == SMCR_STATS_CONN_LIVE ? "live" : "closed");
 	snprintf(row[COL_MODE], CELL_LEN, "%s%s", mode_name(r->mode), went_tcp(r) ? ">tcp" : "");
 	snprintf(row[COL_ROLE], CELL_LEN, "%s", r->role ? "server" : "client");
-	endpoint_text(r->local_addr, r->local_port, row[COL_LOCAL], CELL_LEN);
+	if (r->local_port) /* 0: not known (a client kept on TCP before its connect) */
+		endpoint_text(r->local_addr, r->local_port, row[COL_LOCAL], CELL_LEN);
+	else
+		snprintf(row[COL_LOCAL], CELL_LEN, "-");
 	endpoint_text(r->peer_addr, r->peer_port, row[COL_PEER], CELL_LEN);
 	if (mode_is_smc(r->mode) && !went_tcp(r))
 		snprintf(row[COL_FALLBACK], CELL_LEN, "-");

@@ -18,7 +18,9 @@
  *                                        JSON line
  *                             tail       two SMC records whose streams went on over
  *                                        TCP: one live (HANDOFF, 40 sent), one
- *                                        closed (PEERTCP); prints a JSON line
+ *                                        closed (PEERTCP), and a TCP record made
+ *                                        before connect (SHORTFLOWS, to port
+ *                                        4711, no local address); prints a JSON line
  *                             exit       exit normally (the file is removed)
  *                           EOF exits too.  `name` sets the process name first.
  *   stats-writer fake MAGIC VERSION [SIZE|flap]
@@ -566,9 +568,19 @@ static void add_tails(void)
 	closed = fake_sock(s2, true, 65536, 65536);
 	closed->tail_reason = SMCR_CLC_DECL_PEERTCP;
 	set_bytes(closed, 60, 70, 4);
+	/* a client the learned policy kept on TCP: its record from the destination alone */
+	{
+		struct sockaddr_in dst = {.sin_family = AF_INET, .sin_port = htons(4711),
+					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+
+		if (!smcr_stats_tcp_open_dest(c2, (struct sockaddr *)&dst,
+					      SMCR_CLC_DECL_SHORTFLOWS))
+			die("smcr_stats_tcp_open_dest");
+	}
+	/* closed last: a later record would take its slot */
 	smcr_stats_conn_close(closed, 0);
-	printf("{\"live_port\": %u, \"closed_port\": %u}\n", port_of(c1, false),
-	       port_of(s2, false));
+	printf("{\"live_port\": %u, \"closed_port\": %u, \"dest_fd\": %d}\n", port_of(c1, false),
+	       port_of(s2, false), c2);
 	fflush(stdout);
 }
 

@@ -506,6 +506,11 @@ def case_tails(case):
     check(re.search(r"closed +smc-shm>tcp +server +127\.0\.0\.1:%d .* PEERTCP\(0x0a0b0000\) "
                     % tw["closed_port"], text), f"the closed tail in the table:\n{text}")
     check(re.search(r"live +smc-shm +client", text), f"plain SMC records keep their mode:\n{text}")
+    dest = [c for c in conns if c["fd"] == tw["dest_fd"] and c["mode"] == "tcp-fallback"]
+    check_eq([(c["fallback_name"], c["peer_port"], c["local_address"], c["local_port"]) for c in dest],
+             [("SHORTFLOWS", 4711, None, None)], "a record made before connect: no local address")
+    check(re.search(r"live +tcp-fallback +client +- +127\.0\.0\.1:4711 +SHORTFLOWS", text),
+          f"its LOCAL is '-', not [::]:0:\n{text}")
 
 
 def case_link_groups(case):
