@@ -128,18 +128,14 @@ typedef void (*diag_visit_fn)(const struct nlmsghdr *nh, void *ctx);
  * NLMSG_DONE) or a lookup of one socket (one answer or an error).  0 when
  * complete, -errno otherwise (then nothing may be concluded).
  */
-static int diag_query(int fd, const void *req, size_t req_len, bool dump, diag_visit_fn visit,
-		      void *ctx)
+/* The sock_diag request `req` to the kernel; 0 or -errno. */
+static int diag_send(int fd, const void *req, size_t req_len, bool dump)
 {
 	struct {
 		struct nlmsghdr nh;
 		uint8_t body[sizeof(struct inet_diag_req_v2)];
 	} msg;
 	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
-	enum { BUF_LEN = 32768 };
-	uint8_t *buf;
-	int rc = -EIO;
-	bool done = false;
 
 	if (req_len > sizeof(msg.body))
 		return -EINVAL;
@@ -149,54 +145,64 @@ static int diag_query(int fd, const void *req, size_t req_len, bool dump, diag_v
 	msg.nh.nlmsg_flags = (uint16_t)(NLM_F_REQUEST | (dump ? NLM_F_DUMP : 0));
 	msg.nh.nlmsg_seq = 1;
 	memcpy(msg.body, req, req_len);
+	if (smcr_libc.sendto(fd, &msg, msg.nh.nlmsg_len, 0, (struct sockaddr *)&kernel,
+			     sizeof(kernel)) < 0)
+		return -errno;
+	return 0;
+}
 
+/*
+ * One datagram of the kernel's answer, each record to visit: 1 if the
+ * answer is complete, 0 if more comes, -errno for the kernel's error.
+ */
+static int diag_answer(const uint8_t *buf, size_t left, bool dump, diag_visit_fn visit,
+		       void *ctx)
+{
+	for (const struct nlmsghdr *nh = (const struct nlmsghdr *)(const void *)buf;
+	     NLMSG_OK(nh, left); nh = NLMSG_NEXT(nh, left)) {
+		if (nh->nlmsg_type == NLMSG_DONE)
+			return 1;
+		if (nh->nlmsg_type == NLMSG_ERROR) {
+			const struct nlmsgerr *e = NLMSG_DATA(nh);
+
+			if (nh->nlmsg_len >= NLMSG_LENGTH(sizeof(*e)) && e->error < 0)
+				return e->error;
+			return -EIO;
+		}
+		if (nh->nlmsg_type == SOCK_DIAG_BY_FAMILY) {
+			visit(nh, ctx);
+			if (!dump)
+				return 1;
+		}
+	}
+	return 0;
+}
+
+static int diag_query(int fd, const void *req, size_t req_len, bool dump, diag_visit_fn visit,
+		      void *ctx)
+{
+	enum { BUF_LEN = 32768 };
+	uint8_t *buf;
+	int rc;
+
+	if (req_len > sizeof(struct inet_diag_req_v2))
+		return -EINVAL;
 	buf = malloc(BUF_LEN);
 	if (!buf)
 		return -ENOMEM;
-	if (smcr_libc.sendto(fd, &msg, msg.nh.nlmsg_len, 0, (struct sockaddr *)&kernel,
-			     sizeof(kernel)) < 0) {
-		rc = -errno;
-		goto out;
-	}
-	while (!done) {
+	rc = diag_send(fd, req, req_len, dump);
+	while (rc == 0) {
 		ssize_t n = smcr_libc.recv(fd, buf, BUF_LEN, 0);
-		const struct nlmsghdr *nh;
-		size_t left;
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0) {
+		if (n <= 0)
 			rc = n < 0 ? -errno : -EIO;
-			goto out;
-		}
-		left = (size_t)n;
-		for (nh = (const struct nlmsghdr *)(const void *)buf; NLMSG_OK(nh, left);
-		     nh = NLMSG_NEXT(nh, left)) {
-			if (nh->nlmsg_type == NLMSG_DONE) {
-				done = true;
-				break;
-			}
-			if (nh->nlmsg_type == NLMSG_ERROR) {
-				const struct nlmsgerr *e = NLMSG_DATA(nh);
-
-				rc = nh->nlmsg_len >= NLMSG_LENGTH(sizeof(*e)) && e->error < 0
-					     ? e->error
-					     : -EIO;
-				goto out;
-			}
-			if (nh->nlmsg_type == SOCK_DIAG_BY_FAMILY) {
-				visit(nh, ctx);
-				if (!dump) {
-					done = true;
-					break;
-				}
-			}
-		}
+		else
+			rc = diag_answer(buf, (size_t)n, dump, visit, ctx);
 	}
-	rc = 0;
-out:
 	free(buf);
-	return rc;
+	return rc < 0 ? rc : 0;
 }
 
 /* At most this many TCP listeners may share a port for a client to propose SMC. */
