@@ -722,73 +722,95 @@ static void decode_fce(const uint8_t *x, size_t len, struct smcr_clc_fce *f)
 	f->vendor_exp_options = smcr_get_be32(x + F_VENDOR);
 }
 
+/* An SMC-D Accept or Confirm's own fields. */
+static enum smcr_clc_err decode_accept_d(const struct cursor_area *m,
+					 const struct smcr_clc_hdr *h, struct smcr_clc_accept *a)
+{
+	const uint8_t *b = m->b;
+
+	if (h->length < (h->version < SMCR_CLC_V2 ? SMCR_CLC_ACC_D_V1_LEN : SMCR_CLC_ACC_D_V2_LEN))
+		return SMCR_CLC_ERR_LENGTH;
+	a->ism_gid = smcr_get_be64(b + AD_GID);
+	a->dmb_token = smcr_get_be64(b + AD_TOKEN);
+	a->dmbe_idx = b[AD_DMBE_IDX];
+	a->dmbe_size = b[AD_DMBE_SIZE] >> 4;
+	a->link_id = smcr_get_be32(b + AD_LINK_ID);
+	if (h->version < SMCR_CLC_V2)
+		return SMCR_CLC_ERR_NONE;
+	a->ism_chid = smcr_get_be16(b + AD_CHID);
+	memcpy(a->eid, b + AD_EID, sizeof(a->eid));
+	a->gid_ext = smcr_get_be64(b + AD_GID_EXT);
+	if (h->flag) {
+		/* FCE length depends on its own release field. */
+		if (!fits(m, AD_FCE, 2))
+			return SMCR_CLC_ERR_LENGTH;
+		a->fce.release = b[AD_FCE + F_OS_REL] & 0x0f;
+		if (!fits(m, AD_FCE, fce_len(h, a)))
+			return SMCR_CLC_ERR_LENGTH;
+		decode_fce(b + AD_FCE, fce_len(h, a), &a->fce);
+	}
+	return SMCR_CLC_ERR_NONE;
+}
+
+/* A v2 SMC-R Confirm's list of the server's further GIDs. */
+static enum smcr_clc_err decode_confirm_gids(const struct cursor_area *m,
+					     struct smcr_clc_accept *a)
+{
+	const uint8_t *b = m->b;
+
+	if (!fits(m, A_GID_LIST, SMCR_CLC_GID_LIST_HDR_LEN))
+		return SMCR_CLC_ERR_LENGTH;
+	a->gid_cnt = b[A_GID_LIST];
+	if (a->gid_cnt > SMCR_CLC_MAX_CONFIRM_GIDS)
+		return SMCR_CLC_ERR_COUNT;
+	for (unsigned i = 0; i < a->gid_cnt && fits(m, A_GID_LIST + 4 + i * 16, 16); i++)
+		memcpy(a->gid_list[i], b + A_GID_LIST + 4 + i * 16, 16);
+	return SMCR_CLC_ERR_NONE;
+}
+
+/* An SMC-R Accept or Confirm's own fields. */
+static enum smcr_clc_err decode_accept_r(const struct cursor_area *m,
+					 const struct smcr_clc_hdr *h, struct smcr_clc_accept *a)
+{
+	const uint8_t *b = m->b;
+
+	if (h->length < (h->version < SMCR_CLC_V2 ? SMCR_CLC_ACC_R_V1_LEN : SMCR_CLC_ACC_R_V2_LEN))
+		return SMCR_CLC_ERR_LENGTH;
+	memcpy(a->peer_id, b + A_PEER_ID, sizeof(a->peer_id));
+	memcpy(a->gid, b + A_GID, sizeof(a->gid));
+	memcpy(a->mac, b + A_MAC, sizeof(a->mac));
+	a->qpn = smcr_get_be24(b + A_QPN);
+	a->rmb_rkey = smcr_get_be32(b + A_RKEY);
+	a->rmbe_idx = b[A_RMBE_IDX];
+	a->rmbe_alert_token = smcr_get_be32(b + A_TOKEN);
+	a->rmbe_size = b[A_SIZE_MTU] >> 4;
+	a->qp_mtu = b[A_SIZE_MTU] & 0x0f;
+	a->rmb_dma_addr = smcr_get_be64(b + A_DMA_ADDR);
+	a->psn = smcr_get_be24(b + A_PSN);
+	if (h->version < SMCR_CLC_V2)
+		return SMCR_CLC_ERR_NONE;
+	memcpy(a->eid, b + A_EID, sizeof(a->eid));
+	if (smcr_get_be32(b + A_SMCR) == SMCR_CLC_SMCR_MAGIC)
+		a->smcr_features = smcr_get_be32(b + A_SMCR_FEATURES);
+	if (!h->flag)
+		return SMCR_CLC_ERR_NONE;
+	if (!fits(m, A_FCE, SMCR_CLC_FCE_LEN))
+		return SMCR_CLC_ERR_LENGTH;
+	decode_fce(b + A_FCE, SMCR_CLC_FCE_LEN, &a->fce);
+	return h->type == SMCR_CLC_CONFIRM ? decode_confirm_gids(m, a) : SMCR_CLC_ERR_NONE;
+}
+
 static enum smcr_clc_err decode_accept(const struct cursor_area *m, const struct smcr_clc_hdr *h,
 				       struct smcr_clc_accept *a)
 {
-	const uint8_t *b = m->b;
-	unsigned i;
+	enum smcr_clc_err err;
 
 	if (h->typev1 != SMCR_CLC_PATH_R && h->typev1 != SMCR_CLC_PATH_D)
 		return SMCR_CLC_ERR_PATH;
 	/* Fixed part first: the bounds below only need the length checked at the end. */
-	if (h->typev1 == SMCR_CLC_PATH_D) {
-		if (h->length < (h->version < SMCR_CLC_V2 ? SMCR_CLC_ACC_D_V1_LEN
-							  : SMCR_CLC_ACC_D_V2_LEN))
-			return SMCR_CLC_ERR_LENGTH;
-		a->ism_gid = smcr_get_be64(b + AD_GID);
-		a->dmb_token = smcr_get_be64(b + AD_TOKEN);
-		a->dmbe_idx = b[AD_DMBE_IDX];
-		a->dmbe_size = b[AD_DMBE_SIZE] >> 4;
-		a->link_id = smcr_get_be32(b + AD_LINK_ID);
-		if (h->version >= SMCR_CLC_V2) {
-			a->ism_chid = smcr_get_be16(b + AD_CHID);
-			memcpy(a->eid, b + AD_EID, sizeof(a->eid));
-			a->gid_ext = smcr_get_be64(b + AD_GID_EXT);
-			if (h->flag) {
-				/* FCE length depends on its own release field. */
-				if (!fits(m, AD_FCE, 2))
-					return SMCR_CLC_ERR_LENGTH;
-				a->fce.release = b[AD_FCE + F_OS_REL] & 0x0f;
-				if (!fits(m, AD_FCE, fce_len(h, a)))
-					return SMCR_CLC_ERR_LENGTH;
-				decode_fce(b + AD_FCE, fce_len(h, a), &a->fce);
-			}
-		}
-	} else {
-		if (h->length < (h->version < SMCR_CLC_V2 ? SMCR_CLC_ACC_R_V1_LEN
-							  : SMCR_CLC_ACC_R_V2_LEN))
-			return SMCR_CLC_ERR_LENGTH;
-		memcpy(a->peer_id, b + A_PEER_ID, sizeof(a->peer_id));
-		memcpy(a->gid, b + A_GID, sizeof(a->gid));
-		memcpy(a->mac, b + A_MAC, sizeof(a->mac));
-		a->qpn = smcr_get_be24(b + A_QPN);
-		a->rmb_rkey = smcr_get_be32(b + A_RKEY);
-		a->rmbe_idx = b[A_RMBE_IDX];
-		a->rmbe_alert_token = smcr_get_be32(b + A_TOKEN);
-		a->rmbe_size = b[A_SIZE_MTU] >> 4;
-		a->qp_mtu = b[A_SIZE_MTU] & 0x0f;
-		a->rmb_dma_addr = smcr_get_be64(b + A_DMA_ADDR);
-		a->psn = smcr_get_be24(b + A_PSN);
-		if (h->version >= SMCR_CLC_V2) {
-			memcpy(a->eid, b + A_EID, sizeof(a->eid));
-			if (smcr_get_be32(b + A_SMCR) == SMCR_CLC_SMCR_MAGIC)
-				a->smcr_features = smcr_get_be32(b + A_SMCR_FEATURES);
-			if (h->flag) {
-				if (!fits(m, A_FCE, SMCR_CLC_FCE_LEN))
-					return SMCR_CLC_ERR_LENGTH;
-				decode_fce(b + A_FCE, SMCR_CLC_FCE_LEN, &a->fce);
-				if (h->type == SMCR_CLC_CONFIRM) {
-					if (!fits(m, A_GID_LIST, SMCR_CLC_GID_LIST_HDR_LEN))
-						return SMCR_CLC_ERR_LENGTH;
-					a->gid_cnt = b[A_GID_LIST];
-					if (a->gid_cnt > SMCR_CLC_MAX_CONFIRM_GIDS)
-						return SMCR_CLC_ERR_COUNT;
-					for (i = 0; i < a->gid_cnt && fits(m, A_GID_LIST + 4 + i * 16, 16); i++)
-						memcpy(a->gid_list[i], b + A_GID_LIST + 4 + i * 16, 16);
-				}
-			}
-		}
-	}
+	err = h->typev1 == SMCR_CLC_PATH_D ? decode_accept_d(m, h, a) : decode_accept_r(m, h, a);
+	if (err != SMCR_CLC_ERR_NONE)
+		return err;
 	return accept_len(h, a) == h->length ? SMCR_CLC_ERR_NONE : SMCR_CLC_ERR_LENGTH;
 }
 
