@@ -85,7 +85,8 @@ enum smcr_fd_mode {
  * its listener's) and no setsockopt set either since, so a connection
  * going SMC need not ask the kernel for them.  A socket from elsewhere
  * (another image, SCM_RIGHTS) lacks the flag and is asked; so is one made
- * before the process last forked (smcr_fdtab_same_fork()).
+ * before the process last forked (smcr_fdtab_same_fork()) or one it sent
+ * over SCM_RIGHTS (the receiver shares the socket).
  */
 #define SMCR_FD_F_NO_TIMEO (1u << 15)
 

@@ -374,6 +374,8 @@ void smcr_handoff_before_send_fds(const struct msghdr *msg)
 			e = smcr_fdtab_get(fd);
 			if (!e)
 				continue;
+			/* the receiver may set options on the socket we keep */
+			atomic_fetch_and_explicit(&e->flags, ~SMCR_FD_F_NO_TIMEO, memory_order_relaxed);
 			if (unsettled_accepted(e))
 				smcr_smc_settle_for_handoff(fd, e, "passed over SCM_RIGHTS");
 			else if (registered_listener(e))
