@@ -669,6 +669,17 @@ bool smcr_sock_held(struct smcr_sock *s);
 void smcr_sock_forget_inherited(struct smcr_sock *s);
 
 /*
+ * A forked process's first use of an SMC-R connection it does not hold:
+ * the process that runs it goes on over TCP (design §8), so this process's
+ * copy is the plain TCP socket it shares with it: 0, then treat the socket
+ * as TCP and release `s` with smcr_sock_forget_inherited() at its close.
+ * -ECONNRESET: it cannot (the peer is the kernel's SMC, the process that
+ * runs it is gone or did not answer within seconds; logged once): treat it
+ * as reset.  May wait for that process's answer; later calls do not.
+ */
+int smcr_sock_fork_follow(struct smcr_sock *s);
+
+/*
  * exec with the connection open: the engine's state cannot cross into the
  * new image.  If another live process holds the connection, this process's
  * hold goes (true): nothing is sent, the connection runs on in the others,

@@ -37,9 +37,11 @@
  * connection follows fork (engine.h): every process that inherited it and
  * holds it runs it (entry->owner becomes the child at its first look), and
  * the last holder's close ends it. An SMC-R connection belongs to the
- * process that made it: a forked child that inherited it gets ECONNRESET
- * from data calls and only forgets it on close, so the parent's connection
- * runs on (its copy polls as a reset socket).  No SMC connection crosses
+ * process that made it: a forked child's first use of it (a data call, a
+ * wait for it, exec onto it) asks that process to go on over TCP, and the
+ * child's copy is plain TCP from then on (smc_lifecycle.c); where it cannot
+ * (a kernel SMC peer), the copy reads and polls as reset and the parent's
+ * connection runs on.  No SMC connection crosses
  * exec (smc_lifecycle.c says what becomes of each); the engine's own fds
  * (its TCP duplicate, the shm rendezvous socket, rings, doorbells) are
  * close-on-exec.
@@ -110,7 +112,9 @@ bool smcr_smc_inherited(struct smcr_fd_entry *e)
 {
 	struct smcr_sock *s = atomic_load_explicit(&e->sock, memory_order_acquire);
 
-	return smcr_fd_entry_mode(e) == SMCR_FD_SMC && s != NULL && !smcr_smc_entry_owns(e, s);
+	if (smcr_fd_entry_mode(e) != SMCR_FD_SMC || s == NULL || smcr_smc_entry_owns(e, s))
+		return false;
+	return !smcr_smc_fork_follow(e, s);
 }
 
 bool smcr_smc_entry_is_conn(struct smcr_fd_entry *e)

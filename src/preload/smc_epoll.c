@@ -448,8 +448,10 @@ int smcr_smc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 	mode = atomic_load_explicit(&e->mode, memory_order_acquire);
 	if (mode == SMCR_FD_SMC) {
 		s = smcr_smc_sock_of(e);
-		if (!s) /* inherited from the parent, or no engine socket: the kernel's */
+		if (!s) { /* the parent's (its first use goes on over TCP), or no engine socket */
+			(void)smcr_smc_inherited(e);
 			mode = SMCR_FD_FALLBACK;
+		}
 	}
 	pthread_mutex_lock(&ep_lock);
 	r = rec_current(e, epfd, fd, op, s);

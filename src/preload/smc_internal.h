@@ -41,8 +41,14 @@ int smcr_smc_settle(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind, boo
 
 /* The engine socket of an SMC entry this process runs, else NULL. */
 struct smcr_sock *smcr_smc_sock_of(struct smcr_fd_entry *e);
-/* A forked child's copy of its parent's SMC connection (reads as reset here). */
+/*
+ * A forked child's copy of its parent's SMC connection that reads as reset
+ * here.  Its first use asks the parent to go on over TCP (smc_lifecycle.c):
+ * then it is plain TCP and this says false.
+ */
 bool smcr_smc_inherited(struct smcr_fd_entry *e);
+/* That request: true if `e` is plain TCP now (smc_lifecycle.c). */
+bool smcr_smc_fork_follow(struct smcr_fd_entry *e, struct smcr_sock *s);
 
 /* poll one fd through libc; 1 ready, 0 timeout, -errno. */
 int smcr_smc_wait_fd(int fd, short events, int timeout_ms);

@@ -37,6 +37,35 @@ void smcr_smc_reinit_child(void)
 	smcr_smc_listeners_unlock();
 	smcr_smc_epoll_reinit_child();
 }
+
+/* ---- fork ---------------------------------------------------------------- */
+
+/*
+ * A forked child uses its copy of the parent's SMC-R connection (it cannot
+ * run it: the verbs objects are the parent's).  The engine asks the parent
+ * to go on over TCP; the child's socket is then the plain TCP socket both
+ * share, as without smcr, and the copy is forgotten at its close.  Lazily,
+ * at the first use, so a child that never touches the connection leaves it
+ * on SMC-R.
+ */
+bool smcr_smc_fork_follow(struct smcr_fd_entry *e, struct smcr_sock *s)
+{
+	int saved = errno, rc;
+
+	smcr_guard_enter();
+	rc = smcr_sock_fork_follow(s);
+	smcr_guard_leave();
+	errno = saved;
+	if (rc != 0 || !smcr_smc_decision_lock(e))
+		return false;
+	if (smcr_fd_entry_mode(e) == SMCR_FD_SMC && atomic_load(&e->sock) == s) {
+		e->fallback_reason = SMCR_CLC_DECL_HANDOFF;
+		atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
+	}
+	smcr_smc_decision_unlock(e);
+	return true;
+}
+
 /* ---- exec and exit ------------------------------------------------------- */
 
 /*
@@ -63,13 +92,16 @@ void smcr_smc_before_exec(void)
 		struct smcr_fd_entry *e = smcr_fdtab_peek((int)fd);
 		int fl;
 
-		if (!e || smcr_fd_entry_mode(e) != SMCR_FD_SMC || e->engine_fd < 0 ||
-		    !smcr_smc_entry_owns(e, atomic_load(&e->sock)))
+		if (!e || smcr_fd_entry_mode(e) != SMCR_FD_SMC || e->engine_fd < 0)
 			continue;
 		fl = smcr_real.fcntl((int)fd, F_GETFD);
-		if (fl >= 0 && !(fl & FD_CLOEXEC))
+		if (fl < 0 || (fl & FD_CLOEXEC))
+			continue;
+		if (smcr_smc_entry_owns(e, atomic_load(&e->sock)))
 			smcr_smc_continue_on_tcp((int)fd, e, SMCR_CLC_DECL_HANDOFF,
 						 "exec of a program that inherits it");
+		else /* a forked child's copy: the new image's first read must find the stream */
+			(void)smcr_smc_inherited(e);
 	}
 	/* ... then the ones it does not inherit. */
 	for (unsigned fd = 0, high = smcr_fdtab_high(); fd < high; fd++) {

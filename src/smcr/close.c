@@ -19,6 +19,7 @@
 #include "smcr/libc.h"
 #include "smcr/conn.h"
 #include "smcr/engine.h"
+#include "smcr/fork_tail.h"
 #include "smcr/stats.h"
 #include "smcr/sys.h"
 
@@ -176,6 +177,7 @@ static void close_tail_locked(struct smcr_sock *s)
 static void close_tell_peer_locked(struct smcr_sock *s, bool at_exit)
 {
 	smcr_conn_progress(s);
+	smcr_fork_close_locked(s);
 	if (s->state == SMCR_CONN_ABORTED || s->went_tcp)
 		return; /* (went on over TCP: the socket lives on elsewhere) */
 	if (s->tcp_tail) {
@@ -264,6 +266,7 @@ void smcr_sock_forget_inherited(struct smcr_sock *s)
 		smcr_hold_forget_copies(s);
 		return;
 	}
+	smcr_fork_forget_copy(s);
 	s->ops->forget(s->xc);
 	free(s);
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "common/log.h"
+#include "smcr/fork_tail.h"
 #include "smcr/handshake_int.h"
 #include "smcr/policy.h"
 #include "smcr/share.h"
@@ -47,11 +48,13 @@ struct smcr_sock *smcr_conn_new(int tcp_fd, bool server, const struct smcr_trans
 	s->spin_us = spin_us;
 	s->stats = smcr_stats_conn_open(s);
 	s->opened_ms = smcr_now_ms();
+	smcr_fork_track(s);
 	return s;
 }
 
 void smcr_conn_free(struct smcr_sock *s, bool clean)
 {
+	smcr_fork_untrack(s);
 	smcr_policy_conn_ended(s);
 	smcr_stats_conn_close(s, s->state == SMCR_CONN_ABORTED);
 	s->ops->destroy(s->xc, clean);

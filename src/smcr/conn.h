@@ -137,6 +137,11 @@ struct smcr_sock {
 	bool tail_fin_sent;            /* shut down for writing: TCP's FIN went after the resend */
 	uint32_t tail_reason;          /* why the stream went on over TCP (SMCR_CLC_DECL_*), 0 = it did not */
 	struct smcr_curs tail_resend;  /* our first byte the peer never consumed (to tx_prod) */
+
+	/* a private (SMC-R) connection across fork (fork_tail.c) */
+	struct smcr_fork_cell *fork_cell; /* fork-shared: a forked copy's request, its answer */
+	struct smcr_sock *fork_next;   /* this process's list of them */
+	bool fork_refused;             /* (a forked copy) it cannot go on over TCP: reset */
 };
 
 /* hold.c */
@@ -228,6 +233,10 @@ uint32_t smcr_tx_space(const struct smcr_sock *s);
 /* tcp_tail.c: the rest of the stream on TCP (lock held) */
 /* Can this connection's stream go on over TCP (transport and peer both)?  Constant. */
 bool smcr_tail_possible(const struct smcr_sock *s);
+/* smcr_sock_continue_on_tcp() with the lock held and `why` for the log; 0, -errno. */
+int smcr_tail_continue_locked(struct smcr_sock *s, uint32_t reason, const char *why);
+/* The same, taking the lock. */
+int smcr_sock_continue_on_tcp_why(struct smcr_sock *s, uint32_t reason, const char *why);
 /* The peer said it goes on over TCP (its last CDC taken). */
 void smcr_tail_begin(struct smcr_sock *s);
 /* Reads past the ring, `got` bytes into iov already: what recv returns. */

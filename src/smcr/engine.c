@@ -17,6 +17,9 @@
  *                          lock is taken under a connection's, never the
  *                          other way round)
  *      share.c arena_lock  this process's fork-shared arenas
+ *      fork_tail.c fork_mu the SMC-R connections this process runs, for
+ *                          forked processes' requests; a connection's lock
+ *                          is taken under it (the worker's answer)
  *   1. lgr.c   smcr_lgrs.mu the SMC-R link groups (lgr_int.h); a group's
  *                          own lock (smcr_lgr.mu) is taken under it, and
  *                          under a connection's lock (smcr_conn_lock), never
@@ -35,6 +38,7 @@
 
 #include "smcr/conn.h"
 #include "smcr/eid.h"
+#include "smcr/fork_tail.h"
 #include "smcr/libc.h"
 #include "smcr/share.h"
 #include "smcr/shm.h"
@@ -80,6 +84,7 @@ void smcr_engine_fork_prepare(void)
 {
 	smcr_hold_fork_prepare();
 	smcr_share_fork_prepare();
+	smcr_fork_tail_prepare();
 #ifdef SMCR_HAVE_VERBS
 	smcr_lgr_fork_prepare();
 #endif
@@ -104,6 +109,7 @@ void smcr_engine_fork_parent(void)
 #ifdef SMCR_HAVE_VERBS
 	smcr_lgr_fork_parent();
 #endif
+	smcr_fork_tail_parent();
 	smcr_share_fork_parent();
 	smcr_hold_fork_parent();
 }
@@ -118,6 +124,7 @@ void smcr_engine_fork_child(void)
 	smcr_sys_fd_window_unlock();
 	smcr_sys_random_fork_child(); /* before anything draws a secret */
 	smcr_share_fork_child(); /* the child's own pid, before the rest */
+	smcr_fork_tail_child();
 #ifdef SMCR_HAVE_VERBS
 	smcr_ib_fork_done();
 #endif

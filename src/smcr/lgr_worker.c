@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * The link groups' one thread, the worker (see lgr.h): idle teardown,
- * keepalive, LLC requests no application thread takes.
+ * keepalive, LLC requests no application thread takes, and forked
+ * processes' requests to move a connection onto TCP (fork_tail.c).
  *
  * Why a thread: a group nobody uses has no
  * connection, so no application call and no readiness wake-up ever comes
@@ -11,7 +12,8 @@
  * host) and answer the peer's.  So while at least one group exists, one
  * detached thread sleeps until the next of those deadlines, does that work
  * and exits with the last group.  It runs with every signal blocked and
- * never touches a connection, only groups.
+ * touches groups only, but for a forked process's request: then, with no
+ * group lock held, it moves the connection onto TCP (fork_tail.c).
  *
  * LLC requests (TEST LINK, CONFIRM/DELETE RKEY, DELETE LINK) want their
  * answer within 2 s whether or not an application thread looks, and are
@@ -68,6 +70,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "smcr/fork_tail.h"
 #include "smcr/libc.h"
 #include "smcr/llc.h"
 #include "smcr/lgr_int.h"
@@ -297,7 +300,8 @@ static bool visit(struct worker_round *r, struct smcr_lgr *g)
 /* Room for the kick fd and every group's watch fds (on no memory: what there is). */
 static void round_start(struct worker_round *r)
 {
-	size_t want = 1 + LGR_WATCH_FDS * (size_t)smcr_lgrs.num;
+	size_t want = 2 + LGR_WATCH_FDS * (size_t)smcr_lgrs.num;
+	int requests = smcr_fork_request_fd();
 
 	/* no deadline anywhere: a day; a wake-up is an event, a kick or a deadline */
 	r->now = smcr_now_ms();
@@ -313,6 +317,9 @@ static void round_start(struct worker_round *r)
 	}
 	if (r->cap)
 		r->pfd[r->n++] = (struct pollfd){ .fd = smcr_lgrs.worker_kick_fd, .events = POLLIN };
+	/* forked processes' requests for the connections this process runs (fork_tail.c) */
+	if (r->cap > 1 && requests >= 0)
+		r->pfd[r->n++] = (struct pollfd){ .fd = requests, .events = POLLIN };
 }
 
 /* List mutex dropped: until the next deadline, a kick or a watched fd's event. */
@@ -324,11 +331,16 @@ static void round_sleep(struct worker_round *r)
 	if (r->next > now)
 		timeout = r->next - now > 86400000 ? 86400000 : (int)(r->next - now);
 	/* n == 0 (no memory): a plain sleep */
-	if (smcr_libc.poll(r->pfd, r->n, timeout) > 0 && (r->pfd[0].revents & POLLIN)) {
+	if (smcr_libc.poll(r->pfd, r->n, timeout) <= 0)
+		return;
+	if (r->pfd[0].revents & POLLIN) {
 		uint64_t v;
 
 		(void)!smcr_libc.read(r->pfd[0].fd, &v, sizeof(v));
 	}
+	/* no group lock held here: the answer takes connections' locks */
+	if (r->n > 1 && r->pfd[1].fd == smcr_fork_request_fd() && (r->pfd[1].revents & POLLIN))
+		smcr_fork_serve();
 }
 
 static void *worker(void *arg)

@@ -51,22 +51,15 @@ bool smcr_tail_possible(const struct smcr_sock *s)
 
 /* ---- the side that lets go ----------------------------------------------------------- */
 
-int smcr_sock_continue_on_tcp(struct smcr_sock *s, uint32_t reason)
+int smcr_tail_continue_locked(struct smcr_sock *s, uint32_t reason, const char *why)
 {
 	int rc;
 
-	if (!smcr_tail_possible(s))
-		return -ENOTSUP;
-	smcr_conn_lock(s);
 	smcr_conn_progress(s);
-	if (s->went_tcp) {
-		smcr_conn_unlock(s);
+	if (s->went_tcp)
 		return 0;
-	}
-	if (s->state == SMCR_CONN_ABORTED || s->tcp_tail) {
-		smcr_conn_unlock(s);
+	if (s->state == SMCR_CONN_ABORTED || s->tcp_tail)
 		return -ENOTSUP;
-	}
 	/* Our final cursors first: what we consumed, how far we wrote. */
 	s->rx_cons_sent = s->rx_cons;
 	rc = smcr_conn_send_cdc(s, 0);
@@ -81,13 +74,30 @@ int smcr_sock_continue_on_tcp(struct smcr_sock *s, uint32_t reason)
 			smcr_libc.shutdown(s->tcp_fd, SHUT_WR);
 		/* Waiters of every holder: their next look finds TCP. */
 		s->ops->settle(s->xc, true);
-		smcr_info("fd %d: this end goes on over TCP (the socket leaves for a program"
-			  " outside the connection); %llu bytes sent, %llu received over SMC",
-			  s->tcp_fd, (unsigned long long)s->bytes_sent,
+		smcr_info("fd %d: this end goes on over TCP (%s); %llu bytes sent, %llu received"
+			  " over SMC",
+			  s->tcp_fd, why, (unsigned long long)s->bytes_sent,
 			  (unsigned long long)s->bytes_received);
 	}
+	return rc;
+}
+
+int smcr_sock_continue_on_tcp_why(struct smcr_sock *s, uint32_t reason, const char *why)
+{
+	int rc;
+
+	if (!smcr_tail_possible(s))
+		return -ENOTSUP;
+	smcr_conn_lock(s);
+	rc = smcr_tail_continue_locked(s, reason, why);
 	smcr_conn_unlock(s);
 	return rc;
+}
+
+int smcr_sock_continue_on_tcp(struct smcr_sock *s, uint32_t reason)
+{
+	return smcr_sock_continue_on_tcp_why(s, reason, "the socket leaves for a program outside"
+					     " the connection");
 }
 
 /* ---- the peer's side ------------------------------------------------------------------- */

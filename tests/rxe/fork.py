@@ -1,0 +1,153 @@
+# SPDX-License-Identifier: MIT
+"""The programs of tests/rxe/fork.sh: a server that forks with a live SMC-R connection and
+lets the child use it, and its client.
+
+  fork.py server HOST PORT split|exec|close SIZE
+  fork.py client HOST PORT SIZE BIND [afsmc]
+
+The client sends HEAD + SIZE bytes of a fixed pattern (random.Random(7)) and reads what the
+other end sends until EOF, while it sends. The server reads the first HEAD bytes itself,
+checks them and answers BANNER (all of it over SMC-R), then forks:
+  split: the child writes SIZE bytes of a second pattern (random.Random(8)), shuts down
+         for writing and exits, while the parent reads the client's SIZE bytes: rsync's
+         receiver and generator. The parent prints "got SHA256" of what it read;
+  exec:  the child puts the socket on its stdin and stdout (dup2) and execs cat, which
+         echoes the rest; the parent keeps its copy until cat ends;
+  close: the parent closes its copy at once; the child echoes the rest itself.
+The client must get BANNER + the second pattern (split) or BANNER + pattern[HEAD:] (exec,
+close); it prints "intact SHA256" when it did, "short N: ERROR" when the stream ended early
+(all N bytes the expected ones), "garbage at N" when a byte differs. afsmc: the client is
+the kernel's own SMC (IPPROTO_SMC), no smcr in it."""
+import hashlib, os, random, socket, sys
+
+HEAD = 64 << 10
+BANNER = bytes(range(256)) * 64  # 16 KiB
+
+
+def pattern(size, seed=7):
+    return random.Random(seed).randbytes(size)
+
+
+def expected(mode, size):
+    """What the client must read."""
+    return BANNER + (pattern(size, 8) if mode == "split" else pattern(HEAD + size)[HEAD:])
+
+
+def read_exactly(c, n):
+    got = bytearray()
+    while len(got) < n:
+        b = c.recv(n - len(got))
+        if not b:
+            break
+        got += b
+    return bytes(got)
+
+
+def child_exits(pid):
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def server(host, port, mode, size):
+    data = pattern(HEAD + size)
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind((host, port))
+    ls.listen(1)
+    print("listening", flush=True)
+    c, _ = ls.accept()
+    ls.close()
+    head = read_exactly(c, HEAD)
+    print("head", "ok" if head == data[:HEAD] else "BAD", flush=True)
+    c.sendall(BANNER)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            if mode == "split":
+                c.sendall(pattern(size, 8))
+                c.shutdown(socket.SHUT_WR)
+            elif mode == "exec":
+                os.dup2(c.fileno(), 0)
+                os.dup2(c.fileno(), 1)
+                os.execvp("cat", ["cat"])
+            else:
+                while True:
+                    b = c.recv(1 << 16)
+                    if not b:
+                        break
+                    c.sendall(b)
+            os._exit(0)
+        except OSError as e:
+            print("child:", e, file=sys.stderr, flush=True)
+            os._exit(1)
+    if mode == "split":
+        h, n = hashlib.sha256(), 0
+        while True:
+            b = c.recv(1 << 16)
+            if not b:
+                break
+            h.update(b)
+            n += len(b)
+        print("got", n, h.hexdigest(), flush=True)
+    elif mode == "close":
+        c.close()
+    print("child exit", child_exits(pid), flush=True)
+    c.close()
+
+
+def client(host, port, size, bind, mode, afsmc):
+    data = pattern(HEAD + size)
+    want = expected(mode, size)
+    # the kernel's SMC: IPPROTO_SMC (Linux >= 6.11), which takes AF_INET addresses
+    c = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 256 if afsmc else 0)
+    c.bind((bind, 0))
+    c.connect((host, port))
+    total = HEAD + size
+    sent, h, got, bad = 0, hashlib.sha256(), 0, -1
+    err = None
+    try:
+        c.sendall(data[:HEAD])
+        sent = HEAD
+        while True:
+            c.settimeout(0.01 if sent < total else 60)
+            if sent < total:
+                try:
+                    sent += c.send(data[sent:sent + 65536])
+                except socket.timeout:
+                    pass
+                if sent >= total:
+                    c.shutdown(socket.SHUT_WR)
+            try:
+                b = c.recv(1 << 16)
+            except socket.timeout:
+                if sent >= total:
+                    err = "nothing for 60 s"
+                    break
+                continue
+            if not b:
+                if sent >= total:
+                    break
+                continue  # the server's end of its stream: ours goes on
+            if bad < 0 and b != want[got:got + len(b)]:
+                bad = got + next(i for i in range(len(b)) if got + i >= len(want) or b[i] != want[got + i])
+            h.update(b)
+            got += len(b)
+    except OSError as e:
+        err = "%s" % e
+    if bad >= 0:
+        print("garbage at", bad, flush=True)
+    elif got == len(want) and err is None:
+        print("intact", h.hexdigest(), flush=True)
+    else:
+        print("short %d: %s" % (got, err or "EOF"), flush=True)
+
+
+if __name__ == "__main__":
+    a = sys.argv[1:]
+    if a[0] == "server":
+        server(a[1], int(a[2]), a[3], int(a[4]))
+    elif a[0] == "want":
+        print(hashlib.sha256(expected(a[1], int(a[2]))).hexdigest())
+    elif a[0] == "sent":
+        print(int(a[1]), hashlib.sha256(pattern(HEAD + int(a[1]))[HEAD:]).hexdigest())
+    else:
+        client(a[1], int(a[2]), int(a[3]), a[4], a[5], len(a) > 6 and a[6] == "afsmc")
