@@ -656,11 +656,13 @@ void smcr_sock_abort(struct smcr_sock *s, bool reset_now);
  * is the connection's close; an earlier holder's only lets go of its hold.
  * A holder that vanished without a word (SIGKILL) is let go of by the next
  * one that closes.  An SMC-R connection does not follow fork (RDMA
- * resources are the process's): a child's copy is not held.
+ * resources are the process's): a child's copy is not held, and its first
+ * use asks smcr_sock_fork_follow() to move the connection onto TCP.
  *
  * smcr_sock_held(): does this process hold `s` (it may use it)?  Costs no
  * system call.  A connection the process does not hold must be treated as
- * reset (EPIPE/ECONNRESET), never as plain TCP, and released with
+ * reset (EPIPE/ECONNRESET) unless smcr_sock_fork_follow() made it plain
+ * TCP, never silently as plain TCP, and released with
  * smcr_sock_forget_inherited(): that releases only this process's copies
  * (fds, mappings, memory), sends nothing, and leaves the TCP socket and the
  * holders' connection alone.

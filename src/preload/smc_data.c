@@ -91,7 +91,7 @@ static struct smcr_fd_entry *acquire(int fd, enum smcr_io_kind kind, int flags,
 		}
 	}
 	if (smcr_smc_inherited(e)) {
-		/* Inherited across fork and not held here (SMC-R): the parent runs it. */
+		/* Inherited across fork, not held here (SMC-R), and it could not go on over TCP. */
 		*ret = -ECONNRESET;
 		smcr_fdtab_put(e);
 		return NULL;
