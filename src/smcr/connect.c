@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,6 +257,25 @@ static bool peer_addr(int fd, struct sockaddr_storage *ss)
 
 	return smcr_libc.getpeername(fd, (struct sockaddr *)ss, &len) == 0;
 }
+/*
+ * SMC-R was asked for by configuration (SMCR_TRANSPORT=rdma, SMCR_PEERS) but
+ * no RDMA device serves the connection's address: every such connection
+ * stays TCP, which whoever configured it must hear at the default log level,
+ * once per session (and asked of warn_once's marker once per process).
+ */
+static void warn_no_rdma_device(void)
+{
+	static atomic_bool warned;
+	const struct smcr_config *cfg = smcr_config_get();
+
+	if ((cfg->transport == SMCR_CONFIG_TRANSPORT_RDMA || cfg->n_peers > 0) &&
+	    !atomic_exchange(&warned, true))
+		smcr_warn_once_per_session(
+			"SMC-R is configured (SMCR_TRANSPORT=rdma or SMCR_PEERS), but no RDMA"
+			" device serves this host's address for it: those connections stay plain"
+			" TCP (reason NOSMCRDEV); `rdma link` lists the devices");
+}
+
 
 /*
  * The policy's transport for a client, and its per-connection state: 0, or
@@ -282,9 +302,10 @@ static int client_begin(int tcp_fd, const struct smcr_sock_opts *opts,
 		 * memory for the connection's state, is a plain fallback.
 		 */
 		*xc = NULL;
-		if (rc == -ENODEV && !(*ops)->same_host)
+		if (rc == -ENODEV && !(*ops)->same_host) {
 			rc = SMCR_CLC_DECL_NOSMCRDEV;
-		else if (rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM)
+			warn_no_rdma_device();
+		} else if (rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM)
 			rc = SMCR_CLC_DECL_MEM;
 		else
 			rc = SMCR_CLC_DECL_INTERR;

@@ -48,3 +48,21 @@ grep -q 'SMCR_DISABLE=maybe: expected 0 or 1 (or yes/no, true/false, on/off); sm
     "$work/disable-maybe.err" || fail "SMCR_DISABLE=maybe: $(head -n 3 "$work/disable-maybe.err")"
 grep -q 'SMCR_DISABLE=' "$work/disable-yes.err" && fail "SMCR_DISABLE=yes was reported as a bad value"
 log "SMCR_DISABLE=yes: out of the way, no warning; SMCR_DISABLE=maybe: said, out of the way"
+
+# SMCR_TRANSPORT=rdma on a host with no RDMA device for the address (this one: loopback,
+# no rxe): each connection to an smcr server stays TCP for NOSMCRDEV, said at the default
+# log level once per session, not only in the info log; the exit report counts it.
+port=$(free_port 4)
+echo_stream_server rdma-server "$port"
+for i in 1 2; do
+    timeout 60 "$SMC_RUN" env SMCR_TRANSPORT=rdma SMCR_EXIT_REPORT=1 "$PYTHON" \
+        "$apps_dir/echo_once.py" "$port" 4096 >"$work/rdma-$i.out" 2>"$work/rdma-$i.err" ||
+        fail "client $i with SMCR_TRANSPORT=rdma failed: $(tail -n 3 "$work/rdma-$i.err")"
+    grep -q '^intact ' "$work/rdma-$i.out" || fail "client $i: the echo is not intact"
+    grep -q 'exit: 0 SMC, 1 TCP (NOSMCRDEV 1)' "$work/rdma-$i.err" ||
+        fail "client $i: not one TCP connection for NOSMCRDEV by its exit report: $(cat "$work/rdma-$i.err")"
+done
+n=$(cat "$work/rdma-1.err" "$work/rdma-2.err" | grep -c 'no RDMA device serves' || true)
+[[ $n -eq 1 ]] || fail "SMCR_TRANSPORT=rdma without an RDMA device: warned $n times in two clients, expected once"
+grep -q 'no RDMA device serves' "$work/rdma-1.err" || fail "the first client did not say it"
+log "SMCR_TRANSPORT=rdma, no RDMA device: TCP (NOSMCRDEV), said once: $(grep -o 'SMC-R is configured.*' "$work/rdma-1.err")"

@@ -110,6 +110,11 @@ expect "a directory" 126 "$rc"
 printf 'plain text\n' >"$work/not-executable"
 smc "$work/o" "$work/e" "$work/not-executable"
 expect "not executable" 126 "$rc"
+# --force cannot run it either: one line says why, and no shell error follows it.
+smc "$work/o" "$work/e" --force "$work/not-executable"
+expect "--force, not executable" 126 "$rc"
+[[ $(cat "$work/e") == "smc_run: $work/not-executable is not executable" ]] ||
+    fail "--force on a file that is not executable: its stderr is not one line saying so: $(cat "$work/e")"
 
 cp "$(type -P true)" "$work/setuid-true"
 chmod u+s "$work/setuid-true"
