@@ -70,6 +70,48 @@ def serve(c, each=None):
     _echo(c, iter(lambda: c.recv(1 << 16), b""), each)
 
 
+def send_and_check(c, data, sent, want, eof_ends=True):
+    """Send data[sent:] on c (then SHUT_WR) while reading what comes back, and print the
+    verdict a test greps: "intact SHA256" if exactly want came back, "garbage at N" at the
+    first byte that is not want's, else "short N: why".  eof_ends=False: the peer's end of
+    its stream before ours is sent does not stop us (a peer whose reading half still runs).
+    Gives up 60 s after the last send with nothing more back."""
+    total, h, got, bad, err = len(data), hashlib.sha256(), 0, -1, None
+    try:
+        while True:
+            c.settimeout(0.01 if sent < total else 60)
+            if sent < total:
+                try:
+                    sent += c.send(data[sent:sent + 65536])
+                except socket.timeout:
+                    pass
+                if sent >= total:
+                    c.shutdown(socket.SHUT_WR)
+            try:
+                b = c.recv(1 << 16)
+            except socket.timeout:
+                if sent >= total:
+                    err = "nothing for 60 s"
+                    break
+                continue
+            if not b:
+                if eof_ends or sent >= total:
+                    break
+                continue
+            if bad < 0 and b != want[got:got + len(b)]:
+                bad = got + next(i for i in range(len(b)) if got + i >= len(want) or b[i] != want[got + i])
+            h.update(b)
+            got += len(b)
+    except OSError as e:
+        err = "%s" % e
+    if bad >= 0:
+        print("garbage at", bad, flush=True)
+    elif got == len(want) and err is None:
+        print("intact", h.hexdigest(), flush=True)
+    else:
+        print("short %d: %s" % (got, err or "EOF"), flush=True)
+
+
 def live_records(c, smcr_stat):
     """smcr-stat's live records of connection c (this process), and its raw output."""
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}

@@ -20,6 +20,8 @@ close); it prints "intact SHA256" when it did, "short N: ERROR" when the stream 
 the kernel's own SMC (IPPROTO_SMC), no smcr in it."""
 import hashlib, os, random, socket, sys
 
+from echo_lib import send_and_check
+
 HEAD = 64 << 10
 BANNER = bytes(range(256)) * 64  # 16 KiB
 
@@ -101,45 +103,13 @@ def client(host, port, size, bind, mode, afsmc):
     c = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 256 if afsmc else 0)
     c.bind((bind, 0))
     c.connect((host, port))
-    total = HEAD + size
-    sent, h, got, bad = 0, hashlib.sha256(), 0, -1
-    err = None
     try:
         c.sendall(data[:HEAD])
-        sent = HEAD
-        while True:
-            c.settimeout(0.01 if sent < total else 60)
-            if sent < total:
-                try:
-                    sent += c.send(data[sent:sent + 65536])
-                except socket.timeout:
-                    pass
-                if sent >= total:
-                    c.shutdown(socket.SHUT_WR)
-            try:
-                b = c.recv(1 << 16)
-            except socket.timeout:
-                if sent >= total:
-                    err = "nothing for 60 s"
-                    break
-                continue
-            if not b:
-                if sent >= total:
-                    break
-                continue  # the server's end of its stream: ours goes on
-            if bad < 0 and b != want[got:got + len(b)]:
-                bad = got + next(i for i in range(len(b)) if got + i >= len(want) or b[i] != want[got + i])
-            h.update(b)
-            got += len(b)
     except OSError as e:
-        err = "%s" % e
-    if bad >= 0:
-        print("garbage at", bad, flush=True)
-    elif got == len(want) and err is None:
-        print("intact", h.hexdigest(), flush=True)
-    else:
-        print("short %d: %s" % (got, err or "EOF"), flush=True)
-
+        print("short 0: %s" % e, flush=True)
+        return
+    # the server's end of its stream may come first: ours goes on
+    send_and_check(c, data, HEAD, want, eof_ends=False)
 
 if __name__ == "__main__":
     a = sys.argv[1:]

@@ -16,7 +16,9 @@ cat echoes the rest, so the client must get BANNER + pattern[HEAD:] exactly; it 
 "intact SHA256" when it did, "short N: ERROR" when the stream ended early (N bytes, all of
 them the expected ones), "garbage at N" when a byte differs. afsmc: the client is the
 kernel's own SMC (IPPROTO_SMC), no smcr in it."""
-import hashlib, os, random, socket, subprocess, sys
+import os, random, socket, subprocess, sys
+
+from echo_lib import send_and_check
 
 HEAD = 64 << 10
 PEEK = 128 << 10
@@ -80,42 +82,12 @@ def client(host, port, size, bind, afsmc):
     c.bind((bind, 0))
     c.connect((host, port))
     # HEAD + PEEK fit in the server's ring: no read needed before they are sent
-    sent, h, got, bad = 0, hashlib.sha256(), 0, -1
-    err = None
     try:
         c.sendall(data[:HEAD + PEEK])
-        sent = HEAD + PEEK
-        while True:
-            c.settimeout(0.01 if sent < size else 60)
-            if sent < size:
-                try:
-                    sent += c.send(data[sent:sent + 65536])
-                except socket.timeout:
-                    pass
-                if sent >= size:
-                    c.shutdown(socket.SHUT_WR)
-            try:
-                b = c.recv(1 << 16)
-            except socket.timeout:
-                if sent >= size:
-                    err = "nothing for 60 s"
-                    break
-                continue
-            if not b:
-                break
-            if bad < 0 and b != want[got:got + len(b)]:
-                bad = got + next(i for i in range(len(b)) if got + i >= len(want) or b[i] != want[got + i])
-            h.update(b)
-            got += len(b)
     except OSError as e:
-        err = "%s" % e
-    if bad >= 0:
-        print("garbage at", bad, flush=True)
-    elif got == len(want) and err is None:
-        print("intact", h.hexdigest(), flush=True)
-    else:
-        print("short %d: %s" % (got, err or "EOF"), flush=True)
-
+        print("short 0: %s" % e, flush=True)
+        return
+    send_and_check(c, data, HEAD + PEEK, want)
 
 if __name__ == "__main__":
     a = sys.argv[1:]
