@@ -99,6 +99,13 @@ enum smcr_clc_decl {
 	 * socket left for a program outside the connection), and this end followed
 	 */
 	SMCR_CLC_DECL_PEERTCP = 0x0A0B0000,
+	/*
+	 * smcr's own, never on the wire: a forked process used its copy of an
+	 * SMC-R connection that could not go on over TCP (the peer is the
+	 * kernel's SMC, or the process that runs it is gone or did not
+	 * answer), so the copy reads as reset in that process
+	 */
+	SMCR_CLC_DECL_FORKRESET = 0x0A0C0000,
 };
 
 /* "NOSMCRDEV" etc. for a known code, NULL otherwise. */

@@ -682,6 +682,16 @@ void smcr_sock_forget_inherited(struct smcr_sock *s);
 int smcr_sock_fork_follow(struct smcr_sock *s);
 
 /*
+ * exec or exit of a forked process whose copy of an SMC-R connection it does
+ * not hold goes with it (close-on-exec, or the whole process): the process
+ * that runs the connection no longer counts it as a holder of the socket, so
+ * its own close needs no move onto TCP for this one's sake.  Nothing else
+ * is touched (another thread may still be inside the copy; exec and exit
+ * wipe it).
+ */
+void smcr_sock_copy_gone(struct smcr_sock *s);
+
+/*
  * exec with the connection open: the engine's state cannot cross into the
  * new image.  If another live process holds the connection, this process's
  * hold goes (true): nothing is sent, the connection runs on in the others,

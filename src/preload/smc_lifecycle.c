@@ -111,8 +111,16 @@ void smcr_smc_before_exec(void)
 		if (!e || smcr_fd_entry_mode(e) != SMCR_FD_SMC || e->engine_fd < 0)
 			continue;
 		s = atomic_load(&e->sock);
-		if (!s || !smcr_smc_entry_owns(e, s) || smcr_sock_tcp_only(s))
+		if (!s || smcr_sock_tcp_only(s))
 			continue;
+		if (!smcr_smc_entry_owns(e, s)) {
+			/*
+			 * A forked copy the new image does not get (one it gets
+			 * was followed above): its owner need not keep it.
+			 */
+			smcr_sock_copy_gone(s);
+			continue;
+		}
 		/* Others hold it too (it followed fork): only this process lets go. */
 		if (smcr_sock_release_hold(s)) {
 			smcr_dbg("fd %u: SMC connection left to its other holders before exec", fd);
@@ -137,7 +145,8 @@ void smcr_smc_before_exec(void)
  * engine's exit work (SMC-R: flush, DELETE LINK; init.c calls both, in that
  * order, inside the guard).  _exit() and fatal signals run no handler: the
  * peer then sees a reset, as when the process is killed.  A forked child's
- * exit touches only what it owns.
+ * exit touches only what it owns, and tells the owner of an SMC-R connection
+ * it has a copy of that the copy is gone.
  */
 void smcr_smc_exit(void)
 {
@@ -153,8 +162,11 @@ void smcr_smc_exit(void)
 		if (!e)
 			continue;
 		s = atomic_load(&e->sock);
-		if (smcr_fd_entry_mode(e) == SMCR_FD_SMC && s && smcr_smc_entry_owns(e, s) &&
-		    smcr_sock_exit(s))
+		if (smcr_fd_entry_mode(e) != SMCR_FD_SMC || !s)
+			;
+		else if (!smcr_smc_entry_owns(e, s))
+			smcr_sock_copy_gone(s); /* a forked copy: its owner need not keep it */
+		else if (smcr_sock_exit(s))
 			smcr_dbg("fd %u: SMC connection closed at exit", fd);
 		smcr_fdtab_put(e);
 	}

@@ -271,6 +271,12 @@ void smcr_sock_forget_inherited(struct smcr_sock *s)
 	free(s);
 }
 
+void smcr_sock_copy_gone(struct smcr_sock *s)
+{
+	if (!s->shared) /* a same-host copy's holder slot is hold.c's */
+		smcr_fork_forget_copy(s);
+}
+
 void smcr_sock_abort(struct smcr_sock *s, bool reset_now)
 {
 	smcr_conn_lock(s);

@@ -60,6 +60,7 @@ const char *smcr_clc_decl_name(uint32_t code)
 		{ SMCR_CLC_DECL_IOURING, "IOURING" },
 		{ SMCR_CLC_DECL_OOB, "OOB" },
 		{ SMCR_CLC_DECL_PEERTCP, "PEERTCP" },
+		{ SMCR_CLC_DECL_FORKRESET, "FORKRESET" },
 	};
 	size_t i;
 

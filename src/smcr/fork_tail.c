@@ -53,6 +53,7 @@
 #include "smcr/conn.h"
 #include "smcr/libc.h"
 #include "smcr/share.h"
+#include "smcr/stats.h"
 #include "smcr/sys.h"
 #ifdef SMCR_HAVE_VERBS
 #include "smcr/lgr_int.h"
@@ -325,6 +326,7 @@ int smcr_sock_fork_follow(struct smcr_sock *s)
 		return 0;
 	}
 	s->fork_refused = true;
+	smcr_stats_conn_refused(s);
 	smcr_warn("fd %d: the SMC-R connection this process inherited reads as reset here: %s",
 		  s->tcp_fd, why);
 	return -ECONNRESET;

@@ -622,6 +622,10 @@ static void own_bytes(const struct smcr_sock *s, uint64_t *sent, uint64_t *recei
 {
 	const struct smcr_holder *h;
 
+	if (s->fork_refused) { /* a forked copy that reads as reset moved nothing */
+		*sent = *received = 0;
+		return;
+	}
 	if (!s->shared) {
 		*sent = s->bytes_sent;
 		*received = s->bytes_received;
@@ -637,11 +641,16 @@ static void record_counters(struct smcr_stats_conn *c, const struct smcr_sock *s
 	uint64_t sent, received;
 
 	own_bytes(s, &sent, &received);
-	SET(c->conn_phase, s->tail_reason && s->state != SMCR_CONN_CLOSED &&
-				   s->state != SMCR_CONN_ABORTED
-			   ? (uint32_t)SMCR_STATS_PHASE_ON_TCP
-			   : phase_of(s->state));
-	SET(c->fallback_reason, s->tail_reason);
+	if (s->fork_refused) {
+		SET(c->conn_phase, (uint32_t)SMCR_STATS_PHASE_ABORTED);
+		SET(c->fallback_reason, (uint32_t)SMCR_CLC_DECL_FORKRESET);
+	} else {
+		SET(c->conn_phase, s->tail_reason && s->state != SMCR_CONN_CLOSED &&
+					   s->state != SMCR_CONN_ABORTED
+				   ? (uint32_t)SMCR_STATS_PHASE_ON_TCP
+				   : phase_of(s->state));
+		SET(c->fallback_reason, s->tail_reason);
+	}
 	SET(c->bytes_sent, sent);
 	SET(c->bytes_received, received);
 	SET(c->cdc_sent, s->cdc_sent);
@@ -654,15 +663,14 @@ static void record_counters(struct smcr_stats_conn *c, const struct smcr_sock *s
  * the child's own record of the connection.  Under stats_lock, so that it
  * happens once; stats_get() published the child's file first.
  */
-static void record_adopt(struct smcr_stats_conn *c, const struct smcr_sock *s)
+static void record_adopt(struct smcr_stats_conn *c, const struct smcr_sock *s,
+			 const struct smcr_xconn_info *xi)
 {
-	struct smcr_xconn_info xi;
 	struct record_init ri;
 
 	if (!stats_get() || stats_off)
 		return;
-	s->ops->info(s->xc, &xi);
-	record_init_of(&ri, s->tcp_fd, xi.mode, s->server ? 1u : 0u, 0);
+	record_init_of(&ri, s->tcp_fd, xi->mode, s->server ? 1u : 0u, 0);
 	pthread_mutex_lock(&stats_lock);
 	if (__atomic_load_n(&c->state, __ATOMIC_RELAXED) == SMCR_STATS_CONN_INHERITED) {
 		record_begin(c);
@@ -680,9 +688,9 @@ static void record_adopt(struct smcr_stats_conn *c, const struct smcr_sock *s)
 		}
 		SET(c->local_port, ri.local_port);
 		SET(c->peer_port, ri.peer_port);
-		SET(c->link_group, xi.link_group);
+		SET(c->link_group, xi->link_group);
 		for (unsigned b = 0; b < sizeof(c->device); b++)
-			SET(c->device[b], xi.device[b]);
+			SET(c->device[b], xi->device[b]);
 		record_counters(c, s);
 		record_end(c);
 		ADD(area->conns_open, 1);
@@ -697,13 +705,57 @@ void smcr_stats_conn_update(const struct smcr_sock *s)
 	if (!c || stats_off || !area_settled())
 		return;
 	if (unlikely(__atomic_load_n(&c->state, __ATOMIC_RELAXED) != SMCR_STATS_CONN_LIVE)) {
-		if (s->shared && smcr_hold_is_holder((struct smcr_sock *)(uintptr_t)s))
-			record_adopt(c, s);
+		if (s->shared && smcr_hold_is_holder((struct smcr_sock *)(uintptr_t)s)) {
+			struct smcr_xconn_info xi;
+
+			s->ops->info(s->xc, &xi);
+			record_adopt(c, s, &xi);
+		}
 		return;
 	}
 	record_begin(c);
 	record_counters(c, s);
 	record_end(c);
+}
+
+/* One more of `reason` in the reasons table (full: not counted by reason). */
+static void count_reason(struct smcr_stats_file *f, int reason)
+{
+	for (unsigned i = 0; i < SMCR_STATS_MAX_REASONS; i++) {
+		struct smcr_stats_reason *r = &f->fallback_reasons[i];
+		uint32_t expected = 0;
+
+		if (__atomic_load_n(&r->reason, __ATOMIC_ACQUIRE) == (uint32_t)reason ||
+		    __atomic_compare_exchange_n(&r->reason, &expected, (uint32_t)reason, false,
+						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ||
+		    expected == (uint32_t)reason) {
+			ADD(r->count, 1);
+			return;
+		}
+	}
+}
+
+/*
+ * A forked process's copy of an SMC-R connection that reads as reset here
+ * (fork_tail.c): the slot its parent's record had (INHERITED since the fork)
+ * becomes this process's record of it, aborted with why (record_counters),
+ * and the reset is counted once.  The transport is not asked for its link
+ * group or device: the group's locks belong to the process that runs it.
+ */
+void smcr_stats_conn_refused(const struct smcr_sock *s)
+{
+	struct smcr_stats_file *f = stats_get();
+	struct smcr_xconn_info xi;
+
+	if (!f || stats_off)
+		return;
+	ADD(f->aborts, 1);
+	count_reason(f, SMCR_CLC_DECL_FORKRESET);
+	if (!s->stats)
+		return;
+	memset(&xi, 0, sizeof(xi));
+	xi.mode = s->ops->same_host ? SMCR_STATS_MODE_SMC_SHM : SMCR_STATS_MODE_SMC_R;
+	record_adopt(s->stats, s, &xi);
 }
 
 void smcr_stats_conn_close(const struct smcr_sock *s, int aborted)
@@ -724,7 +776,7 @@ void smcr_stats_conn_close(const struct smcr_sock *s, int aborted)
 	SUB(f->conns_open, 1);
 	ADD(f->bytes_sent, sent);
 	ADD(f->bytes_received, received);
-	if (aborted)
+	if (aborted && !s->fork_refused) /* counted when it was refused */
 		ADD(f->aborts, 1);
 	if (c) {
 		record_begin(c);
@@ -733,23 +785,6 @@ void smcr_stats_conn_close(const struct smcr_sock *s, int aborted)
 			SET(c->conn_phase, (uint32_t)SMCR_STATS_PHASE_ABORTED);
 		SET(c->state, (uint32_t)SMCR_STATS_CONN_FREE);
 		record_end(c);
-	}
-}
-
-/* One more of `reason` in the reasons table (full: not counted by reason). */
-static void count_reason(struct smcr_stats_file *f, int reason)
-{
-	for (unsigned i = 0; i < SMCR_STATS_MAX_REASONS; i++) {
-		struct smcr_stats_reason *r = &f->fallback_reasons[i];
-		uint32_t expected = 0;
-
-		if (__atomic_load_n(&r->reason, __ATOMIC_ACQUIRE) == (uint32_t)reason ||
-		    __atomic_compare_exchange_n(&r->reason, &expected, (uint32_t)reason, false,
-						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ||
-		    expected == (uint32_t)reason) {
-			ADD(r->count, 1);
-			return;
-		}
 	}
 }
 

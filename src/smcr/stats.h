@@ -21,6 +21,8 @@ struct smcr_stats_conn *smcr_stats_conn_open(const struct smcr_sock *s);
 /* Copy the connection's byte/CDC counters into its record. */
 void smcr_stats_conn_update(const struct smcr_sock *s);
 void smcr_stats_conn_close(const struct smcr_sock *s, int aborted);
+/* A forked process's copy of an SMC-R connection reads as reset in it (FORKRESET). */
+void smcr_stats_conn_refused(const struct smcr_sock *s);
 void smcr_stats_fallback(int reason);
 void smcr_stats_handshake_error(void);
 /* A handshake that ended neither in SMC nor on TCP (the connection is reset): why. */

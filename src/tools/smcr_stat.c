@@ -104,10 +104,21 @@ bool mode_is_smc(uint32_t mode)
 	return mode == SMCR_STATS_MODE_SMC_SHM || mode == SMCR_STATS_MODE_SMC_R;
 }
 
-/* An SMC connection whose stream went on over TCP keeps its mode and gains a reason. */
+/*
+ * An SMC connection whose stream went on over TCP keeps its mode and gains a
+ * reason; one that reads as reset in a forked process keeps its mode and says
+ * why (FORKRESET) without having gone anywhere.
+ */
 static bool went_tcp(const struct smcr_stats_conn *r)
 {
-	return mode_is_smc(r->mode) && r->fallback_reason != 0;
+	return mode_is_smc(r->mode) && r->fallback_reason != 0 &&
+	       r->fallback_reason != SMCR_CLC_DECL_FORKRESET;
+}
+
+/* Whether its FALLBACK column names a reason. */
+static bool has_reason(const struct smcr_stats_conn *r)
+{
+	return !mode_is_smc(r->mode) || r->fallback_reason != 0;
 }
 
 static int by_pid(const void *a, const void *b)
@@ -220,7 +231,7 @@ static void print_conn_json(const struct process_view *pv, const struct conn_vie
 		printf("\"local_address\": null, \"local_port\": null, ");
 	addr_text(r->peer_addr, ip, sizeof(ip));
 	printf("\"peer_address\": \"%s\", \"peer_port\": %u,\n", ip, r->peer_port);
-	if (mode_is_smc(r->mode) && !went_tcp(r))
+	if (!has_reason(r))
 		printf("     \"fallback_code\": null, \"fallback_name\": null, ");
 	else
 		printf("     \"fallback_code\": \"0x%08" PRIx32
@@ -316,7 +327,7 @@ static void conn_row(const struct process_view *pv, const struct smcr_stats_conn
 	else
 		snprintf(row[COL_LOCAL], CELL_LEN, "-");
 	endpoint_text(r->peer_addr, r->peer_port, row[COL_PEER], CELL_LEN);
-	if (mode_is_smc(r->mode) && !went_tcp(r))
+	if (!has_reason(r))
 		snprintf(row[COL_FALLBACK], CELL_LEN, "-");
 	else
 		snprintf(row[COL_FALLBACK], CELL_LEN, "%s(0x%08" PRIx32 ")",

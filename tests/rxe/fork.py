@@ -2,7 +2,7 @@
 """The programs of tests/rxe/fork.sh: a server that forks with a live SMC-R connection and
 lets the child use it, and its client.
 
-  fork.py server HOST PORT split|exec|close SIZE
+  fork.py server HOST PORT split|exec|close|spawn SIZE
   fork.py client HOST PORT SIZE BIND [afsmc]
 
 The client sends HEAD + SIZE bytes of a fixed pattern (random.Random(7)) and reads what the
@@ -13,9 +13,10 @@ checks them and answers BANNER (all of it over SMC-R), then forks:
          receiver and generator. The parent prints "got SHA256" of what it read;
   exec:  the child puts the socket on its stdin and stdout (dup2) and execs cat, which
          echoes the rest; the parent keeps its copy until cat ends;
-  close: the parent closes its copy at once; the child echoes the rest itself.
+  close: the parent closes its copy at once; the child echoes the rest itself;
+  spawn: a child execs `true` without the socket, another exits; the parent echoes the rest.
 The client must get BANNER + the second pattern (split) or BANNER + pattern[HEAD:] (exec,
-close); it prints "intact SHA256" when it did, "short N: ERROR" when the stream ended early
+close, spawn); it prints "intact SHA256" when it did, "short N: ERROR" when the stream ended early
 (all N bytes the expected ones), "garbage at N" when a byte differs. afsmc: the client is
 the kernel's own SMC (IPPROTO_SMC), no smcr in it."""
 import hashlib, os, random, socket, sys
@@ -49,6 +50,23 @@ def child_exits(pid):
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
+def spawn_then_echo(c):
+    """Two children that never use the connection and go with their copies: one execs a
+    program that does not inherit the socket (close-on-exec, Python's default), one exits
+    normally; then this process echoes the rest and closes."""
+    pid = os.fork()
+    if pid == 0:
+        os.execvp("true", ["true"])
+    print("child exit", child_exits(pid), flush=True)
+    pid = os.fork()
+    if pid == 0:
+        sys.exit(0)
+    print("child exit", child_exits(pid), flush=True)
+    while b := c.recv(1 << 16):
+        c.sendall(b)
+    c.close()
+
+
 def server(host, port, mode, size):
     data = pattern(HEAD + size)
     ls = socket.socket()
@@ -61,6 +79,9 @@ def server(host, port, mode, size):
     head = read_exactly(c, HEAD)
     print("head", "ok" if head == data[:HEAD] else "BAD", flush=True)
     c.sendall(BANNER)
+    if mode == "spawn":
+        spawn_then_echo(c)
+        return
     pid = os.fork()
     if pid == 0:
         try:
@@ -80,7 +101,7 @@ def server(host, port, mode, size):
             os._exit(0)
         except OSError as e:
             print("child:", e, file=sys.stderr, flush=True)
-            os._exit(1)
+            sys.exit(1)  # a normal exit: its exit handlers (smcr's report) run
     if mode == "split":
         h, n = hashlib.sha256(), 0
         while True:

@@ -17,9 +17,13 @@
 #       server's log says it went on over TCP at its close;
 #   (d) rsync: a daemon on one host, rsync -a rsync://B/mod/ on the other, both under
 #       smc_run: the copy is identical (diff -r), the connection was SMC-R, then TCP;
-#   (e) a kernel AF_SMC client: the child's copy reads as reset (logged with the reason),
+#   (e) a kernel AF_SMC client: the child's copy reads as reset (logged with the reason,
+#       counted in its stats as a reset with FORKRESET),
 #       the parent's connection runs on, nothing hangs. Skipped where the guest kernel's
 #       SMC is not set up.
+#   (f) the server forks a child that execs a program without the socket (close-on-exec)
+#       and one that exits, then echoes the rest itself and closes: intact, and the
+#       connection stays on SMC-R to its close (the children's copies went with them).
 # Prints TAP (tests/rxe/case_lib.sh). FORK_LOGS=DIR keeps the logs; FORK_ONLY=ac runs
 # just those cases.
 set -u
@@ -138,7 +142,29 @@ rsync_pair() {
     no_reset rsync "$logs/rsync.cli.err" "$logs/rsync.srv.err"
 }
 
-only=${FORK_ONLY:-abcde}
+# spawn_pair: (f); the connection stays on SMC-R to its end
+spawn_pair() {
+    local name=spawn want line
+    server "$name" spawn
+    timeout 240 "$smc_run" -d python3 "$here/fork.py" client "$B" "$port" "$size" "$A" spawn \
+        > "$logs/$name.cli" 2> "$logs/$name.cli.err"
+    wait "$srv_pid"
+    want=$(python3 "$here/fork.py" want spawn "$size")
+    grep -qx "intact $want" "$logs/$name.cli" &&
+        pass "$name: the client got its echo, intact (sha256 $want)" ||
+        { fail "$name: the client says: $(cat "$logs/$name.cli")"; show "$logs/$name.srv.err" srv 10; }
+    [[ $(grep -cx 'child exit 0' "$logs/$name.srv") == 2 ]] &&
+        pass "$name: both children ended well" ||
+        fail "$name: the server says: $(tr '\n' ' ' < "$logs/$name.srv")"
+    grep -q 'smc-r' "$logs/$name.cli.err" && grep -q 'smc-r' "$logs/$name.srv.err" &&
+        pass "$name: both logs say smc-r" || fail "$name: a log does not say smc-r"
+    line=$(grep -h -m1 -o 'goes on over TCP.*' "$logs/$name.srv.err" "$logs/$name.cli.err" | head -1)
+    [[ -z $line ]] && pass "$name: the connection stayed on SMC-R to its close (no log says TCP)" ||
+        fail "$name: the children's copies were gone, yet: $line"
+    no_reset "$name" "$logs/$name.cli.err" "$logs/$name.srv.err"
+}
+
+only=${FORK_ONLY:-abcdef}
 if [[ $only == *a* ]]; then
     case_begin "(a) after fork the child writes while the parent reads (rsync's receiver and generator)"
     smcr_pair split split 'a forked process uses it'
@@ -165,7 +191,7 @@ if [[ $only == *e* ]]; then
         case_skip "the guest kernel's SMC-R is not set up"
     else
         SMC_DEBUG=1 "$smc_run" true 2> "$logs/attach.err" # attaches the option program
-        SMCR_PEERS= server kernel split
+        SMCR_PEERS= SMCR_EXIT_REPORT=1 server kernel split
         timeout 120 python3 "$here/fork.py" client "$B" "$port" "$size" "$A" split afsmc \
             > "$logs/kernel.cli" 2> "$logs/kernel.cli.err"
         rc=$?
@@ -179,6 +205,14 @@ if [[ $only == *e* ]]; then
         line=$(grep -m1 -o 'inherited reads as reset here: its peer cannot go on over TCP.*' "$logs/kernel.srv.err")
         [[ -n $line ]] && pass "the child's log: $line" ||
             { fail "the child's log does not say why its copy reads as reset"; show "$logs/kernel.srv.err" srv 10; }
+        # the child's counters at its exit: the reset counted, with its reason
+        line=$(grep -m1 -o 'exit: .*(FORKRESET 1), [0-9]* handshake errors, 1 resets.*' "$logs/kernel.srv.err")
+        [[ -n $line ]] && pass "the child's stats count it: $line" ||
+            { fail "the child's exit report does not count the reset (FORKRESET)"; grep 'exit:' "$logs/kernel.srv.err"; }
     fi
+fi
+if [[ $only == *f* ]]; then
+    case_begin "(f) children that exec without the socket or exit, then the parent's close"
+    spawn_pair
 fi
 tap_done

@@ -10,6 +10,9 @@
  *                             fork       fork a child that opens one record of
  *                                        its own (4096/8192 rings, 11 sent, 22
  *                                        received) and prints a JSON line
+ *                             forkreset  the same child, which first finds its copy
+ *                                        of the fixture's IPv4 connection reads as
+ *                                        reset (fork_tail.c: FORKRESET)
  *                             reap       end that child normally, print its status
  *                             listeners  register two more listeners (see
  *                                        add_listeners), print a JSON line
@@ -268,6 +271,9 @@ static struct fixture {
 	struct smcr_stats_lgr *lgr[3];
 } fx = {.revoked_fd = -1, .sibling_fd = -1};
 
+/* The fixture's IPv4 connection, which a forked child may find reset ("forkreset"). */
+static struct smcr_sock *fixture_v4;
+
 static void publish_fixture(void)
 {
 	int c4, s4, c6 = -1, s6 = -1, cx, sx, ct, st;
@@ -282,6 +288,7 @@ static void publish_fixture(void)
 
 	v4 = fake_sock(c4, false, 65536, 131072);
 	set_bytes(v4, 1000, 2000, 10);
+	fixture_v4 = v4;
 	if (have_v6) {
 		v6 = fake_sock(s6, true, 16384, 32768);
 		set_bytes(v6, 5, 6, 20);
@@ -511,7 +518,7 @@ static int forked_hold = -1;
  * records and makes one connection of its own.  It reports whether its stats
  * file existed before that first record (it must not: publishing is lazy).
  */
-static void fork_child(void)
+static void fork_child(bool reset)
 {
 	char parent_path[300], own_path[320], *slash;
 	int hold[2], c, s;
@@ -530,6 +537,10 @@ static void fork_child(void)
 		char b;
 
 		close(hold[1]);
+		if (reset) {
+			fixture_v4->fork_refused = true;
+			smcr_stats_conn_refused(fixture_v4);
+		}
 		slash = strrchr(parent_path, '/');
 		if (slash)
 			*slash = '\0';
@@ -606,8 +617,10 @@ static void serve_commands(void)
 
 		if (sscanf(line, "churn %d", &ms) == 1)
 			churn(ms);
+		else if (strncmp(line, "forkreset", 9) == 0)
+			fork_child(true);
 		else if (strncmp(line, "fork", 4) == 0)
-			fork_child();
+			fork_child(false);
 		else if (strncmp(line, "reap", 4) == 0)
 			reap_child();
 		else if (strncmp(line, "listeners", 9) == 0)

@@ -392,6 +392,37 @@ def case_forked_child(case):
     check(os.path.exists(w["path"]), "the parent's file was removed by its child")
 
 
+def case_fork_reset(case):
+    """A forked child whose copy of its parent's connection reads as reset (an SMC-R
+    connection that could not go on over TCP): the child's file shows that connection,
+    aborted, with FORKRESET, counts the reset, and moved no bytes of it; the parent's
+    record is unchanged."""
+    p, w = case.start()
+    p.stdin.write("forkreset\n")
+    p.stdin.flush()
+    child = json.loads(read_line(p))
+    cpid = child["child_pid"]
+    doc, err = case.tool_json("--json", "--dir", case.statsdir)
+    check_eq(err, "", "stderr with a reset forked copy")
+    reset = by_port(conns_of(doc, cpid), w["v4_local_port"])
+    check_eq((reset["state"], reset["mode"], reset["conn_state"], reset["fallback_name"],
+              reset["fallback_code"], reset["bytes_sent"], reset["bytes_received"]),
+             ("live", "smc-shm", "aborted", "FORKRESET", "0x0a0c0000", 0, 0),
+             "the child's record of its reset copy")
+    check_fixture_conns(doc, w, with_closed=False)  # the parent's, unchanged
+    stats, _ = case.tool_json("stats", "--json", "--dir", case.statsdir)
+    procs = {q["pid"]: q for q in stats["processes"]}
+    check_eq(procs[cpid]["aborts"], 1, "the child's resets")
+    check_eq([(r["name"], r["count"]) for r in procs[cpid]["fallback_reasons"]],
+             [("FORKRESET", 1)], "the child's reasons")
+    text = case.tool("-p", str(cpid), "--dir", case.statsdir).stdout
+    check(re.search(r"live +smc-shm +client +127\.0\.0\.1:%d .* FORKRESET\(0x0a0c0000\) +0 +0 "
+                    % w["v4_local_port"], text), f"the reset copy in the table:\n{text}")
+    p.stdin.write("reap\n")
+    p.stdin.flush()
+    check_eq(read_line(p).strip(), "reaped 0", "the child's exit status")
+
+
 def case_pid_namespace(case):
     """A writer in another pid namespace (its pid means nothing here) is live while it
     holds its flock, stale after it died."""
@@ -644,7 +675,7 @@ def case_usage(case):
 
 
 CASES = [case_empty, case_fixture, case_bad_header, case_dead_pid, case_concurrent_writer,
-         case_forked_child, case_pid_namespace, case_file_shrinks, case_odd_program_name,
+         case_forked_child, case_fork_reset, case_pid_namespace, case_file_shrinks, case_odd_program_name,
          case_listeners, case_link_groups, case_tails, case_command_filter, case_fallbacks_total, case_watch,
          case_usage]
 
