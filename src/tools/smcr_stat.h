@@ -82,6 +82,16 @@ bool device_name(const struct smcr_stats_conn *r, char *out);
 /* '{"format": "smcr-stat", "version": N, ' and the report number in watch mode. */
 void json_head(void);
 
+/* A user's name, or the uid as a number. */
+const char *user_name(uid_t uid, char *buf, size_t len);
+
+/* smcr_stat_counters.c: every process's counters and their total, kept for watch mode's growth. */
+void stats_report(const struct process_list *pl, bool reset, bool json);
+/* Watch mode: this report's counters become the previous ones... */
+void watch_commit(void);
+/* ... and the next report's growth is over `seconds` (the time between the two reads). */
+void watch_interval(double seconds);
+
 /* smcr_stat_read.c: every stats file found (or those in o->dir), appended to pl. */
 void read_all(const struct options *o, struct process_list *pl);
 
