@@ -59,7 +59,7 @@
 enum probe_group {
 	PROBE_DATA,  /* the data path of a connection (confine.h's calls) */
 	PROBE_SETUP, /* making connections and listeners: sockets, rings, doorbells */
-	PROBE_STATS, /* the stats file (stats.c, stats_dir.c) */
+	PROBE_STATS, /* the stats file (stats_area.c, stats_dir.c) */
 };
 
 /* What the call returns when the filter lets it through. */

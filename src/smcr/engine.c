@@ -26,7 +26,7 @@
  *                          the other way round
  *   2. shm_pool.c smcr_shm_pool_lock  the same-host ring pool, peer records
  *                          and mapping cache (shm_int.h)
- *   3. stats.c stats_lock  publishing the stats file
+ *   3. stats_area.c smcr_stats_lock  publishing the stats file
  *   4. eid.c   kernel_mu   the kernel's UEID table, read once
  *   5. ib.c    prep_mu     the background load of libibverbs
  *   6. sys.c   fd_window_lock  a momentary raise of RLIMIT_NOFILE: a leaf,
