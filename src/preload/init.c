@@ -191,6 +191,56 @@ static bool uses_io_uring(void)
 	return dl_iterate_phdr(object_is_liburing, NULL) != 0;
 }
 
+/* A PT_NOTE segment holds a note owned by "Go" (the Go linker's build id). */
+static bool notes_name_go(const unsigned char *p, size_t size, size_t align)
+{
+	while (size >= sizeof(ElfW(Nhdr))) {
+		const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)(const void *)p;
+		size_t name_len = (n->n_namesz + align - 1) & ~(align - 1);
+		size_t desc_len = (n->n_descsz + align - 1) & ~(align - 1);
+		size_t len = sizeof(*n) + name_len + desc_len;
+
+		if (name_len < n->n_namesz || desc_len < n->n_descsz || len > size)
+			return false;
+		if ((n->n_namesz == 3 || n->n_namesz == 4) &&
+		    memcmp(p + sizeof(*n), "Go", 3) == 0)
+			return true;
+		p += len;
+		size -= len;
+	}
+	return false;
+}
+
+/* Called for the main program first: stops the walk there, 1 if it is Go's. */
+static int main_program_is_go(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	(void)arg;
+	for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+
+		/* notes are padded to 4 bytes, or 8 in a segment aligned so */
+		if (ph->p_type == PT_NOTE && (ph->p_align == 4 || ph->p_align == 8) &&
+		    notes_name_go((const unsigned char *)(info->dlpi_addr + ph->p_vaddr),
+				  ph->p_memsz, ph->p_align))
+			return 1;
+	}
+	return -1;
+}
+
+/*
+ * Go's runtime makes its socket calls as system call instructions of its
+ * own, not through libc, in every Go program (cgo or not): no wrapper sees
+ * the sockets of its net package, which stay plain TCP, and a client under
+ * smcr finds no listener of it registered (PEERNOSMC).  The library stays
+ * active for what does go through libc (C libraries called through cgo),
+ * and says once why the program's own connections are TCP.
+ */
+static bool is_go_program(void)
+{
+	return dl_iterate_phdr(main_program_is_go, NULL) == 1;
+}
+
 /* Decides whether to act, and says why not (once, at info level). */
 static bool decide_active(const struct smcr_config *cfg, bool secure)
 {
@@ -211,6 +261,11 @@ static bool decide_active(const struct smcr_config *cfg, bool secure)
 					   " every call passes through (plain TCP)");
 		return false;
 	}
+	if (is_go_program())
+		smcr_warn_once_per_session("in a Go program: its net package makes socket system calls"
+					   " itself, not through libc, so smcr sees none of its"
+					   " connections and they stay plain TCP (sockets opened"
+					   " through libc, by cgo code, can use SMC)");
 	ret = smcr_fdtab_init(fdtab_size(cfg));
 	if (ret < 0) {
 		smcr_warn("not active: cannot map the fd table (errno %d); every call passes through",
