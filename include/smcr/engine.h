@@ -271,6 +271,12 @@ bool smcr_listener_needs_claim(const struct smcr_listener *l);
  * SYN-ACKs stop announcing SMC.  `why` is shown by smcr-stat -l.  Keeps errno.
  */
 void smcr_listener_revoke(struct smcr_listener *l, int listen_fd, const char *why);
+/*
+ * The listening socket took an option that lets other listeners share its
+ * port (SO_REUSEPORT, a bound device): clients stop trusting what they
+ * learnt about it and look at every listener on the port again.
+ */
+void smcr_listener_share(struct smcr_listener *l);
 
 /*
  * A listener may soon take SMC-R Proposals: the transport's one-time set-up

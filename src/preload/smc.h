@@ -50,6 +50,8 @@ void smcr_smc_before_exec(void);
 void smcr_smc_settle_for_handoff(int fd, struct smcr_fd_entry *e, const char *why);
 /* A registered listener goes to a program without smcr (`why`): nobody may propose to it. */
 void smcr_smc_revoke_listener(int fd, struct smcr_fd_entry *e, const char *why);
+/* A registered listener took SO_REUSEPORT or a bound device: it may share its port now. */
+void smcr_smc_listener_shared(int fd);
 /* Is the entry an SMC connection this process runs? */
 bool smcr_smc_entry_is_conn(struct smcr_fd_entry *e);
 

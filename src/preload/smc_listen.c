@@ -337,6 +337,26 @@ void smcr_smc_after_accept(int listen_fd, int fd)
 	smcr_fdtab_put(listener);
 }
 
+void smcr_smc_listener_shared(int fd)
+{
+	struct smcr_fd_entry *e = smcr_fdtab_get(fd);
+
+	if (!e)
+		return;
+	if (e->listener && smcr_smc_decision_lock(e)) {
+		/* Read under the entry's lock, as a concurrent listen() may set it. */
+		struct listener_reg *r = e->listener;
+
+		if (r) {
+			smcr_guard_enter();
+			smcr_listener_share(r->l);
+			smcr_guard_leave();
+		}
+		smcr_smc_decision_unlock(e);
+	}
+	smcr_fdtab_put(e);
+}
+
 void smcr_smc_revoke_listener(int fd, struct smcr_fd_entry *e, const char *why)
 {
 	struct listener_reg *r = e->listener;

@@ -239,8 +239,11 @@ SMCR_EXPORT int setsockopt(int fd, int level, int name, const void *value, sockl
 		return -1;
 	}
 	ret = smcr_real.setsockopt(fd, level, name, value, len);
-	if (ret == 0 && level == SOL_SOCKET)
+	if (ret == 0 && level == SOL_SOCKET) {
 		smcr_smc_note_setsockopt(fd, level, name);
+		if (name == SO_REUSEPORT || name == SO_BINDTODEVICE || name == SO_BINDTOIFINDEX)
+			smcr_smc_listener_shared(fd);
+	}
 	if (ret == 0 && smcr_preload_divert(fd))
 		smcr_smc_after_setsockopt(fd, level, name, value, len);
 	return ret;

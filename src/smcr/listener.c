@@ -146,6 +146,12 @@ void smcr_listener_revoke(struct smcr_listener *l, int listen_fd, const char *wh
 	smcr_tcpopt_unserve(listen_fd);
 }
 
+void smcr_listener_share(struct smcr_listener *l)
+{
+	if (l && l->served)
+		smcr_registry_share(&l->reg);
+}
+
 void smcr_listener_unregister(struct smcr_listener *l)
 {
 	if (!l)

@@ -80,6 +80,15 @@
 #define DIAG_STATE_LISTEN 10
 #define DIAG_STATE_SYN_RECV 3
 
+/*
+ * A listener's socket name (registry.h, socket_fd) says with its backlog,
+ * which unix_diag reports, whether the TCP listener is exclusive
+ * (listener_is_exclusive()).  0 is what every registration said before
+ * there was a second value: such a listener is looked at in full each time.
+ */
+#define SOCKET_NAME_SHARED 0
+#define SOCKET_NAME_EXCLUSIVE 1
+
 static unsigned long long netns_inode(void)
 {
 	struct stat st;
@@ -208,19 +217,40 @@ static int diag_query(int fd, const void *req, size_t req_len, bool dump, diag_v
 /* At most this many TCP listeners may share a port for a client to propose SMC. */
 #define MAX_CANDIDATES 16
 
+/* One unix socket, as unix_diag names it: its inode and the kernel's cookie. */
+struct unix_id {
+	uint32_t ino;
+	uint32_t cookie[2];
+};
+
+/* The listen backlog unix_diag reports (UNIX_DIAG_RQLEN), or -1. */
+static long unix_diag_backlog(const struct rtattr *a)
+{
+	struct unix_diag_rqlen rq;
+
+	if (a->rta_type != UNIX_DIAG_RQLEN || RTA_PAYLOAD(a) < sizeof(rq))
+		return -1;
+	memcpy(&rq, RTA_DATA(a), sizeof(rq));
+	return (long)rq.udiag_wqueue;
+}
+
 /*
  * Who created the listening abstract unix socket called `name`?  And does
  * each of `n_sockets` socket names exist, unrevoked, created by that same uid?
  */
 struct unix_owner_query {
 	const char *name;
+	char name_buf[64];
 	size_t name_len;
 	uint32_t uid;  /* NO_UID until found */
 	unsigned hits; /* a name is bound once per netns; more would be a surprise */
+	struct unix_id id; /* the name's socket */
 	char sockets[MAX_CANDIDATES][48];
 	size_t socket_len[MAX_CANDIDATES];
 	uint32_t socket_uid[MAX_CANDIDATES]; /* NO_UID: missing, revoked or seen twice */
 	unsigned socket_hits[MAX_CANDIDATES];
+	struct unix_id socket_id[MAX_CANDIDATES];
+	bool socket_exclusive[MAX_CANDIDATES]; /* SOCKET_NAME_EXCLUSIVE */
 	unsigned n_sockets;
 };
 
@@ -247,6 +277,7 @@ static void unix_owner_visit(const struct nlmsghdr *nh, void *ctx)
 	const struct rtattr *a;
 	bool named = false, revoked = false;
 	uint32_t uid = NO_UID;
+	long backlog = -1;
 	size_t alen;
 	int socket = -1;
 
@@ -265,6 +296,8 @@ static void unix_owner_visit(const struct nlmsghdr *nh, void *ctx)
 					socket = (int)i;
 		} else if (a->rta_type == UNIX_DIAG_UID && plen >= sizeof(uint32_t)) {
 			memcpy(&uid, p, sizeof(uid));
+		} else if (a->rta_type == UNIX_DIAG_RQLEN) {
+			backlog = unix_diag_backlog(a);
 		} else {
 			revoked = revoked || unix_diag_revoked(a);
 		}
@@ -272,11 +305,15 @@ static void unix_owner_visit(const struct nlmsghdr *nh, void *ctx)
 	if (socket >= 0) {
 		q->socket_hits[socket]++;
 		q->socket_uid[socket] = q->socket_hits[socket] == 1 && !revoked ? uid : NO_UID;
+		q->socket_id[socket] = (struct unix_id){ m->udiag_ino,
+							 { m->udiag_cookie[0], m->udiag_cookie[1] } };
+		q->socket_exclusive[socket] = backlog == SOCKET_NAME_EXCLUSIVE;
 	}
 	if (!named)
 		return;
 	q->hits++;
 	q->uid = q->hits == 1 && !revoked ? uid : NO_UID;
+	q->id = (struct unix_id){ m->udiag_ino, { m->udiag_cookie[0], m->udiag_cookie[1] } };
 }
 
 static int diag_socket(void)
@@ -292,39 +329,43 @@ static int diag_socket(void)
  * name, unrevoked, made by that same owner.
  */
 static uint32_t registry_owner_of(int nl, unsigned long long ns, uint16_t port,
-				  const unsigned long long *inodes, unsigned n, bool *all_served)
+				  const unsigned long long *inodes, unsigned n, bool *all_served,
+				  struct unix_owner_query *out)
 {
-	char name[64];
-	struct unix_owner_query q = { .name = name, .uid = NO_UID, .n_sockets = n };
+	struct unix_owner_query scratch, *q = out ? out : &scratch;
 	struct unix_diag_req req = {
 		.sdiag_family = AF_UNIX,
 		.udiag_states = 1u << DIAG_STATE_LISTEN,
-		.udiag_show = UDIAG_SHOW_NAME | UDIAG_SHOW_UID,
+		.udiag_show = UDIAG_SHOW_NAME | UDIAG_SHOW_UID | UDIAG_SHOW_RQLEN,
 	};
 
 	*all_served = false;
 	if (n > MAX_CANDIDATES)
 		return NO_UID;
+	memset(q, 0, sizeof(*q));
+	q->name = q->name_buf;
+	q->uid = NO_UID;
+	q->n_sockets = n;
 	for (unsigned i = 0; i < n; i++) {
-		q.socket_len[i] = socket_name(ns, inodes[i], q.sockets[i], sizeof(q.sockets[i]));
-		q.socket_uid[i] = NO_UID;
-		if (q.socket_len[i] == 0)
+		q->socket_len[i] = socket_name(ns, inodes[i], q->sockets[i], sizeof(q->sockets[i]));
+		q->socket_uid[i] = NO_UID;
+		if (q->socket_len[i] == 0)
 			return NO_UID;
 	}
-	q.name_len = registry_name(ns, port, name, sizeof(name));
-	if (q.name_len == 0 || diag_query(nl, &req, sizeof(req), true, unix_owner_visit, &q) < 0)
+	q->name_len = registry_name(ns, port, q->name_buf, sizeof(q->name_buf));
+	if (q->name_len == 0 || diag_query(nl, &req, sizeof(req), true, unix_owner_visit, q) < 0)
 		return NO_UID;
-	*all_served = q.uid != NO_UID;
+	*all_served = q->uid != NO_UID;
 	for (unsigned i = 0; i < n; i++)
-		*all_served = *all_served && q.socket_uid[i] == q.uid;
-	return q.uid;
+		*all_served = *all_served && q->socket_uid[i] == q->uid;
+	return q->uid;
 }
 
 static uint32_t registry_owner(int nl, unsigned long long ns, uint16_t port)
 {
 	bool unused;
 
-	return registry_owner_of(nl, ns, port, NULL, 0, &unused);
+	return registry_owner_of(nl, ns, port, NULL, 0, &unused, NULL);
 }
 
 /* An address in 16 bytes: IPv4 as ::ffff:a.b.c.d. */
@@ -359,6 +400,7 @@ struct listener_query {
 	uint32_t uid;    /* NO_UID until found; NO_UID again when owners differ */
 	unsigned found;
 	unsigned long long inodes[MAX_CANDIDATES]; /* the first MAX_CANDIDATES found */
+	uint32_t cookies[MAX_CANDIDATES][2];       /* and their sock_diag cookies */
 };
 
 static void listener_visit(const struct nlmsghdr *nh, void *ctx)
@@ -384,8 +426,11 @@ static void listener_visit(const struct nlmsghdr *nh, void *ctx)
 	}
 	if (!reaches)
 		return;
-	if (q->found < MAX_CANDIDATES)
+	if (q->found < MAX_CANDIDATES) {
 		q->inodes[q->found] = m->idiag_inode;
+		q->cookies[q->found][0] = m->id.idiag_cookie[0];
+		q->cookies[q->found][1] = m->id.idiag_cookie[1];
+	}
 	if (q->found++ == 0)
 		q->uid = m->idiag_uid;
 	else if (q->uid != m->idiag_uid)
@@ -556,8 +601,11 @@ static bool socket_in_our_netns(int fd, unsigned long long our_ns)
 	return same;
 }
 
-/* A socket of `type` bound to the registry name of `port`, or -errno. */
-static int bind_abstract(const struct sockaddr_un *sa, socklen_t len, int type)
+/*
+ * A socket of `type` bound to the abstract name `sa`, or -errno; a seqpacket
+ * one listens with `backlog` (nobody connects: it is what diag reports).
+ */
+static int bind_abstract(const struct sockaddr_un *sa, socklen_t len, int type, int backlog)
 {
 	int fd, err;
 
@@ -565,7 +613,7 @@ static int bind_abstract(const struct sockaddr_un *sa, socklen_t len, int type)
 	if (fd < 0)
 		return -errno;
 	if (smcr_libc.bind(fd, (const struct sockaddr *)sa, len) == 0 &&
-	    (type != SOCK_SEQPACKET || smcr_libc.listen(fd, 0) == 0))
+	    (type != SOCK_SEQPACKET || smcr_libc.listen(fd, backlog) == 0))
 		return fd;
 	err = -errno;
 	smcr_sys_close(fd);
@@ -577,7 +625,7 @@ static int bind_registry_name(unsigned long long ns, int type, uint16_t port)
 	struct sockaddr_un sa;
 	socklen_t len = registry_sockaddr(ns, port, &sa);
 
-	return bind_abstract(&sa, len, type);
+	return bind_abstract(&sa, len, type, SOCKET_NAME_SHARED);
 }
 
 /*
@@ -596,9 +644,28 @@ static void claim_socket_name(unsigned long long ns, struct smcr_registration *r
 	if (n == 0)
 		return;
 	r->socket_fd = bind_abstract(&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n),
-				     SOCK_SEQPACKET);
+				     SOCK_SEQPACKET,
+				     r->exclusive ? SOCKET_NAME_EXCLUSIVE : SOCKET_NAME_SHARED);
 	if (r->socket_fd < 0)
 		r->socket_fd = -1;
+}
+
+/*
+ * No other TCP listener can share this one's connections: without
+ * SO_REUSEPORT on it the kernel refuses any other listener on an address
+ * overlapping its own (a wildcard included) for that port, whoever asks, as
+ * long as it is bound to no device (a listener bound to another device may
+ * share the address).  Anything unknown counts as shared.
+ */
+static bool listener_is_exclusive(int listen_fd)
+{
+	int reuseport = 1, ifindex = 1;
+	socklen_t len = sizeof(reuseport), ilen = sizeof(ifindex);
+
+	return smcr_libc.getsockopt(listen_fd, SOL_SOCKET, SO_REUSEPORT, &reuseport, &len) == 0 &&
+	       reuseport == 0 &&
+	       smcr_libc.getsockopt(listen_fd, SOL_SOCKET, SO_BINDTOIFINDEX, &ifindex, &ilen) == 0 &&
+	       ifindex == 0;
 }
 
 /* The port's name is held by the listener's own user (a sibling), else warned: squatted. */
@@ -630,6 +697,7 @@ int smcr_registry_add(int listen_fd, uint16_t port, struct smcr_registration *ou
 	out->socket_fd = -1;
 	out->sibling_holds_port = false;
 	out->socket_ino = fstat(listen_fd, &st) == 0 ? (unsigned long long)st.st_ino : 0;
+	out->exclusive = listener_is_exclusive(listen_fd);
 	rc = smcr_registry_claim(port, out);
 
 	/* Taken: by our own user (prefork, SO_REUSEPORT) or squatted by another. */
@@ -670,6 +738,16 @@ int smcr_registry_claim(uint16_t port, struct smcr_registration *out)
 	out->probe_fd = fd >= 0 ? fd : -1;
 	claim_socket_name(ns, out);
 	return 0;
+}
+
+void smcr_registry_share(struct smcr_registration *r)
+{
+	int saved = errno;
+
+	if (r->exclusive && r->socket_fd >= 0)
+		smcr_libc.listen(r->socket_fd, SOCKET_NAME_SHARED);
+	r->exclusive = false;
+	errno = saved;
 }
 
 void smcr_registry_revoke(const struct smcr_registration *r)
@@ -740,11 +818,153 @@ static void seen_set(uint16_t port, bool on)
 		atomic_fetch_and_explicit(&seen_registered[port / 64], ~bit, memory_order_relaxed);
 }
 
+/*
+ * Known listeners.  The full check above walks the kernel's listening TCP
+ * hash twice (every bucket, for IPv4 and IPv6) and every unix socket once,
+ * for every connection.  A verdict "yes" about a listener that is exclusive
+ * (its socket name says so: no SO_REUSEPORT, no bound device, so the kernel
+ * lets no other listener take its connections) and alone in reaching the
+ * destination is kept, with the kernel's identities (inode and cookie) of the
+ * TCP listener and of its two names.  The next connection to that
+ * destination asks instead for the listener the kernel picks for it, by an
+ * exact lookup that must answer with that very socket (its cookie), still
+ * listening, owned by the same user; and dumps the listening unix sockets
+ * once, where both names must still be those very sockets, of that user,
+ * unrevoked, and the socket name must still say exclusive.  A cookie is never
+ * reused, so neither a listener closed and another opened on the port nor a
+ * name bound again can pass; anything unexpected drops the entry and the full
+ * check decides.
+ */
+#define KNOWN_LISTENERS 16
+
+struct known_listener {
+	unsigned long long ns;
+	struct addr16 dst;
+	uint16_t port; /* 0: unused */
+	uint32_t uid;
+	unsigned long long tcp_ino;
+	uint32_t tcp_cookie[2];
+	struct unix_id reg;  /* the port's name */
+	struct unix_id sock; /* the listener's socket name */
+};
+
+static struct known_listener known[KNOWN_LISTENERS];
+static unsigned known_next;
+/* Taken with trylock only: a busy table (or a fork in the middle) costs the full check. */
+static atomic_flag known_busy = ATOMIC_FLAG_INIT;
+
+static int known_find(unsigned long long ns, const struct addr16 *dst, uint16_t port)
+{
+	for (int i = 0; i < KNOWN_LISTENERS; i++)
+		if (known[i].port == port && known[i].ns == ns &&
+		    memcmp(&known[i].dst, dst, sizeof(*dst)) == 0)
+			return i;
+	return -1;
+}
+
+static bool known_get(unsigned long long ns, const struct addr16 *dst, uint16_t port,
+		      struct known_listener *out)
+{
+	int i;
+
+	if (atomic_flag_test_and_set_explicit(&known_busy, memory_order_acquire))
+		return false;
+	i = known_find(ns, dst, port);
+	if (i >= 0)
+		*out = known[i];
+	atomic_flag_clear_explicit(&known_busy, memory_order_release);
+	return i >= 0;
+}
+
+/* Keep `k` (k->port != 0), or forget the entry for its destination (k->port == 0 and `port`). */
+static void known_put(unsigned long long ns, const struct addr16 *dst, uint16_t port,
+		      const struct known_listener *k)
+{
+	int i;
+
+	if (atomic_flag_test_and_set_explicit(&known_busy, memory_order_acquire))
+		return;
+	i = known_find(ns, dst, port);
+	if (k) {
+		if (i < 0)
+			i = (int)(known_next++ % KNOWN_LISTENERS);
+		known[i] = *k;
+	} else if (i >= 0) {
+		known[i].port = 0;
+	}
+	atomic_flag_clear_explicit(&known_busy, memory_order_release);
+}
+
+struct exact_inet {
+	uint32_t cookie[2];
+	uint32_t uid;
+	bool listening;
+};
+
+static void exact_inet_visit(const struct nlmsghdr *nh, void *ctx)
+{
+	struct exact_inet *x = ctx;
+	const struct inet_diag_msg *m = NLMSG_DATA(nh);
+
+	if (nh->nlmsg_len < NLMSG_LENGTH(sizeof(*m)))
+		return;
+	x->cookie[0] = m->id.idiag_cookie[0];
+	x->cookie[1] = m->id.idiag_cookie[1];
+	x->uid = m->idiag_uid;
+	x->listening = m->idiag_state == DIAG_STATE_LISTEN;
+}
+
+/* The listener the kernel picks for a connection to dst:port is still k's. */
+static bool known_tcp_listener_holds(int nl, const struct known_listener *k)
+{
+	bool v4 = addr16_is_v4(&k->dst);
+	struct exact_inet x = { .uid = NO_UID };
+	struct inet_diag_req_v2 req = {
+		.sdiag_family = v4 ? AF_INET : AF_INET6,
+		.sdiag_protocol = IPPROTO_TCP,
+		.idiag_states = 1u << DIAG_STATE_LISTEN,
+		.id = {
+			.idiag_sport = htons(k->port),
+			.idiag_cookie = { k->tcp_cookie[0], k->tcp_cookie[1] },
+		},
+	};
+
+	/* No remote port: no established socket matches, the kernel's listener lookup answers. */
+	memcpy(req.id.idiag_src, v4 ? k->dst.b + 12 : k->dst.b, v4 ? 4 : 16);
+	return diag_query(nl, &req, sizeof(req), false, exact_inet_visit, &x) == 0 &&
+	       x.listening && x.uid == k->uid && x.cookie[0] == k->tcp_cookie[0] &&
+	       x.cookie[1] == k->tcp_cookie[1];
+}
+
+static bool same_unix_id(const struct unix_id *a, const struct unix_id *b)
+{
+	return a->ino == b->ino && a->cookie[0] == b->cookie[0] && a->cookie[1] == b->cookie[1];
+}
+
+static bool known_listener_holds(int nl, const struct known_listener *k)
+{
+	struct unix_owner_query names;
+	bool all_served;
+
+	/*
+	 * One dump of the listening unix sockets answers for both names: the
+	 * kernel walks every unix socket for an exact lookup too, so two of
+	 * those would cost twice.
+	 */
+	return known_tcp_listener_holds(nl, k) &&
+	       registry_owner_of(nl, k->ns, k->port, &k->tcp_ino, 1, &all_served, &names) ==
+		       k->uid &&
+	       all_served && same_unix_id(&names.id, &k->reg) &&
+	       same_unix_id(&names.socket_id[0], &k->sock) && names.socket_exclusive[0];
+}
+
 bool smcr_registry_vouches(int tcp_fd, const struct sockaddr_storage *peer)
 {
 	uint16_t port = smcr_sockaddr_port(peer);
 	struct addr16 dst = addr16_of(peer);
 	struct listener_query found;
+	struct unix_owner_query names;
+	struct known_listener k;
 	struct sockaddr_storage self;
 	socklen_t self_len = sizeof(self);
 	uint32_t registrant, listener;
@@ -760,6 +980,13 @@ bool smcr_registry_vouches(int tcp_fd, const struct sockaddr_storage *peer)
 	nl = diag_socket();
 	if (nl < 0)
 		return false;
+	if (known_get(ns, &dst, port, &k)) {
+		if (known_listener_holds(nl, &k)) {
+			smcr_sys_close(nl);
+			return true;
+		}
+		known_put(ns, &dst, port, NULL);
+	}
 	/*
 	 * Which listener took the connection is not knowable (SO_REUSEPORT
 	 * spreads them), so every one that can have taken it must be served.
@@ -767,7 +994,7 @@ bool smcr_registry_vouches(int tcp_fd, const struct sockaddr_storage *peer)
 	listener = listener_owner(nl, &dst, port, &found);
 	registrant = registry_owner_of(nl, ns, port, found.inodes,
 				       found.found < MAX_CANDIDATES ? found.found : MAX_CANDIDATES,
-				       &all_served);
+				       &all_served, &names);
 	if (found.found == 0 && registrant != NO_UID &&
 	    smcr_libc.getsockname(tcp_fd, (struct sockaddr *)&self, &self_len) == 0 &&
 	    self.ss_family == peer->ss_family)
@@ -794,6 +1021,15 @@ bool smcr_registry_vouches(int tcp_fd, const struct sockaddr_storage *peer)
 			  "proposing SMC",
 			  (unsigned)port, found.found);
 		return false;
+	}
+	if (found.found == 1 && names.socket_exclusive[0]) {
+		k = (struct known_listener){
+			.ns = ns, .dst = dst, .port = port, .uid = listener,
+			.tcp_ino = found.inodes[0],
+			.tcp_cookie = { found.cookies[0][0], found.cookies[0][1] },
+			.reg = names.id, .sock = names.socket_id[0],
+		};
+		known_put(ns, &dst, port, &k);
 	}
 	return true;
 }

@@ -24,6 +24,11 @@ struct smcr_registration {
 	int socket_fd;
 	unsigned long long socket_ino; /* the TCP listener's inode, 0 if unknown */
 	bool sibling_holds_port; /* the port's name is another listener's of our user */
+	/*
+	 * No other TCP listener can take this one's connections: no
+	 * SO_REUSEPORT, no bound device (registry.c, "known listeners")
+	 */
+	bool exclusive;
 	struct smcr_rundir_reg *dir; /* entries in SMCR_RUNDIR (rundir.h), or NULL */
 };
 
@@ -48,6 +53,12 @@ int smcr_registry_claim(uint16_t port, struct smcr_registration *out);
  * shut-down one is not a registration (smcr_registry_vouches()).
  */
 void smcr_registry_revoke(const struct smcr_registration *r);
+
+/*
+ * The listener may now share its port (SO_REUSEPORT or a bound device set
+ * after listen()): clients must look at every listener again.
+ */
+void smcr_registry_share(struct smcr_registration *r);
 
 /*
  * May a client propose SMC on `tcp_fd`, connected to the local address

@@ -118,4 +118,34 @@ log "server, plain clients: $plain system calls per connection plain, $with unde
 awk -v p="$plain" -v w="$with" -v m="$MAX_SERVER_EXTRA" 'BEGIN { exit !(w - p <= m) }' ||
     fail "an smcr server makes $with system calls per connection with plain clients, plain" \
         "$plain (more than $MAX_SERVER_EXTRA added): compare $work/serve-*-200.strace"
+
+# A client under smcr to a server under smcr: SMC.  The registry's check of a
+# listener the client already knows is an exact sock_diag lookup of the TCP
+# listener (registry.c, known listeners), so only the first of its
+# connections dumps the kernel's listening TCP sockets (one dump for IPv4 and
+# one for IPv6, each a walk of the whole listening hash), where every
+# connection made both before.  (Each connection still dumps the listening
+# unix sockets, for the names.)
+port=$(free_port)
+start_server smcr echo-smc "$PYTHON" "$apps_dir/echo.py" server-asyncio 127.0.0.1 "$port"
+wait_listen "$server_pid" "$port"
+coproc LOOP {
+    "$SMC_RUN" strace -f -e trace=sendto -e signal=none -o "$work/known.strace" \
+        "$loop" connect "$port" 20 2>"$work/known.err"
+}
+read -r -t 120 line <&"${LOOP[0]}" || fail "known listener: no 'ready' line: $(cat "$work/known.err")"
+stats=$(mode_stats "${line#ready }") || fail "known listener: smcr-stat stats --json failed"
+eval "exec ${LOOP[1]}>&-"
+wait "$LOOP_PID" || fail "known listener: syscall_loop failed: $(cat "$work/known.err")"
+stop_server "$server_pid"
+read -r smc fb reasons <<<"$stats"
+[[ $smc -eq 20 && $fb -eq 0 ]] ||
+    fail "known listener: stats say $smc SMC, $fb fallback(s) ($reasons); expected 20 SMC"
+# strace names the flags of the IPv6 and unix dumps, and shows the IPv4 one's as a number
+dumps=$(grep -E 'nlmsg_flags=NLM_F_REQUEST\|(NLM_F_DUMP|0x300)' "$work/known.strace" || true)
+tcp_dumps=$(grep -vc 'sdiag_family=AF_UNIX' <<<"$dumps" || true)
+log "client to an smcr server: 20 connections SMC, $tcp_dumps dump(s) of the listening TCP sockets"
+[[ $tcp_dumps -ge 1 && $tcp_dumps -le 2 ]] ||
+    fail "20 SMC connections to one listener made $tcp_dumps dumps of the listening TCP" \
+        "sockets, expected 1 or 2 (the first connection's): see $work/known.strace"
 log "PASS"
