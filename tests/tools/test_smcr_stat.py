@@ -672,6 +672,13 @@ def case_usage(case):
     case.tool("-p", "x", expect_rc=2)
     check("Usage:" in case.tool("--help").stdout, "--help prints usage")
     check("smcr-stat" in case.tool("-v").stdout, "-v prints the version")
+    # The source tree's wrapper, told by SMCR_STAT to run itself: an error, not a loop.
+    wrapper = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
+                           "smcr-stat")
+    r = subprocess.run([wrapper, "stats"], env=dict(case.env, SMCR_STAT=wrapper),
+                       capture_output=True, text=True, timeout=10)
+    check_eq(r.returncode, 2, f"the wrapper run as its own SMCR_STAT: {r.stderr}")
+    check("is this wrapper" in r.stderr, f"it says why: {r.stderr}")
 
 
 CASES = [case_empty, case_fixture, case_bad_header, case_dead_pid, case_concurrent_writer,
