@@ -69,6 +69,21 @@ void smcr_conn_free(struct smcr_sock *s, bool clean)
 
 /* ---- progress and readiness ------------------------------------------------------------ */
 
+/*
+ * Writable, as TCP (sk_stream_is_writeable), once the free room is at least
+ * half what is queued, a third of the peer's ring, not at the first byte its
+ * reader frees: a program that writes whenever it is told it may (Java's NIO
+ * copies everything it has left on every write) then writes in large pieces
+ * instead of one per consumer-cursor update.  A blocking send still writes
+ * into whatever room there is.
+ */
+static bool tx_writable(const struct smcr_sock *s)
+{
+	uint32_t third = s->peer_size / 3;
+
+	return smcr_tx_space(s) >= (third ? third : 1);
+}
+
 unsigned smcr_conn_mask(const struct smcr_sock *s)
 {
 	unsigned mask = 0;
@@ -81,7 +96,7 @@ unsigned smcr_conn_mask(const struct smcr_sock *s)
 	if (smcr_rx_lowat_met(s) || peer_done || reset || s->shut_rd)
 		mask |= POLLIN;
 	if (reset || s->shut_wr || (s->peer_conn_flags & SMCR_CDC_CONN_CLOSED) ||
-	    smcr_tx_space(s) > 0)
+	    tx_writable(s))
 		mask |= POLLOUT;
 	if (peer_done)
 		mask |= POLLRDHUP;

@@ -1366,6 +1366,103 @@ static int case_rcvbuf(void)
 	return t_result();
 }
 
+/* ---- writability after the reader frees part of a full ring ---------------------------- */
+
+/*
+ * What poll promises a writer: TCP reports a socket writable once its free
+ * send space is at least half what is queued in it (a third of the buffer),
+ * not at the first byte freed, so a program that writes whenever poll says
+ * it may (Java's NIO copies all it has left on every write) writes in large
+ * pieces. An SMC socket's send space is the peer's ring (SO_SNDBUF).
+ */
+static int wspace_go[2];   /* server to client: 'a' a fifth read, 'b' all read */
+static int wspace_told[2]; /* client to server: 'p' polled */
+
+/* Polls fd for POLLOUT (timeout_ms); if it is writable, a write must take a third. */
+static void wspace_check(int fd, int timeout_ms, int sndbuf, const unsigned char *buf,
+			 size_t len, bool must)
+{
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	int rc = poll(&p, 1, timeout_ms);
+	ssize_t n;
+
+	CHECK(rc >= 0);
+	CHECK(!must || rc == 1);
+	if (rc != 1)
+		return;
+	CHECK(p.revents == POLLOUT);
+	n = write(fd, buf, len);
+	if (n < sndbuf / 3)
+		fprintf(stderr, "writable, but a write took %zd of %d bytes\n", n, sndbuf);
+	CHECK(n >= sndbuf / 3);
+}
+
+static void client_wspace(void)
+{
+	static unsigned char buf[1 << 20];
+	socklen_t len = sizeof(int);
+	int fd = connect_to_server(0), sndbuf = 0;
+	ssize_t n;
+	char step;
+
+	CHECK(fd >= 0);
+	CHECK(write(fd, "x", 1) == 1);
+	CHECK(read(fd, &step, 1) == 1 && step == 'y');
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &len) == 0 && sndbuf > 0);
+	CHECK(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) == 0);
+	while ((n = write(fd, buf, sizeof(buf))) > 0)
+		;
+	CHECK(n < 0 && errno == EAGAIN);
+	CHECK(write(wspace_told[1], "f", 1) == 1);
+	CHECK(read(wspace_go[0], &step, 1) == 1 && step == 'a');
+	wspace_check(fd, 0, sndbuf, buf, sizeof(buf), false);
+	CHECK(write(wspace_told[1], "p", 1) == 1);
+	CHECK(read(wspace_go[0], &step, 1) == 1 && step == 'b');
+	wspace_check(fd, 5000, sndbuf, buf, sizeof(buf), true);
+	close(fd);
+}
+
+static int case_wspace(void)
+{
+	static unsigned char buf[256 * 1024];
+	size_t total, fifth, got = 0;
+	socklen_t len = sizeof(int);
+	int fd, rcvbuf = 0;
+	pid_t client;
+	ssize_t n;
+
+	CHECK(pipe(wspace_go) == 0 && pipe(wspace_told) == 0);
+	client = spawn(client_wspace);
+	fd = accept(listen_fd, NULL, NULL);
+	CHECK(fd >= 0);
+	CHECK(read(fd, buf, 1) == 1 && buf[0] == 'x');
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(write(fd, "y", 1) == 1);
+	CHECK(getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &len) == 0 && rcvbuf > 0);
+	CHECK(read(wspace_told[0], buf, 1) == 1 && buf[0] == 'f');
+	/* Our ring is full: a fifth of it is more than the consumer-cursor update
+	 * threshold and less than a third. */
+	total = (size_t)rcvbuf;
+	fifth = total / 5;
+	while (got < fifth && (n = read(fd, buf, fifth - got < sizeof(buf) ? fifth - got :
+								       sizeof(buf))) > 0)
+		got += (size_t)n;
+	CHECK(got == fifth);
+	CHECK(write(wspace_go[1], "a", 1) == 1);
+	CHECK(read(wspace_told[0], buf, 1) == 1 && buf[0] == 'p');
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		/* (more than the ring when the client could write after the fifth) */
+		if (got < total && got + (size_t)n >= total)
+			CHECK(write(wspace_go[1], "b", 1) == 1);
+		got += (size_t)n;
+	}
+	CHECK(n == 0 && got > total);
+	close(fd);
+	reap(client, "client");
+	return t_result();
+}
+
 /* ---- the peer execs (its socket goes on in the new program), or is killed ---------------- */
 
 static bool end_by_exec;
@@ -3576,6 +3673,8 @@ int main(int argc, char **argv)
 		rc = case_idle_waits();
 	else if (!strcmp(which, "rcvbuf"))
 		rc = case_rcvbuf();
+	else if (!strcmp(which, "wspace"))
+		rc = case_wspace();
 	else if (!strcmp(which, "pingpong"))
 		rc = case_pingpong();
 	else if (!strcmp(which, "exec"))
