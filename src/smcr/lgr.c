@@ -151,6 +151,9 @@ static bool addr_proven(const struct smcr_lgr *g, const uint8_t addr[SMCR_IB_GID
 {
 	if (!memcmp(g->key.peer_addr, addr, SMCR_IB_GID_LEN))
 		return true;
+	/* (a first contact's peer GID is its address; after a failover, the second link's) */
+	if (!memcmp(g->key.peer_gid, addr, SMCR_IB_GID_LEN))
+		return true;
 	return g->alt.state == SMCR_LGR_LINK_UP && !memcmp(g->alt.peer_gid, addr, SMCR_IB_GID_LEN);
 }
 
@@ -216,10 +219,12 @@ bool smcr_lgr_local_mac(const uint8_t local_gid[SMCR_IB_GID_LEN], uint8_t mac[SM
 	pthread_once(&once, init_once);
 	pthread_mutex_lock(&smcr_lgrs.mu);
 	for (struct smcr_lgr *g = smcr_lgrs.head; g && !known; g = g->next_lgr) {
-		/* state is read racily: a group that just died still knows its MAC */
+		/* state is not looked at: a group that just died still knows its MAC */
+		pthread_mutex_lock(&g->mu); /* (failover changes local_gid and port) */
 		known = !memcmp(g->key.local_gid, local_gid, SMCR_IB_GID_LEN);
 		if (known)
 			memcpy(mac, g->port->mac, SMCR_IB_MAC_LEN);
+		pthread_mutex_unlock(&g->mu);
 	}
 	pthread_mutex_unlock(&smcr_lgrs.mu);
 	return known;
@@ -331,6 +336,8 @@ int smcr_lgr_create(const struct smcr_lgr_key *key, struct smcr_ib_port **port,
 	g->epfd = -1;
 	g->port = *port;
 	*port = NULL;
+	g->dev_fd[0] = g->port->ctx->async_fd;
+	g->dev_fd[1] = g->port->removal_fd;
 	g->link = *link; /* made on that port ahead, or NULL */
 	*link = NULL;
 	pthread_mutex_init(&g->mu, NULL);
@@ -594,10 +601,9 @@ void smcr_lgr_service(struct smcr_lgr *lgr, const uint8_t local_gid[SMCR_IB_GID_
 	pthread_once(&once, init_once);
 	pthread_mutex_lock(&smcr_lgrs.mu);
 	for (struct smcr_lgr *g = smcr_lgrs.head; g; g = g->next_lgr) {
-		if (g->key.role != role || memcmp(g->key.local_gid, local_gid, SMCR_IB_GID_LEN))
-			continue;
-		pthread_mutex_lock(&g->mu);
-		if (g->state != SMCR_LGR_DEAD && g->connected)
+		pthread_mutex_lock(&g->mu); /* (failover changes local_gid) */
+		if (g->key.role == role && !memcmp(g->key.local_gid, local_gid, SMCR_IB_GID_LEN) &&
+		    g->state != SMCR_LGR_DEAD && g->connected)
 			smcr_lgr_service_locked(g);
 		pthread_mutex_unlock(&g->mu);
 	}
@@ -607,6 +613,12 @@ void smcr_lgr_service(struct smcr_lgr *lgr, const uint8_t local_gid[SMCR_IB_GID_
 int smcr_lgr_channel_fd(const struct smcr_lgr *g)
 {
 	return g->epfd;
+}
+
+void smcr_lgr_device_fds(const struct smcr_lgr *g, int *async_fd, int *removal_fd)
+{
+	*async_fd = __atomic_load_n(&g->dev_fd[0], __ATOMIC_RELAXED);
+	*removal_fd = __atomic_load_n(&g->dev_fd[1], __ATOMIC_RELAXED);
 }
 
 uint32_t smcr_lgr_qpn(const struct smcr_lgr *g)

@@ -139,6 +139,7 @@
  * triples); the rest of a longer one is cut: its flow needs only the header.
  */
 #define SMCR_LGR_LLC_MSG_MAX 256u
+#define SMCR_LGR_VQ_LEN      8u
 #define SMCR_LGR_IDLE_MS     5000
 #define SMCR_LGR_KEEPALIVE_MS 30000 /* kernel: net.smc.smcr_testlink_time */
 #define SMCR_LGR_LLC_WAIT_MS 2000   /* kernel: SMC_LLC_WAIT_TIME */
@@ -255,6 +256,12 @@ struct smcr_lgr {
 	unsigned refs;             /* connections (and handshakes) holding it */
 	int64_t idle_since_ms;     /* refs dropped to 0 then; 0 = in use */
 	struct smcr_ib_port *port; /* own device context + PD */
+	/*
+	 * port's async event fd and removal fd (-1: none): the engine's
+	 * connections poll them without the mutex (smcr_lgr_device_fds), and
+	 * failover may change port under them.
+	 */
+	int dev_fd[2];
 	struct smcr_wr_link *link;
 	uint32_t peer_qpn;
 	uint8_t max_conns;         /* negotiated in CLC (v2.1; SMCR_LGR_MAX_CONNS otherwise) */
@@ -275,6 +282,14 @@ struct smcr_lgr {
 	uint32_t llc_len[SMCR_LGR_LLC_QLEN]; /* as received (may exceed what is kept) */
 	uint8_t llc_link[SMCR_LGR_LLC_QLEN]; /* the link it came on */
 	uint32_t llc_qhead, llc_qcount;
+	/*
+	 * Failover validations taken while smcr_lgr_poll_locked polls both
+	 * links: handed to their connections once both are polled, after the
+	 * CDCs the peer completed on the link it left (see lgr_link.c).
+	 */
+	bool polling;
+	uint8_t vq[SMCR_LGR_VQ_LEN][SMCR_WR_MSG_LEN];
+	unsigned nvq;
 	int64_t last_rx_ms;        /* any message received (keepalive) */
 	int64_t last_drain_ms;     /* completions last taken by an application thread */
 	bool watched;              /* the worker sleeps on its channel (lgr_worker.c): kick it for LLC */
@@ -413,11 +428,15 @@ void smcr_lgr_buf_retire(struct smcr_lgr *lgr, struct smcr_lgr_buf *b, struct sm
  */
 int smcr_lgr_send(struct smcr_lgr *lgr, struct smcr_lgr_conn *c,
 		  const uint8_t msg[SMCR_WR_MSG_LEN], int timeout_ms);
-int smcr_lgr_write(struct smcr_lgr *lgr, struct smcr_lgr_conn *c, struct ibv_mr *src_mr,
+int smcr_lgr_write(struct smcr_lgr *lgr, struct smcr_lgr_conn *c, const struct smcr_lgr_buf *src,
 		   const struct smcr_wr_remote_rmb *rmb, uint32_t offset, uint32_t len,
 		   int timeout_ms);
+/*
+ * (src: the send buffer the WRITEs read, registered on every link: its
+ * registration on c's link is taken under the mutex, failover may change it.)
+ */
 /* WRITEs as smcr_lgr_write, then a CDC, in one post (0 or -ECONNRESET, -EINVAL). */
-int smcr_lgr_write_send(struct smcr_lgr *lgr, struct smcr_lgr_conn *c, struct ibv_mr *src_mr,
+int smcr_lgr_write_send(struct smcr_lgr *lgr, struct smcr_lgr_conn *c, const struct smcr_lgr_buf *src,
 			const struct smcr_wr_remote_rmb *rmb, uint32_t offset, uint32_t len,
 			const uint8_t msg[SMCR_WR_MSG_LEN], int timeout_ms);
 /* Next CDC for `c`: 1, 0 none, -ECONNRESET (group dead, queue empty). */
@@ -462,6 +481,13 @@ void smcr_lgr_service(struct smcr_lgr *lgr, const uint8_t local_gid[SMCR_IB_GID_
 		      enum smcr_lgr_role role);
 
 int smcr_lgr_channel_fd(const struct smcr_lgr *lgr);
+/*
+ * The first link's device: its async event fd and removal fd (-1: none),
+ * for a connection's wait set.  Without the group mutex: failover may close
+ * that device meanwhile, then a poll of them wakes the caller for nothing
+ * and smcr_lgr_dead_check() reads the right device.
+ */
+void smcr_lgr_device_fds(const struct smcr_lgr *lgr, int *async_fd, int *removal_fd);
 uint32_t smcr_lgr_qpn(const struct smcr_lgr *lgr);
 
 /* Tests: how long an unused group is kept (ms, > 0). */

@@ -22,8 +22,6 @@
 
 #define LGR_RTOK_MAX 512u /* the peer's RMBs we keep (Linux: 255 per group) */
 
-#define LGR_RTOK_MAX 512u /* the peer's RMBs we keep (Linux: 255 per group) */
-
 static struct smcr_lgr_rtoken *rtok_find(struct smcr_lgr *g, unsigned link, uint32_t rkey)
 {
 	for (unsigned i = 0; i < g->nrtok; i++)
@@ -102,7 +100,12 @@ static void conn_fin_locked(struct smcr_lgr_conn *c, uint64_t retired)
 	}
 }
 
-void smcr_lgr_alt_down_locked(struct smcr_lgr *g, const char *why, bool peer_asked)
+/*
+ * Link index 1 goes down: its connections move to link 0.  `first`: link 1
+ * is what was the group's first link until link_swap_locked() made the
+ * second one the first (the log says so).
+ */
+static void link_down_locked(struct smcr_lgr *g, const char *why, bool peer_asked, bool first)
 {
 	uint64_t retired;
 	unsigned moved = 0;
@@ -142,9 +145,14 @@ void smcr_lgr_alt_down_locked(struct smcr_lgr *g, const char *why, bool peer_ask
 		smcr_lgr_conn_ring(c); /* the engine resends in its next call */
 	}
 	g->stat_link_switches += moved;
-	smcr_info("verbs: link group %u: second link %u down (%s): %u connection(s) move to the "
-		  "first link",
-		  g->id, g->alt.link_num, why, moved);
+	if (first)
+		smcr_info("verbs: link group %u: first link %u down (%s): %u connection(s) move to "
+			  "link %u on %s, now the group's only link",
+			  g->id, g->alt.link_num, why, moved, g->link_num, g->port->name);
+	else
+		smcr_info("verbs: link group %u: second link %u down (%s): %u connection(s) move to "
+			  "the first link",
+			  g->id, g->alt.link_num, why, moved);
 	/*
 	 * As the kernel (smcr_link_down): DELETE LINK of it, orderly, "lost
 	 * path", on the other; the client sends it, the server the one its
@@ -155,6 +163,114 @@ void smcr_lgr_alt_down_locked(struct smcr_lgr *g, const char *why, bool peer_ask
 		smcr_lgr_llc_send_delete_link_one(g, g->alt.link_num, SMCR_LLC_DEL_LOST_PATH);
 	smcr_lgr_alt_close(g);
 	smcr_lgr_publish_locked(g);
+}
+
+void smcr_lgr_alt_down_locked(struct smcr_lgr *g, const char *why, bool peer_asked)
+{
+	link_down_locked(g, why, peer_asked, false);
+}
+
+static void swap_u32(uint32_t *a, uint32_t *b)
+{
+	uint32_t t = *a;
+
+	*a = *b;
+	*b = t;
+}
+
+/* Bits 0 and 1 of a per-link mask exchanged. */
+static uint8_t swap_bits(uint8_t m)
+{
+	return (uint8_t)((m & ~3u) | ((m & 1u) << 1) | ((m >> 1) & 1u));
+}
+
+/*
+ * The second link becomes link index 0 and the first index 1, in everything
+ * that names a link by index: the group's own fields (its identity's GIDs
+ * follow the link that carries it now), every buffer's registrations, the
+ * peer's rkeys, each connection's link, the LLC messages queued and the
+ * receive handlers.  Work request numbers stay with their link object.
+ */
+static void link_swap_locked(struct smcr_lgr *g)
+{
+	struct smcr_ib_port *port = g->port;
+	struct smcr_wr_link *link = g->link;
+	struct smcr_ib_qp_info own;
+	uint8_t gid[SMCR_IB_GID_LEN];
+	uint8_t num = g->link_num;
+
+	g->port = g->alt.port;
+	g->alt.port = port;
+	g->link = g->alt.link;
+	g->alt.link = link;
+	swap_u32(&g->peer_qpn, &g->alt.peer_qpn);
+	g->link_num = g->alt.link_num;
+	g->alt.link_num = num;
+	memcpy(gid, g->key.peer_gid, SMCR_IB_GID_LEN);
+	memcpy(g->key.peer_gid, g->alt.peer_gid, SMCR_IB_GID_LEN);
+	memcpy(g->alt.peer_gid, gid, SMCR_IB_GID_LEN);
+	smcr_wr_link_info(g->link, &own);
+	memcpy(g->key.local_gid, own.gid, SMCR_IB_GID_LEN);
+	__atomic_store_n(&g->dev_fd[0], g->port->ctx->async_fd, __ATOMIC_RELAXED);
+	__atomic_store_n(&g->dev_fd[1], g->port->removal_fd, __ATOMIC_RELAXED);
+	g->alt.state = SMCR_LGR_LINK_UP;
+	g->alt.since_ms = 0;
+	smcr_wr_set_rx_handler(g->link, smcr_lgr_rx_link0, g);
+	smcr_wr_set_rx_handler(g->alt.link, smcr_lgr_rx_link1, g);
+	for (struct smcr_lgr_buf *b = g->all_bufs; b; b = b->all_next) {
+		struct ibv_mr *mr = b->mr;
+		uint64_t iova = b->iova;
+
+		b->mr = b->mr_alt;
+		b->iova = b->iova_alt;
+		b->mr_alt = mr;
+		b->iova_alt = iova;
+	}
+	for (unsigned i = 0; i < g->nrtok; i++) {
+		struct smcr_lgr_rtoken *t = &g->rtok[i];
+		uint64_t v = t->vaddr[0];
+
+		swap_u32(&t->rkey[0], &t->rkey[1]);
+		t->vaddr[0] = t->vaddr[1];
+		t->vaddr[1] = v;
+		t->has_rkey = swap_bits(t->has_rkey);
+		t->has_vaddr = swap_bits(t->has_vaddr);
+	}
+	for (struct smcr_lgr_conn *c = g->conns; c; c = c->next)
+		c->link = c->link == 1 ? 0 : 1;
+	for (unsigned i = 0; i < g->llc_qcount; i++) {
+		unsigned slot = (g->llc_qhead + i) % SMCR_LGR_LLC_QLEN;
+
+		g->llc_link[slot] = g->llc_link[slot] == 1 ? 0 : 1;
+	}
+}
+
+bool smcr_lgr_first_down_locked(struct smcr_lgr *g, const char *why, bool peer_asked)
+{
+	uint64_t lost;
+
+	if (g->state != SMCR_LGR_ACTIVE || g->alt.state != SMCR_LGR_LINK_UP || !g->alt.link ||
+	    smcr_wr_link_error(g->alt.link)[0])
+		return false;
+	/* the pool on the second link's PD: each buffer must be there to be used on it */
+	for (struct smcr_lgr_buf *b = g->all_bufs; b; b = b->all_next)
+		if (!b->mr_alt)
+			return false;
+	link_swap_locked(g);
+	link_down_locked(g, why, peer_asked, true);
+	if (g->state == SMCR_LGR_DEAD)
+		return true;
+	/*
+	 * TEST LINKs still unanswered went on the lost link (a hung-up
+	 * connection waits for one, smcr_lgr_probe): the same number again on
+	 * this one, whose answers prove the same for the messages that moved.
+	 */
+	lost = g->probes_sent - g->probes_answered;
+	g->probes_sent = g->probes_answered;
+	while (lost-- && g->state != SMCR_LGR_DEAD)
+		if (smcr_lgr_llc_send_test_link(g))
+			smcr_lgr_fail_locked(g, "cannot send TEST LINK");
+	return true;
 }
 
 void smcr_lgr_count_rescue(struct smcr_lgr *g)

@@ -114,6 +114,13 @@ void smcr_lgr_alt_close(struct smcr_lgr *lgr);
  * DELETE LINK says so (we answered it already).
  */
 void smcr_lgr_alt_down_locked(struct smcr_lgr *lgr, const char *why, bool peer_asked);
+/*
+ * The first link goes down (failover, lgr.h): with the second one up, that
+ * one becomes the group's first and only link and the connections move to
+ * it (true); false: nothing done, the group cannot go on (the caller fails
+ * it).  peer_asked as above.
+ */
+bool smcr_lgr_first_down_locked(struct smcr_lgr *g, const char *why, bool peer_asked);
 /* The peer's RMB with `rkey` on link `link` (new: made), or NULL. */
 struct smcr_lgr_rtoken *smcr_lgr_rtoken_get_locked(struct smcr_lgr *lgr, unsigned link,
 						   uint32_t rkey);

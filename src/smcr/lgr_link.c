@@ -106,6 +106,16 @@ static void on_message(struct smcr_lgr *g, unsigned link, const uint8_t *msg, ui
 			smcr_lgr_fail_locked(g, "CDC before CONFIRM LINK");
 			return;
 		}
+		/*
+		 * A failover validation names the last CDC the peer had completed on
+		 * the link it left; those may wait in that link's receive queue, not
+		 * polled yet (either link may be the one left): kept until both are.
+		 */
+		if (g->polling && (msg[SMCR_CDC_OFF_PROD_FLAGS] & SMCR_CDC_PROD_FAILOVER) &&
+		    g->nvq < SMCR_LGR_VQ_LEN) {
+			memcpy(g->vq[g->nvq++], msg, SMCR_WR_MSG_LEN);
+			return;
+		}
 		deliver_cdc(g, msg);
 		return;
 	}
@@ -146,14 +156,26 @@ void smcr_lgr_poll_locked(struct smcr_lgr *g)
 	 * completed, so those CDCs, in its CQ already, must be queued first.  One
 	 * that fails: its connections move to the first (failover).
 	 */
+	g->polling = true;
 	if (g->alt.link && smcr_wr_poll(g->alt.link)) {
 		char why[96];
 
 		snprintf(why, sizeof(why), "%s", smcr_wr_link_error(g->alt.link));
 		smcr_lgr_alt_down_locked(g, why, false);
 	}
-	if (smcr_wr_poll(g->link))
-		smcr_lgr_fail_locked(g, smcr_wr_link_error(g->link));
+	if (g->state != SMCR_LGR_DEAD && smcr_wr_poll(g->link)) {
+		char why[96];
+
+		/* with the second link up, it takes over (failover); else the group ends */
+		snprintf(why, sizeof(why), "%s", smcr_wr_link_error(g->link));
+		if (!smcr_lgr_first_down_locked(g, why, false))
+			smcr_lgr_fail_locked(g, why);
+	}
+	g->polling = false;
+	for (unsigned i = 0; i < g->nvq; i++)
+		if (g->state != SMCR_LGR_DEAD)
+			deliver_cdc(g, g->vq[i]);
+	g->nvq = 0;
 	for (unsigned i = 0; i < 4 * SMCR_LGR_LLC_QLEN && g->llc_qcount; i++) {
 		uint8_t raw[SMCR_LGR_LLC_MSG_MAX];
 		uint32_t len = g->llc_len[g->llc_qhead];
@@ -196,7 +218,8 @@ void smcr_lgr_device_events_locked(struct smcr_lgr *g)
 {
 	struct ibv_async_event ev;
 
-	if (g->state != SMCR_LGR_DEAD && smcr_ib_port_removed(g->port)) {
+	if (g->state != SMCR_LGR_DEAD && smcr_ib_port_removed(g->port) &&
+	    !smcr_lgr_first_down_locked(g, "its RDMA device is being removed", false)) {
 		if (g->connected) {
 			smcr_lgr_llc_send_delete_link(g, SMCR_LLC_DEL_OP_INIT_TERM, false);
 			(void)smcr_wr_flush(g->link, LGR_EXIT_FLUSH_MS);
@@ -222,19 +245,23 @@ void smcr_lgr_device_events_locked(struct smcr_lgr *g)
 	}
 
 	while (ibv_get_async_event(g->port->ctx, &ev) == 0) {
-		switch (ev.event_type) {
+		enum ibv_event_type type = ev.event_type;
+
+		/* acknowledged first: a failover closes this device */
+		ibv_ack_async_event(&ev);
+		switch (type) {
 		case IBV_EVENT_DEVICE_FATAL:
 		case IBV_EVENT_PORT_ERR:
 		case IBV_EVENT_QP_FATAL:
 		case IBV_EVENT_QP_REQ_ERR:
 		case IBV_EVENT_QP_ACCESS_ERR:
 		case IBV_EVENT_CQ_ERR:
-			smcr_lgr_fail_locked(g, ibv_event_type_str(ev.event_type));
+			if (!smcr_lgr_first_down_locked(g, ibv_event_type_str(type), false))
+				smcr_lgr_fail_locked(g, ibv_event_type_str(type));
 			break;
 		default:
 			break;
 		}
-		ibv_ack_async_event(&ev);
 	}
 }
 
@@ -279,21 +306,15 @@ struct smcr_wr_link *smcr_lgr_wr(struct smcr_lgr *g, unsigned i)
 	return i == 1 && g->alt.link ? g->alt.link : g->link;
 }
 
-/* c's link, and src_mr's twin on it (the same buffer registered on its PD). */
+/* c's link, and src's registration on it (*src_mr; NULL src: none). */
 static struct smcr_wr_link *conn_wr(struct smcr_lgr *g, const struct smcr_lgr_conn *c,
-				    struct ibv_mr **src_mr)
+				    const struct smcr_lgr_buf *src, struct ibv_mr **src_mr)
 {
-	if (c->link != 1 || !g->alt.link)
-		return g->link;
-	if (src_mr && *src_mr) {
-		for (struct smcr_lgr_buf *b = g->all_bufs; b; b = b->all_next) {
-			if (b->mr == *src_mr) {
-				*src_mr = b->mr_alt;
-				break;
-			}
-		}
-	}
-	return g->alt.link;
+	bool alt = c->link == 1 && g->alt.link;
+
+	if (src_mr)
+		*src_mr = src ? (alt ? src->mr_alt : src->mr) : NULL;
+	return alt ? g->alt.link : g->link;
 }
 
 /*
@@ -323,16 +344,24 @@ static int sent_locked(struct smcr_lgr *g, struct smcr_lgr_conn *c, struct smcr_
 		smcr_lgr_alt_down_locked(g, why, false);
 		if (g->state != SMCR_LGR_DEAD && c->switched)
 			rc = -EAGAIN;
+	} else if (rc && rc != -EINVAL && wr == g->link && smcr_wr_link_error(wr)[0]) {
+		char why[96];
+
+		/* the first link: the second one, if up, takes over */
+		snprintf(why, sizeof(why), "%s", smcr_wr_link_error(wr));
+		if (smcr_lgr_first_down_locked(g, why, false) && g->state != SMCR_LGR_DEAD &&
+		    c->switched)
+			rc = -EAGAIN;
 	}
 	return rc;
 }
 
 /*
  * The message `msg` on c's link, after the WRITE(s) of [offset, +len) of the
- * peer's ring from `src_mr` when len > 0 (all in one post).  -EINVAL (a
+ * peer's ring from `src` when len > 0 (all in one post).  -EINVAL (a
  * range outside the rings) is the caller's error, not the link's.
  */
-static int post_msg(struct smcr_lgr *g, struct smcr_lgr_conn *c, struct ibv_mr *src_mr,
+static int post_msg(struct smcr_lgr *g, struct smcr_lgr_conn *c, const struct smcr_lgr_buf *src,
 		    const struct smcr_wr_remote_rmb *rmb, uint32_t offset, uint32_t len,
 		    const uint8_t msg[SMCR_WR_MSG_LEN], int timeout_ms)
 {
@@ -342,7 +371,8 @@ static int post_msg(struct smcr_lgr *g, struct smcr_lgr_conn *c, struct ibv_mr *
 	if (g->state != SMCR_LGR_DEAD && c->switched) {
 		rc = -EAGAIN; /* moved: the engine resends first (failover) */
 	} else if (g->state != SMCR_LGR_DEAD) {
-		struct smcr_wr_link *wr = conn_wr(g, c, &src_mr);
+		struct ibv_mr *src_mr;
+		struct smcr_wr_link *wr = conn_wr(g, c, src, &src_mr);
 
 		if (len)
 			rc = smcr_wr_write_mirrored_msg(wr, src_mr, rmb, offset, len, msg,
@@ -367,7 +397,7 @@ int smcr_lgr_send(struct smcr_lgr *g, struct smcr_lgr_conn *c,
 	return post_msg(g, c, NULL, NULL, 0, 0, msg, timeout_ms);
 }
 
-int smcr_lgr_write(struct smcr_lgr *g, struct smcr_lgr_conn *c, struct ibv_mr *src_mr,
+int smcr_lgr_write(struct smcr_lgr *g, struct smcr_lgr_conn *c, const struct smcr_lgr_buf *src,
 		   const struct smcr_wr_remote_rmb *rmb, uint32_t offset, uint32_t len,
 		   int timeout_ms)
 {
@@ -377,7 +407,8 @@ int smcr_lgr_write(struct smcr_lgr *g, struct smcr_lgr_conn *c, struct ibv_mr *s
 	if (g->state != SMCR_LGR_DEAD && c->switched) {
 		rc = 0; /* moved: the engine's resend covers these bytes (failover) */
 	} else if (g->state != SMCR_LGR_DEAD) {
-		struct smcr_wr_link *wr = conn_wr(g, c, &src_mr);
+		struct ibv_mr *src_mr;
+		struct smcr_wr_link *wr = conn_wr(g, c, src, &src_mr);
 
 		rc = smcr_wr_write_mirrored(wr, src_mr, rmb, offset, len, timeout_ms);
 		c->last_wr = smcr_wr_last_posted(wr);
@@ -393,11 +424,11 @@ int smcr_lgr_write(struct smcr_lgr *g, struct smcr_lgr_conn *c, struct ibv_mr *s
 	return rc;
 }
 
-int smcr_lgr_write_send(struct smcr_lgr *g, struct smcr_lgr_conn *c, struct ibv_mr *src_mr,
+int smcr_lgr_write_send(struct smcr_lgr *g, struct smcr_lgr_conn *c, const struct smcr_lgr_buf *src,
 			const struct smcr_wr_remote_rmb *rmb, uint32_t offset, uint32_t len,
 			const uint8_t msg[SMCR_WR_MSG_LEN], int timeout_ms)
 {
-	return post_msg(g, c, src_mr, rmb, offset, len, msg, timeout_ms);
+	return post_msg(g, c, src, rmb, offset, len, msg, timeout_ms);
 }
 
 int smcr_lgr_recv(struct smcr_lgr *g, struct smcr_lgr_conn *c, uint8_t msg[SMCR_WR_MSG_LEN])
@@ -524,7 +555,7 @@ int smcr_lgr_conn_flush(struct smcr_lgr *g, struct smcr_lgr_conn *c, int timeout
 
 	pthread_mutex_lock(&g->mu);
 	rc = g->state == SMCR_LGR_DEAD ? -ECONNRESET
-				       : smcr_wr_wait_done(conn_wr(g, c, NULL), c->last_wr, timeout_ms);
+				       : smcr_wr_wait_done(conn_wr(g, c, NULL, NULL), c->last_wr, timeout_ms);
 	pthread_mutex_unlock(&g->mu);
 	return rc;
 }

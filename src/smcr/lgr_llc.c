@@ -567,6 +567,28 @@ static void delete_second_link(const struct llc_rx *rx)
 		send_back(g, rx->link, rx->raw, rx->len);
 }
 
+/*
+ * The first link, with the second up: the same flow, the second link
+ * becoming the group's first and only one (smcr_lgr_first_down_locked).  A
+ * server sends the request back on the link that is left.
+ */
+static bool delete_first_link(const struct llc_rx *rx)
+{
+	struct smcr_lgr *g = rx->g;
+
+	if (g->state != SMCR_LGR_ACTIVE || g->alt.state != SMCR_LGR_LINK_UP)
+		return false;
+	if (!rx->server)
+		answer_delete_link(g, rx->link, rx->raw, rx->len, 0);
+	if (g->state == SMCR_LGR_DEAD)
+		return true;
+	if (!smcr_lgr_first_down_locked(g, "the peer deleted it (DELETE LINK)", true))
+		return false;
+	if (rx->server && g->state != SMCR_LGR_DEAD)
+		send_back(g, 0, rx->raw, rx->len);
+	return true;
+}
+
 static void llc_rx_delete_link(const struct llc_rx *rx)
 {
 	struct smcr_lgr *g = rx->g;
@@ -579,6 +601,8 @@ static void llc_rx_delete_link(const struct llc_rx *rx)
 		delete_second_link(rx);
 		return;
 	}
+	if (!all && link_index(g, m->delete_link.link_num) == 0 && delete_first_link(rx))
+		return;
 	if (!all && !rx->server && link_index(g, m->delete_link.link_num) < 0) {
 		/* a link we dropped already (the server's echo of our own DELETE LINK) */
 		answer_delete_link(g, rx->link, rx->raw, rx->len, SMCR_LLC_DEL_NOLNK);

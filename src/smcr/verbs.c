@@ -282,6 +282,7 @@ fail:
 static int make_ready_fd(struct smcr_xconn *xc)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
+	int dev_fd[2];
 
 	xc->ep_fd = smcr_sys_fd_high(smcr_libc.epoll_create1(EPOLL_CLOEXEC));
 	if (xc->ep_fd < 0)
@@ -296,11 +297,12 @@ static int make_ready_fd(struct smcr_xconn *xc)
 	 * Device events (fatal error, port down, device being removed): `rdma link
 	 * delete` waits until every process closed the device, so we must notice.
 	 */
-	ev.data.fd = xc->lgr->port->ctx->async_fd;
+	smcr_lgr_device_fds(xc->lgr, &dev_fd[0], &dev_fd[1]);
+	ev.data.fd = dev_fd[0];
 	if (smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0)
 		return -errno;
 	/* ... and the device's removal, which rxe reports by no event (ib.h) */
-	ev.data.fd = xc->lgr->port->removal_fd;
+	ev.data.fd = dev_fd[1];
 	if (ev.data.fd >= 0 && smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0)
 		return -errno;
 	/* hang-up only: in SMC mode the TCP socket carries nothing else */
@@ -851,7 +853,7 @@ static int flush_writes(struct smcr_xconn *xc)
 
 	if (!xc->wr_len)
 		return 0;
-	rc = smcr_lgr_write(xc->lgr, &xc->lc, xc->snd->mr, &xc->peer_rmb, xc->wr_off, xc->wr_len,
+	rc = smcr_lgr_write(xc->lgr, &xc->lc, xc->snd, &xc->peer_rmb, xc->wr_off, xc->wr_len,
 			    xc->timeout_ms);
 	xc->wr_len = 0;
 	return rc;
@@ -905,7 +907,7 @@ static int verbs_send_ctrl(struct smcr_xconn *xc, const uint8_t msg[SMCR_CDC_MSG
 	if (!len)
 		return smcr_lgr_send(xc->lgr, &xc->lc, msg, xc->timeout_ms);
 	xc->wr_len = 0;
-	return smcr_lgr_write_send(xc->lgr, &xc->lc, xc->snd->mr, &xc->peer_rmb, xc->wr_off, len,
+	return smcr_lgr_write_send(xc->lgr, &xc->lc, xc->snd, &xc->peer_rmb, xc->wr_off, len,
 				   msg, xc->timeout_ms);
 }
 
@@ -992,11 +994,12 @@ static int verbs_watch_tcp(struct smcr_xconn *xc, int tcp_fd, bool out)
 	if (!xc->tcp_watched) {
 		(void)smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_DEL, smcr_lgr_channel_fd(xc->lgr),
 					  NULL);
-		(void)smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_DEL, xc->lgr->port->ctx->async_fd,
-					  NULL);
-		if (xc->lgr->port->removal_fd >= 0)
-			(void)smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_DEL,
-						  xc->lgr->port->removal_fd, NULL);
+		int dev_fd[2];
+
+		smcr_lgr_device_fds(xc->lgr, &dev_fd[0], &dev_fd[1]);
+		(void)smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_DEL, dev_fd[0], NULL);
+		if (dev_fd[1] >= 0)
+			(void)smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_DEL, dev_fd[1], NULL);
 		if (xc->fin_tfd >= 0)
 			(void)smcr_libc.epoll_ctl(xc->ep_fd, EPOLL_CTL_DEL, xc->fin_tfd, NULL);
 		xc->tcp_watched = true;
@@ -1126,8 +1129,8 @@ static bool verbs_peer_gone(struct smcr_xconn *xc)
 	 * socket's hang-up (not while a probe after its FIN runs).
 	 */
 	struct pollfd p[3] = {
-		{ .fd = xc->lgr->port->ctx->async_fd, .events = POLLIN },
-		{ .fd = xc->lgr->port->removal_fd, .events = POLLIN }, /* < 0: ignored */
+		{ .fd = -1, .events = POLLIN },
+		{ .fd = -1, .events = POLLIN }, /* < 0: ignored */
 		{ .fd = xc->tcp_fd, .events = POLLRDHUP },
 	};
 	uint64_t delivered = 0;
@@ -1136,6 +1139,7 @@ static bool verbs_peer_gone(struct smcr_xconn *xc)
 	/* on TCP: the group and the TCP socket's hang-up say nothing about the stream */
 	if (xc->gone || xc->tcp_watched)
 		return xc->gone;
+	smcr_lgr_device_fds(xc->lgr, &p[0].fd, &p[1].fd);
 	/* completions first: what they bring for us explains the wake-up */
 	if (smcr_lgr_dead_check(xc->lgr, false, &xc->lc, &delivered)) {
 		xc->gone = true;
