@@ -36,6 +36,14 @@ struct smcr_lgr_list smcr_lgrs = {
 static uint32_t next_id;       /* the last group's id; list mutex */
 static uint8_t instance[2];    /* our peer id's per-process part; list mutex */
 static bool instance_set;
+/*
+ * and its device part: the MAC of the first device it was asked with, kept
+ * for the process's life (the kernel's smc_ib_define_local_systemid(): one
+ * id per host), so that a group whose first link failed over to another
+ * device is still found by its peer's id.  List mutex.
+ */
+static uint8_t id_mac[SMCR_IB_MAC_LEN];
+static bool id_mac_set;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 /* ---- process: instance id, fork, exit ------------------------------------------ */
@@ -109,10 +117,14 @@ void smcr_lgr_peer_id(const uint8_t mac[SMCR_IB_MAC_LEN], uint8_t out[SMCR_CLC_P
 	pthread_mutex_lock(&smcr_lgrs.mu);
 	if (!instance_set)
 		new_instance();
+	if (!id_mac_set) {
+		memcpy(id_mac, mac, SMCR_IB_MAC_LEN);
+		id_mac_set = true;
+	}
 	out[0] = instance[0];
 	out[1] = instance[1];
+	memcpy(out + 2, id_mac, SMCR_IB_MAC_LEN);
 	pthread_mutex_unlock(&smcr_lgrs.mu);
-	memcpy(out + 2, mac, SMCR_IB_MAC_LEN);
 }
 
 void smcr_lgr_set_idle_ms(int ms)

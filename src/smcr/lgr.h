@@ -315,7 +315,10 @@ struct smcr_lgr_rtoken {
 	uint8_t has_rkey, has_vaddr;
 };
 
-/* Our CLC peer id: this process's instance (fresh after fork) + `mac`. */
+/*
+ * Our CLC peer id: this process's instance (fresh after fork) + the MAC of the
+ * first device it was called with (`mac` then; the same for every device).
+ */
 void smcr_lgr_peer_id(const uint8_t mac[SMCR_IB_MAC_LEN], uint8_t out[SMCR_CLC_PEER_ID_LEN]);
 
 /*
