@@ -87,22 +87,30 @@
  * the rkeys that CLC exchange carried, so both ends always write with an
  * rkey valid on that link.
  *
- * Failover (both roles, the second link failing; the kernel's
- * smcr_link_down(), smc_switch_conns() and, as a server,
- * smc_llc_process_srv_delete_link()): its device removed, its QP in error
- * (a failed completion or post, an async event), or the peer's DELETE LINK
- * naming it.  Every connection on it moves to the first link
- * (smcr_lgr_alt_down_locked): it remembers its last CDC whose completion
+ * Failover (both roles, either link failing; the kernel's smcr_link_down(),
+ * smc_switch_conns() and, as a server, smc_llc_process_srv_delete_link()):
+ * its device removed, its QP in error (a failed completion or post, an
+ * async event), or the peer's DELETE LINK naming it.  The second link
+ * failing: every connection on it moves to the first
+ * (smcr_lgr_alt_down_locked).  The first link failing while the second is
+ * up: the second becomes the group's first (lgr_failover.c swaps them in
+ * everything that names a link by index: the group's device, QP, link id
+ * and identity GIDs, every buffer's registration, the peer's rkeys, each
+ * connection's link), and the old first link then goes down as a second
+ * link would (smcr_lgr_first_down_locked); without a second link up the
+ * group ends.  A moved connection remembers its last CDC whose completion
  * came in (the CDCs of each connection are kept by work request number,
  * smcr_lgr_conn.sent), its doorbell rings, and in its next engine call the
  * engine resends (conn.c: a validation CDC naming that CDC's seqno, the ring
  * bytes written since, still in place in the mirror, WRITten again through
- * the peer's rkey for the same RMB on the first link, then a CDC with the
- * current cursors).  The peer's rkeys per link (smcr_lgr.rtok) come from
+ * the peer's rkey for the same RMB on the link left, then a CDC with the
+ * current cursors).  A validation that comes in while both links are polled
+ * waits until both are (the CDCs the peer completed on the link it left
+ * come first).  The peer's rkeys per link (smcr_lgr.rtok) come from
  * CLC, the ADD LINK rkey list (the server's request, the client's answer)
  * and CONFIRM RKEY, and go with DELETE RKEY; a connection whose twin on the
- * first link is unknown resets.  Then the link is dropped and the peer told.
- * Found by us: DELETE LINK of that link (orderly, "lost path") on the first
+ * link left is unknown resets.  Then the link is dropped and the peer told.
+ * Found by us: DELETE LINK of that link (orderly, "lost path") on the other
  * link, in either role (the client's smcr_link_down(), the server's
  * smc_llc_srv_delete_link_local() make the same message).  Asked by the
  * peer: a client answers (reason 0); a server sends the request back to
@@ -110,13 +118,12 @@
  * answers the server's echo of its own DELETE LINK with "no such link", as
  * the kernel's client does; a server ignores a client's DELETE LINK of a
  * link it dropped already, as the kernel's server does.  The group goes on
- * with one link, and later connections go on it.  Not built: a server
- * adding a link again (the kernel's server tries at once after the DELETE
- * LINK flow, smc_llc_add_link_local(), with no second device on the same
- * one, SMC_LGR_ASYMMETRIC_LOCAL, and again when a device's port comes up,
- * smcr_port_add()); the first link failing (its device and PD registered
- * the pool first, and it carries the group's identity, its LLC and the
- * primary rkeys: the group then ends).  SMC-Rv1 is not spoken
+ * with one link, and later connections go on it; the peer still finds the
+ * group by its peer id (one per process, whichever device) and the GIDs of
+ * the link left.  Not built: adding a link again (the kernel's server tries
+ * at once after the DELETE LINK flow, smc_llc_add_link_local(), with no
+ * second device on the same one, SMC_LGR_ASYMMETRIC_LOCAL, and again when
+ * a device's port comes up, smcr_port_add()).  SMC-Rv1 is not spoken
  * by the verbs transport at all; a v2.0 peer (no max_links in CLC) gets one
  * link.
  */

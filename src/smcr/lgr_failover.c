@@ -3,7 +3,8 @@
  * A link group's second link and failover (see lgr.h, "Second link" and
  * "Failover"): the peer's RMBs per link, a link's set-up (its device, QP
  * and every buffer on its PD) and drop, and moving the connections of a
- * link that goes down to the first.  Group mutex held where _locked.
+ * link that goes down to the other (the second link first made the first
+ * when the first goes down).  Group mutex held where _locked.
  */
 #include "smcr/lgr.h"
 

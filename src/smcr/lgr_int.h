@@ -13,6 +13,7 @@
  *   lgr_buf.c       the pool of registered buffers (RMBs, send buffers)
  *   lgr_failover.c  the second link: its set-up and drop, the peer's RMBs
  *                   per link, moving connections off a link that fails
+ *                   (either: the second takes the first's place)
  *   lgr_llc.c       LLC flows: what we send, one handler a message type
  *
  * Locks (the engine-wide order is in engine.c):

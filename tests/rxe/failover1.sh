@@ -140,13 +140,13 @@ PY
 fields() { tr -d "(),'[]" <<< "$1"; }
 
 fail_first() { # CASE DEVICE PORT: the first link's DEVICE deleted while connection 1 streams
-    local c=$1 dev=$2 port=$3 spid cpid dpid crc drc t0 line re lgr
-    local mydir side
+    local c=$1 dev=$2 port=$3 spid cpid dpid crc drc t0 line re lgr i mydir side
     if [[ $dev == rxe0 ]]; then side=client; else side=server; fi
     SMCR_TRANSPORT=rdma timeout 300 "$smc_run" -d python3 "$logs/fsrv.py" "$port" "$stat_tool" \
         $(((1 << 16) + bytes)) "$logs/$c.moved" > "$logs/$c.srv" 2> "$logs/$c.srverr" &
     spid=$!
     wait_listening "$port" || echo "    (smcr server not listening)"
+    # (the second connection is made once the server's log says "second link 2 up on rxe3")
     SMCR_TRANSPORT=rdma timeout 300 "$smc_run" -d python3 "$logs/fcli.py" "$port" "$stat_tool" \
         "$bytes" "$logs/$c.srverr" "$logs/$c.moved" > "$logs/$c.cli" 2> "$logs/$c.err" &
     cpid=$!
@@ -159,6 +159,10 @@ fail_first() { # CASE DEVICE PORT: the first link's DEVICE deleted while connect
     timeout 120 rdma link delete "$dev" & dpid=$!
     crc=0; wait "$cpid" || crc=$?
     drc=0; wait "$dpid" || drc=$?
+    # the server ends with the client's connections; one whose client failed early waits
+    # for a connection that never comes
+    for ((i = 0; i < 100; i++)); do kill -0 "$spid" 2>/dev/null || break; sleep 0.1; done
+    kill "$spid" 2>/dev/null
     wait "$spid"
     echo "    client: $(grep -E '^(before|after|third)' "$logs/$c.cli" | tr '\n' ';')"
     echo "    server: $(grep -aE '^(moved|served)' "$logs/$c.srv" | tr '\n' ';')"
@@ -212,7 +216,10 @@ fail_first() { # CASE DEVICE PORT: the first link's DEVICE deleted while connect
     grep -q "moved to another link" "$logs/$c.err" && grep -q "moved to another link" "$logs/$c.srverr" &&
         pass "($c) both sides moved the connection: client '$(grep -m1 -o 'moved to another link.*' "$logs/$c.err")', server '$(grep -m1 -o 'moved to another link.*' "$logs/$c.srverr")'" ||
         fail "($c) not both sides logged the move"
-    # back for the next case: the device and its PNET id
+    restore "$dev"
+}
+restore() { # DEVICE: back for the next case, with its PNET id and its GID
+    local dev=$1 i
     rdma link add "$dev" type rxe netdev "veth${dev#rxe}" 2>/dev/null
     if [[ $dev == rxe0 ]]; then rxe-vm-smc pnet RXEA veth0 rxe0 1; else rxe-vm-smc pnet RXEB veth1 rxe1 1; fi >/dev/null 2>&1
     for ((i = 0; i < 100; i++)); do
