@@ -111,6 +111,12 @@ struct smcr_engine_env {
 	 */
 	void (*foreign_enter)(void);
 	void (*foreign_leave)(void);
+	/*
+	 * The number the application knows an engine fd by (the engine works
+	 * on duplicates of the application's sockets): what logs and stats
+	 * records name.  NULL: the fd itself.
+	 */
+	int (*fd_label)(int fd);
 };
 
 /*

@@ -11,6 +11,8 @@
 
 _Atomic(struct smcr_fd_entry *) *smcr_fdtab_slots;
 unsigned smcr_fdtab_nslots;
+/* Per engine duplicate: 1 + the application's fd it stands for; 0 = none. */
+static _Atomic int32_t *labels;
 void (*smcr_fdtab_release_hook)(struct smcr_fd_entry *entry);
 
 /*
@@ -307,15 +309,39 @@ int smcr_fdtab_init(unsigned nslots)
 	} else {
 		smcr_fdtab_slots = slots;
 		smcr_fdtab_nslots = nslots;
+		/* Untouched pages cost nothing; without them logs show engine numbers. */
+		slots = mmap(NULL, (size_t)nslots * sizeof(*labels), PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		labels = slots == MAP_FAILED ? NULL : slots;
 	}
 	errno = saved_errno;
 	return ret;
+}
+
+void smcr_fdtab_label_set(int engine_fd, int fd)
+{
+	if (labels && engine_fd >= 0 && (unsigned)engine_fd < smcr_fdtab_nslots)
+		atomic_store_explicit(&labels[engine_fd], fd < 0 ? 0 : fd + 1,
+				      memory_order_relaxed);
+}
+
+int smcr_fdtab_label_of(int fd)
+{
+	int32_t v;
+
+	if (!labels || fd < 0 || (unsigned)fd >= smcr_fdtab_nslots)
+		return fd;
+	v = atomic_load_explicit(&labels[fd], memory_order_relaxed);
+	return v ? v - 1 : fd;
 }
 
 void smcr_fdtab_fini(void)
 {
 	unsigned nchunks = atomic_load(&pool_nchunks);
 
+	if (labels)
+		munmap((void *)labels, (size_t)smcr_fdtab_nslots * sizeof(*labels));
+	labels = NULL;
 	if (smcr_fdtab_slots)
 		munmap((void *)smcr_fdtab_slots, (size_t)smcr_fdtab_nslots * sizeof(*smcr_fdtab_slots));
 	smcr_fdtab_slots = NULL;

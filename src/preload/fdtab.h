@@ -144,6 +144,14 @@ int smcr_fdtab_init(unsigned nslots);
 /* Releases everything (tests; the library lets process exit do it). */
 void smcr_fdtab_fini(void);
 
+/*
+ * The engine works on duplicates of the application's sockets: the number the
+ * application knows one by, for logs and stats (`fd` < 0 forgets it), and the
+ * number to show for any fd (itself unless it is such a duplicate).
+ */
+void smcr_fdtab_label_set(int engine_fd, int fd);
+int smcr_fdtab_label_of(int fd);
+
 /* Hot path: the entry for fd, or NULL. No reference taken. */
 /* An entry's SMCR_FD_F_* flags, and its mode (acquire: what the decider published with it). */
 static inline unsigned smcr_fd_entry_flags(const struct smcr_fd_entry *e)

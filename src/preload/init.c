@@ -140,6 +140,7 @@ static void engine_init(void)
 #undef SMCR_LIBC_REAL
 		.foreign_enter = smcr_guard_enter,
 		.foreign_leave = smcr_guard_leave,
+		.fd_label = smcr_fdtab_label_of,
 	};
 
 	if (!env.libc.eventfd)

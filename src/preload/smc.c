@@ -149,9 +149,17 @@ int smcr_smc_engine_dup(int fd)
 {
 	int efd = smcr_engine_fd_dup(fd);
 
-	if (efd >= 0)
+	if (efd >= 0) {
 		smcr_preload_forget(efd); /* a stale entry there is not ours to keep */
+		smcr_fdtab_label_set(efd, fd);
+	}
 	return efd;
+}
+
+void smcr_smc_engine_close(int efd)
+{
+	smcr_fdtab_label_set(efd, -1);
+	smcr_real.close(efd);
 }
 
 /* An SO_RCVTIMEO or SO_SNDTIMEO in ms, 0 = none; `e` (or NULL) may know it is unset. */
@@ -262,7 +270,7 @@ int smcr_smc_take_handshake(int fd, struct smcr_fd_entry *e, int efd, int rc, st
 		smcr_smc_go_smc(fd, e, efd, s, role);
 		return 0;
 	}
-	smcr_real.close(efd);
+	smcr_smc_engine_close(efd);
 	if (rc > 0) {
 		smcr_smc_fallback(fd, e, (uint32_t)rc, false, role, NULL);
 		return 0;

@@ -53,11 +53,11 @@ void smcr_smc_release_entry(struct smcr_fd_entry *e)
 	smcr_smc_screen_release(e);
 	if (s && owner && (smcr_fd_entry_flags(e) & SMCR_FD_F_LINGER_ZERO)) {
 		/* SO_LINGER 0: an abortive close, a reset at the peer as over TCP */
-		smcr_dbg("engine fd %d: SMC connection reset (SO_LINGER 0)", e->engine_fd);
+		smcr_dbg("fd %d: SMC connection reset (SO_LINGER 0)", smcr_fdtab_label_of(e->engine_fd));
 		smcr_sock_abort(s, false);
 	} else if (s && owner) {
 		/* The last holder's close ends it; an earlier one's only lets go. */
-		smcr_dbg("engine fd %d: SMC connection closed", e->engine_fd);
+		smcr_dbg("fd %d: SMC connection closed", smcr_fdtab_label_of(e->engine_fd));
 		smcr_sock_close(s);
 	} else if (s) {
 		/* Inherited and not held here: drop our copies, send nothing. */
@@ -68,7 +68,7 @@ void smcr_smc_release_entry(struct smcr_fd_entry *e)
 	e->tcp_record = NULL;
 	atomic_store_explicit(&e->sock, NULL, memory_order_relaxed);
 	if (e->engine_fd >= 0)
-		smcr_real.close(e->engine_fd);
+		smcr_smc_engine_close(e->engine_fd);
 	e->engine_fd = -1;
 	smcr_guard_leave();
 	errno = saved;

@@ -72,7 +72,7 @@ static int handshake_end(int fd, struct smcr_fd_entry *e, int rc, struct smcr_so
 		smcr_smc_go_smc(fd, e, efd, s, role); /* registrations move to its doorbell */
 	} else {
 		smcr_smc_epoll_watch_tcp(e);
-		smcr_real.close(efd);
+		smcr_smc_engine_close(efd);
 		if (rc > 0) {
 			smcr_smc_fallback(fd, e, (uint32_t)rc, false, role, NULL);
 		} else {

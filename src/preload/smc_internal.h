@@ -80,6 +80,8 @@ bool smcr_smc_decision_lock(struct smcr_fd_entry *e);
 void smcr_smc_decision_unlock(struct smcr_fd_entry *e);
 /* A close-on-exec duplicate of the TCP socket for the engine, or -1. */
 int smcr_smc_engine_dup(int fd);
+/* Closes a duplicate smcr_smc_engine_dup() made (and forgets its label). */
+void smcr_smc_engine_close(int efd);
 /* SO_RCVTIMEO / SO_SNDTIMEO in ms, 0 = none. */
 int smcr_smc_timeval_ms(int fd, const struct smcr_fd_entry *e, int name);
 /* The socket's timeouts, for the engine's blocking calls. */

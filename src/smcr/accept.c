@@ -106,7 +106,8 @@ int smcr_hs_server_advance(struct smcr_handshake *hs)
 	rc = smcr_clc_sock_peek(hs->tcp_fd, &msg, &need);
 	if (rc == -ESHUTDOWN) {
 		/* It left without a word: nothing of CLC remains, the stream just ends. */
-		smcr_dbg("fd %d: the client closed instead of confirming", hs->tcp_fd);
+		smcr_dbg("fd %d: the client closed instead of confirming",
+			 smcr_fd_label(hs->tcp_fd));
 		return hs->gave_up ? (int)hs->gave_up : SMCR_CLC_DECL_PEERDECL;
 	}
 	if (rc < 0)
@@ -138,7 +139,7 @@ int smcr_hs_server_advance(struct smcr_handshake *hs)
 int smcr_hs_server_end(struct smcr_handshake *hs, int rc, struct smcr_sock **out)
 {
 	if (rc == 0) {
-		smcr_dbg("fd %d: Confirm taken %lld us after our Accept", hs->tcp_fd,
+		smcr_dbg("fd %d: Confirm taken %lld us after our Accept", smcr_fd_label(hs->tcp_fd),
 			 (long long)((smcr_now_ns() - hs->accept_ns) / 1000));
 		*out = smcr_conn_new(hs->tcp_fd, true, hs->ops, hs->xc, hs->peer_size, hs->spin_us);
 		if (*out) {
@@ -314,7 +315,7 @@ int smcr_sock_accept_start(int tcp_fd, const struct smcr_sock_opts *opts,
 	if (rc != 0)
 		return server_abandon(tcp_fd, ops, hs, xc, rc);
 	hs->accept_ns = smcr_now_ns();
-	smcr_dbg("fd %d: Accept sent %lld us after the Proposal was read", tcp_fd,
+	smcr_dbg("fd %d: Accept sent %lld us after the Proposal was read", smcr_fd_label(tcp_fd),
 		 (long long)((hs->accept_ns - prop_ns) / 1000));
 	*out = hs;
 	return SMCR_HANDSHAKE_PENDING;

@@ -153,8 +153,8 @@ int smcr_clc_sock_peek(int fd, struct smcr_clc_msg *msg, int *need)
 	    (len && (len > sizeof(buf) || len < SMCR_CLC_HDR_LEN))) {
 		char name[SMCR_CONN_NAME_MAX];
 
-		smcr_warn("fd %d: the peer sent no valid CLC message where one was due; %s", fd,
-			  smcr_conn_name(fd, name, sizeof(name)));
+		smcr_warn("fd %d: the peer sent no valid CLC message where one was due; %s",
+			  smcr_fd_label(fd), smcr_conn_name(fd, name, sizeof(name)));
 		return -EPROTO;
 	}
 	if (len)
@@ -164,8 +164,8 @@ int smcr_clc_sock_peek(int fd, struct smcr_clc_msg *msg, int *need)
 	if (smcr_clc_decode(buf, len, msg, &len, &err) != SMCR_WIRE_OK) {
 		char name[SMCR_CONN_NAME_MAX];
 
-		smcr_warn("fd %d: invalid CLC message: %s; %s", fd, smcr_clc_err_str(err),
-			  smcr_conn_name(fd, name, sizeof(name)));
+		smcr_warn("fd %d: invalid CLC message: %s; %s", smcr_fd_label(fd),
+			  smcr_clc_err_str(err), smcr_conn_name(fd, name, sizeof(name)));
 		return -EPROTO;
 	}
 	return 1;

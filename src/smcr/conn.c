@@ -6,6 +6,7 @@
  * cursors.
  */
 #include "smcr/conn.h"
+#include "smcr/libc.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -129,7 +130,7 @@ static bool server_declined_late(struct smcr_sock *s)
 		return false;
 	smcr_warn("fd %d: the server declined after our Confirm (%s): the stream goes on over TCP"
 		  " from its start; %s",
-		  s->tcp_fd, smcr_fallback_reason_str(smcr_clc_decline_reason(&msg)),
+		  smcr_fd_label(s->tcp_fd), smcr_fallback_reason_str(smcr_clc_decline_reason(&msg)),
 		  smcr_conn_name(s->tcp_fd, name, sizeof(name)));
 	smcr_tail_begin(s);
 	return true;
@@ -201,7 +202,7 @@ static void conn_failover(struct smcr_sock *s)
 	s->link_switches++;
 	s->bytes_resent += len;
 	smcr_info("fd %d: moved to another link: %u bytes written again (last delivered CDC %u)",
-		  s->tcp_fd, len, fin_seq);
+		  smcr_fd_label(s->tcp_fd), len, fin_seq);
 	smcr_stats_conn_relink(s, len);
 	if (rc)
 		smcr_close_abort_locked(s, ECONNRESET);

@@ -141,7 +141,7 @@ static int client_peek_reply(int fd, const struct smcr_transport_ops *ops, struc
 			char name[SMCR_CONN_NAME_MAX];
 
 			smcr_warn("fd %d: server sent data before answering our CLC Proposal; %s",
-				  fd, smcr_conn_name(fd, name, sizeof(name)));
+				  smcr_fd_label(fd), smcr_conn_name(fd, name, sizeof(name)));
 			return -EPROTO;
 		}
 		return 0; /* a valid prefix: smcr_clc_sock_recv() waits for the rest */
@@ -162,7 +162,7 @@ static int client_propose(int fd, const struct smcr_transport_ops *ops, struct s
 	rc = smcr_clc_sock_send(fd, &prop, smcr_sys_deadline(wait));
 	if (rc)
 		return rc;
-	smcr_dbg("fd %d: Proposal sent %lld us after the handshake began", fd,
+	smcr_dbg("fd %d: Proposal sent %lld us after the handshake began", smcr_fd_label(fd),
 		 (long long)((smcr_now_ns() - t0) / 1000));
 	return 0;
 }
@@ -183,7 +183,7 @@ static int client_take_reply(int fd, const struct smcr_transport_ops *ops, struc
 		return smcr_clc_decline_reason(&reply);
 	if (reply.hdr.type != SMCR_CLC_ACCEPT)
 		return -EPROTO;
-	smcr_dbg("fd %d: Accept read %lld us after the handshake began", fd,
+	smcr_dbg("fd %d: Accept read %lld us after the handshake began", smcr_fd_label(fd),
 		 (long long)((smcr_now_ns() - t0) / 1000));
 	memset(&conf, 0, sizeof(conf));
 	rc = ops->client_attach(xc, &reply, &conf, peer_size);
@@ -195,7 +195,7 @@ static int client_take_reply(int fd, const struct smcr_transport_ops *ops, struc
 	if (rc < 0)
 		return rc;
 	rc = smcr_clc_sock_send(fd, &conf, smcr_sys_deadline(wait));
-	smcr_dbg("fd %d: Confirm sent %lld us after the handshake began", fd,
+	smcr_dbg("fd %d: Confirm sent %lld us after the handshake began", smcr_fd_label(fd),
 		 (long long)((smcr_now_ns() - t0) / 1000));
 	return rc;
 }
@@ -309,7 +309,7 @@ static int client_begin(int tcp_fd, const struct smcr_sock_opts *opts,
 			rc = SMCR_CLC_DECL_MEM;
 		else
 			rc = SMCR_CLC_DECL_INTERR;
-		smcr_dbg("fd %d: no SMC over %s: %s", tcp_fd, (*ops)->name,
+		smcr_dbg("fd %d: no SMC over %s: %s", smcr_fd_label(tcp_fd), (*ops)->name,
 			 smcr_fallback_reason_str(rc));
 		smcr_stats_fallback(rc);
 	}

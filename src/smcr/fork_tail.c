@@ -194,7 +194,8 @@ void smcr_fork_serve(void)
 			smcr_warn("fd %d: a forked process uses this SMC-R connection and it cannot"
 				  " go on over TCP (%s): that process sees it reset, this one"
 				  " goes on over SMC-R",
-				  s->tcp_fd, rc == -ENOTSUP ? "the peer cannot" : strerror(-rc));
+				  smcr_fd_label(s->tcp_fd),
+				  rc == -ENOTSUP ? "the peer cannot" : strerror(-rc));
 		cell_settle(c, rc == 0 ? FORK_ON_TCP : FORK_CANNOT);
 	}
 	pthread_mutex_unlock(&fork_mu);
@@ -322,12 +323,12 @@ int smcr_sock_fork_follow(struct smcr_sock *s)
 				: "it has no record for forked processes (no shared memory)";
 	if (!why) {
 		smcr_info("fd %d: the SMC-R connection this process inherited goes on over TCP"
-			  " (a forked process uses it)", s->tcp_fd);
+			  " (a forked process uses it)", smcr_fd_label(s->tcp_fd));
 		return 0;
 	}
 	s->fork_refused = true;
 	smcr_stats_conn_refused(s);
 	smcr_warn("fd %d: the SMC-R connection this process inherited reads as reset here: %s",
-		  s->tcp_fd, why);
+		  smcr_fd_label(s->tcp_fd), why);
 	return -ECONNRESET;
 }

@@ -64,7 +64,8 @@ void smcr_hs_log_give_up(int fd, uint32_t reason, int waited_ms)
 
 	smcr_warn("fd %d: no %s within %d ms: SMC given up (%s), the connection goes on over"
 		  " TCP once the %s's late answer is taken; %s",
-		  fd, client ? "answer to our Proposal" : "Confirm after our Accept", waited_ms,
+		  smcr_fd_label(fd), client ? "answer to our Proposal" : "Confirm after our Accept",
+		  waited_ms,
 		  smcr_fallback_reason_str((int)reason), client ? "server" : "client",
 		  smcr_conn_name(fd, name, sizeof(name)));
 }

@@ -24,6 +24,7 @@
 
 #include "common/log.h"
 #include "smcr/conn.h"
+#include "smcr/libc.h"
 #include "smcr/share.h"
 #include "smcr/stats.h"
 
@@ -58,7 +59,8 @@ static void prune_dead(struct smcr_sock *s, pid_t me)
 		struct smcr_holder *h = &s->holders[i];
 
 		if (h->pid != 0 && h->pid != me && holder_is_gone(h)) {
-			smcr_dbg("fd %d: holder pid %d is gone", s->tcp_fd, (int)(h->pid > 0 ? h->pid : -h->pid));
+			smcr_dbg("fd %d: holder pid %d is gone", smcr_fd_label(s->tcp_fd),
+				 (int)(h->pid > 0 ? h->pid : -h->pid));
 			holder_clear(s, h);
 		}
 	}
@@ -74,7 +76,8 @@ void smcr_conn_lock(struct smcr_sock *s)
 		 * never delivered (as from a killed process's socket).
 		 */
 		pthread_mutex_consistent(&s->lock);
-		smcr_warn("fd %d: a process died inside this connection's engine", s->tcp_fd);
+		smcr_warn("fd %d: a process died inside this connection's engine",
+			  smcr_fd_label(s->tcp_fd));
 		prune_dead(s, smcr_share_pid());
 	}
 }

@@ -11,6 +11,7 @@
 struct smcr_libc smcr_libc;
 static void (*foreign_enter_hook)(void);
 static void (*foreign_leave_hook)(void);
+static int (*fd_label_hook)(int fd);
 static atomic_bool installed;
 
 void smcr_libc_install(const struct smcr_engine_env *env)
@@ -20,6 +21,12 @@ void smcr_libc_install(const struct smcr_engine_env *env)
 	smcr_libc = env->libc;
 	foreign_enter_hook = env->foreign_enter;
 	foreign_leave_hook = env->foreign_leave;
+	fd_label_hook = env->fd_label;
+}
+
+int smcr_fd_label(int fd)
+{
+	return fd_label_hook ? fd_label_hook(fd) : fd;
 }
 
 void smcr_foreign_enter(void)

@@ -19,6 +19,9 @@ extern struct smcr_libc smcr_libc;
 void smcr_foreign_enter(void);
 void smcr_foreign_leave(void);
 
+/* The fd number logs and stats name for the engine's `fd` (the embedder's fd_label). */
+int smcr_fd_label(int fd);
+
 /* engine.c: install the embedder's environment (the first call wins). */
 void smcr_libc_install(const struct smcr_engine_env *env);
 

@@ -382,7 +382,7 @@ static int announced_peer(const struct smcr_config *cfg, int tcp_fd, int transpo
 	socklen_t plen = sizeof(peer);
 
 	smcr_dbg("fd %d: the server announced SMC in its SYN-ACK (RFC 7609 option): proposing",
-		 tcp_fd);
+		 smcr_fd_label(tcp_fd));
 	*ops = NULL;
 	if (transport != SMCR_CONFIG_TRANSPORT_SHM &&
 	    smcr_libc.getpeername(tcp_fd, (struct sockaddr *)&peer, &plen) == 0 &&

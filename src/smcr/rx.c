@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "smcr/conn.h"
+#include "smcr/libc.h"
 #include "smcr/engine.h"
 #include "smcr/stats.h"
 #include "smcr/sys.h"
@@ -59,7 +60,8 @@ static void rx_violation(struct smcr_sock *s, const char *what, const char *why)
 {
 	char name[SMCR_CONN_NAME_MAX];
 
-	smcr_warn("fd %d: peer sent %s (%s): aborting the connection; %s", s->tcp_fd, what, why,
+	smcr_warn("fd %d: peer sent %s (%s): aborting the connection; %s",
+		  smcr_fd_label(s->tcp_fd), what, why,
 		  smcr_conn_name(s->tcp_fd, name, sizeof(name)));
 	smcr_close_abort_locked(s, ECONNRESET);
 }
@@ -119,7 +121,7 @@ void smcr_rx_ctrl(struct smcr_sock *s, const uint8_t wire[SMCR_CDC_MSG_LEN])
 			s->peer_relinked_quiet = true; /* its cursor update may be lost: below */
 			smcr_info("fd %d: the peer moved the connection to another link (its last CDC"
 				  " we got: %u)",
-				  s->tcp_fd, (unsigned)m.seqno);
+				  smcr_fd_label(s->tcp_fd), (unsigned)m.seqno);
 		}
 		return;
 	}
@@ -261,7 +263,8 @@ bool smcr_rx_rescue(struct smcr_sock *s)
 	smcr_info("fd %d: the peer is silent since it moved the connection to another link, our send waits"
 		  " for room in its RMB and its data fills ours: %u unread bytes held aside"
 		  " (%u in all), our consumer cursor sent (rescue %llu)",
-		  s->tcp_fd, n, smcr_rxhold_len(&s->held), (unsigned long long)s->rmb_rescues);
+		  smcr_fd_label(s->tcp_fd), n, smcr_rxhold_len(&s->held),
+		  (unsigned long long)s->rmb_rescues);
 	smcr_conn_send_cdc(s, SMCR_CDC_PROD_CONS_UPD_REQ);
 	return true;
 }

@@ -129,7 +129,7 @@ static void record_init_at(struct record_init *ri, int tcp_fd, uint32_t mode, ui
 	ri->mode = mode;
 	ri->role = role;
 	ri->reason = reason;
-	ri->tcp_fd = tcp_fd;
+	ri->tcp_fd = smcr_fd_label(tcp_fd); /* the number the application knows */
 	/* Confined (confine.h): a record without addresses rather than a killed process. */
 	len = sizeof(ss);
 	if (local)

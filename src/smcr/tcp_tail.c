@@ -76,7 +76,7 @@ int smcr_tail_continue_locked(struct smcr_sock *s, uint32_t reason, const char *
 		s->ops->settle(s->xc, true);
 		smcr_info("fd %d: this end goes on over TCP (%s); %llu bytes sent, %llu received"
 			  " over SMC",
-			  s->tcp_fd, why, (unsigned long long)s->bytes_sent,
+			  smcr_fd_label(s->tcp_fd), why, (unsigned long long)s->bytes_sent,
 			  (unsigned long long)s->bytes_received);
 	}
 	return rc;
@@ -135,7 +135,7 @@ void smcr_tail_begin(struct smcr_sock *s)
 	smcr_info("fd %d: the peer goes on over TCP (its socket left for a program outside the"
 		  " connection): %u bytes left to read here, %u of ours it never read go again"
 		  " over TCP",
-		  s->tcp_fd, smcr_rx_readable(s), unread);
+		  smcr_fd_label(s->tcp_fd), smcr_rx_readable(s), unread);
 	smcr_stats_conn_update(s);
 }
 

@@ -133,10 +133,11 @@ static void mark(int fd, uint32_t flag, const char *what)
 		return;
 	rc = map_op(BPF_MAP_UPDATE_ELEM, fd, &val, BPF_ANY);
 	if (rc)
-		smcr_dbg("fd %d: cannot mark for the SMC TCP option (%s): %s", fd, what,
+		smcr_dbg("fd %d: cannot mark for the SMC TCP option (%s): %s",
+			 smcr_fd_label(fd), what,
 			 strerror(-rc));
 	else
-		smcr_dbg("fd %d: marked for the SMC TCP option (%s)", fd, what);
+		smcr_dbg("fd %d: marked for the SMC TCP option (%s)", smcr_fd_label(fd), what);
 	errno = saved;
 }
 
@@ -163,10 +164,10 @@ void smcr_tcpopt_unserve(int listen_fd)
 		return;
 	rc = map_op(BPF_MAP_DELETE_ELEM, listen_fd, NULL, 0);
 	if (rc && rc != -ENOENT)
-		smcr_warn("fd %d: cannot withdraw the listener's SMC TCP option: %s", listen_fd,
-			  strerror(-rc));
+		smcr_warn("fd %d: cannot withdraw the listener's SMC TCP option: %s",
+			  smcr_fd_label(listen_fd), strerror(-rc));
 	else if (rc == 0)
-		smcr_dbg("fd %d: the listener no longer announces SMC", listen_fd);
+		smcr_dbg("fd %d: the listener no longer announces SMC", smcr_fd_label(listen_fd));
 	errno = saved;
 }
 

@@ -8,6 +8,8 @@
 # that a rule keeps on TCP (or a rules file not understood) is listed as
 # not-served with the rule's file:line, for as long as the socket is open: it
 # stays through a dup2 and its first fd's close, and goes with its last fd.
+# Records and log lines name the fds the program knows (never the library's
+# duplicates of them).
 source "$(dirname -- "${BASH_SOURCE[0]}")/smc_lib.sh"
 
 # Four connections, each echoes 1 MiB; held open until the release file exists.
@@ -24,7 +26,7 @@ for _ in range(4):
         got += c.recv(1 << 16)
     assert got == data, "echo differs"
     conns.append(c)
-print("ready", flush=True)
+print("ready", ",".join(str(c.fileno()) for c in conns), flush=True)
 while not os.path.exists(release):
     time.sleep(0.05)
 PY
@@ -86,6 +88,17 @@ assert len(conns) == 4, conns
 for c in conns:
     assert (c["pid"], c["mode"], c["role"], c["peer_port"]) == (cpid, "smc-shm", "client", port), c
     assert c["bytes_sent"] == c["bytes_received"] == 1 << 20, c' "$work/by-pid.json"
+
+# One numbering: the records and every log line name the fds the program knows,
+# never the library's own duplicates of them.
+cfds=$(awk '/^ready/ {print $2}' "$work/client.smcr.out")
+check "-p CLIENT: the records name the client's own fds ($cfds)" "
+fds = {int(f) for f in '$cfds'.split(',')}
+assert {c['fd'] for c in docs[0]['connections']} == fds, docs[0]['connections']" "$work/by-pid.json"
+logfds=$(grep -Eo '\bfd [0-9]+' "$work/client.smcr.err" | awk '{print $2}' | sort -un | paste -sd, -)
+[[ $logfds == "$(tr ',' '\n' <<<"$cfds" | sort -un | paste -sd, -)" ]] ||
+    fail "the client's log names fds $logfds, the program knows $cfds"
+log "the client's log names only its own fds ($logfds)"
 
 stat_json -l -c echo-srv >"$work/listeners.json"
 check "-l: the server's listener is served by the same-host registry" '
