@@ -438,7 +438,7 @@ int smcr_smc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 	struct smcr_sock *s = NULL;
 	struct ep_rec *r;
 	unsigned char mode;
-	int rc;
+	int rc, err;
 
 	if (!smcr_smc_enabled || smcr_guard_inside() || !smcr_preload_table_writable())
 		return smcr_real.epoll_ctl(epfd, op, fd, event);
@@ -470,6 +470,7 @@ int smcr_smc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 	} else {
 		rc = rec_del(e, r, op, s);
 	}
+	err = errno;
 	e->epoll_events = entry_epoll_events(e);
 	pthread_mutex_unlock(&ep_lock);
 	if (s) {
@@ -477,5 +478,10 @@ int smcr_smc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 		smcr_smc_note_io(fd);
 	}
 	smcr_fdtab_put(e);
+	/*
+	 * The answer's errno, not one of the bookkeeping's: libuv aborts when an
+	 * ADD fails with anything but EEXIST (it then retries as MOD).
+	 */
+	errno = err;
 	return rc;
 }

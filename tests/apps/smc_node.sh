@@ -36,13 +36,18 @@ node_servers smcr server
 pid=$server_pid
 node_clients plain plain-client
 assert_fallback_stats "node server, plain client" PEERNOSMC "$conns" "$pid"
-# ... then both ends: SMC on every connection.
-node_clients smcr client
-assert_smc_log client "$conns"
+# ... then both ends: SMC on every connection. Three rounds against the one
+# server: libuv aborts the process when an epoll_ctl fails with an errno it
+# does not expect, and a registration of a reused fd number meets the
+# library's bookkeeping only now and then.
+for round in 1 2 3; do
+    node_clients smcr "client$round"
+    assert_smc_log "client$round" "$conns"
+done
 read -r smc fallbacks _ <<<"$(mode_stats "$pid")"
-[[ $smc -ge $conns && $fallbacks -eq $conns ]] ||
-    fail "node server's stats: $smc SMC, $fallbacks fallback(s); expected $conns SMC more and no new fallback"
-log "node server: $smc SMC handshake(s) in its stats with the smcr client"
+[[ $smc -ge $((3 * conns)) && $fallbacks -eq $conns ]] ||
+    fail "node server's stats: $smc SMC, $fallbacks fallback(s); expected $((3 * conns)) SMC more and no new fallback"
+log "node server: $smc SMC handshake(s) in its stats with the smcr clients"
 stop_server "$pid"
 
 # One end, the other way: an smcr client to a plain server (no smcr listener
