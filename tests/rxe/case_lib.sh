@@ -85,6 +85,21 @@ wait_listening() {
     done
     return 1
 }
+# delete_mid_stream DEV PID OUT: once the client PID printed "streaming" into OUT, 'rdma
+# link delete DEV'; then both waited for: crc and drc (their exit codes), dsecs (from the delete)
+delete_mid_stream() {
+    local dev=$1 pid=$2 out=$3 dpid t0 i
+    for ((i = 0; i < 3000; i++)); do
+        grep -q '^streaming' "$out" && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    t0=$SECONDS
+    timeout 120 rdma link delete "$dev" & dpid=$!
+    crc=0; wait "$pid" || crc=$?
+    drc=0; wait "$dpid" || drc=$?
+    dsecs=$((SECONDS - t0))
+}
 child_of() { # PID of timeout's child (smc_run exec's the program); "" once timeout is gone
     local i pid
     # (each ps takes a second or more in a loaded guest: do not poll for an exited one)

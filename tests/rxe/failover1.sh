@@ -140,7 +140,7 @@ PY
 fields() { tr -d "(),'[]" <<< "$1"; }
 
 fail_first() { # CASE DEVICE PORT: the first link's DEVICE deleted while connection 1 streams
-    local c=$1 dev=$2 port=$3 spid cpid dpid crc drc t0 line re lgr i mydir side
+    local c=$1 dev=$2 port=$3 spid cpid crc drc dsecs line re lgr i mydir side
     if [[ $dev == rxe0 ]]; then side=client; else side=server; fi
     SMCR_TRANSPORT=rdma timeout 300 "$smc_run" -d python3 "$logs/fsrv.py" "$port" "$stat_tool" \
         $(((1 << 16) + bytes)) "$logs/$c.moved" > "$logs/$c.srv" 2> "$logs/$c.srverr" &
@@ -150,15 +150,7 @@ fail_first() { # CASE DEVICE PORT: the first link's DEVICE deleted while connect
     SMCR_TRANSPORT=rdma timeout 300 "$smc_run" -d python3 "$logs/fcli.py" "$port" "$stat_tool" \
         "$bytes" "$logs/$c.srverr" "$logs/$c.moved" > "$logs/$c.cli" 2> "$logs/$c.err" &
     cpid=$!
-    for ((i = 0; i < 3000; i++)); do
-        grep -q '^streaming' "$logs/$c.cli" && break
-        kill -0 "$cpid" 2>/dev/null || break
-        sleep 0.1
-    done
-    t0=$SECONDS
-    timeout 120 rdma link delete "$dev" & dpid=$!
-    crc=0; wait "$cpid" || crc=$?
-    drc=0; wait "$dpid" || drc=$?
+    delete_mid_stream "$dev" "$cpid" "$logs/$c.cli"
     # the server ends with the client's connections; one whose client failed early waits
     # for a connection that never comes
     for ((i = 0; i < 100; i++)); do kill -0 "$spid" 2>/dev/null || break; sleep 0.1; done
@@ -167,7 +159,7 @@ fail_first() { # CASE DEVICE PORT: the first link's DEVICE deleted while connect
     echo "    client: $(grep -E '^(before|after|third)' "$logs/$c.cli" | tr '\n' ';')"
     echo "    server: $(grep -aE '^(moved|served)' "$logs/$c.srv" | tr '\n' ';')"
     if grep -q "^echo ok" "$logs/$c.cli" && [[ $crc == 0 ]]; then
-        pass "($c) $dev deleted mid-stream: $(grep -m1 '^echo ok' "$logs/$c.cli"); delete done after $((SECONDS - t0))s"
+        pass "($c) $dev deleted mid-stream: $(grep -m1 '^echo ok' "$logs/$c.cli"); delete done after ${dsecs}s"
     else
         fail "($c) $dev deleted mid-stream: client exit $crc, delete exit $drc: $(tail -n 2 "$logs/$c.cli" | head -c 300)"
         grep -E 'link|ends|moved|abort|reset' "$logs/$c.err" | tail -n 6 | sed 's/^/    cli| /'

@@ -91,21 +91,6 @@ links_of() {
         END { if (g != "") print g }' | while read -r l; do tr ' ' '\n' <<< "$l" | sort | xargs; done
 }
 
-# delete_mid_stream DEV PID OUT: once the client PID printed "streaming" into OUT, 'rdma
-# link delete DEV'; then both waited for: crc and drc (their exit codes), dsecs (from the delete)
-delete_mid_stream() {
-    local dev=$1 pid=$2 out=$3 dpid t0 i
-    for ((i = 0; i < 3000; i++)); do
-        grep -q '^streaming' "$out" && break
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    t0=$SECONDS
-    timeout 120 rdma link delete "$dev" & dpid=$!
-    crc=0; wait "$pid" || crc=$?
-    drc=0; wait "$dpid" || drc=$?
-    dsecs=$((SECONDS - t0))
-}
 # logged_switch WHO LOG: smcr's log (SMC_DEBUG) says a second link went down and a
 # connection moved to the first
 logged_switch() {
