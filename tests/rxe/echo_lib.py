@@ -70,6 +70,17 @@ def serve(c, each=None):
     _echo(c, iter(lambda: c.recv(1 << 16), b""), each)
 
 
+def read_exactly(c, n):
+    """n bytes from c, or fewer if the stream ends first."""
+    got = bytearray()
+    while len(got) < n:
+        b = c.recv(n - len(got))
+        if not b:
+            break
+        got += b
+    return bytes(got)
+
+
 def send_and_check(c, data, sent, want, eof_ends=True):
     """Send data[sent:] on c (then SHUT_WR) while reading what comes back, and print the
     verdict a test greps: "intact SHA256" if exactly want came back, "garbage at N" at the

@@ -21,7 +21,7 @@ close, spawn); it prints "intact SHA256" when it did, "short N: ERROR" when the 
 the kernel's own SMC (IPPROTO_SMC), no smcr in it."""
 import hashlib, os, random, socket, sys
 
-from echo_lib import send_and_check
+from echo_lib import read_exactly, send_and_check
 
 HEAD = 64 << 10
 BANNER = bytes(range(256)) * 64  # 16 KiB
@@ -34,16 +34,6 @@ def pattern(size, seed=7):
 def expected(mode, size):
     """What the client must read."""
     return BANNER + (pattern(size, 8) if mode == "split" else pattern(HEAD + size)[HEAD:])
-
-
-def read_exactly(c, n):
-    got = bytearray()
-    while len(got) < n:
-        b = c.recv(n - len(got))
-        if not b:
-            break
-        got += b
-    return bytes(got)
 
 
 def child_exits(pid):

@@ -18,7 +18,7 @@ them the expected ones), "garbage at N" when a byte differs. afsmc: the client i
 kernel's own SMC (IPPROTO_SMC), no smcr in it."""
 import os, random, socket, subprocess, sys
 
-from echo_lib import send_and_check
+from echo_lib import read_exactly, send_and_check
 
 HEAD = 64 << 10
 PEEK = 128 << 10
@@ -27,16 +27,6 @@ BANNER = bytes(range(256)) * 800  # 200 KiB
 
 def pattern(size):
     return random.Random(7).randbytes(size)
-
-
-def read_exactly(c, n):
-    got = bytearray()
-    while len(got) < n:
-        b = c.recv(n - len(got))
-        if not b:
-            break
-        got += b
-    return bytes(got)
 
 
 def server(host, port, mode, size):
