@@ -66,14 +66,36 @@ static void rx_violation(struct smcr_sock *s, const char *what, const char *why)
 	smcr_close_abort_locked(s, ECONNRESET);
 }
 
-/* Validate both cursors before either is stored. */
-static bool rx_cursors_ok(struct smcr_sock *s, const struct smcr_cdc_msg *m)
+/*
+ * A producer cursor behind ours by no more than the ring: a peer that moved the
+ * connection to another link starts over from its last CDC it saw complete and
+ * writes those bytes again (Linux, smc_switch_cursor; protocol.md §6.6).  It
+ * does so before it tells us of the move (its DELETE LINK follows), so this
+ * cannot wait for a sign of failover.  Such a cursor changes nothing: ours
+ * stays, the rewritten bytes are the ones already counted, and none is
+ * delivered twice.  Further back than a ring, no peer has those bytes to send.
+ */
+static bool rx_prod_rewound(const struct smcr_sock *s, struct smcr_curs prod)
+{
+	uint32_t behind;
+
+	return smcr_curs_cmp(prod, s->rx_prod) < 0 &&
+	       smcr_curs_diff(prod, s->rx_prod, s->rmb_size, &behind);
+}
+
+/*
+ * Validate both cursors before either is stored; *take_prod says whether the
+ * producer cursor moves ours (false for a rewound one).
+ */
+static bool rx_cursors_ok(struct smcr_sock *s, const struct smcr_cdc_msg *m, bool *take_prod)
 {
 	enum smcr_cdc_err err;
 
+	*take_prod = !rx_prod_rewound(s, m->prod);
 	/* Producer cursor into our RMB: at most one ring ahead of what we consumed. */
-	err = smcr_cdc_curs_check_ring(s->rx_prod, m->prod, s->rmb_size);
-	if (err == SMCR_CDC_ERR_NONE)
+	err = smcr_cdc_curs_check_ring(s->rx_prod, *take_prod ? m->prod : s->rx_prod,
+				       s->rmb_size);
+	if (err == SMCR_CDC_ERR_NONE && *take_prod)
 		err = smcr_cdc_curs_check(s->rx_prod, m->prod,
 					  smcr_curs_advance(s->rx_cons, s->rmb_size, s->rmb_size),
 					  s->rmb_size);
@@ -97,6 +119,7 @@ void smcr_rx_ctrl(struct smcr_sock *s, const uint8_t wire[SMCR_CDC_MSG_LEN])
 	struct smcr_cdc_msg m;
 	enum smcr_cdc_err err;
 	uint8_t before = s->peer_conn_flags;
+	bool take_prod;
 
 	if (smcr_cdc_decode(wire, SMCR_CDC_MSG_LEN, &m, &err) != SMCR_WIRE_OK) {
 		rx_violation(s, "a malformed CDC", smcr_cdc_err_str(err));
@@ -132,9 +155,14 @@ void smcr_rx_ctrl(struct smcr_sock *s, const uint8_t wire[SMCR_CDC_MSG_LEN])
 	s->rx_seqno_valid = true;
 	s->peer_relinked_quiet = false; /* its current consumer cursor, sent on the live link */
 
-	if (!rx_cursors_ok(s, &m))
+	if (!rx_cursors_ok(s, &m, &take_prod))
 		return;
-	s->rx_prod = m.prod;
+	if (take_prod)
+		s->rx_prod = m.prod;
+	else
+		smcr_dbg("fd %d: the peer's producer cursor is behind ours (it writes again what"
+			   " it sent before a link moved): ours stays",
+			   smcr_fd_label(s->tcp_fd));
 	if (smcr_curs_cmp(m.cons, s->tx_cons) != 0)
 		s->tx_blocked_sent = false; /* space freed: a new episode may block */
 	s->tx_cons = m.cons;

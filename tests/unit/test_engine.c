@@ -928,7 +928,38 @@ static void test_hostile_producer_cursor_too_far_ahead(void **state)
 static void test_hostile_producer_cursor_backwards(void **state)
 {
 	(void)state;
-	hostile_case((struct smcr_curs){ .wrap = 0xFFFF, .count = 100 }, (struct smcr_curs){ 0, 0 });
+	/* More than a ring behind: no peer still holds bytes that old to write again. */
+	hostile_case((struct smcr_curs){ .wrap = 0xFFFE, .count = 100 }, (struct smcr_curs){ 0, 0 });
+}
+
+/*
+ * A peer that moved the connection to another link rewinds its producer
+ * cursor to its last completed CDC and writes those bytes again (Linux,
+ * smc_switch_cursor), here behind even what we consumed.  Nothing is delivered
+ * twice, nothing new appears, and the connection goes on.
+ */
+static void test_rewound_producer_cursor_changes_nothing(void **state)
+{
+	static const char data[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				   "0123456789abcdefghijklmnopqrstuvwxyzABCDEF";
+	char buf[128];
+	struct pair p;
+
+	(void)state;
+	pair_open(&p, RING_SMALL);
+	assert_int_equal(smcr_sock_send(p.c, data, 100, 0), 100);
+	assert_int_equal(sock_recv(p.s, buf, 50, MSG_WAITALL), 50);
+	post_raw_cdc(p.c, (struct smcr_curs){ .wrap = 0, .count = 40 }, (struct smcr_curs){ 0, 0 });
+	assert_int_equal(sock_recv(p.s, buf, sizeof(buf), MSG_DONTWAIT), 50);
+	assert_memory_equal(buf, data + 50, 50);
+	assert_int_equal(sock_recv(p.s, buf, sizeof(buf), MSG_DONTWAIT), -EAGAIN);
+	assert_int_not_equal(p.s->state, SMCR_CONN_ABORTED);
+	/* The bytes after the old cursor arrive once, and only they. */
+	assert_int_equal(smcr_sock_send(p.c, "after", 5, 0), 5);
+	assert_int_equal(sock_recv(p.s, buf, 5, MSG_WAITALL), 5);
+	assert_memory_equal(buf, "after", 5);
+	assert_int_equal(smcr_sock_readable_bytes(p.s), 0);
+	pair_close(&p);
 }
 
 static void test_hostile_consumer_cursor_unwritten(void **state)
@@ -1679,6 +1710,7 @@ int main(void)
 		cmocka_unit_test(test_hostile_producer_cursor_outside_ring),
 		cmocka_unit_test(test_hostile_producer_cursor_too_far_ahead),
 		cmocka_unit_test(test_hostile_producer_cursor_backwards),
+		cmocka_unit_test(test_rewound_producer_cursor_changes_nothing),
 		cmocka_unit_test(test_hostile_consumer_cursor_unwritten),
 		cmocka_unit_test(test_hostile_bad_token),
 		cmocka_unit_test(test_non_clc_first_bytes_are_tcp),
