@@ -257,6 +257,36 @@ bool smcr_ib_port_removed(struct smcr_ib_port *port)
 	return port->removed;
 }
 
+int smcr_ib_watch_additions(void)
+{
+	int fd = smcr_libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	fd = smcr_sys_fd_high(fd);
+	if (inotify_add_watch(fd, IB_DEV_DIR, IN_CREATE | IN_MOVED_TO) < 0) {
+		smcr_sys_close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+bool smcr_ib_additions_read(int fd)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	bool added = false;
+	ssize_t n;
+
+	while (fd >= 0 && (n = smcr_libc.read(fd, buf, sizeof(buf))) > 0)
+		for (ssize_t off = 0; off + (ssize_t)sizeof(struct inotify_event) <= n;) {
+			const struct inotify_event *ev = (const void *)(buf + off);
+
+			added |= (ev->mask & (IN_CREATE | IN_MOVED_TO)) != 0;
+			off += (ssize_t)sizeof(*ev) + ev->len;
+		}
+	return added;
+}
+
 static int dev_name_cmp(const void *a, const void *b)
 {
 	return strcmp(ibv_get_device_name(*(struct ibv_device *const *)a),

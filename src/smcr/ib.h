@@ -125,6 +125,15 @@ int smcr_ib_port_open_subnet(const struct smcr_ib_port *primary,
  */
 bool smcr_ib_port_removed(struct smcr_ib_port *port);
 
+/*
+ * A device appearing (`rdma link add`, a driver bound: a node created in
+ * /dev/infiniband): an inotify fd that turns readable then, for the caller's
+ * poll set, or -1 (no inotify, no such directory).  smcr_ib_additions_read()
+ * drains it: true if a node appeared.
+ */
+int smcr_ib_watch_additions(void);
+bool smcr_ib_additions_read(int fd);
+
 void smcr_ib_port_close(struct smcr_ib_port *port);
 
 /*

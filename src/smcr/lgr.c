@@ -32,6 +32,7 @@ struct smcr_lgr_list smcr_lgrs = {
 	.mu = PTHREAD_MUTEX_INITIALIZER,
 	.idle_ms = SMCR_LGR_IDLE_MS,
 	.worker_kick_fd = -1,
+	.devwatch_fd = -1,
 };
 static uint32_t next_id;       /* the last group's id; list mutex */
 static uint8_t instance[2];    /* our peer id's per-process part; list mutex */
@@ -79,6 +80,9 @@ void smcr_lgr_fork_child(void)
 	if (smcr_lgrs.worker_kick_fd >= 0) /* the parent's worker reads it */
 		smcr_sys_close(smcr_lgrs.worker_kick_fd);
 	smcr_lgrs.worker_kick_fd = -1;
+	if (smcr_lgrs.devwatch_fd >= 0) /* (its events are the parent worker's) */
+		smcr_sys_close(smcr_lgrs.devwatch_fd);
+	smcr_lgrs.devwatch_fd = -1;
 	pthread_mutex_unlock(&smcr_lgrs.mu);
 }
 

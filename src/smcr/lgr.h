@@ -120,10 +120,12 @@
  * link it dropped already, as the kernel's server does.  The group goes on
  * with one link, and later connections go on it; the peer still finds the
  * group by its peer id (one per process, whichever device) and the GIDs of
- * the link left.  Not built: adding a link again (the kernel's server tries
- * at once after the DELETE LINK flow, smc_llc_add_link_local(), with no
- * second device on the same one, SMC_LGR_ASYMMETRIC_LOCAL, and again when
- * a device's port comes up, smcr_port_add()).  SMC-Rv1 is not spoken
+ * the link left.  A server's group then adds a second link again
+ * (lgr_readd.c), as the kernel's: at once, and again when an RDMA device
+ * appears (`rdma link add`), a few attempts each; a client answers that ADD
+ * LINK as the first one (it does not ask for one itself: the kernel's
+ * REQ ADD LINK is not sent).  Not built: a second link on the same device
+ * (the kernel's SMC_LGR_ASYMMETRIC_LOCAL).  SMC-Rv1 is not spoken
  * by the verbs transport at all; a v2.0 peer (no max_links in CLC) gets one
  * link.
  */
@@ -312,6 +314,9 @@ struct smcr_lgr {
 	uint64_t stat_link_switches; /* connections moved by failover */
 	uint64_t stat_rmb_rescues;   /* unread bytes held aside for a silent peer (rx.c) */
 	uint64_t rkey_confirms_sent, rkey_confirms_answered; /* our CONFIRM RKEY requests */
+	/* server: adding a second link again (lgr_readd.c): attempts left, the next one's time */
+	uint8_t readd_left;
+	int64_t readd_at_ms, readd_gap_ms;
 	struct smcr_stats_lgr *stats; /* its record for smcr-stat linkgroup, or NULL */
 };
 

@@ -164,6 +164,8 @@ static void link_down_locked(struct smcr_lgr *g, const char *why, bool peer_aske
 		smcr_lgr_llc_send_delete_link_one(g, g->alt.link_num, SMCR_LLC_DEL_LOST_PATH);
 	smcr_lgr_alt_close(g);
 	smcr_lgr_publish_locked(g);
+	/* as the kernel's server: another path, at once */
+	smcr_lgr_readd_arm_locked(g, 0, "a link was lost");
 }
 
 void smcr_lgr_alt_down_locked(struct smcr_lgr *g, const char *why, bool peer_asked)
@@ -363,18 +365,27 @@ int smcr_lgr_alt_open(struct smcr_lgr *g, const struct smcr_ib_qp_info *peer, ui
 	return 0;
 }
 
+int smcr_lgr_alt_reserve_locked(struct smcr_lgr *g)
+{
+	int rc = g->alt.port ? -EBUSY
+			     : smcr_ib_port_open_subnet(g->port, g->key.peer_gid, &g->alt.port);
+
+	if (rc == 0) {
+		g->alt.state = SMCR_LGR_LINK_ADDING; /* since_ms 0: ADD LINK not sent yet */
+		/* a link id of its own (1..255; after a failover the first link's may be 2) */
+		g->alt.link_num = (uint8_t)(g->link_num % 255 + 1);
+	} else if (rc != -EBUSY) {
+		g->alt.port = NULL;
+	}
+	return rc;
+}
+
 int smcr_lgr_alt_reserve(struct smcr_lgr *g)
 {
 	int rc;
 
 	pthread_mutex_lock(&g->mu);
-	rc = g->alt.port ? -EBUSY : smcr_ib_port_open_subnet(g->port, g->key.peer_gid, &g->alt.port);
-	if (rc == 0) {
-		g->alt.state = SMCR_LGR_LINK_ADDING; /* since_ms 0: ADD LINK not sent yet */
-		g->alt.link_num = g->link_num + 1;
-	} else if (rc != -EBUSY) {
-		g->alt.port = NULL;
-	}
+	rc = smcr_lgr_alt_reserve_locked(g);
 	pthread_mutex_unlock(&g->mu);
 	return rc;
 }

@@ -15,6 +15,7 @@
  *                   per link, moving connections off a link that fails
  *                   (either: the second takes the first's place)
  *   lgr_llc.c       LLC flows: what we send, one handler a message type
+ *   lgr_readd.c     a server's group left with one link adds a second again
  *
  * Locks (the engine-wide order is in engine.c):
  *   smcr_lgrs.mu   protects the list and its fields below; taken before a
@@ -44,6 +45,7 @@ struct smcr_lgr_list {
 	int idle_ms;             /* how long an unused group is kept */
 	bool worker_running;
 	int worker_kick_fd;      /* eventfd waking the worker: made under mu, read atomically */
+	int devwatch_fd;         /* devices appearing (the worker's); -1 not made, -2 none */
 };
 extern struct smcr_lgr_list smcr_lgrs;
 
@@ -97,6 +99,8 @@ void smcr_lgr_llc_send_delete_link(struct smcr_lgr *lgr, uint32_t reason, bool o
 void smcr_lgr_llc_send_delete_link_one(struct smcr_lgr *lgr, uint8_t link_num, uint32_t reason);
 /* CONFIRM RKEY (confirm) or DELETE RKEY of one RMB, v2, no response awaited. */
 int smcr_lgr_llc_send_rkey(struct smcr_lgr *lgr, bool confirm, uint32_t rkey, uint64_t vaddr);
+/* Server: a device was reserved (ADDING, since_ms 0): its QP, buffers and ADD LINK. */
+void smcr_lgr_llc_srv_add_link(struct smcr_lgr *lgr);
 /* Server: the ADD LINK or CONFIRM LINK of the second link went unanswered: give it up. */
 void smcr_lgr_llc_alt_timeout(struct smcr_lgr *lgr);
 
@@ -104,6 +108,8 @@ void smcr_lgr_llc_alt_timeout(struct smcr_lgr *lgr);
 /* Open it towards the peer's QP `peer` on another device; register every buffer on it. */
 int smcr_lgr_alt_open(struct smcr_lgr *lgr, const struct smcr_ib_qp_info *peer,
 		      uint8_t link_num);
+/* smcr_lgr_alt_reserve (lgr.h), the group mutex held. */
+int smcr_lgr_alt_reserve_locked(struct smcr_lgr *lgr);
 /* Server: the reserved device's QP (INIT) and every buffer on its PD.  0 or -errno (closed). */
 int smcr_lgr_alt_start(struct smcr_lgr *lgr);
 /* The second link's QP to RTS towards the peer's new QP.  0 or -errno. */
@@ -126,6 +132,15 @@ bool smcr_lgr_first_down_locked(struct smcr_lgr *g, const char *why, bool peer_a
 struct smcr_lgr_rtoken *smcr_lgr_rtoken_get_locked(struct smcr_lgr *lgr, unsigned link,
 						   uint32_t rkey);
 void smcr_lgr_rtoken_del_locked(struct smcr_lgr *lgr, unsigned link, uint32_t rkey);
+
+/*
+ * lgr_readd.c, group mutex held: a server's group left with one link adds a
+ * second again.  _arm: a link was lost or a device appeared (`why`, logged);
+ * up to a few attempts, the first `delay_ms` from now.  _tick (the worker): the attempt
+ * due, if any; *next: when to look again.
+ */
+void smcr_lgr_readd_arm_locked(struct smcr_lgr *lgr, int64_t delay_ms, const char *why);
+void smcr_lgr_readd_tick_locked(struct smcr_lgr *lgr, int64_t now, int64_t *next);
 
 /* lgr_buf.c */
 /* Register b on the second link's PD too.  0 or -errno. */

@@ -23,7 +23,9 @@
  *                 LINK goes out on it and its answer makes the link UP; a
  *                 reject or none within 2 s, or no CONFIRM LINK answer
  *                 within 5 s, drops it: one link).  A positive answer too
- *                 long to keep is taken by its head (no rkey list).
+ *                 long to keep is taken by its head (no rkey list).  The
+ *                 same again when a group left with one link adds a
+ *                 second (lgr_readd.c).
  *                 Client role, SMC-Rv2, max_links 2: if the route to the
  *                 server's new GID leaves from another RDMA device of ours
  *                 (smcr_ib_port_open_alt), answered as
@@ -262,7 +264,7 @@ static void note_add_link_rkeys(struct smcr_lgr *g, unsigned link,
  * smc_llc_srv_add_link(); the answer is awaited for SMCR_LGR_LLC_WAIT_MS
  * (the worker gives it up then).
  */
-static void srv_add_link(struct smcr_lgr *g)
+void smcr_lgr_llc_srv_add_link(struct smcr_lgr *g)
 {
 	struct smcr_ib_qp_info own;
 	struct smcr_llc_msg *m;
@@ -478,6 +480,7 @@ struct llc_rx {
 static void second_link_confirmed(struct smcr_lgr *g)
 {
 	g->alt.state = SMCR_LGR_LINK_UP;
+	g->readd_left = 0;
 	smcr_info("verbs: link group %u: second link %u up on %s (peer QP %u)", g->id,
 		  g->alt.link_num, g->alt.port->name, g->alt.peer_qpn);
 }
@@ -516,7 +519,7 @@ static void confirm_first_link(const struct llc_rx *rx)
 	}
 	g->state = SMCR_LGR_ACTIVE;
 	if (rx->server && g->alt.state == SMCR_LGR_LINK_ADDING && !g->alt.since_ms)
-		srv_add_link(g);
+		smcr_lgr_llc_srv_add_link(g);
 }
 
 static void llc_rx_confirm_link(const struct llc_rx *rx)

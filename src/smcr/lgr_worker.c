@@ -20,7 +20,8 @@
  * answered when they arrive: the worker sleeps in poll() on the channel fd
  * (g->epfd, every link's completion channel) of each group that no
  * application thread drained for SMCR_LGR_LLC_WATCH_MS, beside its own
- * eventfd (kicks) and the device's event and removal fds.  An idle process
+ * eventfd (kicks), the device's event and removal fds and an inotify fd
+ * on /dev/infiniband (a device appearing: lgr_readd.c).  An idle process
  * thus sleeps until a message, a device event or a deadline (keepalive,
  * teardown): no periodic wake-up.  While application threads take a
  * group's completions, the worker leaves its channel alone (no herd: they
@@ -77,6 +78,7 @@
 #include "smcr/sys.h"
 
 #define LGR_CLIENT_IDLE_EXTRA_MS 2000 /* see tick_locked() */
+#define LGR_DEV_SETTLE_MS 1000 /* a device just appeared: its GIDs and port come up */
 #define LGR_WATCH_FDS 4 /* poll entries per watched group, at most (watch_fds_locked) */
 
 static void *worker(void *arg);
@@ -188,6 +190,7 @@ static bool tick_locked(struct smcr_lgr *g, int64_t now, int64_t *next, bool *wa
 		else if (due < *next)
 			*next = due;
 	}
+	smcr_lgr_readd_tick_locked(g, now, next); /* a second link again, lgr_readd.c */
 	keepalive = keepalive_ms();
 	if (g->testlink_sent_ms) {
 		if (g->last_rx_ms > g->testlink_sent_ms) {
@@ -249,6 +252,8 @@ struct worker_round {
 	int64_t next;         /* the earliest deadline seen */
 	struct pollfd *pfd;   /* [0]: the kick eventfd, then each watched group's */
 	size_t n, cap;
+	int devwatch;         /* pfd's entry for devices appearing, or -1 */
+	bool dev_added;       /* one appeared: single-link groups try a second link again */
 };
 
 static void wake_by(struct worker_round *r, int64_t at)
@@ -272,6 +277,8 @@ static bool visit(struct worker_round *r, struct smcr_lgr *g)
 		return false;
 	}
 	seen = delivered_locked(g);
+	if (r->dev_added)
+		smcr_lgr_readd_arm_locked(g, LGR_DEV_SETTLE_MS, "an RDMA device appeared");
 	go = tick_locked(g, r->now, &r->next, &watch);
 	if (go && g->state != SMCR_LGR_DEAD && g->connected) {
 		/* idle: tell the peer, as the kernel (all links, orderly) */
@@ -300,7 +307,7 @@ static bool visit(struct worker_round *r, struct smcr_lgr *g)
 /* Room for the kick fd and every group's watch fds (on no memory: what there is). */
 static void round_start(struct worker_round *r)
 {
-	size_t want = 2 + LGR_WATCH_FDS * (size_t)smcr_lgrs.num;
+	size_t want = 3 + LGR_WATCH_FDS * (size_t)smcr_lgrs.num;
 	int requests = smcr_fork_request_fd();
 
 	/* no deadline anywhere: a day; a wake-up is an event, a kick or a deadline */
@@ -320,6 +327,17 @@ static void round_start(struct worker_round *r)
 	/* forked processes' requests for the connections this process runs (fork_tail.c) */
 	if (r->cap > 1 && requests >= 0)
 		r->pfd[r->n++] = (struct pollfd){ .fd = requests, .events = POLLIN };
+	/* devices appearing (`rdma link add`): a group left with one link tries again */
+	r->devwatch = -1;
+	if (smcr_lgrs.devwatch_fd == -1) { /* -2: cannot be watched here, not tried again */
+		int fd = smcr_ib_watch_additions();
+
+		smcr_lgrs.devwatch_fd = fd >= 0 ? fd : -2;
+	}
+	if (r->cap > 2 && smcr_lgrs.devwatch_fd >= 0) {
+		r->devwatch = (int)r->n;
+		r->pfd[r->n++] = (struct pollfd){ .fd = smcr_lgrs.devwatch_fd, .events = POLLIN };
+	}
 }
 
 /* List mutex dropped: until the next deadline, a kick or a watched fd's event. */
@@ -331,8 +349,11 @@ static void round_sleep(struct worker_round *r)
 	if (r->next > now)
 		timeout = r->next - now > 86400000 ? 86400000 : (int)(r->next - now);
 	/* n == 0 (no memory): a plain sleep */
+	r->dev_added = false;
 	if (smcr_libc.poll(r->pfd, r->n, timeout) <= 0)
 		return;
+	if (r->devwatch >= 0 && (r->pfd[r->devwatch].revents & POLLIN))
+		r->dev_added = smcr_ib_additions_read(r->pfd[r->devwatch].fd);
 	if (r->pfd[0].revents & POLLIN) {
 		uint64_t v;
 
