@@ -85,10 +85,12 @@ wait_listening() {
     done
     return 1
 }
-# delete_mid_stream DEV PID OUT: once the client PID printed "streaming" into OUT, 'rdma
-# link delete DEV'; then both waited for: crc and drc (their exit codes), dsecs (from the delete)
+# delete_mid_stream DEV PID OUT [THEN]: once the client PID printed "streaming" into OUT,
+# 'rdma link delete DEV'; then the command THEN, if given (it sees the delete's pid as
+# $dpid: it must not wait for it); then both waited for: crc and drc (their exit codes),
+# dsecs (from the delete)
 delete_mid_stream() {
-    local dev=$1 pid=$2 out=$3 dpid t0 i
+    local dev=$1 pid=$2 out=$3 then=${4:-} dpid t0 i
     for ((i = 0; i < 3000; i++)); do
         grep -q '^streaming' "$out" && break
         kill -0 "$pid" 2>/dev/null || break
@@ -96,6 +98,7 @@ delete_mid_stream() {
     done
     t0=$SECONDS
     timeout 120 rdma link delete "$dev" & dpid=$!
+    [[ -z $then ]] || $then
     crc=0; wait "$pid" || crc=$?
     drc=0; wait "$dpid" || drc=$?
     dsecs=$((SECONDS - t0))

@@ -18,7 +18,9 @@
 # counted, and the link group alive with one link, on the second device; the other
 # side's connection moved too (its log); and a third connection, 10.77.0.3 -> 10.77.0.4
 # (the only device pair left), reuses that same group on both sides.  The device is
-# re-added (with its PNET id) after each case.
+# re-added (with its PNET id) once the client asks: the server adds the group's second link
+# again (its log; smcr-stat on both sides: two links, the new one on the device that came
+# back), and a fourth connection, 10.77.0.3 -> 10.77.0.4, reuses the group on that link.
 # FAILOVER1_CASES (default "a b") runs only some; FAILOVER1_LOGS keeps the logs there (a
 # directory the guest shares: inside the checkout).  Prints TAP (tests/rxe/case_lib.sh).
 set -u
@@ -40,10 +42,10 @@ mkdir -p -m 0700 "$XDG_RUNTIME_DIR"
 export SMCR_UEID=RXE-VM
 cases=" ${FAILOVER1_CASES:-a b} "
 
-# The server: three connections, each echoed; for each, its smcr-stat record (mode, link
-# group, device) at its first bytes, and for the first also once `moved_at` bytes are
-# echoed (before the client closes it: the client waits for that line); at the end its
-# link groups and the process's link switches.
+# The server: four connections, each echoed; for each, its smcr-stat record (mode, link
+# group, device) at its first bytes (the fourth's with the server's link groups then), and
+# for the first also once `moved_at` bytes are echoed (before the client closes it: the
+# client waits for that line) with its link groups and the process's link switches.
 cat > "$logs/fsrv.py" <<'PY'
 import json, os, socket, subprocess, sys, threading
 sys.path.insert(0, os.path.dirname(sys.argv[0])); import echo_lib
@@ -65,11 +67,13 @@ def groups():
     return [(g["id"], g["state"], [k["device"] for k in g["links"] or []])
             for g in stat("linkgroups", "--json")["link_groups"]]
 def serve(c, i):
-    rec, moved = None, None
+    rec, moved, grp = None, None, ""
     def each(done):
-        nonlocal rec, moved
+        nonlocal rec, moved, grp
         if rec is None:
             rec = record(c)
+            grp = f" groups={groups()}" if i == 4 else ""
+
         if i == 1 and moved is None and done >= moved_at:
             moved = record(c)
             sw = stat("stats", "--json")["total"].get("link_switches")
@@ -79,10 +83,10 @@ def serve(c, i):
                 f.write(line + "\n")
             os.replace(moved_file + ".tmp", moved_file)
     echo_lib.serve(c, each)
-    say(f"served {i}: {rec}")
+    say(f"served {i}: {rec}{grp}")
 print("listening", flush=True)
 ts = []
-for i in (1, 2, 3):
+for i in (1, 2, 3, 4):
     c, _ = l.accept()
     t = threading.Thread(target=serve, args=(c, i)); t.start(); ts.append(t)
 for t in ts:
@@ -92,7 +96,7 @@ PY
 cat > "$logs/fcli.py" <<'PY'
 import json, os, socket, subprocess, sys, time
 sys.path.insert(0, os.path.dirname(sys.argv[0])); import echo_lib
-port, smcr_stat, size, srvlog, moved = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+port, smcr_stat, size, srvlog, moved, added = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
 env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
 def stat(*args):
     return json.loads(subprocess.run([smcr_stat, *args, "-p", str(os.getpid())], env=env,
@@ -130,9 +134,24 @@ wait_for(moved, "moved 1:", 60) # the server's record of it first, while it is l
 c3 = socket.create_connection(("10.77.0.4", port), source_address=("10.77.0.3", 0))
 ok3 = echo_lib.echo(c3, small)
 print(f"third: {record(c3)} echo {'ok' if ok3 else 'BAD'} groups={groups()}", flush=True)
-c3.close(); c2.close(); c1.close()
-if not (ok and ok2 and ok3):
-    sys.exit(f"FAIL: small echoes: before {ok}, second connection after {ok2}, third {ok3}")
+# the device comes back (the test adds it once it reads this line): the server adds the
+# second link again; a fourth connection on the pair left reuses the group, on the new
+# link (the one with fewer connections)
+print("re-add the device", flush=True)
+wait_for(added, "added", 180)
+r3 = record(c3)
+lgr = r3[1] if r3 else None
+for _ in range(600):
+    if [g for g in groups() if g[0] == lgr and len(g[2]) == 2]:
+        break
+    time.sleep(0.1)
+print(f"again: groups={groups()}", flush=True)
+c4 = socket.create_connection(("10.77.0.4", port), source_address=("10.77.0.3", 0))
+ok4 = echo_lib.echo(c4, small)
+print(f"fourth: {record(c4)} echo {'ok' if ok4 else 'BAD'} groups={groups()}", flush=True)
+c4.close(); c3.close(); c2.close(); c1.close()
+if not (ok and ok2 and ok3 and ok4):
+    sys.exit(f"FAIL: small echoes: before {ok}, second connection after {ok2}, third {ok3}, fourth {ok4}")
 print(f"echo ok: {size >> 20} MiB, sha256 equal; longest pause {gap:.2f}s (after {gap_at >> 10} KiB); the second connection echoes after it", flush=True)
 PY
 
@@ -140,7 +159,7 @@ PY
 fields() { tr -d "(),'[]" <<< "$1"; }
 
 fail_first() { # CASE DEVICE PORT: the first link's DEVICE deleted while connection 1 streams
-    local c=$1 dev=$2 port=$3 spid cpid crc drc dsecs line re lgr i mydir side
+    local c=$1 dev=$2 port=$3 spid cpid crc drc dsecs line re lgr clgr i mydir side
     if [[ $dev == rxe0 ]]; then side=client; else side=server; fi
     SMCR_TRANSPORT=rdma timeout 300 "$smc_run" -d python3 "$logs/fsrv.py" "$port" "$stat_tool" \
         $(((1 << 16) + bytes)) "$logs/$c.moved" > "$logs/$c.srv" 2> "$logs/$c.srverr" &
@@ -148,9 +167,9 @@ fail_first() { # CASE DEVICE PORT: the first link's DEVICE deleted while connect
     wait_listening "$port" || echo "    (smcr server not listening)"
     # (the second connection is made once the server's log says "second link 2 up on rxe3")
     SMCR_TRANSPORT=rdma timeout 300 "$smc_run" -d python3 "$logs/fcli.py" "$port" "$stat_tool" \
-        "$bytes" "$logs/$c.srverr" "$logs/$c.moved" > "$logs/$c.cli" 2> "$logs/$c.err" &
+        "$bytes" "$logs/$c.srverr" "$logs/$c.moved" "$logs/$c.added" > "$logs/$c.cli" 2> "$logs/$c.err" &
     cpid=$!
-    delete_mid_stream "$dev" "$cpid" "$logs/$c.cli"
+    delete_mid_stream "$dev" "$cpid" "$logs/$c.cli" "readd_when_asked $dev $logs/$c"
     # the server ends with the client's connections; one whose client failed early waits
     # for a connection that never comes
     for ((i = 0; i < 100; i++)); do kill -0 "$spid" 2>/dev/null || break; sleep 0.1; done
@@ -186,6 +205,7 @@ fail_first() { # CASE DEVICE PORT: the first link's DEVICE deleted while connect
     [[ $line =~ ^third:\ smc-r\ $lgr\ rxe2\ echo\ ok ]] &&
         pass "($c) client: a third connection (10.77.0.3 -> 10.77.0.4) reuses group $lgr on rxe2" ||
         fail "($c) client third connection: '$line' (want smc-r in group $lgr on rxe2)"
+    clgr=$lgr
     # the server's view: connection 1 on rxe1 then rxe3, the others on rxe3, one group
     line=$(fields "$(grep -am1 '^moved 1:' "$logs/$c.moved")")
     re='^moved 1: smc-r ([0-9]+) rxe1 -> smc-r ([0-9]+) rxe3 switches=([0-9]+) groups= *([0-9]+) active rxe3 *$'
@@ -208,7 +228,44 @@ fail_first() { # CASE DEVICE PORT: the first link's DEVICE deleted while connect
     grep -q "moved to another link" "$logs/$c.err" && grep -q "moved to another link" "$logs/$c.srverr" &&
         pass "($c) both sides moved the connection: client '$(grep -m1 -o 'moved to another link.*' "$logs/$c.err")', server '$(grep -m1 -o 'moved to another link.*' "$logs/$c.srverr")'" ||
         fail "($c) not both sides logged the move"
+    # the device back: the server added the second link again, and the fourth connection
+    # reused the group on it (the link with fewer connections)
+    line=$(fields "$(grep -m1 '^again:' "$logs/$c.cli")")
+    re="groups=.*$clgr active rxe2 rxe0( |\$)"
+    [[ $line =~ $re ]] &&
+        pass "($c) client: $dev back, group $clgr has two links again (rxe2, rxe0): $line" ||
+        fail "($c) client after $dev came back: '$line' (want group $clgr active on rxe2 and rxe0)"
+    line=$(fields "$(grep -m1 '^fourth:' "$logs/$c.cli")")
+    [[ $line =~ ^fourth:\ smc-r\ $clgr\ rxe0\ echo\ ok ]] &&
+        pass "($c) client: a fourth connection reuses group $clgr on its new link (rxe0)" ||
+        fail "($c) client fourth connection: '$line' (want smc-r in group $clgr on rxe0)"
+    line=$(fields "$(grep -am1 '^served 4:' "$logs/$c.srv")")
+    re="^served 4: smc-r $lgr rxe1 groups= *$lgr active rxe3 rxe1 *\$"
+    [[ $line =~ $re ]] &&
+        pass "($c) server: the fourth connection on rxe1 in group $lgr, two links again: $line" ||
+        fail "($c) server fourth connection: '$line' (want rxe1 in group $lgr, active on rxe3 and rxe1)"
+    if grep -q "adding a second link on rxe1" "$logs/$c.srverr" &&
+        grep -q "second link [0-9]* up on rxe1" "$logs/$c.srverr"; then
+        pass "($c) server log: '$(grep -m1 -o 'adding a second link on rxe1.*' "$logs/$c.srverr")', '$(grep -m1 -o 'second link [0-9]* up on rxe1.*' "$logs/$c.srverr")'"
+    else
+        fail "($c) server log: no second link added again on rxe1"
+        grep -E 'second link|attempt|appeared' "$logs/$c.srverr" | tail -n 6 | sed 's/^/    srv| /'
+    fi
+    restore "$dev" # (done already, unless the client never asked)
+}
+# readd_when_asked DEVICE LOGS: once the client asks (and DEVICE's delete is done), DEVICE
+# comes back; then LOGS.added says so to the client
+readd_when_asked() {
+    local dev=$1 at=$2 i
+    for ((i = 0; i < 3000; i++)); do
+        grep -q '^re-add the device' "$at.cli" && break
+        kill -0 "$cpid" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    for ((i = 0; i < 1200; i++)); do kill -0 "$dpid" 2>/dev/null || break; sleep 0.1; done
     restore "$dev"
+    echo "    $dev added again"
+    echo added > "$at.added"
 }
 restore() { # DEVICE: back for the next case, with its PNET id and its GID
     local dev=$1 i
