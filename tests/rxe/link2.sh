@@ -46,7 +46,9 @@
 #       (default 16) echo: the echo completes with equal sha256, smcr-stat on the server shows
 #       it on rxe1 afterwards with a link switch counted, the server's log says the second
 #       link went down and the connection moved, and the kernel client's group carrying
-#       them goes on with one link (rxe0): our DELETE LINK moved its side.  The echo reads
+#       them goes on with one link (rxe0): our DELETE LINK moved its side.  Then rxe3 is
+#       added again: the server adds its second link again (its log) and the kernel
+#       client's group has two links again (rxe0, rxe2).  The echo reads
 #       nothing while its write waits, so when the kernel's consumer-cursor update is lost
 #       with the link (protocol.md §6.6) only the server's RMB rescue lets it finish: the
 #       rescues smcr-stat linkgroup counts are the ones the server's log names;
@@ -177,7 +179,7 @@ fi
 # link (rxe3, the link with fewer connections).  While the second streams a SRVMIB MiB
 # echo, rxe3 is deleted, then re-added for later cases.
 srv_fail_over() {
-    local c=$1 port=$2 spid cpid crc drc dsecs used recs re
+    local c=$1 port=$2 spid cpid crc drc dsecs used recs re added
     local -a pre=()
     if rxe-vm-smc links 2>/dev/null | grep -q ' dev=rxe3 '; then
         # a kernel server's group of an earlier case (idle ones live 10 min): deleting rxe3
@@ -194,10 +196,11 @@ srv_fail_over() {
         "$stat_tool" "$srvbytes" "$logs/$c.moved" > "$logs/$c.srv" 2> "$logs/$c.srverr" &
     spid=$!
     wait_listening "$port" || echo "    (smcr server not listening)"
+    [[ $c == i ]] && added=$logs/$c.added || added=
     timeout 300 "${pre[@]}" python3 "$logs/srvfailcli.py" "$B" "$port" "$srvbytes" \
-        "$logs/$c.srverr" "$logs/$c.moved" "$logs/$c.links" > "$logs/$c.cli" 2> "$logs/$c.err" &
+        "$logs/$c.srverr" "$logs/$c.moved" "$logs/$c.links" $added > "$logs/$c.cli" 2> "$logs/$c.err" &
     cpid=$!
-    delete_mid_stream rxe3 "$cpid" "$logs/$c.cli"
+    delete_mid_stream rxe3 "$cpid" "$logs/$c.cli" ${added:+"readd_rxe3_when_asked $logs/$c"}
     wait "$spid"
     if grep -q "^echo ok" "$logs/$c.cli" && [[ $crc == 0 ]]; then
         pass "($c) rxe3 (the server's) deleted mid-stream: $(grep -m1 '^echo ok' "$logs/$c.cli"); delete done after ${dsecs}s"
@@ -229,16 +232,47 @@ srv_fail_over() {
             pass "(i) the kernel client's group goes on with one link ($used)" ||
             { fail "(i) the kernel client's group has links on '$used' (want rxe0)"; show "$logs/$c.links" links 8
               dmesg | grep 'smc:' | tail -n 6 | sed 's/^/    dmesg| /'; }
+        # rxe3 back: the smcr server adds its second link again, the kernel client takes it
+        used=$(used_links client "$logs/$c.links2")
+        [[ $used == "rxe0 rxe2" ]] &&
+            pass "(i) rxe3 back: the kernel client's group has two links again ($used)" ||
+            { fail "(i) rxe3 back: the kernel client's group has links on '$used' (want rxe0 rxe2)"
+              show "$logs/$c.links2" links 8; }
+        if grep -q "adding a second link on rxe3" "$logs/$c.srverr" &&
+            (($(grep -c "second link [0-9]* up on rxe3" "$logs/$c.srverr") == 2)); then
+            pass "(i) smcr server log: '$(grep -m1 -o 'adding a second link on rxe3.*' "$logs/$c.srverr")', then its second link up on rxe3 again"
+        else
+            fail "(i) smcr server log: no second link added again on rxe3"
+            grep -E 'second link|attempt|appeared' "$logs/$c.srverr" | tail -n 6 | sed 's/^/    srv| /'
+        fi
     else
         # (the server's DELETE LINK, or its own QP error if that came first)
         logged_switch "(j) smcr client" "$logs/$c.err"
     fi
+    add_rxe3
+}
+add_rxe3() { # rxe3 back, with its PNET id and its GID for 10.77.0.4 (the next server's second link)
+    local i
     rdma link add rxe3 type rxe netdev veth3 2>/dev/null
     rxe-vm-smc pnet RXEB veth3 rxe3 1 >/dev/null 2>&1
-    for ((i = 0; i < 100; i++)); do # its GID for 10.77.0.4: the next server's second link
+    for ((i = 0; i < 100; i++)); do
         grep -qs ':ffff:0a4d:0004' /sys/class/infiniband/rxe3/ports/1/gids/* && break
         sleep 0.1
     done
+}
+# readd_rxe3_when_asked LOGS: once the client asks (and the delete is done), rxe3 comes back;
+# then LOGS.added says so to the client
+readd_rxe3_when_asked() {
+    local i
+    for ((i = 0; i < 3000; i++)); do
+        grep -q '^re-add the device' "$1.cli" && break
+        kill -0 "$cpid" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    for ((i = 0; i < 1200; i++)); do kill -0 "$dpid" 2>/dev/null || break; sleep 0.1; done
+    add_rxe3
+    echo "    rxe3 added again"
+    echo added > "$1.added"
 }
 if want_case i || want_case j; then
 srvbytes=$((${SRVMIB:-16} << 20))
@@ -270,6 +304,26 @@ print(f"echo ok: {size >> 20} MiB, sha256 equal; longest pause {gap:.2f}s (after
 with open(links, "w") as f:
     subprocess.run(["rxe-vm-smc", "links"], env=env, stdout=f, stderr=subprocess.STDOUT, timeout=60)
 wait_for(moved, "moved 2:", 60)  # the server's record first, while it is live
+if len(sys.argv) > 7: # (i): rxe3 comes back (the test adds it once it reads this line)
+    print("re-add the device", flush=True)
+    wait_for(sys.argv[7], "added", 180)
+    def used(): # the devices of the kernel's client groups that carry connections
+        out, devs, use = subprocess.run(["rxe-vm-smc", "links"], env=env, capture_output=True,
+                                        text=True, timeout=60).stdout, [], False
+        for line in out.splitlines():
+            if line.startswith("lgr"):
+                use = "role=client" in line and " conns=0 " not in line + " "
+            elif line.startswith("  link") and use:
+                devs += [w[4:] for w in line.split() if w.startswith("dev=")]
+        return sorted(devs), out
+    for _ in range(300): # the server adds its second link again
+        devs, out = used()
+        if len(devs) == 2:
+            break
+        time.sleep(0.2)
+    with open(links + "2", "w") as f:
+        f.write(out)
+    print(f"again: {devs}", flush=True)
 c2.close()
 c1.close()
 PY
