@@ -386,6 +386,7 @@ int smcr_lgr_create(const struct smcr_lgr_key *key, struct smcr_ib_port **port,
 	pthread_mutex_lock(&smcr_lgrs.mu);
 	g->id = next_id = (next_id + 1) & 0xffffffu ? (next_id + 1) & 0xffffffu : 1;
 	g->next_lgr = smcr_lgrs.head;
+	g->devs_seen = smcr_lgrs.devs_added; /* (devices that appeared before it: not news) */
 	smcr_lgrs.head = g;
 	smcr_lgrs.num++;
 	smcr_lgr_worker_start_locked();

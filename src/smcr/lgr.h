@@ -317,6 +317,7 @@ struct smcr_lgr {
 	/* server: adding a second link again (lgr_readd.c): attempts left, the next one's time */
 	uint8_t readd_left;
 	int64_t readd_at_ms, readd_gap_ms;
+	unsigned devs_seen;        /* smcr_lgrs.devs_added when it last looked (list mutex) */
 	struct smcr_stats_lgr *stats; /* its record for smcr-stat linkgroup, or NULL */
 };
 

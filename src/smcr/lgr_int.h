@@ -46,6 +46,7 @@ struct smcr_lgr_list {
 	bool worker_running;
 	int worker_kick_fd;      /* eventfd waking the worker: made under mu, read atomically */
 	int devwatch_fd;         /* devices appearing (the worker's); -1 not made, -2 none */
+	unsigned devs_added;     /* times the worker saw one appear (each group's devs_seen) */
 };
 extern struct smcr_lgr_list smcr_lgrs;
 

@@ -253,7 +253,7 @@ struct worker_round {
 	struct pollfd *pfd;   /* [0]: the kick eventfd, then each watched group's */
 	size_t n, cap;
 	int devwatch;         /* pfd's entry for devices appearing, or -1 */
-	bool dev_added;       /* one appeared: single-link groups try a second link again */
+	bool dev_added;       /* one appeared (smcr_lgrs.devs_added counts it at the next round) */
 };
 
 static void wake_by(struct worker_round *r, int64_t at)
@@ -277,8 +277,11 @@ static bool visit(struct worker_round *r, struct smcr_lgr *g)
 		return false;
 	}
 	seen = delivered_locked(g);
-	if (r->dev_added)
+	/* (a group an application thread held when it appeared: the next visit that gets in) */
+	if (g->devs_seen != smcr_lgrs.devs_added) {
+		g->devs_seen = smcr_lgrs.devs_added;
 		smcr_lgr_readd_arm_locked(g, LGR_DEV_SETTLE_MS, "an RDMA device appeared");
+	}
 	go = tick_locked(g, r->now, &r->next, &watch);
 	if (go && g->state != SMCR_LGR_DEAD && g->connected) {
 		/* idle: tell the peer, as the kernel (all links, orderly) */
@@ -314,6 +317,9 @@ static void round_start(struct worker_round *r)
 	r->now = smcr_now_ms();
 	r->next = r->now + 86400000;
 	r->n = 0;
+	if (r->dev_added) /* single-link groups try a second link again (visit) */
+		smcr_lgrs.devs_added++;
+	r->dev_added = false;
 	if (want > r->cap) {
 		struct pollfd *bigger = realloc(r->pfd, want * sizeof(*r->pfd));
 
