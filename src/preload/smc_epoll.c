@@ -33,6 +33,10 @@
 
 #define EP_MAX_RECORDS (1u << 20)
 #define EP_PASS_FLAGS (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE | EPOLLWAKEUP)
+/* What Linux lets an exclusive registration ask for (EPOLLEXCLUSIVE_OK_BITS). */
+#define EP_EXCLUSIVE_OK                                                                        \
+	(EPOLLIN | EPOLLOUT | EPOLLRDNORM | EPOLLRDBAND | EPOLLWRNORM | EPOLLWRBAND | EPOLLERR | \
+	 EPOLLHUP | EPOLLWAKEUP | EPOLLET | EPOLLEXCLUSIVE)
 
 static struct ep_rec *ep_arena;          /* EP_MAX_RECORDS, reserved, never unmapped */
 static _Atomic uint32_t ep_high;         /* records ever handed out */
@@ -172,9 +176,13 @@ static int rec_kernel_ctl(struct ep_rec *r, int op, struct smcr_sock *s)
 	struct epoll_event ev = { .data.u64 = (uint64_t)(uintptr_t)r };
 
 	if (r->on_doorbell || r->hs_fd >= 0) {
-		ev.events = (r->disarmed ? 0 : EPOLLIN) | (r->events & EP_PASS_FLAGS);
-		if (op == EPOLL_CTL_MOD)
-			ev.events &= ~(uint32_t)EPOLLEXCLUSIVE; /* ADD only */
+		/*
+		 * Not exclusive there: Linux refuses EPOLLEXCLUSIVE on an epoll fd,
+		 * which the doorbell is.  One connection's doorbell has one reader
+		 * in practice; any other epoll instance on it wakes too, spuriously.
+		 */
+		ev.events = (r->disarmed ? 0 : EPOLLIN) |
+			    (r->events & EP_PASS_FLAGS & ~(uint32_t)EPOLLEXCLUSIVE);
 		return smcr_real.epoll_ctl(r->epfd, op,
 					   r->on_doorbell ? smcr_sock_ready_fd(s) : r->hs_fd, &ev);
 	}
@@ -360,6 +368,10 @@ static int rec_add(struct smcr_fd_entry *e, int epfd, int fd, const struct epoll
 		errno = EFAULT;
 		return -1;
 	}
+	if ((event->events & EPOLLEXCLUSIVE) && (event->events & ~(uint32_t)EP_EXCLUSIVE_OK)) {
+		errno = EINVAL; /* as Linux, wherever the record is registered */
+		return -1;
+	}
 	r = rec_alloc();
 	if (!r) {
 		errno = ENOMEM;
@@ -390,6 +402,11 @@ static int rec_mod(struct ep_rec *r, const struct epoll_event *event, struct smc
 {
 	if (!event) {
 		errno = EFAULT;
+		return -1;
+	}
+	/* An exclusive wakeup is set by ADD only; Linux refuses to MOD it in or out. */
+	if ((event->events | r->events) & EPOLLEXCLUSIVE) {
+		errno = EINVAL;
 		return -1;
 	}
 	r->events = event->events;

@@ -110,6 +110,18 @@ static int shutdown_write_locked(struct smcr_sock *s)
 	return 0;
 }
 
+/*
+ * Both directions ended, or reset: Linux's TCP socket has left ESTABLISHED
+ * for TIME_WAIT or CLOSE then, where shutdown() fails with ENOTCONN.  On TCP
+ * already, the TCP socket answers for itself.
+ */
+static bool shutdown_too_late(const struct smcr_sock *s)
+{
+	if (s->went_tcp || s->tcp_tail)
+		return false;
+	return s->state == SMCR_CONN_ABORTED || (s->shut_wr && smcr_conn_peer_done(s));
+}
+
 int smcr_sock_shutdown(struct smcr_sock *s, int how)
 {
 	int rc = 0;
@@ -118,6 +130,10 @@ int smcr_sock_shutdown(struct smcr_sock *s, int how)
 		return -EINVAL;
 	smcr_conn_lock(s);
 	smcr_conn_progress(s);
+	if (shutdown_too_late(s)) {
+		smcr_conn_unlock(s);
+		return -ENOTCONN;
+	}
 	if (how == SHUT_RD || how == SHUT_RDWR)
 		s->shut_rd = true;
 	if (how == SHUT_WR || how == SHUT_RDWR)

@@ -389,10 +389,15 @@ ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 
 	if (flags & MSG_OOB)
 		return -EINVAL;
-	if (total <= 0)
+	if (total < 0)
 		return total;
 	smcr_conn_lock(s);
-	target = rx_target(s, want, flags);
+	/*
+	 * Linux's target is never 0 (sock_rcvlowat's "?: 1"): an empty read
+	 * waits as a one-byte read would, then takes nothing.  A program that
+	 * waits for data that way must not see an EOF (0) at once.
+	 */
+	target = want ? rx_target(s, want, flags) : 1;
 	/* SO_PEEK_OFF: a peek starts that far into the unread bytes */
 	skip = (flags & MSG_PEEK) && s->peek_off > 0 ? (uint32_t)s->peek_off : 0;
 	for (;;) {
@@ -401,6 +406,10 @@ ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 
 		smcr_conn_progress_io(s);
 		avail = s->shut_rd || s->went_tcp ? 0 : smcr_rx_unread(s);
+		if (!want && avail > skip) {
+			ret = 0; /* an empty read of a readable socket */
+			break;
+		}
 		n = avail <= skip ? 0 : rx_span(want - got, avail - skip);
 		if (avail > skip && !(flags & MSG_PEEK)) {
 			rx_take(s, iov, iovcnt, got, n);

@@ -11,7 +11,7 @@
  *                     idle, exec, kill, listener-closed, rcvtimeo, calls,
  *                     fork-client, fork-share, fork-share-bell, pingpong, idle-waits, rcvbuf,
  *                     exit-open, exit-unread, epoll-reuse, rcvlowat, inq, peek-off,
- *                     timestamp
+ *                     timestamp, errnos
  */
 #include <fcntl.h>
 #include <netinet/tcp.h>
@@ -1806,6 +1806,74 @@ static int case_calls(void)
 	/* The second message: recvmmsg fills one buffer, the rest is not there yet. */
 	CHECK(recvmmsg(fd, mm, 2, MSG_WAITFORONE, NULL) >= 1 && mm[0].msg_len == 8 &&
 	      memcmp(a, "mmsg-two", 8) == 0);
+	close(fd);
+	reap(client, "client");
+	return t_result();
+}
+
+/* ---- errors as TCP's: the answers of calls that fail or do nothing ---------------------- */
+
+static void client_errnos(void)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int fd = connect_to_server(0), ep = epoll_create1(EPOLL_CLOEXEC), one = 1, avail = 0;
+	struct sockaddr_in self = server_addr;
+	char buf[8];
+
+	CHECK(fd >= 0 && ep >= 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK_FAILS(connect(fd, (struct sockaddr *)&self, sizeof(self)), EISCONN);
+	CHECK_FAILS(listen(fd, 1), EINVAL);
+	CHECK_FAILS(accept(fd, NULL, NULL), EINVAL);
+	CHECK_FAILS(setsockopt(fd, 1234, 1, &one, sizeof(one)), ENOPROTOOPT);
+	CHECK_FAILS(recv(fd, buf, 1, MSG_OOB), EINVAL);
+	CHECK_FAILS(ioctl(fd, 0x12345, &one), ENOTTY);
+	CHECK_FAILS(shutdown(fd, 77), EINVAL);
+	/* An empty read of a socket with nothing to read: "would block", not EOF. */
+	CHECK_FAILS(recv(fd, buf, 0, MSG_DONTWAIT), EAGAIN);
+	CHECK_FAILS(epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev), ENOENT);
+	CHECK_FAILS(epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL), ENOENT);
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+	CHECK_FAILS(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev), EEXIST);
+	/* EPOLLEXCLUSIVE is for ADD only: a MOD that names it, or of such a registration, fails. */
+	ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+	CHECK_FAILS(epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev), EINVAL);
+	CHECK(epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL) == 0);
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+	ev.events = EPOLLIN;
+	CHECK_FAILS(epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev), EINVAL);
+	/* A blocking empty read waits for data (the server writes 100 ms after "go"), takes none. */
+	CHECK(write(fd, "go", 2) == 2);
+	CHECK(recv(fd, NULL, 0, 0) == 0);
+	CHECK(ioctl(fd, FIONREAD, &avail) == 0 && avail == 1);
+	CHECK(recv(fd, buf, 0, MSG_DONTWAIT) == 0);
+	CHECK(recv(fd, buf, sizeof(buf), 0) == 1 && buf[0] == 'x');
+	/* Both directions ended: shutdown has no connection left, as TCP in TIME_WAIT. */
+	CHECK(shutdown(fd, SHUT_WR) == 0);
+	CHECK(recv(fd, buf, sizeof(buf), 0) == 0);
+	CHECK(recv(fd, buf, 0, 0) == 0);
+	CHECK_FAILS(shutdown(fd, SHUT_RDWR), ENOTCONN);
+	close(ep);
+	close(fd);
+}
+
+static int case_errnos(void)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLEXCLUSIVE }, out;
+	pid_t client = spawn(client_errnos);
+	int fd = accept(listen_fd, NULL, NULL), ep = epoll_create1(EPOLL_CLOEXEC);
+	char buf[8];
+
+	CHECK(fd >= 0 && ep >= 0);
+	/* Registered exclusive before the handshake, it still reports once SMC is up. */
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+	CHECK(epoll_wait(ep, &out, 1, 10000) == 1);
+	close(ep);
+	CHECK(recv(fd, buf, 2, MSG_WAITALL) == 2 && memcmp(buf, "go", 2) == 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	usleep(100 * 1000);
+	CHECK(write(fd, "x", 1) == 1);
+	CHECK(recv(fd, buf, sizeof(buf), 0) == 0);
 	close(fd);
 	reap(client, "client");
 	return t_result();
@@ -3691,6 +3759,8 @@ int main(int argc, char **argv)
 		rc = case_rcvtimeo();
 	else if (!strcmp(which, "calls"))
 		rc = case_calls();
+	else if (!strcmp(which, "errnos"))
+		rc = case_errnos();
 	else if (!strcmp(which, "splice"))
 		rc = case_splice();
 	else if (!strcmp(which, "oob"))
