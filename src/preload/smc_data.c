@@ -302,14 +302,27 @@ int smcr_smc_shutdown(int fd, int how, bool *handled)
 	return rc < 0 ? (int)fail(rc) : 0;
 }
 
+/* As Linux's getsockopt: a shorter room takes the first bytes of the int. */
 static int put_int(void *value, socklen_t *len, int v)
 {
-	if (!value || !len || *len < (socklen_t)sizeof(int)) {
+	socklen_t n;
+
+	if (!len) {
+		errno = EFAULT;
+		return -1;
+	}
+	if ((int)*len < 0) {
 		errno = EINVAL;
 		return -1;
 	}
-	memcpy(value, &v, sizeof(v));
-	*len = sizeof(int);
+	n = *len < (socklen_t)sizeof(int) ? *len : (socklen_t)sizeof(int);
+	if (n && !value) {
+		errno = EFAULT;
+		return -1;
+	}
+	if (n)
+		memcpy(value, &v, n);
+	*len = n;
 	return 0;
 }
 

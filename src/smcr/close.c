@@ -33,6 +33,16 @@ bool smcr_conn_peer_done(const struct smcr_sock *s)
 		(SMCR_CDC_CONN_DONE_WRITING | SMCR_CDC_CONN_CLOSED | SMCR_CDC_CONN_ABORT)) != 0;
 }
 
+int smcr_conn_reset_answer(struct smcr_sock *s, int otherwise)
+{
+	int err = s->so_error;
+
+	if (!err)
+		return otherwise;
+	s->so_error = 0;
+	return -err;
+}
+
 /* SO_LINGER {on, 0}: the caller's close() of the TCP fd sends an RST. */
 static void tcp_reset_on_close(int fd)
 {
@@ -60,7 +70,7 @@ void smcr_close_peer_flags(struct smcr_sock *s)
 	uint8_t f = s->peer_conn_flags;
 
 	if (f & SMCR_CDC_CONN_ABORT) {
-		/* PROCESSABORT: reads and writes fail with ECONNRESET from now on. */
+		/* PROCESSABORT: the next call reports ECONNRESET, later ones the end (rx.c, tx.c). */
 		if (s->state != SMCR_CONN_ABORTED) {
 			s->state = SMCR_CONN_ABORTED;
 			s->so_error = ECONNRESET;

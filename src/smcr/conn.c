@@ -103,7 +103,7 @@ unsigned smcr_conn_mask(const struct smcr_sock *s)
 		mask |= POLLRDHUP;
 	if (reset || (peer_done && s->shut_wr))
 		mask |= POLLHUP;
-	if (reset || s->so_error)
+	if (s->so_error) /* until a call reports it, as Linux's sk_err */
 		mask |= POLLERR;
 	return mask;
 }

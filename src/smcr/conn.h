@@ -257,4 +257,11 @@ void smcr_close_abort_locked(struct smcr_sock *s, int err);
 void smcr_close_peer_flags(struct smcr_sock *s);
 bool smcr_conn_peer_done(const struct smcr_sock *s);
 
+/*
+ * The answer of a reset connection's call: its pending error, taken (a
+ * negative errno, reported once, as Linux's sock_error()), else `otherwise`.
+ * Connection lock held.
+ */
+int smcr_conn_reset_answer(struct smcr_sock *s, int otherwise);
+
 #endif /* SMCR_CONN_H */

@@ -311,13 +311,14 @@ static size_t rx_target(const struct smcr_sock *s, size_t want, int flags)
 }
 
 /* Fewer than `target` bytes in: true to wait, else *ret is the answer. */
-static bool rx_must_wait(const struct smcr_sock *s, size_t got, size_t target, int flags,
+static bool rx_must_wait(struct smcr_sock *s, size_t got, size_t target, int flags,
 			 ssize_t *ret)
 {
 	*ret = (ssize_t)got;
 	if (s->state == SMCR_CONN_ABORTED) {
+		/* The reset once, then an end of stream, as Linux's TCP. */
 		if (!got)
-			*ret = -ECONNRESET;
+			*ret = smcr_conn_reset_answer(s, 0);
 		return false;
 	}
 	if (s->shut_rd || smcr_conn_peer_done(s))

@@ -59,11 +59,15 @@ static int tx_copy_in(struct smcr_sock *s, const struct iovec *iov, int iovcnt, 
 	return 0;
 }
 
-/* Why nothing can be sent at all, or 0 if sending is allowed. */
-static int tx_refusal(const struct smcr_sock *s)
+/*
+ * Why nothing more can be sent, or 0 if sending is allowed.  A reset is
+ * reported once, then EPIPE (and SIGPIPE), as Linux's TCP; a call that sent
+ * some bytes first leaves it for the next (`report` false).
+ */
+static int tx_refusal(struct smcr_sock *s, bool report)
 {
 	if (s->state == SMCR_CONN_ABORTED)
-		return -ECONNRESET;
+		return report ? smcr_conn_reset_answer(s, -EPIPE) : -EPIPE;
 	if (s->shut_wr)
 		return -EPIPE;
 	/* The peer closed entirely: TCP would answer with a reset. */
@@ -160,7 +164,7 @@ ssize_t smcr_sock_sendv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 			ret = smcr_tail_send(s, iov, iovcnt, sent, flags);
 			break;
 		}
-		rc = tx_refusal(s);
+		rc = tx_refusal(s, sent == 0);
 		if (rc) {
 			ret = sent ? (ssize_t)sent : rc;
 			break;

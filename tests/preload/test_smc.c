@@ -11,7 +11,7 @@
  *                     idle, exec, kill, listener-closed, rcvtimeo, calls,
  *                     fork-client, fork-share, fork-share-bell, pingpong, idle-waits, rcvbuf,
  *                     exit-open, exit-unread, epoll-reuse, rcvlowat, inq, peek-off,
- *                     timestamp, errnos
+ *                     timestamp, errnos, reset-answers
  */
 #include <fcntl.h>
 #include <netinet/tcp.h>
@@ -1874,6 +1874,45 @@ static int case_errnos(void)
 	usleep(100 * 1000);
 	CHECK(write(fd, "x", 1) == 1);
 	CHECK(recv(fd, buf, sizeof(buf), 0) == 0);
+	close(fd);
+	reap(client, "client");
+	return t_result();
+}
+
+/* A reset reported once, as Linux's TCP: by the first call, then EOF and EPIPE. */
+static void client_reset_answers(void)
+{
+	int fd = connect_to_server(0), err = -1;
+	socklen_t len = 2;
+	struct pollfd p;
+	char buf[8];
+
+	CHECK(fd >= 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	/* A short room takes the first bytes of the int. */
+	CHECK(getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && len == 2);
+	CHECK(write(fd, "go-unread", 9) == 9); /* the server reads 2, closes: a reset */
+	p = (struct pollfd){ .fd = fd, .events = POLLIN };
+	CHECK(poll(&p, 1, 10000) == 1 && (p.revents & POLLERR) && (p.revents & POLLHUP));
+	CHECK_FAILS(recv(fd, buf, sizeof(buf), 0), ECONNRESET);
+	CHECK(recv(fd, buf, sizeof(buf), 0) == 0);
+	CHECK_FAILS(send(fd, "x", 1, MSG_NOSIGNAL), EPIPE);
+	len = sizeof(err);
+	CHECK(getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0);
+	CHECK(poll(&p, 1, 0) == 1 && !(p.revents & POLLERR) && (p.revents & POLLHUP));
+	close(fd);
+}
+
+static int case_reset_answers(void)
+{
+	pid_t client = spawn(client_reset_answers);
+	int fd = accept(listen_fd, NULL, NULL);
+	char buf[2];
+
+	CHECK(fd >= 0);
+	CHECK(recv(fd, buf, 2, MSG_WAITALL) == 2);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	usleep(100 * 1000); /* the rest is in */
 	close(fd);
 	reap(client, "client");
 	return t_result();
@@ -3761,6 +3800,8 @@ int main(int argc, char **argv)
 		rc = case_calls();
 	else if (!strcmp(which, "errnos"))
 		rc = case_errnos();
+	else if (!strcmp(which, "reset-answers"))
+		rc = case_reset_answers();
 	else if (!strcmp(which, "splice"))
 		rc = case_splice();
 	else if (!strcmp(which, "oob"))
