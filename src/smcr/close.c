@@ -190,7 +190,7 @@ static void exit_wait_peer_fin(struct smcr_sock *s)
  */
 static void close_tail_locked(struct smcr_sock *s)
 {
-	if (smcr_rx_unread(s) > 0 && !s->shut_rd) {
+	if (smcr_rx_unread(s) > 0) {
 		tcp_reset_on_close(s->tcp_fd);
 		return;
 	}
@@ -210,8 +210,8 @@ static void close_tell_peer_locked(struct smcr_sock *s, bool at_exit)
 		close_tail_locked(s);
 		return;
 	}
-	if (smcr_rx_unread(s) > 0 && !s->shut_rd) {
-		/* Unread data: Linux aborts (protocol.md §7.1) and TCP resets. */
+	if (smcr_rx_unread(s) > 0) {
+		/* Unread data, SHUT_RD or not: Linux aborts (protocol.md §7.1), TCP resets. */
 		smcr_close_abort_locked(s, ECONNRESET);
 		return;
 	}

@@ -99,7 +99,7 @@ unsigned smcr_conn_mask(const struct smcr_sock *s)
 	if (reset || s->shut_wr || (s->peer_conn_flags & SMCR_CDC_CONN_CLOSED) ||
 	    tx_writable(s))
 		mask |= POLLOUT;
-	if (peer_done)
+	if (peer_done || s->shut_rd)
 		mask |= POLLRDHUP;
 	if (reset || (peer_done && s->shut_wr))
 		mask |= POLLHUP;

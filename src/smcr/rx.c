@@ -406,7 +406,8 @@ ssize_t smcr_sock_recvv(struct smcr_sock *s, const struct iovec *iov, int iovcnt
 		int rc;
 
 		smcr_conn_progress_io(s);
-		avail = s->shut_rd || s->went_tcp ? 0 : smcr_rx_unread(s);
+		/* After SHUT_RD what came stays readable, as Linux's TCP keeps it. */
+		avail = s->went_tcp ? 0 : smcr_rx_unread(s);
 		if (!want && avail > skip) {
 			ret = 0; /* an empty read of a readable socket */
 			break;

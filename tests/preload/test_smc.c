@@ -11,7 +11,7 @@
  *                     idle, exec, kill, listener-closed, rcvtimeo, calls,
  *                     fork-client, fork-share, fork-share-bell, pingpong, idle-waits, rcvbuf,
  *                     exit-open, exit-unread, epoll-reuse, rcvlowat, inq, peek-off,
- *                     timestamp, errnos, reset-answers
+ *                     timestamp, errnos, reset-answers, shut-rd
  */
 #include <fcntl.h>
 #include <netinet/tcp.h>
@@ -1918,6 +1918,50 @@ static int case_reset_answers(void)
 	return t_result();
 }
 
+/* SHUT_RD as Linux's TCP: what came and what comes stays readable; empty, a read ends at once. */
+static void client_shut_rd(void)
+{
+	int fd = connect_to_server(0), avail = 0;
+	struct pollfd p;
+	char buf[16];
+
+	CHECK(fd >= 0);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(write(fd, "go", 2) == 2);
+	CHECK(recv(fd, buf, 3, MSG_WAITALL) == 3 && memcmp(buf, "012", 3) == 0);
+	CHECK(shutdown(fd, SHUT_RD) == 0);
+	p = (struct pollfd){ .fd = fd, .events = POLLIN | POLLRDHUP };
+	CHECK(poll(&p, 1, 0) == 1 && (p.revents & POLLIN) && (p.revents & POLLRDHUP));
+	CHECK(recv(fd, buf, 2, 0) == 2 && memcmp(buf, "34", 2) == 0);
+	CHECK(write(fd, "more", 4) == 4); /* the server answers with "late" */
+	for (int i = 0; i < 1000 && avail < 9; i++) {
+		CHECK(ioctl(fd, FIONREAD, &avail) == 0);
+		usleep(10 * 1000);
+	}
+	CHECK(recv(fd, buf, sizeof(buf), 0) == 9 && memcmp(buf, "56789late", 9) == 0);
+	CHECK(recv(fd, buf, sizeof(buf), 0) == 0); /* nothing there: the end, no wait */
+	CHECK(write(fd, "x", 1) == 1);
+	close(fd);
+}
+
+static int case_shut_rd(void)
+{
+	pid_t client = spawn(client_shut_rd);
+	int fd = accept(listen_fd, NULL, NULL);
+	char buf[8];
+
+	CHECK(fd >= 0);
+	CHECK(recv(fd, buf, 2, MSG_WAITALL) == 2);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	CHECK(write(fd, "0123456789", 10) == 10);
+	CHECK(recv(fd, buf, 4, MSG_WAITALL) == 4 && memcmp(buf, "more", 4) == 0);
+	CHECK(write(fd, "late", 4) == 4);
+	CHECK(recv(fd, buf, 1, MSG_WAITALL) == 1 && buf[0] == 'x');
+	close(fd);
+	reap(client, "client");
+	return t_result();
+}
+
 /* ---- splice between a pipe and an SMC socket, and MSG_TRUNC ---------------------------------- */
 
 #define SPLICE_IN_LEN (200 * 1000 + 7)
@@ -3800,6 +3844,8 @@ int main(int argc, char **argv)
 		rc = case_calls();
 	else if (!strcmp(which, "errnos"))
 		rc = case_errnos();
+	else if (!strcmp(which, "shut-rd"))
+		rc = case_shut_rd();
 	else if (!strcmp(which, "reset-answers"))
 		rc = case_reset_answers();
 	else if (!strcmp(which, "splice"))
