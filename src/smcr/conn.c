@@ -371,15 +371,27 @@ int smcr_conn_send_cdc(struct smcr_sock *s, uint8_t prod_flags)
 	return rc;
 }
 
+/* Linux never maps below mmap_min_addr, at least one page. */
+#define SMCR_FIRST_PAGE_END 4096u
+
 ssize_t smcr_iov_total(const struct iovec *iov, int iovcnt)
 {
 	size_t t = 0;
 
-	if (iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt > 0 && !iov))
+	if (iovcnt < 0 || iovcnt > IOV_MAX)
 		return -EINVAL;
+	if (iovcnt > 0 && !iov)
+		return -EFAULT;
 	for (int i = 0; i < iovcnt; i++) {
 		if (iov[i].iov_len > (size_t)SSIZE_MAX - t)
 			return -EINVAL;
+		/*
+		 * A buffer in the never-mapped first page (NULL and near it, the
+		 * usual bad pointer): EFAULT, as the kernel's copy would say,
+		 * rather than a crash in ours.  Other bad pointers are not sought.
+		 */
+		if (iov[i].iov_len && (uintptr_t)iov[i].iov_base < SMCR_FIRST_PAGE_END)
+			return -EFAULT;
 		t += iov[i].iov_len;
 	}
 	return (ssize_t)t;

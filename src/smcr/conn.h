@@ -201,7 +201,7 @@ int smcr_conn_wait(struct smcr_sock *s, unsigned events, int64_t deadline);
 /* Send one CDC carrying the current cursors and sticky flags.  Lock held. */
 int smcr_conn_send_cdc(struct smcr_sock *s, uint8_t prod_flags);
 
-/* Bytes an iovec describes, or -EINVAL (bad count, sum above SSIZE_MAX). */
+/* Bytes an iovec describes, or -EINVAL (bad count, sum above SSIZE_MAX), -EFAULT (NULL). */
 ssize_t smcr_iov_total(const struct iovec *iov, int iovcnt);
 
 /* rx.c */

@@ -1815,6 +1815,7 @@ static int case_calls(void)
 
 static void client_errnos(void)
 {
+	char *volatile bad_buf = NULL; /* opaque to the compiler's buffer checks */
 	struct epoll_event ev = { .events = EPOLLIN };
 	int fd = connect_to_server(0), ep = epoll_create1(EPOLL_CLOEXEC), one = 1, avail = 0;
 	struct sockaddr_in self = server_addr;
@@ -1847,6 +1848,10 @@ static void client_errnos(void)
 	CHECK(recv(fd, NULL, 0, 0) == 0);
 	CHECK(ioctl(fd, FIONREAD, &avail) == 0 && avail == 1);
 	CHECK(recv(fd, buf, 0, MSG_DONTWAIT) == 0);
+	/* A NULL buffer: EFAULT, the byte stays; never a crash. */
+	CHECK_FAILS(recv(fd, bad_buf, 5, 0), EFAULT);
+	CHECK_FAILS(read(fd, bad_buf + 1, 5), EFAULT);
+	CHECK_FAILS(send(fd, bad_buf, 5, 0), EFAULT);
 	CHECK(recv(fd, buf, sizeof(buf), 0) == 1 && buf[0] == 'x');
 	/* Both directions ended: shutdown has no connection left, as TCP in TIME_WAIT. */
 	CHECK(shutdown(fd, SHUT_WR) == 0);
