@@ -236,6 +236,12 @@ struct smcr_sock_opts {
 	/* a client's smcr_sock_connect_plan(), taken for this socket; NULL = the
 	 * client handshake asks the policy itself */
 	const struct smcr_client_plan *plan;
+	/* a server's Proposal the caller took off the stream itself (its
+	 * program's first read, made straight into the program's buffer, costs
+	 * no peek), proposal_len bytes; NULL = smcr_sock_accept_start() reads
+	 * it from the socket */
+	const void *proposal;
+	size_t proposal_len;
 };
 
 /* ---- server side ---------------------------------------------------------- */
@@ -400,6 +406,11 @@ int smcr_sock_accept(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_
  * 0 if none is there, -errno on error.  Never blocks.
  */
 int smcr_sock_decline_late_proposal(int tcp_fd, uint32_t reason);
+/*
+ * The same for a Proposal the caller took off the stream itself: only the
+ * Decline is sent (and counted).  0 or -errno.
+ */
+int smcr_sock_decline_taken_proposal(int tcp_fd, uint32_t reason);
 
 /*
  * Is the peer of a connected TCP socket on this host: a loopback address, or

@@ -144,6 +144,26 @@ static SMCR_COLD __attribute__((noinline)) void put_inq(struct msghdr *msg, stru
 	msg->msg_controllen = room < CMSG_SPACE(sizeof(int)) ? room : CMSG_SPACE(sizeof(int));
 }
 
+/*
+ * An accepted connection's first read, when it can be the server's look at
+ * the client's first bytes (smc_server.c): a connection that stays TCP then
+ * costs the server no system call more than plain TCP's read.
+ */
+static ssize_t first_read(int fd, struct msghdr *msg, int flags, bool *taken)
+{
+	struct smcr_fd_entry *e = smcr_fdtab_get(fd);
+	ssize_t n;
+
+	*taken = false;
+	if (!e)
+		return 0;
+	if (wants_nonblock(e, flags))
+		flags |= MSG_DONTWAIT;
+	n = smcr_smc_server_first_read(fd, e, msg, flags, taken);
+	smcr_fdtab_put(e);
+	return n;
+}
+
 ssize_t smcr_smc_recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	struct smcr_sock *s;
@@ -154,6 +174,14 @@ ssize_t smcr_smc_recvmsg(int fd, struct msghdr *msg, int flags)
 	e = smcr_fdtab_peek(fd);
 	if (e && smcr_fd_entry_mode(e) == SMCR_FD_SCREEN)
 		return smcr_smc_screen_recvmsg(fd, msg, flags);
+	if (e && smcr_fd_entry_mode(e) == SMCR_FD_CANDIDATE &&
+	    (smcr_fd_entry_flags(e) & SMCR_FD_F_ACCEPTED)) {
+		bool taken;
+
+		n = first_read(fd, msg, flags, &taken);
+		if (taken)
+			return n < 0 ? fail(n) : n;
+	}
 	e = acquire(fd, SMCR_IO_READ, flags, &s, &ret);
 	if (!e)
 		return ret < 0 ? fail(ret) : smcr_real.recvmsg(fd, msg, flags);

@@ -42,9 +42,13 @@ static void spin_recent_note(int epfd, const int *fds, int n)
 
 /*
  * A candidate the kernel reported: does its report need a decision first?
- * A connecting client seen writable (its handshake), an accepted socket seen
- * readable (the client's first bytes may be a Proposal: answering it is no
- * news for the application), a server handshake's fd (the client's answer).
+ * A connecting client seen writable (its handshake), a blocking accepted
+ * socket seen readable (the client's first bytes may be a Proposal:
+ * answering it is no news for the application, whose read would wait), a
+ * server handshake's fd (the client's answer).  A non-blocking accepted
+ * socket is reported as the kernel sees it: its first read looks at the
+ * bytes itself (smcr_smc_server_first_read), with no peek before it, and
+ * reads EAGAIN where they were a Proposal, as a read during any handshake.
  */
 static bool report_needs_settle(struct ep_rec *r, struct smcr_fd_entry *e, uint32_t got)
 {
@@ -58,7 +62,8 @@ static bool report_needs_settle(struct ep_rec *r, struct smcr_fd_entry *e, uint3
 	flags = atomic_load_explicit(&e->flags, memory_order_relaxed);
 	if (flags & SMCR_FD_F_CONNECTING)
 		return (got & (EPOLLOUT | EPOLLERR | EPOLLHUP)) != 0;
-	return (flags & SMCR_FD_F_ACCEPTED) && (got & (EPOLLIN | EPOLLERR | EPOLLHUP));
+	return (flags & SMCR_FD_F_ACCEPTED) && !(flags & SMCR_FD_F_NONBLOCK) &&
+	       (got & (EPOLLIN | EPOLLERR | EPOLLHUP));
 }
 
 

@@ -141,13 +141,16 @@ void smcr_smc_finish_handshake(int fd, struct smcr_fd_entry *e)
 	smcr_smc_decision_unlock(e);
 }
 
-/* A Proposal is in: answer it.  SMCR_HANDSHAKE_PENDING, or what the call returns. */
-int smcr_smc_handshake_start(int fd, struct smcr_fd_entry *e, int efd, enum smcr_io_kind kind,
-			     bool may_block)
+int smcr_smc_handshake_start(int fd, struct smcr_fd_entry *e, int efd, const void *prop,
+			     size_t prop_len, enum smcr_io_kind kind, bool may_block)
 {
 	struct smcr_sock_opts o = smcr_smc_conn_opts(efd);
 	struct smcr_handshake *hs = NULL;
-	int rc = smcr_sock_accept_start(efd, &o, &hs);
+	int rc;
+
+	o.proposal = prop;
+	o.proposal_len = prop_len;
+	rc = smcr_sock_accept_start(efd, &o, &hs);
 
 	/* (never 0 here: a Decline's reason, PENDING or -errno, engine.h) */
 	if (rc != SMCR_HANDSHAKE_PENDING)

@@ -150,14 +150,25 @@ void smcr_smc_finish_handshake(int fd, struct smcr_fd_entry *e);
 /* A handshake is under way: take the peer's answer if it has come. */
 int smcr_smc_handshake_step(int fd, struct smcr_fd_entry *e, enum smcr_io_kind kind,
 			    bool may_block);
-/* A Proposal is in: answer it.  SMCR_HANDSHAKE_PENDING, or what the call returns. */
-int smcr_smc_handshake_start(int fd, struct smcr_fd_entry *e, int efd, enum smcr_io_kind kind,
-			     bool may_block);
+/*
+ * A Proposal is in (in the socket, or `prop_len` bytes at `prop` the caller
+ * took off it): answer it.  SMCR_HANDSHAKE_PENDING, or what the call returns.
+ */
+int smcr_smc_handshake_start(int fd, struct smcr_fd_entry *e, int efd, const void *prop,
+			     size_t prop_len, enum smcr_io_kind kind, bool may_block);
 /* The entry keeps the handshake hs on efd; what the caller returns now. */
 int smcr_smc_handshake_wait(int fd, struct smcr_fd_entry *e, int efd, struct smcr_handshake *hs,
 			    enum smcr_io_kind kind, bool may_block);
 /* The entry is released with its handshake in progress: give it up. */
 void smcr_smc_handshake_release(struct smcr_fd_entry *e);
+
+/*
+ * A server's first read of an accepted connection, made straight into the
+ * program's buffer (smc_server.c): bytes or -errno with *taken set, else
+ * the call goes on as any other (a handshake may be under way).
+ */
+ssize_t smcr_smc_server_first_read(int fd, struct smcr_fd_entry *e, struct msghdr *msg,
+				   int flags, bool *taken);
 
 /* ---- smc_listen.c: listeners ------------------------------------------------- */
 
@@ -197,6 +208,14 @@ uint32_t smcr_smc_aside_reason(const char **why);
  * program sees a byte.
  */
 void smcr_smc_screen_start(struct smcr_fd_entry *e);
+/*
+ * The start of a Proposal (n bytes, fewer than its length) that a server's
+ * first read took off the stream: the socket's reads now take its rest and
+ * decline it for `reason` (or hand the bytes out as data if they turn out
+ * not to be one).  The connection is TCP (the caller recorded why).  False:
+ * no memory to keep them, nothing changed.
+ */
+bool smcr_smc_screen_take(struct smcr_fd_entry *e, const void *start, size_t n, uint32_t reason);
 /* A receive call on a SCREEN socket: as recvmsg(2). */
 ssize_t smcr_smc_screen_recvmsg(int fd, struct msghdr *msg, int flags);
 /* The entry is released: its bytes go. */

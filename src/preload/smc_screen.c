@@ -47,6 +47,7 @@ struct screen {
 	size_t off;        /* of them, handed to the program already (data) */
 	bool data;         /* buf holds data for the program, not a Proposal's start */
 	bool dead;         /* could not decline: the connection reads as reset */
+	uint32_t reason;   /* of the Decline; 0 = CONFINED */
 	uint8_t buf[SMCR_CLC_SCREEN_MAX];
 };
 
@@ -81,10 +82,10 @@ static ssize_t read_for_program(int fd, const struct msghdr *msg, int flags)
 }
 
 /* The Decline: 0, or -errno if no allowed call could send all of it. */
-static int screen_decline(int fd)
+static int screen_decline(int fd, uint32_t reason)
 {
 	uint8_t msg[64];
-	size_t len = smcr_clc_decline_encode(SMCR_CLC_DECL_CONFINED, msg, sizeof(msg)), off = 0;
+	size_t len = smcr_clc_decline_encode(reason, msg, sizeof(msg)), off = 0;
 	bool send = smcr_engine_io_allowed(SMCR_ENGINE_IO_SEND);
 
 	if (len == 0)
@@ -112,17 +113,22 @@ static int screen_decline(int fd)
 static int answer_proposal(int fd, struct smcr_fd_entry *e, struct screen *s)
 {
 	char name[SMCR_CONN_NAME_MAX] = "";
+	uint32_t reason = s && s->reason ? s->reason : SMCR_CLC_DECL_CONFINED;
 
-	if (screen_decline(fd) == 0) {
-		smcr_info("fd %d: declined a CLC Proposal (CONFINED): the process confines its"
-			  " system calls", fd);
+	if (screen_decline(fd, reason) == 0) {
+		if (reason == SMCR_CLC_DECL_CONFINED)
+			smcr_info("fd %d: declined a CLC Proposal (CONFINED): the process confines"
+				  " its system calls", fd);
+		else
+			smcr_info("fd %d: declined a CLC Proposal that came in pieces (%s)", fd,
+				  smcr_clc_decl_name(reason));
 		return 0;
 	}
 	if (!s)
 		s = e->screen = calloc(1, sizeof(*s));
 	if (s)
 		s->dead = true;
-	smcr_note_handshake_failed(SMCR_CLC_DECL_CONFINED);
+	smcr_note_handshake_failed(reason);
 	if (smcr_log_enabled(SMCR_LOG_WARN))
 		smcr_conn_name(fd, name, sizeof(name));
 	smcr_warn("fd %d: a CLC Proposal came, and the process's filter lets no Decline out;"
@@ -269,6 +275,21 @@ static ssize_t screen_step(int fd, struct smcr_fd_entry *e, struct msghdr *msg, 
 	s->have = 0;
 	screen_end(e);
 	return read_for_program(fd, msg, flags);
+}
+
+bool smcr_smc_screen_take(struct smcr_fd_entry *e, const void *start, size_t n, uint32_t reason)
+{
+	struct screen *s = n <= SMCR_CLC_SCREEN_MAX ? calloc(1, sizeof(*s)) : NULL;
+
+	if (!s)
+		return false;
+	memcpy(s->buf, start, n);
+	s->have = n;
+	s->reason = reason;
+	free(e->screen);
+	e->screen = s;
+	smcr_smc_screen_start(e);
+	return true;
 }
 
 void smcr_smc_screen_start(struct smcr_fd_entry *e)

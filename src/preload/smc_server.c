@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <time.h>
 
@@ -85,7 +86,7 @@ static int server_proposal(int fd, struct smcr_fd_entry *e, const struct server_
 	efd = smcr_smc_engine_dup(fd);
 	if (efd < 0) /* cannot run the engine: still answer (Decline) so the client goes on */
 		return decline(fd, e, SMCR_CLC_DECL_MEM, "no fd for the engine");
-	rc = smcr_smc_handshake_start(fd, e, efd, kind, may_block);
+	rc = smcr_smc_handshake_start(fd, e, efd, NULL, 0, kind, may_block);
 	/* Pending: the client may have answered already. */
 	return rc == SMCR_HANDSHAKE_PENDING ? LOOK_AGAIN : rc;
 }
@@ -245,4 +246,161 @@ void smcr_smc_settle_unread(int fd, struct smcr_fd_entry *e, uint32_t reason, co
 void smcr_smc_settle_for_handoff(int fd, struct smcr_fd_entry *e, const char *why)
 {
 	smcr_smc_settle_unread(fd, e, SMCR_CLC_DECL_HANDOFF, why);
+}
+
+/* ---- the first read, straight into the program's buffer --------------------- */
+
+/*
+ * Where the program's first read of an accepted connection can be the look
+ * at the client's first bytes, instead of a peek before it: a non-blocking
+ * read (a blocking one waits for the first byte unlocked, smcr_smc_settle)
+ * into one buffer that holds any Proposal whole, no flag but MSG_DONTWAIT
+ * (MSG_PEEK and MSG_WAITALL ask for something else), before the server spoke
+ * (a Proposal after that is declined where it lies), and no read option of
+ * the program's that the decision would have to lend first (smc.c).
+ */
+static bool first_read_fits(const struct smcr_fd_entry *e, const struct msghdr *msg, int flags)
+{
+	unsigned f = smcr_fd_entry_flags(e);
+
+	return (f & SMCR_FD_F_ACCEPTED) && !(f & (SMCR_FD_F_SPOKE_FIRST | SMCR_FD_F_LISTENING)) &&
+	       flags == MSG_DONTWAIT && msg->msg_iovlen == 1 &&
+	       msg->msg_iov[0].iov_len >= SMCR_CLC_SCREEN_MAX && e->rcvlowat <= 1 &&
+	       e->peek_off < 0 && !atomic_load_explicit(&e->handshake, memory_order_acquire);
+}
+
+/* A Proposal taken off the stream is declined: 0 (the connection is TCP), or -ECONNRESET. */
+static int decline_taken(int fd, struct smcr_fd_entry *e, uint32_t reason, const char *why)
+{
+	int rc = smcr_sock_decline_taken_proposal(fd, reason);
+
+	if (rc < 0) {
+		smcr_smc_fail_connection(fd, e, -rc, "server");
+		return -ECONNRESET;
+	}
+	smcr_smc_fallback(fd, e, reason, false, "server", why);
+	return 0;
+}
+
+/*
+ * A whole Proposal taken off the stream: answered as one still in the socket
+ * is (server_proposal).  Then the call goes on (*taken cleared) as any call
+ * during a handshake, or after it, does.
+ */
+static ssize_t taken_proposal(int fd, struct smcr_fd_entry *e, const void *prop, size_t len,
+			      bool *taken)
+{
+	const char *why = NULL;
+	uint32_t reason = smcr_smc_option_keeps_tcp(e, &why);
+	int efd = -1, rc;
+
+	if (!reason) {
+		efd = smcr_smc_engine_dup(fd);
+		if (efd < 0) {
+			reason = SMCR_CLC_DECL_MEM;
+			why = "no fd for the engine";
+		}
+	}
+	rc = reason ? decline_taken(fd, e, reason, why)
+		    : smcr_smc_handshake_start(fd, e, efd, prop, len, SMCR_IO_READ, false);
+	if (rc < 0)
+		return rc;
+	*taken = false;
+	return 0;
+}
+
+/*
+ * The start of a Proposal, n bytes at buf: its rest, if already there, is
+ * read at once (a Proposal split by the network); one still in flight is
+ * left to the screen, which declines it once whole (SYNCERR), or hands the
+ * bytes out if they turn out to be data.
+ */
+static ssize_t taken_start(int fd, struct smcr_fd_entry *e, uint8_t *buf, size_t n, size_t need,
+			   bool *taken)
+{
+	uint8_t whole[SMCR_CLC_SCREEN_MAX];
+	size_t have = n;
+	int c;
+
+	memcpy(whole, buf, n);
+	while (have < need) {
+		ssize_t m = smcr_real.recvfrom(fd, whole + have, need - have, MSG_DONTWAIT, NULL, NULL);
+
+		if (m <= 0)
+			break;
+		have += (size_t)m;
+	}
+	c = smcr_clc_screen(whole, have, &need);
+	if (c == SMCR_CLASSIFY_PROPOSAL) {
+		memset(buf, 0, n);
+		return taken_proposal(fd, e, whole, have, taken);
+	}
+	if (c != SMCR_CLASSIFY_NEED_MORE) { /* data after all (or the client's end) */
+		memcpy(buf, whole, have);
+		smcr_smc_fallback(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "server", NULL);
+		return (ssize_t)have;
+	}
+	memset(buf, 0, n);
+	if (!smcr_smc_screen_take(e, whole, have, SMCR_CLC_DECL_SYNCERR)) {
+		smcr_smc_fail_connection(fd, e, ENOMEM, "server");
+		return -ECONNRESET;
+	}
+	smcr_smc_fallback(fd, e, SMCR_CLC_DECL_SYNCERR, true, "server", "a Proposal in pieces");
+	return -EAGAIN;
+}
+
+/* The first read itself, e decided by nobody yet and locked: bytes or -errno. */
+static ssize_t first_read(int fd, struct smcr_fd_entry *e, struct msghdr *msg, int flags,
+			  bool *taken)
+{
+	uint8_t *buf = msg->msg_iov[0].iov_base;
+	ssize_t n = smcr_real.recvmsg(fd, msg, flags);
+	size_t need = 0;
+	int c, rc;
+
+	if (n < 0) {
+		rc = errno;
+		if (rc != EAGAIN && rc != EWOULDBLOCK && rc != EINTR) /* the kernel's, for good */
+			atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
+		return -rc;
+	}
+	c = n ? smcr_clc_screen(buf, (size_t)n, &need) : SMCR_CLASSIFY_EOF;
+	if (c == SMCR_CLASSIFY_PROPOSAL && (size_t)n == need) {
+		rc = (int)taken_proposal(fd, e, buf, need, taken);
+		memset(buf, 0, need);
+		return rc;
+	}
+	if (c == SMCR_CLASSIFY_PROPOSAL) {
+		/* A client that proposes waits for the answer: not one to answer SMC. */
+		rc = decline_taken(fd, e, SMCR_CLC_DECL_SYNCERR, "data right after the Proposal");
+		if (rc < 0)
+			return rc;
+		memmove(buf, buf + need, (size_t)n - need);
+		return n - (ssize_t)need;
+	}
+	if (c == SMCR_CLASSIFY_NEED_MORE)
+		return taken_start(fd, e, buf, (size_t)n, need, taken);
+	smcr_smc_fallback(fd, e, SMCR_CLC_DECL_PEERNOSMC, true, "server", NULL);
+	return n;
+}
+
+ssize_t smcr_smc_server_first_read(int fd, struct smcr_fd_entry *e, struct msghdr *msg,
+				   int flags, bool *taken)
+{
+	ssize_t n = 0;
+
+	*taken = false;
+	if (!smcr_smc_enabled || !first_read_fits(e, msg, flags) || !smcr_smc_decision_lock(e))
+		return 0;
+	if (smcr_fd_entry_mode(e) == SMCR_FD_CANDIDATE && first_read_fits(e, msg, flags)) {
+		*taken = true;
+		smcr_guard_enter();
+		smcr_engine_fd_scope_begin();
+		n = first_read(fd, e, msg, flags, taken);
+		smcr_engine_fd_scope_end();
+		smcr_smc_drop_listener_ref(e);
+		smcr_guard_leave();
+	}
+	smcr_smc_decision_unlock(e);
+	return n;
 }

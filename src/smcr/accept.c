@@ -291,6 +291,21 @@ static int server_abandon(int tcp_fd, const struct smcr_transport_ops *ops,
 	return rc;
 }
 
+/* The Proposal: the caller's, or read from the socket (classified already: never waits). */
+static int proposal_of(int tcp_fd, const struct smcr_sock_opts *opts, struct smcr_clc_msg *prop)
+{
+	size_t len = opts ? opts->proposal_len : 0;
+	enum smcr_clc_err err;
+
+	if (!opts || !opts->proposal)
+		return smcr_clc_sock_recv(tcp_fd, prop, smcr_now_ms());
+	if (smcr_clc_decode(opts->proposal, len, prop, &len, &err) != SMCR_WIRE_OK) {
+		smcr_warn("invalid CLC message: %s", smcr_clc_err_str(err));
+		return -EPROTO;
+	}
+	return 0;
+}
+
 int smcr_sock_accept_start(int tcp_fd, const struct smcr_sock_opts *opts,
 			   struct smcr_handshake **out)
 {
@@ -302,8 +317,7 @@ int smcr_sock_accept_start(int tcp_fd, const struct smcr_sock_opts *opts,
 	int rc;
 
 	*out = NULL;
-	/* Classified already: the whole Proposal is in, reading it never waits. */
-	rc = smcr_clc_sock_recv(tcp_fd, &prop, smcr_now_ms());
+	rc = proposal_of(tcp_fd, opts, &prop);
 	prop_ns = smcr_now_ns();
 	if (rc == 0 && prop.hdr.type != SMCR_CLC_PROPOSAL)
 		rc = -EPROTO;
@@ -348,9 +362,16 @@ int smcr_sock_decline_late_proposal(int tcp_fd, uint32_t reason)
 	rc = smcr_clc_sock_recv(tcp_fd, &msg, smcr_sys_deadline(CLC_WAIT_MS));
 	if (rc)
 		return rc;
-	rc = smcr_clc_sock_decline(tcp_fd, reason, smcr_sys_deadline(CLC_WAIT_MS));
+	rc = smcr_sock_decline_taken_proposal(tcp_fd, reason);
+	return rc ? rc : 1;
+}
+
+int smcr_sock_decline_taken_proposal(int tcp_fd, uint32_t reason)
+{
+	int rc = smcr_clc_sock_decline(tcp_fd, reason, smcr_sys_deadline(CLC_WAIT_MS));
+
 	if (rc)
 		return rc;
 	smcr_stats_fallback((int)reason);
-	return 1;
+	return 0;
 }

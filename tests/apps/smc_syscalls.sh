@@ -11,7 +11,9 @@
 #   - a client under smcr connecting to a plain server on this host: at most
 #     MAX_CLIENT_EXTRA system calls per connection more than plain TCP's;
 #   - a server under smcr whose client does not run smcr: at most
-#     MAX_SERVER_EXTRA system calls per connection more than plain TCP's.
+#     MAX_SERVER_EXTRA system calls per connection more than plain TCP's;
+#     an event-driven one (non-blocking sockets, epoll, a buffer that holds
+#     any Proposal, as nginx reads): none more.
 #
 # Each smcr run proves from its own published stats (smcr-stat) that the
 # library decided those connections: TCP, reason PEERNOSMC, no SMC.
@@ -39,6 +41,11 @@ MAX_CLIENT_EXTRA=6
 # addresses of the connection's stats record come from accept() and from the
 # listener's own address, not from getpeername/getsockname.
 MAX_SERVER_EXTRA=1
+
+# The same for a server of non-blocking sockets under epoll that reads into a
+# buffer a Proposal fits: its first read is the library's look at the client's
+# first bytes (src/preload/smc_server.c, the first read), with no peek before.
+MAX_SERVER_NB_EXTRA=0
 
 # traced MODE NAME ARGS...: syscall_loop ARGS under strace -f -c (MODE smcr:
 # under smc_run); sets traced_total, the run's system calls, and for smcr
@@ -118,6 +125,18 @@ log "server, plain clients: $plain system calls per connection plain, $with unde
 awk -v p="$plain" -v w="$with" -v m="$MAX_SERVER_EXTRA" 'BEGIN { exit !(w - p <= m) }' ||
     fail "an smcr server makes $with system calls per connection with plain clients, plain" \
         "$plain (more than $MAX_SERVER_EXTRA added): compare $work/serve-*-200.strace"
+
+# The same server as nginx reads: non-blocking, epoll, a 4 KiB buffer.
+per_call plain serve-nb-plain 100 200 serve-nb
+plain=$per_call_result
+per_call smcr serve-nb-smcr 100 200 serve-nb
+with=$per_call_result
+expect_tcp "smcr event-driven server, plain clients" 200
+log "event-driven server, plain clients: $plain system calls per connection plain, $with under smcr"
+awk -v p="$plain" -v w="$with" -v m="$MAX_SERVER_NB_EXTRA" 'BEGIN { exit !(w - p <= m) }' ||
+    fail "an smcr event-driven server makes $with system calls per connection with plain" \
+        "clients, plain $plain (more than $MAX_SERVER_NB_EXTRA added): compare" \
+        "$work/serve-nb-*-200.strace"
 
 # A client under smcr to a server under smcr: SMC.  The registry's check of a
 # listener the client already knows is an exact sock_diag lookup of the TCP

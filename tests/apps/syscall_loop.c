@@ -14,6 +14,10 @@
  *   syscall_loop serve N       N connections accepted on a loopback listener,
  *                              one after the other: accept, 14 bytes each
  *                              way, close
+ *   syscall_loop serve-nb N    the same as an event-driven server (nginx) does
+ *                              it: accept4(SOCK_NONBLOCK), epoll (edge
+ *                              triggered), recv into a 4 KiB buffer until
+ *                              EAGAIN
  *
  * The clients of `eagain` and `serve` are made with raw system calls, so the
  * library under test never sees them: only the accepted sockets are tracked.  Afterwards the
@@ -25,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -127,6 +132,58 @@ static void serve(long n)
 	close(lfd);
 }
 
+/* One connection's request, as an event-driven server reads it: 14 bytes, then EAGAIN. */
+static void serve_nb_one(int ep, int sfd, char *buf, size_t len)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.fd = sfd };
+	size_t got = 0;
+
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev) < 0)
+		die("epoll_ctl");
+	for (;;) {
+		ssize_t r;
+
+		if (epoll_wait(ep, &ev, 1, 10000) != 1)
+			die("epoll_wait");
+		while ((r = recv(sfd, buf + got, len - got, 0)) > 0)
+			got += (size_t)r;
+		if (r < 0 && errno != EAGAIN)
+			die("recv");
+		if (got >= 14 || r == 0)
+			break;
+	}
+	if (got != 14)
+		die("short request");
+}
+
+static void serve_nb(long n)
+{
+	struct sockaddr_in addr;
+	char msg[14] = "syscall_loop.", buf[4096];
+	int lfd = loopback_listener(&addr), ep = epoll_create1(0);
+
+	if (ep < 0)
+		die("epoll_create1");
+	for (long i = 0; i < n; i++) {
+		int cfd = (int)syscall(SYS_socket, AF_INET, SOCK_STREAM, 0), sfd;
+
+		if (cfd < 0 || syscall(SYS_connect, cfd, &addr, sizeof(addr)) < 0 ||
+		    syscall(SYS_write, cfd, msg, sizeof(msg)) != (long)sizeof(msg))
+			die("raw client");
+		sfd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK);
+		if (sfd < 0)
+			die("accept4");
+		serve_nb_one(ep, sfd, buf, sizeof(buf));
+		if (write(sfd, buf, sizeof(msg)) != (ssize_t)sizeof(msg))
+			die("write");
+		close(sfd);
+		raw_read_all(cfd, buf, sizeof(msg));
+		syscall(SYS_close, cfd);
+	}
+	close(ep);
+	close(lfd);
+}
+
 static void connections(int port, long n)
 {
 	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
@@ -159,8 +216,11 @@ int main(int argc, char **argv)
 		connections(atoi(argv[2]), atol(argv[3]));
 	else if (argc == 3 && !strcmp(argv[1], "serve"))
 		serve(atol(argv[2]));
+	else if (argc == 3 && !strcmp(argv[1], "serve-nb"))
+		serve_nb(atol(argv[2]));
 	else {
-		fprintf(stderr, "usage: syscall_loop eagain N | connect PORT N | serve N\n");
+		fprintf(stderr,
+			"usage: syscall_loop eagain N | connect PORT N | serve N | serve-nb N\n");
 		return 2;
 	}
 	printf("ready %d\n", (int)getpid());
