@@ -29,6 +29,12 @@
  * exception: bytes that looked like a Proposal's start, turned out to be data,
  * and did not fit the program's buffer are handed out by its next reads,
  * which a program that first polls finds ready only once more data comes.
+ *
+ * The screen also takes over the start of a Proposal that a server's first
+ * read (smc_server.c) took off the stream before its rest came: the bytes
+ * are no longer in the socket to be answered there, so the Proposal is
+ * declined once whole, for the reason the reader gave (SYNCERR), or handed
+ * out if it turns out not to be one.
  */
 #include <errno.h>
 #include <stdlib.h>
