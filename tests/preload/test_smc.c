@@ -1908,15 +1908,23 @@ static void client_reset_answers(void)
 	close(fd);
 }
 
+/* The next connection, once its first `first` bytes are in and it is SMC. */
+static int accept_smc(size_t first)
+{
+	char buf[16];
+	int fd = accept(listen_fd, NULL, NULL);
+
+	CHECK(fd >= 0 && first <= sizeof(buf));
+	CHECK(recv(fd, buf, first, MSG_WAITALL) == (ssize_t)first);
+	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
+	return fd;
+}
+
 static int case_reset_answers(void)
 {
 	pid_t client = spawn(client_reset_answers);
-	int fd = accept(listen_fd, NULL, NULL);
-	char buf[2];
+	int fd = accept_smc(2);
 
-	CHECK(fd >= 0);
-	CHECK(recv(fd, buf, 2, MSG_WAITALL) == 2);
-	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
 	usleep(100 * 1000); /* the rest is in */
 	close(fd);
 	reap(client, "client");
@@ -1952,12 +1960,9 @@ static void client_shut_rd(void)
 static int case_shut_rd(void)
 {
 	pid_t client = spawn(client_shut_rd);
-	int fd = accept(listen_fd, NULL, NULL);
+	int fd = accept_smc(2);
 	char buf[8];
 
-	CHECK(fd >= 0);
-	CHECK(recv(fd, buf, 2, MSG_WAITALL) == 2);
-	CHECK_MODE(fd, SMC_PRELOAD_FD_SMC);
 	CHECK(write(fd, "0123456789", 10) == 10);
 	CHECK(recv(fd, buf, 4, MSG_WAITALL) == 4 && memcmp(buf, "more", 4) == 0);
 	CHECK(write(fd, "late", 4) == 4);
