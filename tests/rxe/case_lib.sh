@@ -103,6 +103,22 @@ delete_mid_stream() {
     drc=0; wait "$dpid" || drc=$?
     dsecs=$((SECONDS - t0))
 }
+# readd_when_asked LOGS DEV CMD...: a THEN of delete_mid_stream for a device that comes back:
+# once the client asks (in LOGS.cli) and the delete ($dpid) is done, CMD... brings DEV back;
+# then LOGS.added says so to the client ($cpid)
+readd_when_asked() {
+    local at=$1 dev=$2 i
+    shift 2
+    for ((i = 0; i < 3000; i++)); do
+        grep -q '^re-add the device' "$at.cli" && break
+        kill -0 "$cpid" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    for ((i = 0; i < 1200; i++)); do kill -0 "$dpid" 2>/dev/null || break; sleep 0.1; done
+    "$@"
+    echo "    $dev added again"
+    echo added > "$at.added"
+}
 child_of() { # PID of timeout's child (smc_run exec's the program); "" once timeout is gone
     local i pid
     # (each ps takes a second or more in a loaded guest: do not poll for an exited one)

@@ -169,7 +169,7 @@ fail_first() { # CASE DEVICE PORT: the first link's DEVICE deleted while connect
     SMCR_TRANSPORT=rdma timeout 300 "$smc_run" -d python3 "$logs/fcli.py" "$port" "$stat_tool" \
         "$bytes" "$logs/$c.srverr" "$logs/$c.moved" "$logs/$c.added" > "$logs/$c.cli" 2> "$logs/$c.err" &
     cpid=$!
-    delete_mid_stream "$dev" "$cpid" "$logs/$c.cli" "readd_when_asked $dev $logs/$c"
+    delete_mid_stream "$dev" "$cpid" "$logs/$c.cli" "readd_when_asked $logs/$c $dev restore $dev"
     # the server ends with the client's connections; one whose client failed early waits
     # for a connection that never comes
     for ((i = 0; i < 100; i++)); do kill -0 "$spid" 2>/dev/null || break; sleep 0.1; done
@@ -252,20 +252,6 @@ fail_first() { # CASE DEVICE PORT: the first link's DEVICE deleted while connect
         grep -E 'second link|attempt|appeared' "$logs/$c.srverr" | tail -n 6 | sed 's/^/    srv| /'
     fi
     restore "$dev" # (done already, unless the client never asked)
-}
-# readd_when_asked DEVICE LOGS: once the client asks (and DEVICE's delete is done), DEVICE
-# comes back; then LOGS.added says so to the client
-readd_when_asked() {
-    local dev=$1 at=$2 i
-    for ((i = 0; i < 3000; i++)); do
-        grep -q '^re-add the device' "$at.cli" && break
-        kill -0 "$cpid" 2>/dev/null || return 0
-        sleep 0.1
-    done
-    for ((i = 0; i < 1200; i++)); do kill -0 "$dpid" 2>/dev/null || break; sleep 0.1; done
-    restore "$dev"
-    echo "    $dev added again"
-    echo added > "$at.added"
 }
 restore() { # DEVICE: back for the next case, with its PNET id and its GID
     local dev=$1 i

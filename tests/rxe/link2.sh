@@ -200,7 +200,7 @@ srv_fail_over() {
     timeout 300 "${pre[@]}" python3 "$logs/srvfailcli.py" "$B" "$port" "$srvbytes" \
         "$logs/$c.srverr" "$logs/$c.moved" "$logs/$c.links" $added > "$logs/$c.cli" 2> "$logs/$c.err" &
     cpid=$!
-    delete_mid_stream rxe3 "$cpid" "$logs/$c.cli" ${added:+"readd_rxe3_when_asked $logs/$c"}
+    delete_mid_stream rxe3 "$cpid" "$logs/$c.cli" ${added:+"readd_when_asked $logs/$c rxe3 add_rxe3"}
     wait "$spid"
     if grep -q "^echo ok" "$logs/$c.cli" && [[ $crc == 0 ]]; then
         pass "($c) rxe3 (the server's) deleted mid-stream: $(grep -m1 '^echo ok' "$logs/$c.cli"); delete done after ${dsecs}s"
@@ -259,20 +259,6 @@ add_rxe3() { # rxe3 back, with its PNET id and its GID for 10.77.0.4 (the next s
         grep -qs ':ffff:0a4d:0004' /sys/class/infiniband/rxe3/ports/1/gids/* && break
         sleep 0.1
     done
-}
-# readd_rxe3_when_asked LOGS: once the client asks (and the delete is done), rxe3 comes back;
-# then LOGS.added says so to the client
-readd_rxe3_when_asked() {
-    local i
-    for ((i = 0; i < 3000; i++)); do
-        grep -q '^re-add the device' "$1.cli" && break
-        kill -0 "$cpid" 2>/dev/null || return 0
-        sleep 0.1
-    done
-    for ((i = 0; i < 1200; i++)); do kill -0 "$dpid" 2>/dev/null || break; sleep 0.1; done
-    add_rxe3
-    echo "    rxe3 added again"
-    echo added > "$1.added"
 }
 if want_case i || want_case j; then
 srvbytes=$((${SRVMIB:-16} << 20))
