@@ -349,6 +349,17 @@ static ssize_t taken_start(int fd, struct smcr_fd_entry *e, uint8_t *buf, size_t
 	return -EAGAIN;
 }
 
+/*
+ * A failed first read that ends the stream.  Any other (EAGAIN, EINTR, the
+ * program's bad buffer) leaves the client's first bytes in the socket, still
+ * to be looked at: a Proposal among them must never reach the program.
+ */
+static bool first_read_ends_stream(int err)
+{
+	return err == ECONNRESET || err == ETIMEDOUT || err == ENOTCONN || err == EPIPE ||
+	       err == EHOSTUNREACH || err == ENETUNREACH;
+}
+
 /* The first read itself, e decided by nobody yet and locked: bytes or -errno. */
 static ssize_t first_read(int fd, struct smcr_fd_entry *e, struct msghdr *msg, int flags,
 			  bool *taken)
@@ -360,7 +371,7 @@ static ssize_t first_read(int fd, struct smcr_fd_entry *e, struct msghdr *msg, i
 
 	if (n < 0) {
 		rc = errno;
-		if (rc != EAGAIN && rc != EWOULDBLOCK && rc != EINTR) /* the kernel's, for good */
+		if (first_read_ends_stream(rc)) /* the kernel's, for good */
 			atomic_store_explicit(&e->mode, SMCR_FD_FALLBACK, memory_order_release);
 		return -rc;
 	}
